@@ -1,0 +1,72 @@
+"""The model call of one step."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from pydantic import ValidationError as PydanticValidationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from chamvi.app import App
+from chamvi.constants import ACTIVITY_CALL_MODEL, QUERY_TRANSCRIPT
+from chamvi.errors import ChamviError, ModelError
+from chamvi.models import Message, ModelRequest, ModelResponse, TranscriptQuery
+from chamvi.providers import ChatRequest, ProviderHTTPError, ToolSchema
+from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
+
+
+class ModelActivities:
+    """Holds the app (and through it the providers) and this worker's transcript cache."""
+
+    def __init__(self, app: App, cache: TranscriptCache | None = None) -> None:
+        self.app = app
+        self.cache = cache or TranscriptCache()
+
+    async def _transcript(self, request: ModelRequest) -> list[Message]:
+        prefix = self.cache.prefix(request.run_id, request.base_count, request.base_digest)
+        if prefix is None and request.base_count == 0:
+            prefix = []
+        if prefix is None:
+            handle = activity.client().get_workflow_handle(request.run_id)
+            prefix = await handle.query(
+                QUERY_TRANSCRIPT, TranscriptQuery(upto=request.base_count), result_type=list[Message]
+            )
+            if chain_digest(EMPTY_DIGEST, prefix) != request.base_digest:
+                raise ApplicationError(f"transcript of run {request.run_id!r} does not match its digest")
+        prefix.extend(request.delta)
+        self.cache.store(request.run_id, prefix, chain_digest(request.base_digest, request.delta))
+        return prefix
+
+    @activity.defn(name=ACTIVITY_CALL_MODEL)
+    async def call_model(self, request: ModelRequest) -> ModelResponse:
+        try:
+            agent = self.app.agent(request.agent)
+            _, model = self.app.model_for(agent)
+        except ChamviError as error:
+            raise ApplicationError(error.message, type=error.code, non_retryable=True) from None
+        transcript = await self._transcript(request)
+        chat = ChatRequest(
+            run_id=request.run_id,
+            agent=agent.name,
+            step=request.step,
+            messages=[*agent.instructions, *transcript],
+            tools=[ToolSchema(t.name, t.description, t.json_schema()) for t in agent.tools.values()],
+            output_schema=agent.output.model_json_schema() if agent.output is not None else None,
+        )
+        try:
+            response = await model.complete(chat)
+        except ProviderHTTPError as error:
+            raise ApplicationError(
+                str(error),
+                type=ModelError.code,
+                non_retryable=not error.retryable,
+                next_retry_delay=timedelta(seconds=error.retry_after) if error.retry_after is not None else None,
+            ) from None
+        if agent.output is not None and not response.message.tool_calls and response.finish_reason != "length":
+            try:
+                parsed = agent.output.model_validate_json(response.message.content or "")
+            except PydanticValidationError as error:
+                return response.model_copy(update={"output_error": str(error)})
+            return response.model_copy(update={"output": parsed.model_dump(mode="json")})
+        return response

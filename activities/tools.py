@@ -1,0 +1,140 @@
+"""The tool call of one step: validation, effects, approvals, taint, and errors for the model."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+from temporalio import activity
+
+from chamvi.app import App
+from chamvi.channels import ChannelAccess
+from chamvi.constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT
+from chamvi.errors import ChamviError, FatalToolError, ToolDeniedError, ToolNotAllowedError
+from chamvi.models import EffectQuery, EffectRecord, ErrorInfo, ToolRequest, ToolResult
+from chamvi.tools import ApprovalRequired, EffectLedger, Predicate, RunContext, Tool, ToolContext, approve
+
+
+async def _holds(flag: Predicate, arguments: BaseModel, ctx: ToolContext) -> bool:
+    if isinstance(flag, bool):
+        return flag
+    answer = flag(arguments, ctx)
+    return bool(await answer) if inspect.isawaitable(answer) else bool(answer)
+
+
+async def _run_effect(tool: Tool, arguments: BaseModel, ctx: ToolContext) -> Any:
+    """Recorded result first, then ``already_applied``, then the function; record on success."""
+    assert tool.effect is not None
+    key_fn = tool.effect.effect_key
+    key = key_fn(arguments, ctx) if key_fn is not None else tool.default_effect_key(ctx.run.run_id, arguments)
+    found, recorded = await ctx.effects.lookup(key)
+    if found:
+        return recorded
+    if tool.effect.already_applied is not None:
+        applied = tool.effect.already_applied(key, arguments)
+        applied = await applied if inspect.isawaitable(applied) else applied
+        if applied is not None:
+            ctx.effects.record(key, applied)
+            return applied
+    result = await tool.invoke(arguments, ctx)
+    ctx.effects.record(key, result)
+    return result
+
+
+def _error(error: BaseException) -> ErrorInfo:
+    if isinstance(error, ChamviError):
+        return ErrorInfo(code=error.code, message=error.message)
+    return ErrorInfo(code="tool_error", message=f"{type(error).__name__}: {error}")
+
+
+class ToolActivities:
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    @activity.defn(name=ACTIVITY_CALL_TOOL)
+    async def call_tool(self, request: ToolRequest) -> ToolResult:
+        agent = self.app.agent(request.agent)
+        tool = agent.tools.get(request.call.name)
+        if tool is None:
+            offered = ", ".join(repr(n) for n in agent.tools) or "none"
+            error = ToolNotAllowedError(f"tool {request.call.name!r} is not available: this agent offers {offered}")
+            return ToolResult(status="error", error=_error(error))
+        try:
+            arguments = tool.parse_input(request.call.arguments)
+        except PydanticValidationError as error:
+            return ToolResult(
+                status="error",
+                error=ErrorInfo(code="validation_error", message=f"invalid input for {tool.name!r}: {error}"),
+            )
+        cancellation = asyncio.Event()
+        ledger = EffectLedger(lambda key: self._recorded_effect(request.run_id, key))
+        run = RunContext(
+            run_id=request.run_id,
+            agent=agent.name,
+            trigger=request.trigger,
+            cancellation=cancellation,
+            step=request.step,
+            tool_call_id=request.call.id,
+        )
+        ctx = ToolContext(
+            run=run,
+            channels=ChannelAccess(self.app.channels, run, ledger),
+            effects=ledger,
+            decisions=list(request.decisions),
+        )
+        heartbeat = asyncio.create_task(self._heartbeat(cancellation))
+        try:
+            return await self._call(tool, arguments, ctx, request.tainted)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+
+    async def _call(self, tool: Tool, arguments: BaseModel, ctx: ToolContext, tainted: bool) -> ToolResult:
+        status: str = "ok"
+        output: Any = None
+        error: ErrorInfo | None = None
+        try:
+            if tainted and await _holds(tool.trust.guard_when_tainted, arguments, ctx):
+                decision = await approve(
+                    ctx,
+                    title=f"The run read untrusted content: allow {tool.name!r}?",
+                    body=json.dumps(arguments.model_dump(mode="json"), indent=2),
+                )
+                if not decision.approved:
+                    raise ToolDeniedError(
+                        f"{tool.name!r} was denied: {decision.reason or 'the run is tainted and nobody approved'}"
+                    )
+            output = await (_run_effect(tool, arguments, ctx) if tool.effect else tool.invoke(arguments, ctx))
+        except ApprovalRequired as required:
+            return ToolResult(status="approval", approval=required.request, effects=ctx.effects.new)
+        except FatalToolError as fatal:
+            status, error = "fatal", _error(fatal)
+        except Exception as failure:
+            status, error = "error", _error(failure)
+        taint = tool.name if await _holds(tool.trust.taint, arguments, ctx) else None
+        return ToolResult(status=status, output=output, error=error, effects=ctx.effects.new, taint=taint)  # type: ignore[arg-type]
+
+    async def _recorded_effect(self, run_id: str, key: str) -> tuple[bool, Any]:
+        handle = activity.client().get_workflow_handle(run_id)
+        record = await handle.query(QUERY_EFFECT, EffectQuery(key=key), result_type=EffectRecord)
+        return record.found, record.result
+
+    @staticmethod
+    async def _heartbeat(cancellation: asyncio.Event) -> None:
+        """Keeps a long tool call alive and lets the server notice a killed worker quickly."""
+        timeout = activity.info().heartbeat_timeout
+        interval = timeout.total_seconds() / 3 if timeout else 10.0
+        waiter = asyncio.ensure_future(activity.wait_for_cancelled())
+        try:
+            while not waiter.done():
+                activity.heartbeat()
+                await asyncio.wait([waiter], timeout=interval)
+            cancellation.set()
+        finally:
+            waiter.cancel()

@@ -1,0 +1,69 @@
+"""chamvi-temporal: durable, self-hosted AI agents on Temporal."""
+
+from chamvi.agents import Agent, Budget, define_agent
+from chamvi.app import ActivityTimeouts, App
+from chamvi.channels import Channel, ChannelMessage, ChannelSubscription, console_channel
+from chamvi.client import ChamviClient, DispatchResult
+from chamvi.errors import (
+    ApprovalNotPendingError,
+    BudgetExceededError,
+    ChamviError,
+    ChannelNotFoundError,
+    ErrorCode,
+    FatalToolError,
+    IncompleteResponseError,
+    InvalidAgentDefinitionError,
+    InvalidInputError,
+    InvalidRunStateError,
+    RunNotFoundError,
+    TimeoutError,
+    ToolDeniedError,
+    ToolNotAllowedError,
+    ValidationError,
+)
+from chamvi.models import ApprovalDecision, Invoker, RunStatus, RunView, TriggerEnvelope
+from chamvi.providers import ModelRegistry, ScriptedModel
+from chamvi.tools import Tool, ToolContext, Trust, approve, effect_marker, effect_tool, tool
+
+__all__ = [
+    "ActivityTimeouts",
+    "Agent",
+    "App",
+    "ApprovalDecision",
+    "ApprovalNotPendingError",
+    "Budget",
+    "BudgetExceededError",
+    "ChamviClient",
+    "ChamviError",
+    "Channel",
+    "ChannelMessage",
+    "ChannelNotFoundError",
+    "ChannelSubscription",
+    "DispatchResult",
+    "ErrorCode",
+    "FatalToolError",
+    "IncompleteResponseError",
+    "InvalidAgentDefinitionError",
+    "InvalidInputError",
+    "InvalidRunStateError",
+    "Invoker",
+    "ModelRegistry",
+    "RunNotFoundError",
+    "RunStatus",
+    "RunView",
+    "ScriptedModel",
+    "TimeoutError",
+    "Tool",
+    "ToolContext",
+    "ToolDeniedError",
+    "ToolNotAllowedError",
+    "TriggerEnvelope",
+    "Trust",
+    "ValidationError",
+    "approve",
+    "console_channel",
+    "define_agent",
+    "effect_marker",
+    "effect_tool",
+    "tool",
+]

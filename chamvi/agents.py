@@ -1,0 +1,141 @@
+"""Defining agents: ``define_agent`` checks a definition and fills in the default budget."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+
+from chamvi.channels import ChannelSubscription
+from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
+from chamvi.errors import InvalidAgentDefinitionError
+from chamvi.models import BudgetSpec, Message
+from chamvi.tools import Tool
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Per run: steps (model calls), tokens, and the time one execution may take."""
+
+    max_steps: int = DEFAULT_MAX_STEPS
+    max_tokens: int | None = None
+    timeout: timedelta = DEFAULT_TIMEOUT
+
+    def spec(self) -> BudgetSpec:
+        return BudgetSpec(
+            max_steps=self.max_steps, max_tokens=self.max_tokens, timeout_seconds=self.timeout.total_seconds()
+        )
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    model: str | None
+    instructions: tuple[Message, ...]
+    tools: Mapping[str, Tool]
+    budget: Budget
+    output: type[BaseModel] | None
+    channels: tuple[ChannelSubscription, ...] = field(default_factory=tuple)
+
+
+def validate_agent_name(name: Any) -> str:
+    if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or len(name) > NAME_MAX_LENGTH:
+        raise InvalidAgentDefinitionError(
+            f"agent name {name!r} is invalid: use lowercase letters and digits in words joined by single "
+            f"'-' (^[a-z0-9]+(-[a-z0-9]+)*$), at most {NAME_MAX_LENGTH} characters"
+        )
+    return name
+
+
+def _instructions(name: str, instructions: Any) -> tuple[Message, ...]:
+    if isinstance(instructions, str):
+        return (Message(role="system", content=instructions),)
+    if not isinstance(instructions, Sequence) or not instructions:
+        raise InvalidAgentDefinitionError(
+            f"agent {name!r}: instructions must be a string or a non-empty list of system/user/assistant messages"
+        )
+    messages: list[Message] = []
+    for index, item in enumerate(instructions):
+        try:
+            message = item if isinstance(item, Message) else Message.model_validate(item)
+        except PydanticValidationError as error:
+            raise InvalidAgentDefinitionError(f"agent {name!r}: instructions[{index}] is not a message: {error}")
+        if message.role not in ("system", "user", "assistant") or message.tool_calls or not message.content:
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: instructions[{index}] must be a system, user or assistant message with "
+                "text content"
+            )
+        messages.append(message)
+    return tuple(messages)
+
+
+def _tools(name: str, tools: Sequence[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
+    items = list(tools.values()) if isinstance(tools, Mapping) else list(tools)
+    by_name: dict[str, Tool] = {}
+    for item in items:
+        if not isinstance(item, Tool):
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: {item!r} is not a tool: decorate the function with @tool or @effect_tool"
+            )
+        if item.name in by_name:
+            raise InvalidAgentDefinitionError(f"agent {name!r}: two tools are named {item.name!r}")
+        by_name[item.name] = item
+    return by_name
+
+
+def _budget(name: str, budget: Budget) -> Budget:
+    if not isinstance(budget, Budget):
+        raise InvalidAgentDefinitionError(f"agent {name!r}: budget must be a Budget(...)")
+    if not isinstance(budget.max_steps, int) or budget.max_steps < 1:
+        raise InvalidAgentDefinitionError(f"agent {name!r}: budget.max_steps must be a positive integer")
+    if budget.max_tokens is not None and (not isinstance(budget.max_tokens, int) or budget.max_tokens < 1):
+        raise InvalidAgentDefinitionError(f"agent {name!r}: budget.max_tokens must be a positive integer or None")
+    if not isinstance(budget.timeout, timedelta) or budget.timeout <= timedelta(0):
+        raise InvalidAgentDefinitionError(f"agent {name!r}: budget.timeout must be a positive timedelta")
+    return budget
+
+
+def _subscriptions(name: str, channels: Sequence[str | ChannelSubscription]) -> tuple[ChannelSubscription, ...]:
+    subscriptions = tuple(c if isinstance(c, ChannelSubscription) else ChannelSubscription(c) for c in channels)
+    ids = [s.id for s in subscriptions if s.id is not None]
+    if len(ids) != len(set(ids)):
+        raise InvalidAgentDefinitionError(f"agent {name!r}: subscription ids must be unique")
+    return subscriptions
+
+
+def define_agent(
+    *,
+    name: str,
+    instructions: str | Sequence[Message | Mapping[str, Any]],
+    model: str | None = None,
+    tools: Sequence[Tool] | Mapping[str, Tool] = (),
+    budget: Budget | None = None,
+    output: type[BaseModel] | None = None,
+    channels: Sequence[str | ChannelSubscription] = (),
+) -> Agent:
+    """Checks an agent definition and fills in the default budget (20 steps, 900 s).
+
+    Raises:
+        InvalidAgentDefinitionError: naming what is wrong.
+    """
+    validate_agent_name(name)
+    if model is not None and (not isinstance(model, str) or "/" not in model):
+        raise InvalidAgentDefinitionError(
+            f"agent {name!r}: model {model!r} must be a '<provider>/<model id>' string"
+        )
+    if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
+        raise InvalidAgentDefinitionError(f"agent {name!r}: output must be a pydantic model class or None")
+    return Agent(
+        name=name,
+        model=model,
+        instructions=_instructions(name, instructions),
+        tools=_tools(name, tools),
+        budget=_budget(name, budget or Budget()),
+        output=output,
+        channels=_subscriptions(name, channels),
+    )

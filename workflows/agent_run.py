@@ -1,0 +1,443 @@
+"""The ``AgentRun`` workflow: one agent run, one model activity and one tool activity per call.
+
+Deterministic code only. The agent arrives as a serialisable ``AgentSpec`` from an activity; the
+app's code (tools, models, channels) runs in activities.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from chamvi import constants as c
+    from chamvi.errors import (
+        ApprovalNotPendingError,
+        BudgetExceededError,
+        ChamviError,
+        FatalToolError,
+        IncompleteResponseError,
+        TimeoutError,
+        ValidationError,
+    )
+    from chamvi.models import (
+        AgentSpec,
+        ApprovalAnswer,
+        ApprovalDecision,
+        ApprovalRequest,
+        DescribeAgentRequest,
+        EffectQuery,
+        EffectRecord,
+        ErrorInfo,
+        LockRequest,
+        Message,
+        ModelRequest,
+        ModelResponse,
+        RunInput,
+        RunStatus,
+        RunView,
+        StepView,
+        Taint,
+        ToolCall,
+        ToolRequest,
+        ToolResult,
+        TranscriptQuery,
+        Usage,
+        WaitPoint,
+    )
+    from chamvi.transcript import EMPTY_DIGEST, chain_digest
+
+MODEL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=60),
+    maximum_attempts=10,
+)
+TOOL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=30)
+)
+LOCAL_RETRY = RetryPolicy(maximum_attempts=5)
+
+
+class RunFailed(Exception):
+    """Internal: settles the run as failed with a seed error code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @classmethod
+    def of(cls, error: ChamviError) -> RunFailed:
+        return cls(error.code, error.message)
+
+
+def envelope_message(run_input: RunInput) -> Message:
+    """The trigger envelope as the run's first user message, a JSON block."""
+    body = json.dumps(run_input.envelope().model_dump(mode="json", exclude_none=True), indent=2, sort_keys=True)
+    return Message(role="user", content=f"Trigger:\n```json\n{body}\n```")
+
+
+def _failure(error: ActivityError) -> RunFailed:
+    cause = error.cause
+    if isinstance(cause, ApplicationError):
+        return RunFailed(cause.type or "activity_failed", cause.message)
+    return RunFailed("activity_failed", str(cause or error))
+
+
+@workflow.defn(name=c.AGENT_RUN_WORKFLOW)
+class AgentRunWorkflow:
+    def __init__(self) -> None:
+        self._input: RunInput | None = None
+        self._spec: AgentSpec | None = None
+        self._status = RunStatus.QUEUED
+        self._messages: list[Message] = []
+        self._sent_count = 0
+        self._sent_digest = EMPTY_DIGEST
+        self._steps: list[StepView] = []
+        self._usage = Usage()
+        self._output: Any = None
+        self._error: ErrorInfo | None = None
+        self._waiting: WaitPoint | None = None
+        self._answer: ApprovalDecision | None = None
+        self._taint: Taint | None = None
+        self._effects: dict[str, Any] = {}
+        self._granted = False
+        self._created_at = workflow.now()
+        self._started_at: Any = None
+        self._ended_at: Any = None
+
+    # ---- handlers ---------------------------------------------------------------------------
+
+    @workflow.query(name=c.QUERY_RUN)
+    def view(self) -> RunView:
+        run_input = self._input or RunInput(agent="")
+        return RunView(
+            run_id=workflow.info().workflow_id,
+            agent=run_input.agent,
+            status=self._status,
+            trigger=run_input.envelope(),
+            concurrency_key=run_input.concurrency_key,
+            steps=self._steps,
+            usage=self._usage,
+            output=self._output,
+            error=self._error,
+            waiting=self._waiting,
+            taint=self._taint,
+            created_at=self._created_at,
+            started_at=self._started_at,
+            ended_at=self._ended_at,
+        )
+
+    @workflow.query(name=c.QUERY_TRANSCRIPT)
+    def transcript(self, query: TranscriptQuery) -> list[Message]:
+        return self._messages[: query.upto]
+
+    @workflow.query(name=c.QUERY_EFFECT)
+    def effect(self, query: EffectQuery) -> EffectRecord:
+        if query.key in self._effects:
+            return EffectRecord(found=True, result=self._effects[query.key])
+        return EffectRecord(found=False)
+
+    @workflow.signal(name=c.SIGNAL_APPROVE)
+    def approve(self, answer: ApprovalAnswer) -> None:
+        """The answer of a person; a stale or unknown approval id is logged and ignored."""
+        problem = self._answer_problem(answer)
+        if problem is not None:
+            workflow.logger.warning("approval answer rejected: %s", problem)
+            return
+        self._answer = answer.decision()
+
+    @workflow.update(name=c.UPDATE_ANSWER_APPROVAL)
+    def answer_approval(self, answer: ApprovalAnswer) -> None:
+        """Like the ``approve`` signal, but a stale or unknown id is refused to the caller."""
+        self._answer = answer.decision()
+
+    @answer_approval.validator
+    def _validate_answer(self, answer: ApprovalAnswer) -> None:
+        problem = self._answer_problem(answer)
+        if problem is not None:
+            raise ApplicationError(problem, type=ApprovalNotPendingError.code, non_retryable=True)
+
+    def _answer_problem(self, answer: ApprovalAnswer) -> str | None:
+        if self._waiting is None or self._answer is not None:
+            return f"run is not waiting on approval {answer.approval_id!r}: nothing to answer"
+        if answer.approval_id != self._waiting.approval_id:
+            return (
+                f"approval {answer.approval_id!r} is stale or unknown: the run waits on "
+                f"{self._waiting.approval_id!r}"
+            )
+        return None
+
+    @workflow.signal(name=c.SIGNAL_LOCK_GRANTED)
+    def concurrency_granted(self) -> None:
+        self._granted = True
+
+    # ---- run ------------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, run_input: RunInput) -> RunView:
+        self._input = run_input
+        run_id = workflow.info().workflow_id
+        self._upsert(agent=run_input.agent, channel=run_input.channel)
+        try:
+            try:
+                self._spec = await workflow.execute_local_activity(
+                    c.ACTIVITY_DESCRIBE_AGENT,
+                    DescribeAgentRequest(agent=run_input.agent, channel=run_input.channel),
+                    result_type=AgentSpec,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=LOCAL_RETRY,
+                )
+            except ActivityError as error:
+                raise _failure(error) from None
+            if run_input.concurrency_key is not None:
+                await workflow.execute_local_activity(
+                    c.ACTIVITY_ENQUEUE_LOCK,
+                    LockRequest(key=run_input.concurrency_key, run_id=run_id),
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=LOCAL_RETRY,
+                )
+                await workflow.wait_condition(lambda: self._granted)
+            self._started_at = workflow.now()
+            self._set_status(RunStatus.RUNNING)
+            if run_input.channel in self._spec.untrusted_channels:
+                self._mark_tainted(f"channel:{run_input.channel}")
+            self._messages.append(envelope_message(run_input))
+            await self._run_within_timeout(self._spec)
+            self._settle(RunStatus.COMPLETED)
+        except RunFailed as failure:
+            self._error = ErrorInfo(code=failure.code, message=failure.message)
+            self._settle(RunStatus.FAILED)
+            raise ApplicationError(failure.message, {"code": failure.code}, type=failure.code, non_retryable=True)
+        except asyncio.CancelledError:
+            self._error = ErrorInfo(code="cancelled", message="the run was cancelled")
+            self._settle(RunStatus.CANCELLED)
+            raise
+        finally:
+            if run_input.concurrency_key is not None:
+                await self._release_lock(run_input.concurrency_key, run_id)
+        return self.view()
+
+    async def _release_lock(self, key: str, run_id: str) -> None:
+        handle = workflow.get_external_workflow_handle(c.LOCK_ID_PREFIX + key)
+        try:
+            await handle.signal(c.SIGNAL_LOCK_RELEASE, LockRequest(key=key, run_id=run_id))
+        except Exception as error:  # the lock's own watchdog frees the key if this signal is lost
+            workflow.logger.warning("could not release concurrency key %r: %s", key, error)
+
+    async def _run_within_timeout(self, spec: AgentSpec) -> None:
+        """Runs the loop under the budget's timeout, which restarts after every approval wait.
+
+        The seed's timeout applies to each execution, and time spent waiting for a person is no
+        execution: the clock stops while the run waits and starts afresh when it resumes.
+        """
+        loop = asyncio.create_task(self._loop(spec))
+        try:
+            while not loop.done():
+                try:
+                    await workflow.wait_condition(
+                        lambda: loop.done() or self._waiting is not None,
+                        timeout=timedelta(seconds=spec.budget.timeout_seconds),
+                        timeout_summary="run timeout",
+                    )
+                except asyncio.TimeoutError:
+                    loop.cancel()
+                    await workflow.wait([loop])
+                    raise RunFailed.of(
+                        TimeoutError(f"the run took longer than its {spec.budget.timeout_seconds:g} s timeout")
+                    ) from None
+                if self._waiting is not None:
+                    await workflow.wait_condition(lambda: loop.done() or self._waiting is None)
+        except asyncio.CancelledError:
+            loop.cancel()
+            await workflow.wait([loop])
+            raise
+        await loop
+
+    async def _loop(self, spec: AgentSpec) -> None:
+        step = 0
+        while True:
+            response = await self._call_model(spec, step)
+            message = response.message
+            self._messages.append(message)
+            if response.finish_reason == "length":
+                raise RunFailed.of(IncompleteResponseError("the model's answer was cut off at its output token limit"))
+            if not message.tool_calls:
+                self._finish(spec, response)
+                return
+            for call in message.tool_calls:
+                await self._call_tool(spec, step, call)
+            step += 1
+            if step >= spec.budget.max_steps:
+                raise RunFailed.of(
+                    BudgetExceededError(
+                        f"max_steps ({spec.budget.max_steps}) reached while the model still wanted to call tools"
+                    )
+                )
+            if spec.budget.max_tokens is not None and self._usage.total_tokens >= spec.budget.max_tokens:
+                raise RunFailed.of(
+                    BudgetExceededError(
+                        f"max_tokens ({spec.budget.max_tokens}) reached ({self._usage.total_tokens} used) while "
+                        "the model still wanted to call tools"
+                    )
+                )
+
+    def _finish(self, spec: AgentSpec, response: ModelResponse) -> None:
+        if not spec.structured_output:
+            self._output = response.message.content or ""
+            return
+        if response.output_error is not None:
+            raise RunFailed.of(
+                ValidationError(f"the final answer does not match the output schema: {response.output_error[:500]}")
+            )
+        self._output = response.output
+
+    async def _call_model(self, spec: AgentSpec, step: int) -> ModelResponse:
+        delta = self._messages[self._sent_count :]
+        started = workflow.now()
+        try:
+            response = await workflow.execute_activity(
+                c.ACTIVITY_CALL_MODEL,
+                ModelRequest(
+                    run_id=workflow.info().workflow_id,
+                    agent=spec.name,
+                    step=step,
+                    base_count=self._sent_count,
+                    base_digest=self._sent_digest,
+                    delta=delta,
+                ),
+                result_type=ModelResponse,
+                start_to_close_timeout=timedelta(seconds=spec.model_timeout_seconds),
+                retry_policy=MODEL_RETRY,
+                summary=f"step {step}: {spec.model}",
+            )
+        except ActivityError as error:
+            raise _failure(error) from None
+        self._sent_digest = chain_digest(self._sent_digest, delta)
+        self._sent_count = len(self._messages)
+        self._usage = self._usage + response.usage
+        self._steps.append(
+            StepView(
+                index=step,
+                kind="llm",
+                started_at=started,
+                ended_at=workflow.now(),
+                text=response.message.content,
+                tool_calls=response.message.tool_calls,
+                usage=response.usage,
+            )
+        )
+        return response
+
+    async def _call_tool(self, spec: AgentSpec, step: int, call: ToolCall) -> None:
+        decisions: list[ApprovalDecision] = []
+        started = workflow.now()
+        while True:
+            try:
+                result = await workflow.execute_activity(
+                    c.ACTIVITY_CALL_TOOL,
+                    ToolRequest(
+                        run_id=workflow.info().workflow_id,
+                        agent=spec.name,
+                        step=step,
+                        call=call,
+                        trigger=self._require_input().envelope(),
+                        decisions=decisions,
+                        tainted=self._taint is not None,
+                    ),
+                    result_type=ToolResult,
+                    start_to_close_timeout=timedelta(seconds=spec.tool_timeout_seconds),
+                    heartbeat_timeout=timedelta(seconds=spec.tool_heartbeat_seconds),
+                    retry_policy=TOOL_RETRY,
+                    summary=f"step {step}: {call.name}",
+                )
+            except ActivityError as error:
+                raise _failure(error) from None
+            self._effects.update(result.effects)
+            if result.taint is not None:
+                self._mark_tainted(result.taint)
+            if result.status != "approval" or result.approval is None:
+                break
+            approval_id = f"{step}:{call.id}:{len(decisions)}"
+            decisions.append(await self._wait_for_approval(step, call, approval_id, result.approval))
+        view = StepView(
+            index=step,
+            kind="tool",
+            started_at=started,
+            ended_at=workflow.now(),
+            tool=call.name,
+            tool_call_id=call.id,
+            input=call.arguments,
+            output=result.output,
+            error=result.error,
+        )
+        self._steps.append(view)
+        if result.status == "fatal":
+            message = result.error.message if result.error else "a tool failed the run"
+            raise RunFailed.of(FatalToolError(message))
+        if result.status == "ok":
+            content = result.output if isinstance(result.output, str) else json.dumps(result.output)
+        else:
+            content = f"{result.error.code}: {result.error.message}" if result.error else "tool error"
+        self._messages.append(
+            Message(role="tool", tool_call_id=call.id, name=call.name, content=content, is_error=result.status != "ok")
+        )
+
+    async def _wait_for_approval(
+        self, step: int, call: ToolCall, approval_id: str, request: ApprovalRequest
+    ) -> ApprovalDecision:
+        started = workflow.now()
+        timeout = timedelta(seconds=request.timeout_seconds)
+        self._answer = None
+        self._waiting = WaitPoint(
+            approval_id=approval_id, title=request.title, body=request.body, tool=call.name, step=step,
+            until=started + timeout,
+        )
+        self._set_status(RunStatus.WAITING)
+        try:
+            await workflow.wait_condition(
+                lambda: self._answer is not None, timeout=timeout, timeout_summary=f"approval {approval_id}"
+            )
+            decision = self._answer or ApprovalDecision(approved=False)
+        except asyncio.TimeoutError:
+            decision = ApprovalDecision(approved=False, reason="approval timed out")
+        self._steps.append(
+            StepView(
+                index=step, kind="wait", started_at=started, ended_at=workflow.now(), tool=call.name,
+                tool_call_id=call.id, approval_id=approval_id, decision=decision,
+            )
+        )
+        self._waiting = None
+        self._answer = None
+        self._set_status(RunStatus.RUNNING)
+        return decision
+
+    # ---- state ----------------------------------------------------------------------------
+
+    def _require_input(self) -> RunInput:
+        assert self._input is not None
+        return self._input
+
+    def _mark_tainted(self, source: str) -> None:
+        if self._taint is None:
+            self._taint = Taint(at=workflow.now(), source=source)
+            workflow.upsert_search_attributes([c.SA_TAINTED.value_set(True)])
+
+    def _set_status(self, status: RunStatus) -> None:
+        self._status = status
+        workflow.upsert_search_attributes([c.SA_STATUS.value_set(status.value)])
+
+    def _settle(self, status: RunStatus) -> None:
+        self._ended_at = workflow.now()
+        self._set_status(status)
+
+    def _upsert(self, *, agent: str, channel: str | None) -> None:
+        updates = [c.SA_AGENT.value_set(agent), c.SA_STATUS.value_set(RunStatus.QUEUED.value)]
+        if channel:
+            updates.append(c.SA_CHANNEL.value_set(channel))
+        workflow.upsert_search_attributes(updates)
