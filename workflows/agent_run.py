@@ -82,8 +82,9 @@ def envelope_message(run_input: RunInput) -> Message:
     return Message(role="user", content=f"Trigger:\n```json\n{body}\n```")
 
 
-def _failure(error: ActivityError) -> RunFailed:
-    cause = error.cause
+def _failure(error: ActivityError | ApplicationError) -> RunFailed:
+    """The run failure for an activity that failed for good (a local activity's error arrives bare)."""
+    cause = error.cause if isinstance(error, ActivityError) else error
     if isinstance(cause, ApplicationError):
         return RunFailed(cause.type or "activity_failed", cause.message)
     return RunFailed("activity_failed", str(cause or error))
@@ -193,7 +194,7 @@ class AgentRunWorkflow:
                     start_to_close_timeout=timedelta(seconds=30),
                     retry_policy=LOCAL_RETRY,
                 )
-            except ActivityError as error:
+            except (ActivityError, ApplicationError) as error:
                 raise _failure(error) from None
             if run_input.concurrency_key is not None:
                 await workflow.execute_local_activity(
@@ -316,7 +317,7 @@ class AgentRunWorkflow:
                 retry_policy=MODEL_RETRY,
                 summary=f"step {step}: {spec.model}",
             )
-        except ActivityError as error:
+        except (ActivityError, ApplicationError) as error:
             raise _failure(error) from None
         self._sent_digest = chain_digest(self._sent_digest, delta)
         self._sent_count = len(self._messages)
@@ -356,7 +357,7 @@ class AgentRunWorkflow:
                     retry_policy=TOOL_RETRY,
                     summary=f"step {step}: {call.name}",
                 )
-            except ActivityError as error:
+            except (ActivityError, ApplicationError) as error:
                 raise _failure(error) from None
             self._effects.update(result.effects)
             if result.taint is not None:

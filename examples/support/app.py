@@ -1,0 +1,88 @@
+"""The support example: an agent that looks up an order, refunds it after a person approves,
+and replies to the customer exactly once.
+
+Runs offline with the ``local/demo`` model (deterministic, no weights: it calls each tool once
+with arguments from the payload). Set ``CHAMVI_SUPPORT_MODEL=openai/gpt-4o-mini`` and
+``OPENAI_API_KEY`` to run it on a real model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import timedelta
+from pathlib import Path
+
+from chamvi import App, Budget, ToolContext, approve, console_channel, define_agent, effect_marker, effect_tool, tool
+
+ORDERS = {
+    "A-1001": {"customer": "ada@example.com", "total": 25.0, "status": "delivered"},
+    "A-1002": {"customer": "grace@example.com", "total": 80.0, "status": "in transit"},
+}
+
+
+def outbox_path() -> Path:
+    """Replies land here, one JSON line each (a stand-in for a mail or ticket API)."""
+    return Path(os.environ.get("CHAMVI_DATA", ".chamvi")) / "outbox.jsonl"
+
+
+@tool
+async def lookup_order(order_id: str) -> dict[str, object]:
+    """Looks up an order by id (e.g. A-1001): customer, total and delivery status."""
+    order = ORDERS.get(order_id)
+    if order is None:
+        raise LookupError(f"no order {order_id!r}")
+    return {"order_id": order_id, **order}
+
+
+@effect_tool
+async def refund_order(order_id: str, amount: float, ctx: ToolContext) -> str:
+    """Refunds an amount on an order. A person must approve every refund."""
+    decision = await approve(
+        ctx,
+        title=f"Refund {amount:.2f} on order {order_id}?",
+        body=f"Requested in run {ctx.run.run_id}.",
+        timeout=timedelta(hours=24),
+    )
+    if not decision.approved:
+        return f"Not refunded: {decision.reason or 'denied'}"
+    return f"Refunded {amount:.2f} on order {order_id}."
+
+
+def _already_replied(key: str, _input: object) -> dict[str, str] | None:
+    path = outbox_path()
+    if path.exists() and effect_marker(key) in path.read_text():
+        return {"status": "sent earlier"}
+    return None
+
+
+@effect_tool(
+    effect_key=lambda args, ctx: f"{ctx.run.run_id}:reply:{args.to}",
+    already_applied=_already_replied,
+)
+async def send_reply(to: str, body: str, ctx: ToolContext) -> dict[str, str]:
+    """Sends the reply to the customer. Sent once per run and customer, even after a crash."""
+    key = f"{ctx.run.run_id}:reply:{to}"
+    path = outbox_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as outbox:
+        outbox.write(json.dumps({"to": to, "body": body, "marker": effect_marker(key)}) + "\n")
+    channel = ctx.channels.find_one("console")
+    if channel is not None:
+        await channel.emit(body, title=f"reply to {to}")
+    return {"status": "sent"}
+
+
+support = define_agent(
+    name="support",
+    model=os.environ.get("CHAMVI_SUPPORT_MODEL", "local/demo"),
+    instructions=(
+        "You are a support agent. Look the order up, refund it when the customer asks for a refund "
+        "(a person approves every refund), then reply to the customer once."
+    ),
+    tools=[lookup_order, refund_order, send_reply],
+    budget=Budget(max_steps=10),
+    channels=["console"],
+)
+
+app = App(agents=[support], channels=[console_channel()])
