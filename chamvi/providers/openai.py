@@ -1,123 +1,295 @@
 """``openai/<model id>``: the OpenAI chat completions API and every server that speaks it.
 
-``OPENAI_BASE_URL`` reaches Ollama, vLLM and other compatible servers. The SDK's own retries are
-off: Temporal retries the model activity, honouring ``retry-after`` (see ``activities.model``).
+``OPENAI_API_KEY`` authenticates; ``OPENAI_BASE_URL`` reaches Ollama, vLLM and other compatible
+servers. The SDK's own retries are off: Temporal retries the model activity. An HTTP error becomes a
+``ProviderHTTPError`` that ``activities.model`` turns into a retryable (408, 409, 429, 5xx, honouring
+``retry-after``) or non-retryable (other 4xx) failure; a connection error or timeout becomes a
+``ProviderConnectionError``, which Temporal retries.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from typing import Any
+import re
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, Literal
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from chamvi.models import Message, ModelResponse, ToolCall, Usage
-from chamvi.providers._base import ChatRequest, ProviderHTTPError
+from chamvi.providers._base import ChatRequest, ProviderHTTPError, ToolSchema
 
-_FINISH = {"stop": "stop", "tool_calls": "tool_calls", "function_call": "tool_calls", "length": "length"}
+FinishReason = Literal["stop", "tool_calls", "length", "other"]
 
+INVALID_JSON_KEY = "_invalid_json"
+"""The key under which tool call arguments that are not JSON reach the tool (which then refuses them)."""
 
-def _retry_after(headers: Any) -> float | None:
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        value = headers.get(name) if headers is not None else None
-        if value:
-            try:
-                return max(0.0, float(value) * scale)
-            except ValueError:
-                continue
-    return None
+NON_OBJECT_KEY = "_value"
+"""The key under which tool call arguments that are JSON but not an object reach the tool."""
+
+# Local servers (Ollama, vLLM without --api-key) ignore the key, but the SDK insists on one.
+_PLACEHOLDER_KEY = "no-key"
 
 
-def _wire_message(message: Message) -> dict[str, Any]:
-    if message.role == "tool":
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content or ""}
-    wire: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.tool_calls:
-        wire["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-            for c in message.tool_calls
-        ]
-    return wire
+class ProviderConnectionError(Exception):
+    """The provider could not be reached or did not answer in time; Temporal retries the call."""
 
 
-def _parse_arguments(raw: str | None) -> dict[str, Any]:
+def parse_retry_after(headers: Mapping[str, str] | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait before retrying, from ``retry-after-ms`` or ``retry-after``.
+
+    ``retry-after`` may be a number of seconds or an HTTP date. Values that cannot be read are
+    ignored (Temporal's backoff applies); values in the past count as zero.
+    """
+    if headers is None:
+        return None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds:
+        try:
+            return max(0.0, float(milliseconds) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
     try:
-        parsed = json.loads(raw or "{}")
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def to_wire_message(message: Message) -> dict[str, Any]:
+    """One transcript message in the chat completions format.
+
+    Tool call arguments always go out as a JSON object, even when the model's own were not JSON:
+    some compatible servers (Ollama among them) refuse a transcript whose arguments do not parse.
+    """
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content or ""}
+    if message.role == "assistant" and message.tool_calls:
+        wire: dict[str, Any] = {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                }
+                for c in message.tool_calls
+            ],
+        }
+        if message.content:
+            wire["content"] = message.content
+        return wire
+    return {"role": message.role, "content": message.content or ""}
+
+
+def to_wire_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+def to_response_format(schema: dict[str, Any]) -> dict[str, Any]:
+    """A ``json_schema`` response format named after the schema's title (OpenAI allows ``[\\w-]{1,64}``)."""
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or ""))[:64] or "output"
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+
+
+def parse_arguments(raw: str | None) -> dict[str, Any]:
+    """A tool call's arguments as an object; what does not parse is handed on for the tool to refuse."""
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        parsed = json.loads(raw)
     except json.JSONDecodeError:
-        return {"_unparsed": raw}
-    return parsed if isinstance(parsed, dict) else {"_value": parsed}
+        return {INVALID_JSON_KEY: raw}
+    return parsed if isinstance(parsed, dict) else {NON_OBJECT_KEY: parsed}
+
+
+def _finish_reason(reason: str | None, has_calls: bool) -> FinishReason:
+    if reason == "length":
+        return "length"
+    # Some compatible servers report "stop" with tool calls; the calls are what matters.
+    if has_calls:
+        return "tool_calls"
+    if reason in (None, "", "stop"):
+        return "stop"
+    return "other"
+
+
+def from_completion(completion: ChatCompletion, request: ChatRequest, ref: str) -> ModelResponse:
+    """A chat completion as our provider-neutral response."""
+    choices = getattr(completion, "choices", None) or []
+    if not choices:
+        # A plain exception: Temporal retries the call, as for any transient provider fault.
+        raise RuntimeError(f"model {ref!r} answered without choices: {str(completion)[:300]}")
+    choice = choices[0]
+    message = choice.message
+    calls: list[ToolCall] = []
+    for index, wire_call in enumerate(getattr(message, "tool_calls", None) or []):
+        function = getattr(wire_call, "function", None)
+        if function is None:  # a custom (non-function) tool call; chamvi never declares such tools
+            continue
+        calls.append(
+            ToolCall(
+                id=getattr(wire_call, "id", None) or f"call_{request.step}_{index}",
+                name=function.name,
+                arguments=parse_arguments(function.arguments),
+            )
+        )
+    content = message.content
+    if content is None and not calls:
+        content = getattr(message, "refusal", None)
+    usage = getattr(completion, "usage", None)
+    return ModelResponse(
+        message=Message(role="assistant", content=content, tool_calls=calls),
+        usage=Usage(
+            input_tokens=(usage.prompt_tokens or 0) if usage else 0,
+            output_tokens=(usage.completion_tokens or 0) if usage else 0,
+        ),
+        finish_reason=_finish_reason(choice.finish_reason, bool(calls)),
+    )
+
+
+def _error_message(error: openai.APIStatusError) -> str:
+    body = error.body
+    if isinstance(body, Mapping):
+        message = body.get("message")
+        if isinstance(message, str) and message:
+            return message
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:500]
+    return error.message
+
+
+def _seconds(timeout: object) -> str:
+    return f"{timeout:g} s" if isinstance(timeout, int | float) else f"the client timeout ({timeout})"
+
+
+_HINTS = {
+    401: "check OPENAI_API_KEY",
+    403: "check OPENAI_API_KEY and the project's access to the model",
+    404: "check the model id and OPENAI_BASE_URL",
+}
 
 
 class OpenAIChatModel:
-    def __init__(self, model_id: str, client: openai.AsyncOpenAI) -> None:
+    """One ``openai/<model id>`` model.
+
+    Args:
+        model_id: the id the server knows the model by, e.g. ``gpt-4.1-mini`` or ``llama3.2``.
+        client: the client, or a function building it on first use (so resolving a ref needs no key).
+    """
+
+    def __init__(self, model_id: str, client: openai.AsyncOpenAI | Callable[[], openai.AsyncOpenAI]) -> None:
         self.model_id = model_id
-        self.client = client
+        self._client = client
+
+    @property
+    def ref(self) -> str:
+        return f"openai/{self.model_id}"
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        if not isinstance(self._client, openai.AsyncOpenAI):
+            self._client = self._client()
+        return self._client
 
     async def complete(self, request: ChatRequest) -> ModelResponse:
-        params: dict[str, Any] = {"model": self.model_id, "messages": [_wire_message(m) for m in request.messages]}
+        client = self.client
+        params: dict[str, Any] = {
+            "model": self.model_id,
+            "messages": [to_wire_message(m) for m in request.messages],
+        }
         if request.tools:
-            params["tools"] = [
-                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
-                for t in request.tools
-            ]
+            params["tools"] = to_wire_tools(request.tools)
         if request.output_schema is not None:
-            params["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {"name": "output", "schema": request.output_schema},
-            }
+            params["response_format"] = to_response_format(request.output_schema)
+        where = f"{self.ref!r} at {client.base_url}"
         try:
-            completion = await self.client.chat.completions.create(**params)
+            completion = await client.chat.completions.create(**params)
         except openai.APIStatusError as error:
-            raise ProviderHTTPError(error.status_code, error.message, _retry_after(error.response.headers)) from None
-        choice = completion.choices[0]
-        calls = [
-            ToolCall(id=c.id, name=c.function.name, arguments=_parse_arguments(c.function.arguments))
-            for c in (choice.message.tool_calls or [])
-            if getattr(c, "function", None) is not None
-        ]
-        usage = Usage(
-            input_tokens=completion.usage.prompt_tokens if completion.usage else 0,
-            output_tokens=completion.usage.completion_tokens if completion.usage else 0,
-        )
-        return ModelResponse(
-            message=Message(role="assistant", content=choice.message.content, tool_calls=calls),
-            usage=usage,
-            finish_reason=_FINISH.get(choice.finish_reason or "", "other"),  # type: ignore[arg-type]
-        )
+            hint = _HINTS.get(error.status_code)
+            raise ProviderHTTPError(
+                error.status_code,
+                f"{_error_message(error)} ({where}{'; ' + hint if hint else ''})",
+                parse_retry_after(error.response.headers),
+            ) from None
+        except openai.APITimeoutError as error:
+            raise ProviderConnectionError(
+                f"{where} did not answer within {_seconds(client.timeout)}; Temporal retries the call"
+            ) from error
+        except openai.APIConnectionError as error:
+            cause = error.__cause__ or error
+            raise ProviderConnectionError(
+                f"cannot reach {where}: {type(cause).__name__}: {cause}; check OPENAI_BASE_URL and that the "
+                "server is up (Temporal retries the call)"
+            ) from error
+        return from_completion(completion, request, self.ref)
 
 
 class OpenAIProvider:
-    """Builds one ``AsyncOpenAI`` client, lazily, for every ``openai/...`` ref."""
+    """Serves every ``openai/...`` ref from one client, built on first use.
+
+    Args:
+        api_key: defaults to ``OPENAI_API_KEY``; with a ``base_url`` and no key, a placeholder is sent
+            (Ollama and vLLM without ``--api-key`` accept any).
+        base_url: defaults to ``OPENAI_BASE_URL``, else the OpenAI API.
+        timeout: seconds one HTTP request may take; keep it below the model activity's timeout.
+        client: a ready client instead (its retries are turned off all the same).
+    """
 
     def __init__(
-        self, api_key: str | None = None, base_url: str | None = None, timeout: float = 120.0
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 110.0,
+        *,
+        client: openai.AsyncOpenAI | None = None,
     ) -> None:
         self._api_key = api_key
         self._base_url = base_url
         self._timeout = timeout
-        self._client: openai.AsyncOpenAI | None = None
+        self._client = client.with_options(max_retries=0) if client is not None else None
 
     def client(self) -> openai.AsyncOpenAI:
+        """The shared client.
+
+        Raises:
+            ProviderHTTPError: 401, non-retryable, when no key is configured for the OpenAI API.
+        """
         if self._client is None:
+            api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
+            base_url = self._base_url or os.environ.get("OPENAI_BASE_URL") or None
+            if not api_key:
+                if base_url is None:
+                    raise ProviderHTTPError(
+                        401,
+                        "OPENAI_API_KEY is not set: export it, or set OPENAI_BASE_URL to a compatible "
+                        "server that needs no key (Ollama, vLLM)",
+                    )
+                api_key = _PLACEHOLDER_KEY
             self._client = openai.AsyncOpenAI(
-                api_key=self._api_key or os.environ.get("OPENAI_API_KEY") or "missing-openai-api-key",
-                base_url=self._base_url or os.environ.get("OPENAI_BASE_URL") or None,
-                max_retries=0,
-                timeout=self._timeout,
+                api_key=api_key, base_url=base_url, max_retries=0, timeout=self._timeout
             )
         return self._client
 
     def model(self, model_id: str) -> OpenAIChatModel:
-        return _LazyOpenAIModel(model_id, self)  # type: ignore[return-value]
-
-
-class _LazyOpenAIModel:
-    """Resolving a ref must not need a key (``chamvi check`` resolves every ref offline)."""
-
-    def __init__(self, model_id: str, provider: OpenAIProvider) -> None:
-        self.model_id = model_id
-        self._provider = provider
-
-    async def complete(self, request: ChatRequest) -> ModelResponse:
-        return await OpenAIChatModel(self.model_id, self._provider.client()).complete(request)
+        """The registry's factory for ``openai/<model_id>``; builds no client yet."""
+        return OpenAIChatModel(model_id, self.client)

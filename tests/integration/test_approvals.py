@@ -1,0 +1,107 @@
+"""Approvals: waiting, approve, deny, stale ids, the raw signal, and cancel."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import Client
+
+from chamvi import App, ApprovalNotPendingError, ChamviClient, RunStatus, ToolContext, approve, define_agent, tool
+from chamvi.constants import SIGNAL_APPROVE
+from chamvi.errors import InvalidRunStateError, RunNotFoundError
+from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from tests.polling import until_status
+
+executions: list[str] = []
+
+
+@tool
+async def deploy(version: str, ctx: ToolContext) -> str:
+    """Deploys a version after a person approves."""
+    executions.append(f"before:{version}")
+    decision = await approve(ctx, title=f"Deploy {version}?", body="to production")
+    if not decision.approved:
+        return f"not deployed: {decision.reason or 'denied'}"
+    return f"deployed {version} (approved by {decision.approver.id if decision.approver else 'someone'})"
+
+
+def make_app() -> App:
+    models = ModelRegistry()
+    models.register("scripted/deployer", ScriptedModel([call("deploy", "call-1", version="1.2"), reply("done")]))
+    return App(
+        agents=[define_agent(name="deployer", model="scripted/deployer", instructions="Deploy.", tools=[deploy])],
+        models=models,
+    )
+
+
+async def test_an_approval_puts_the_run_in_waiting_and_approve_resumes_it(chamvi: ChamviClient, running_worker) -> None:
+    from chamvi import Invoker
+
+    executions.clear()
+    async with running_worker(make_app()):
+        run_id = (await chamvi.dispatch("deployer")).run_id
+        waiting = await until_status(chamvi, run_id, RunStatus.WAITING)
+        assert waiting.waiting is not None
+        assert waiting.waiting.approval_id == "0:call-1:0"
+        assert waiting.waiting.title == "Deploy 1.2?"
+        await chamvi.approve(run_id, approved=True, approver=Invoker(id="u-7", kind="user"))
+        run = await chamvi.wait(run_id)
+    assert run.status == RunStatus.COMPLETED
+    tool_step = next(s for s in run.steps if s.kind == "tool")
+    assert tool_step.output == "deployed 1.2 (approved by u-7)"
+    wait_step = next(s for s in run.steps if s.kind == "wait")
+    assert wait_step.decision is not None and wait_step.decision.approver is not None
+    assert executions == ["before:1.2", "before:1.2"]  # the call runs again from the start
+
+
+async def test_a_denial_reaches_the_tool_with_its_reason(chamvi: ChamviClient, running_worker) -> None:
+    async with running_worker(make_app()):
+        run_id = (await chamvi.dispatch("deployer")).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+        await chamvi.approve(run_id, approved=False, reason="freeze week")
+        run = await chamvi.wait(run_id)
+    assert next(s for s in run.steps if s.kind == "tool").output == "not deployed: freeze week"
+
+
+async def test_a_stale_or_used_approval_id_is_rejected_clearly(chamvi: ChamviClient, running_worker) -> None:
+    async with running_worker(make_app()):
+        run_id = (await chamvi.dispatch("deployer")).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+        with pytest.raises(ApprovalNotPendingError, match="'9:x:0' is stale or unknown"):
+            await chamvi.approve(run_id, approval_id="9:x:0")
+        await chamvi.approve(run_id, approval_id="0:call-1:0")
+        await chamvi.wait(run_id)
+        with pytest.raises((ApprovalNotPendingError, InvalidRunStateError)):
+            await chamvi.approve(run_id, approval_id="0:call-1:0")
+
+
+async def test_the_approve_signal_resumes_a_run_like_the_temporal_cli_does(
+    client: Client, chamvi: ChamviClient, running_worker
+) -> None:
+    async with running_worker(make_app()):
+        run_id = (await chamvi.dispatch("deployer")).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+        handle = client.get_workflow_handle(run_id)
+        # what `temporal workflow signal --name approve --input '{...}'` sends
+        await handle.signal(SIGNAL_APPROVE, {"approval_id": "stale", "approved": True})
+        assert (await chamvi.get_run(run_id)).status == RunStatus.WAITING
+        await handle.signal(SIGNAL_APPROVE, {"approval_id": "0:call-1:0", "approved": True, "reason": "ok"})
+        run = await chamvi.wait(run_id)
+    assert run.status == RunStatus.COMPLETED
+
+
+async def test_cancel_settles_a_waiting_run_cancelled(chamvi: ChamviClient, running_worker) -> None:
+    async with running_worker(make_app()):
+        run_id = (await chamvi.dispatch("deployer")).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+        await chamvi.cancel(run_id)
+        run = await chamvi.wait(run_id)
+        assert run.status == RunStatus.CANCELLED
+        with pytest.raises(InvalidRunStateError, match="already ended"):
+            await chamvi.cancel(run_id)
+
+
+async def test_unknown_runs_are_reported_by_id(chamvi: ChamviClient) -> None:
+    with pytest.raises(RunNotFoundError, match="'run-nope'"):
+        await chamvi.get_run("run-nope")
+    with pytest.raises(RunNotFoundError):
+        await chamvi.cancel("run-nope")

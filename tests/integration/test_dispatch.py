@@ -1,0 +1,103 @@
+"""Dispatch: idempotency keys (scoped to the invoker) and concurrency keys across runs."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from chamvi import App, ChamviClient, Invoker, RunStatus, define_agent, tool
+from chamvi.errors import InvalidInputError
+from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from tests.polling import until_status
+
+
+@tool
+async def pause(seconds: float) -> str:
+    """Sleeps a little, so overlapping runs would show."""
+    await asyncio.sleep(seconds)
+    return "paused"
+
+
+@tool
+async def fail_hard() -> str:
+    """Fails the run."""
+    from chamvi import FatalToolError
+
+    raise FatalToolError("stop here")
+
+
+def make_app(turns: list) -> App:
+    models = ModelRegistry()
+    models.register("scripted/keys", ScriptedModel(turns))
+    return App(
+        agents=[
+            define_agent(name="keys", model="scripted/keys", instructions="Test.", tools=[pause, fail_hard])
+        ],
+        models=models,
+    )
+
+
+async def test_redelivered_dispatch_returns_the_existing_run(chamvi: ChamviClient, running_worker) -> None:
+    async with running_worker(make_app([reply("once")])):
+        first = await chamvi.dispatch("keys", {"n": 1}, idempotency_key="delivery-1")
+        again = await chamvi.dispatch("keys", {"n": 1}, idempotency_key="delivery-1")
+        await chamvi.wait(first.run_id)
+        after_completion = await chamvi.dispatch("keys", {"n": 1}, idempotency_key="delivery-1")
+    assert first.created and not again.created and not after_completion.created
+    assert first.run_id == again.run_id == after_completion.run_id
+
+
+async def test_idempotency_key_is_scoped_to_the_invoker(chamvi: ChamviClient, running_worker) -> None:
+    ada = Invoker(id="u-1", kind="user", permissions=[])
+    bob = Invoker(id="u-2", kind="user", permissions=[])
+    async with running_worker(make_app([reply("x")])):
+        a1 = await chamvi.dispatch("keys", idempotency_key="k", invoker=ada)
+        a2 = await chamvi.dispatch("keys", idempotency_key="k", invoker=ada)
+        b1 = await chamvi.dispatch("keys", idempotency_key="k", invoker=bob)
+        for run_id in {a1.run_id, b1.run_id}:
+            await chamvi.wait(run_id)
+    assert a1.run_id == a2.run_id and not a2.created
+    assert b1.run_id != a1.run_id and b1.created
+
+
+async def test_runs_sharing_a_concurrency_key_never_overlap_and_keep_arrival_order(
+    chamvi: ChamviClient, running_worker
+) -> None:
+    async with running_worker(make_app([call("pause", seconds=0.3), reply("done")])):
+        run_ids = [(await chamvi.dispatch("keys", {"i": i}, concurrency_key="issue-9")).run_id for i in range(4)]
+        runs = [await chamvi.wait(run_id) for run_id in run_ids]
+    assert all(r.status == RunStatus.COMPLETED for r in runs)
+    spans = [(r.started_at, r.ended_at) for r in runs]
+    for (_, ended), (started, _) in zip(spans, spans[1:], strict=False):
+        assert ended is not None and started is not None and started >= ended
+    assert [r.payload for r in (run.trigger for run in runs)] == [{"i": i} for i in range(4)]
+
+
+async def test_the_key_is_released_when_a_run_fails_or_is_cancelled(chamvi: ChamviClient, running_worker) -> None:
+    async with running_worker(make_app([call("fail_hard")])):
+        failing = await chamvi.dispatch("keys", concurrency_key="shared")
+        failed = await chamvi.wait(failing.run_id)
+    assert failed.status == RunStatus.FAILED
+    async with running_worker(make_app([call("pause", seconds=30), reply("x")])):
+        holder = await chamvi.dispatch("keys", concurrency_key="shared")
+        queued = await chamvi.dispatch("keys", concurrency_key="shared")
+        await until_status(chamvi, holder.run_id, RunStatus.RUNNING)
+        assert (await chamvi.get_run(queued.run_id)).status == RunStatus.QUEUED
+        await chamvi.cancel(queued.run_id)  # cancelled while queued: leaves the queue
+        await chamvi.cancel(holder.run_id)  # cancelled while holding: releases
+        assert (await chamvi.wait(holder.run_id)).status == RunStatus.CANCELLED
+        assert (await chamvi.wait(queued.run_id)).status == RunStatus.CANCELLED
+    async with running_worker(make_app([reply("free")])):
+        later = await chamvi.dispatch("keys", concurrency_key="shared")
+        assert (await chamvi.wait(later.run_id)).status == RunStatus.COMPLETED
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("agent", "Bad Name"), ("idempotency_key", ""), ("concurrency_key", "x" * 256), ("address", "a\0b")],
+)
+async def test_invalid_dispatch_fields_are_refused_naming_them(chamvi: ChamviClient, field: str, value: str) -> None:
+    arguments = {"agent": "keys", field: value}
+    with pytest.raises(InvalidInputError, match=field.split("_")[0]):
+        await chamvi.dispatch(**arguments)  # type: ignore[arg-type]
