@@ -1,0 +1,89 @@
+"""Real worker processes: SIGKILL mid-run, a new worker finishes; SIGTERM drains in-flight work."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from temporalio.testing import WorkflowEnvironment
+
+from chamvi import ChamviClient, RunStatus
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def spawn_worker(temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path) -> Iterator:
+    processes: list[subprocess.Popen[bytes]] = []
+    address = temporal_env.client.service_client.config.target_host
+
+    def spawn() -> subprocess.Popen[bytes]:
+        env = {**os.environ, "CHAMVI_TEST_DIR": str(tmp_path)}
+        process = subprocess.Popen(
+            [sys.executable, "worker.py", "--app", "tests.apps.crash:app", "--address", address,
+             "--task-queue", task_queue],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=(tmp_path / f"worker{len(processes)}.log").open("wb"),
+        )
+        processes.append(process)
+        return process
+
+    yield spawn
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+async def _until_event(path: Path, event: str, count: int = 1) -> None:
+    for _ in range(600):
+        if path.exists() and path.read_text().count(event) >= count:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{event!r} never happened")
+
+
+async def test_a_killed_worker_applies_an_effect_once_and_a_new_worker_finishes_the_run(
+    chamvi: ChamviClient, spawn_worker, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.txt"
+    first = spawn_worker()
+    run_id = (await chamvi.dispatch("crash", {"customer": "c-1"})).run_id
+    await _until_event(events, "charge-applied")
+    first.send_signal(signal.SIGKILL)  # after the side effect, before its completion is recorded
+    first.wait()
+
+    second = spawn_worker()
+    await _until_event(events, "hang-started")
+    second.send_signal(signal.SIGKILL)  # after `charge` completed: replay must not run it again
+    second.wait()
+
+    spawn_worker()
+    run = await asyncio.wait_for(chamvi.wait(run_id), timeout=90)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert (tmp_path / "ledger.txt").read_text().count("42 ") == 1
+    assert events.read_text().count("charge-applied") == 1
+    charge = next(s for s in run.steps if s.tool == "charge")
+    assert charge.output == "charged (found after a crash)"
+
+
+async def test_a_graceful_shutdown_drains_the_tool_call_in_flight(
+    chamvi: ChamviClient, spawn_worker, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.txt"
+    first = spawn_worker()
+    run_id = (await chamvi.dispatch("drain")).run_id
+    await _until_event(events, "drain-started")
+    first.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(first.wait, 30) == 0
+    assert events.read_text().splitlines() == ["drain-started", "drain-finished"]
+
+    spawn_worker()
+    run = await asyncio.wait_for(chamvi.wait(run_id), timeout=60)
+    assert run.status == RunStatus.COMPLETED
+    assert events.read_text().count("drain-started") == 1
