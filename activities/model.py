@@ -12,7 +12,7 @@ from chamvi.app import App
 from chamvi.constants import ACTIVITY_CALL_MODEL, QUERY_TRANSCRIPT
 from chamvi.errors import ChamviError, ModelError
 from chamvi.models import Message, ModelRequest, ModelResponse, TranscriptQuery
-from chamvi.providers import ChatRequest, ProviderHTTPError, ToolSchema
+from chamvi.providers import ChatRequest, ProviderConnectionError, ProviderHTTPError, ToolSchema
 from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
 
@@ -63,6 +63,8 @@ class ModelActivities:
                 non_retryable=not error.retryable,
                 next_retry_delay=timedelta(seconds=error.retry_after) if error.retry_after is not None else None,
             ) from None
+        except ProviderConnectionError as error:
+            raise ApplicationError(str(error), type=ModelError.code) from None
         if agent.output is not None and not response.message.tool_calls and response.finish_reason != "length":
             try:
                 parsed = agent.output.model_validate_json(response.message.content or "")

@@ -90,6 +90,14 @@ def _failure(error: ActivityError | ApplicationError) -> RunFailed:
     return RunFailed("activity_failed", str(cause or error))
 
 
+async def _cancel(task: asyncio.Task[None]) -> None:
+    """Cancels the loop and collects how it ended, so nothing is reported as never retrieved."""
+    task.cancel()
+    await workflow.wait([task])
+    if not task.cancelled():
+        task.exception()
+
+
 @workflow.defn(name=c.AGENT_RUN_WORKFLOW)
 class AgentRunWorkflow:
     def __init__(self) -> None:
@@ -247,16 +255,14 @@ class AgentRunWorkflow:
                         timeout_summary="run timeout",
                     )
                 except asyncio.TimeoutError:
-                    loop.cancel()
-                    await workflow.wait([loop])
+                    await _cancel(loop)
                     raise RunFailed.of(
                         TimeoutError(f"the run took longer than its {spec.budget.timeout_seconds:g} s timeout")
                     ) from None
                 if self._waiting is not None:
                     await workflow.wait_condition(lambda: loop.done() or self._waiting is None)
         except asyncio.CancelledError:
-            loop.cancel()
-            await workflow.wait([loop])
+            await _cancel(loop)
             raise
         await loop
 

@@ -42,3 +42,7 @@ class ProviderHTTPError(Exception):
     @property
     def retryable(self) -> bool:
         return self.status in (408, 409, 429) or self.status >= 500
+
+
+class ProviderConnectionError(Exception):
+    """The provider could not be reached or did not answer in time; Temporal retries the call."""

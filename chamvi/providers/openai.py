@@ -21,7 +21,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from chamvi.models import Message, ModelResponse, ToolCall, Usage
-from chamvi.providers._base import ChatRequest, ProviderHTTPError, ToolSchema
+from chamvi.providers._base import ChatRequest, ProviderConnectionError, ProviderHTTPError, ToolSchema
 
 FinishReason = Literal["stop", "tool_calls", "length", "other"]
 
@@ -33,10 +33,6 @@ NON_OBJECT_KEY = "_value"
 
 # Local servers (Ollama, vLLM without --api-key) ignore the key, but the SDK insists on one.
 _PLACEHOLDER_KEY = "no-key"
-
-
-class ProviderConnectionError(Exception):
-    """The provider could not be reached or did not answer in time; Temporal retries the call."""
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, now: datetime | None = None) -> float | None:

@@ -1,0 +1,116 @@
+"""Records the histories the replay test guards: ``python -m tests.histories.record``.
+
+Run it after a deliberate, compatible change of a workflow and commit the files; the replay test
+then fails any later change that would break runs already in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from chamvi import App, Budget, ChamviClient, RunStatus, ToolContext, Trust, approve, define_agent, effect_tool, tool
+from chamvi.constants import LOCK_ID_PREFIX, SEARCH_ATTRIBUTES
+from chamvi.providers import ModelRegistry, ScriptedModel, call, calls, reply
+from chamvi.runtime import build_worker
+from tests.polling import until_status
+
+HERE = Path(__file__).parent
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Adds."""
+    return a + b
+
+
+@effect_tool
+async def post(body: str) -> str:
+    """Posts once."""
+    return f"posted {body}"
+
+
+@tool(trust=Trust(taint=True))
+async def read_web(url: str) -> str:
+    """Reads untrusted content."""
+    return f"page {url}"
+
+
+@tool
+async def deploy(version: str, ctx: ToolContext) -> str:
+    """Deploys after approval."""
+    decision = await approve(ctx, title=f"Deploy {version}?")
+    return "deployed" if decision.approved else f"denied: {decision.reason}"
+
+
+@tool
+async def nap(seconds: float) -> str:
+    """Sleeps."""
+    await asyncio.sleep(seconds)
+    return "rested"
+
+
+def _app() -> App:
+    models = ModelRegistry()
+    scripts = {
+        "tools": [calls(call("add", a=1, b=2), call("post", body="x")), call("read_web", url="u"), reply("3")],
+        "approval": [call("deploy", "c1", version="2.0"), reply("ok")],
+        "budget": [call("add", a=1, b=1), call("add", a=1, b=1)],
+        "locked": [call("nap", seconds=0.2), reply("ok")],
+        "slow": [call("nap", seconds=10), reply("late")],
+    }
+    agents = []
+    for name, turns in scripts.items():
+        models.register(f"scripted/{name}", ScriptedModel(turns))
+        agents.append(
+            define_agent(
+                name=name,
+                model=f"scripted/{name}",
+                instructions="Record.",
+                tools=[add, post, read_web, deploy, nap],
+                budget=Budget(max_steps=2, timeout=timedelta(seconds=1 if name == "slow" else 60)),
+            )
+        )
+    return App(agents=agents, models=models)
+
+
+async def main() -> None:
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=shutil.which("temporal"),
+        search_attributes=SEARCH_ATTRIBUTES,
+        data_converter=pydantic_data_converter,
+    )
+    task_queue = f"record-{uuid.uuid4().hex[:8]}"
+    chamvi = ChamviClient(env.client, task_queue=task_queue)
+    recorded: dict[str, str] = {}
+    async with build_worker(env.client, _app(), task_queue=task_queue):
+        for agent in ("tools", "budget", "slow"):
+            recorded[agent] = (await chamvi.dispatch(agent)).run_id
+        approved = (await chamvi.dispatch("approval")).run_id
+        await until_status(chamvi, approved, RunStatus.WAITING)
+        await chamvi.approve(approved, approved=True)
+        recorded["approval"] = approved
+        cancelled = (await chamvi.dispatch("approval")).run_id
+        await until_status(chamvi, cancelled, RunStatus.WAITING)
+        await chamvi.cancel(cancelled)
+        recorded["cancelled"] = cancelled
+        locked = [(await chamvi.dispatch("locked", concurrency_key="k")).run_id for _ in range(2)]
+        recorded["locked"] = locked[1]
+        for run_id in [*recorded.values(), *locked]:
+            await chamvi.wait(run_id)
+        recorded["lock"] = LOCK_ID_PREFIX + "k"
+        for name, workflow_id in recorded.items():
+            history = await env.client.get_workflow_handle(workflow_id).fetch_history()
+            (HERE / f"{name}.json").write_text(history.to_json())
+            print(f"recorded {name}: {len(history.events)} events")
+    await env.shutdown()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

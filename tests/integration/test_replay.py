@@ -1,0 +1,35 @@
+"""Saved histories of every workflow replay without non-determinism.
+
+A change to workflows/ that would break runs already in flight fails here. After a deliberate,
+compatible change, re-record with ``python -m tests.histories.record``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from workflows import WORKFLOWS
+
+HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
+
+
+def test_there_is_a_saved_history_of_each_workflow() -> None:
+    types = {'"AgentRun"': False, '"ChamviConcurrencyLock"': False}
+    for path in HISTORIES:
+        text = path.read_text()
+        for name in types:
+            types[name] = types[name] or name in text
+    assert all(types.values()), types
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])
+async def test_saved_history_replays_deterministically(path: Path) -> None:
+    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+    assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
