@@ -61,11 +61,17 @@ class ModelActivities:
                 str(error),
                 type=ModelError.code,
                 non_retryable=not error.retryable,
-                next_retry_delay=timedelta(seconds=error.retry_after) if error.retry_after is not None else None,
+                next_retry_delay=timedelta(seconds=error.retry_after)
+                if error.retry_after is not None
+                else None,
             ) from None
         except ProviderConnectionError as error:
             raise ApplicationError(str(error), type=ModelError.code) from None
-        if agent.output is not None and not response.message.tool_calls and response.finish_reason != "length":
+        if (
+            agent.output is not None
+            and not response.message.tool_calls
+            and response.finish_reason != "length"
+        ):
             try:
                 parsed = agent.output.model_validate_json(response.message.content or "")
             except PydanticValidationError as error:

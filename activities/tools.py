@@ -62,7 +62,9 @@ class ToolActivities:
         tool = agent.tools.get(request.call.name)
         if tool is None:
             offered = ", ".join(repr(n) for n in agent.tools) or "none"
-            error = ToolNotAllowedError(f"tool {request.call.name!r} is not available: this agent offers {offered}")
+            error = ToolNotAllowedError(
+                f"tool {request.call.name!r} is not available: this agent offers {offered}"
+            )
             return ToolResult(status="error", error=_error(error))
         try:
             arguments = tool.parse_input(request.call.arguments)
@@ -108,7 +110,8 @@ class ToolActivities:
                 )
                 if not decision.approved:
                     raise ToolDeniedError(
-                        f"{tool.name!r} was denied: {decision.reason or 'the run is tainted and nobody approved'}"
+                        f"{tool.name!r} was denied: "
+                        f"{decision.reason or 'the run is tainted and nobody approved'}"
                     )
             output = await (_run_effect(tool, arguments, ctx) if tool.effect else tool.invoke(arguments, ctx))
         except ApprovalRequired as required:

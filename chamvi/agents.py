@@ -57,14 +57,17 @@ def _instructions(name: str, instructions: Any) -> tuple[Message, ...]:
         return (Message(role="system", content=instructions),)
     if not isinstance(instructions, Sequence) or not instructions:
         raise InvalidAgentDefinitionError(
-            f"agent {name!r}: instructions must be a string or a non-empty list of system/user/assistant messages"
+            f"agent {name!r}: instructions must be a string or a non-empty list of "
+            "system/user/assistant messages"
         )
     messages: list[Message] = []
     for index, item in enumerate(instructions):
         try:
             message = item if isinstance(item, Message) else Message.model_validate(item)
         except PydanticValidationError as error:
-            raise InvalidAgentDefinitionError(f"agent {name!r}: instructions[{index}] is not a message: {error}")
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: instructions[{index}] is not a message: {error}"
+            ) from None
         if message.role not in ("system", "user", "assistant") or message.tool_calls or not message.content:
             raise InvalidAgentDefinitionError(
                 f"agent {name!r}: instructions[{index}] must be a system, user or assistant message with "
@@ -94,14 +97,20 @@ def _budget(name: str, budget: Budget) -> Budget:
     if not isinstance(budget.max_steps, int) or budget.max_steps < 1:
         raise InvalidAgentDefinitionError(f"agent {name!r}: budget.max_steps must be a positive integer")
     if budget.max_tokens is not None and (not isinstance(budget.max_tokens, int) or budget.max_tokens < 1):
-        raise InvalidAgentDefinitionError(f"agent {name!r}: budget.max_tokens must be a positive integer or None")
+        raise InvalidAgentDefinitionError(
+            f"agent {name!r}: budget.max_tokens must be a positive integer or None"
+        )
     if not isinstance(budget.timeout, timedelta) or budget.timeout <= timedelta(0):
         raise InvalidAgentDefinitionError(f"agent {name!r}: budget.timeout must be a positive timedelta")
     return budget
 
 
-def _subscriptions(name: str, channels: Sequence[str | ChannelSubscription]) -> tuple[ChannelSubscription, ...]:
-    subscriptions = tuple(c if isinstance(c, ChannelSubscription) else ChannelSubscription(c) for c in channels)
+def _subscriptions(
+    name: str, channels: Sequence[str | ChannelSubscription]
+) -> tuple[ChannelSubscription, ...]:
+    subscriptions = tuple(
+        c if isinstance(c, ChannelSubscription) else ChannelSubscription(c) for c in channels
+    )
     ids = [s.id for s in subscriptions if s.id is not None]
     if len(ids) != len(set(ids)):
         raise InvalidAgentDefinitionError(f"agent {name!r}: subscription ids must be unique")

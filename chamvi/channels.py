@@ -142,9 +142,10 @@ class ChannelAccess:
         if handle is None:
             target = name if name is not None else self._run.trigger.channel
             known = ", ".join(repr(n) for n in self._channels) or "none"
-            raise ChannelNotFoundError(f"no channel {target!r} to send through: registered channels are {known}")
+            raise ChannelNotFoundError(
+                f"no channel {target!r} to send through: registered channels are {known}"
+            )
         return handle
 
     def find(self) -> list[ChannelHandle]:
         return [self._handle(channel) for channel in self._channels.values()]
-

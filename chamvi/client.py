@@ -22,7 +22,12 @@ from temporalio.client import (
     WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+from temporalio.common import (
+    SearchAttributePair,
+    TypedSearchAttributes,
+    WorkflowIDConflictPolicy,
+    WorkflowIDReusePolicy,
+)
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -119,7 +124,10 @@ class ChamviClient:
         )
         validate_run_input(run_input)
         run_id = run_id_for(run_input)
-        attributes = [SearchAttributePair(c.SA_AGENT, agent), SearchAttributePair(c.SA_STATUS, RunStatus.QUEUED.value)]
+        attributes = [
+            SearchAttributePair(c.SA_AGENT, agent),
+            SearchAttributePair(c.SA_STATUS, RunStatus.QUEUED.value),
+        ]
         if channel:
             attributes.append(SearchAttributePair(c.SA_CHANNEL, channel))
         try:
@@ -158,7 +166,7 @@ class ChamviClient:
             return await self._handle(run_id).query(c.QUERY_RUN, result_type=RunView)
         except (WorkflowQueryFailedError, RPCError):
             attributes = description.typed_search_attributes
-            status = _TEMPORAL_STATUS.get(description.status, RunStatus.QUEUED)  # type: ignore[arg-type]
+            status = _TEMPORAL_STATUS.get(description.status, RunStatus.QUEUED)
             return RunView.model_validate(
                 {
                     "run_id": run_id,
@@ -222,7 +230,9 @@ class ChamviClient:
         if approval_id is None:
             run = await self.get_run(run_id)
             if run.waiting is None:
-                raise InvalidRunStateError(f"run {run_id!r} is not waiting for an approval (it is {run.status.value})")
+                raise InvalidRunStateError(
+                    f"run {run_id!r} is not waiting for an approval (it is {run.status.value})"
+                )
             approval_id = run.waiting.approval_id
         else:
             await self._describe(run_id)
@@ -242,7 +252,7 @@ class ChamviClient:
     async def cancel(self, run_id: str) -> None:
         description = await self._describe(run_id)
         if description.status != WorkflowExecutionStatus.RUNNING:
-            status = _TEMPORAL_STATUS.get(description.status)  # type: ignore[arg-type]
+            status = _TEMPORAL_STATUS.get(description.status)
             raise InvalidRunStateError(
                 f"run {run_id!r} has already ended ({status.value if status else description.status}): "
                 "nothing to cancel"
@@ -252,4 +262,3 @@ class ChamviClient:
 
 def _quote(value: str) -> str:
     return re.sub(r'(["\\])', r"\\\1", value)
-

@@ -59,7 +59,7 @@ class BudgetExceededError(ChamviError):
     code = "budget_exceeded"
 
 
-class TimeoutError(ChamviError):  # noqa: A001 - the seed's name; never confused with the builtin here
+class TimeoutError(ChamviError):
     code = "timeout"
 
 

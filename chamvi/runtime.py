@@ -34,7 +34,9 @@ def load_app(ref: str) -> App:
     """Imports ``module:attribute`` (the current directory is importable, as for ``python -m``)."""
     module_name, _, attribute = ref.partition(":")
     if not module_name or not attribute:
-        raise InvalidAppError(f"app {ref!r} must look like 'module:attribute', e.g. 'examples.support.app:app'")
+        raise InvalidAppError(
+            f"app {ref!r} must look like 'module:attribute', e.g. 'examples.support.app:app'"
+        )
     cwd = str(Path.cwd())
     if cwd not in sys.path:
         sys.path.insert(0, cwd)

@@ -75,7 +75,7 @@ class ToolContext:
     _approvals_asked: int = 0
 
 
-class ApprovalRequired(BaseException):  # noqa: N818 - a control-flow signal, not an error
+class ApprovalRequired(BaseException):
     """Unwinds a tool call that needs a decision nobody has given yet.
 
     A ``BaseException`` so that a tool's own ``except Exception`` cannot swallow it.
@@ -103,7 +103,8 @@ async def approve(
         raise InvalidInputError("approve() needs the ToolContext of the tool call it runs in")
     if timeout <= timedelta(0) or timeout > APPROVAL_TIMEOUT_MAX:
         raise InvalidInputError(
-            f"approval timeout {timeout} is out of range: it must be above 0 and at most {APPROVAL_TIMEOUT_MAX}"
+            f"approval timeout {timeout} is out of range: "
+            f"it must be above 0 and at most {APPROVAL_TIMEOUT_MAX}"
         )
     index = ctx._approvals_asked
     ctx._approvals_asked += 1
@@ -189,7 +190,9 @@ def _build_tool(
     try:
         hints = get_type_hints(fn)
     except NameError as error:
-        raise InvalidAgentDefinitionError(f"tool {tool_name!r}: cannot resolve a type hint: {error}") from None
+        raise InvalidAgentDefinitionError(
+            f"tool {tool_name!r}: cannot resolve a type hint: {error}"
+        ) from None
     context_param: str | None = None
     model_param: str | None = None
     fields: dict[str, Any] = {}
@@ -203,14 +206,12 @@ def _build_tool(
             continue
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, default)
-    model_fields = [
-        n for n, (a, _) in fields.items() if isinstance(a, type) and issubclass(a, BaseModel)
-    ]
+    model_fields = [n for n, (a, _) in fields.items() if isinstance(a, type) and issubclass(a, BaseModel)]
     if len(fields) == 1 and model_fields:
         model_param = model_fields[0]
         input_model: type[BaseModel] = fields[model_param][0]
     else:
-        input_model = create_model(  # type: ignore[call-overload]
+        input_model = create_model(
             f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields
         )
     doc = description if description is not None else inspect.getdoc(fn)

@@ -7,6 +7,7 @@ app's code (tools, models, channels) runs in activities.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 from datetime import timedelta
 from typing import Any
@@ -54,7 +55,9 @@ with workflow.unsafe.imports_passed_through():
     from chamvi.transcript import EMPTY_DIGEST, chain_digest
 
 MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=60),
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
     maximum_attempts=10,
 )
 TOOL_RETRY = RetryPolicy(
@@ -78,7 +81,9 @@ class RunFailed(Exception):
 
 def envelope_message(run_input: RunInput) -> Message:
     """The trigger envelope as the run's first user message, a JSON block."""
-    body = json.dumps(run_input.envelope().model_dump(mode="json", exclude_none=True), indent=2, sort_keys=True)
+    body = json.dumps(
+        run_input.envelope().model_dump(mode="json", exclude_none=True), indent=2, sort_keys=True
+    )
     return Message(role="user", content=f"Trigger:\n```json\n{body}\n```")
 
 
@@ -222,7 +227,9 @@ class AgentRunWorkflow:
         except RunFailed as failure:
             self._error = ErrorInfo(code=failure.code, message=failure.message)
             self._settle(RunStatus.FAILED)
-            raise ApplicationError(failure.message, {"code": failure.code}, type=failure.code, non_retryable=True)
+            raise ApplicationError(
+                failure.message, {"code": failure.code}, type=failure.code, non_retryable=True
+            ) from None
         except asyncio.CancelledError:
             self._error = ErrorInfo(code="cancelled", message="the run was cancelled")
             self._settle(RunStatus.CANCELLED)
@@ -254,10 +261,12 @@ class AgentRunWorkflow:
                         timeout=timedelta(seconds=spec.budget.timeout_seconds),
                         timeout_summary="run timeout",
                     )
-                except asyncio.TimeoutError:
+                except builtins.TimeoutError:
                     await _cancel(loop)
                     raise RunFailed.of(
-                        TimeoutError(f"the run took longer than its {spec.budget.timeout_seconds:g} s timeout")
+                        TimeoutError(
+                            f"the run took longer than its {spec.budget.timeout_seconds:g} s timeout"
+                        )
                     ) from None
                 if self._waiting is not None:
                     await workflow.wait_condition(lambda: loop.done() or self._waiting is None)
@@ -273,7 +282,9 @@ class AgentRunWorkflow:
             message = response.message
             self._messages.append(message)
             if response.finish_reason == "length":
-                raise RunFailed.of(IncompleteResponseError("the model's answer was cut off at its output token limit"))
+                raise RunFailed.of(
+                    IncompleteResponseError("the model's answer was cut off at its output token limit")
+                )
             if not message.tool_calls:
                 self._finish(spec, response)
                 return
@@ -283,13 +294,15 @@ class AgentRunWorkflow:
             if step >= spec.budget.max_steps:
                 raise RunFailed.of(
                     BudgetExceededError(
-                        f"max_steps ({spec.budget.max_steps}) reached while the model still wanted to call tools"
+                        f"max_steps ({spec.budget.max_steps}) reached while the model "
+                        "still wanted to call tools"
                     )
                 )
             if spec.budget.max_tokens is not None and self._usage.total_tokens >= spec.budget.max_tokens:
                 raise RunFailed.of(
                     BudgetExceededError(
-                        f"max_tokens ({spec.budget.max_tokens}) reached ({self._usage.total_tokens} used) while "
+                        f"max_tokens ({spec.budget.max_tokens}) reached "
+                        f"({self._usage.total_tokens} used) while "
                         "the model still wanted to call tools"
                     )
                 )
@@ -300,7 +313,9 @@ class AgentRunWorkflow:
             return
         if response.output_error is not None:
             raise RunFailed.of(
-                ValidationError(f"the final answer does not match the output schema: {response.output_error[:500]}")
+                ValidationError(
+                    f"the final answer does not match the output schema: {response.output_error[:500]}"
+                )
             )
         self._output = response.output
 
@@ -392,7 +407,13 @@ class AgentRunWorkflow:
         else:
             content = f"{result.error.code}: {result.error.message}" if result.error else "tool error"
         self._messages.append(
-            Message(role="tool", tool_call_id=call.id, name=call.name, content=content, is_error=result.status != "ok")
+            Message(
+                role="tool",
+                tool_call_id=call.id,
+                name=call.name,
+                content=content,
+                is_error=result.status != "ok",
+            )
         )
 
     async def _wait_for_approval(
@@ -402,7 +423,11 @@ class AgentRunWorkflow:
         timeout = timedelta(seconds=request.timeout_seconds)
         self._answer = None
         self._waiting = WaitPoint(
-            approval_id=approval_id, title=request.title, body=request.body, tool=call.name, step=step,
+            approval_id=approval_id,
+            title=request.title,
+            body=request.body,
+            tool=call.name,
+            step=step,
             until=started + timeout,
         )
         self._set_status(RunStatus.WAITING)
@@ -411,12 +436,18 @@ class AgentRunWorkflow:
                 lambda: self._answer is not None, timeout=timeout, timeout_summary=f"approval {approval_id}"
             )
             decision = self._answer or ApprovalDecision(approved=False)
-        except asyncio.TimeoutError:
+        except builtins.TimeoutError:
             decision = ApprovalDecision(approved=False, reason="approval timed out")
         self._steps.append(
             StepView(
-                index=step, kind="wait", started_at=started, ended_at=workflow.now(), tool=call.name,
-                tool_call_id=call.id, approval_id=approval_id, decision=decision,
+                index=step,
+                kind="wait",
+                started_at=started,
+                ended_at=workflow.now(),
+                tool=call.name,
+                tool_call_id=call.id,
+                approval_id=approval_id,
+                decision=decision,
             )
         )
         self._waiting = None

@@ -41,8 +41,11 @@ class ConcurrencyLockWorkflow:
 
     @workflow.query(name="state")
     def state(self) -> LockState:
-        return LockState(key=workflow.info().workflow_id.removeprefix(c.LOCK_ID_PREFIX), queue=self._queue,
-                         holder=self._holder)
+        return LockState(
+            key=workflow.info().workflow_id.removeprefix(c.LOCK_ID_PREFIX),
+            queue=self._queue,
+            holder=self._holder,
+        )
 
     @workflow.run
     async def run(self, state: LockState) -> None:

@@ -4,7 +4,13 @@ Real providers (``openai/...``), the offline ``local/...`` demo model and the sc
 tests all register here, so a test exercises the same resolution path as production.
 """
 
-from chamvi.providers._base import ChatModel, ChatRequest, ProviderConnectionError, ProviderHTTPError, ToolSchema
+from chamvi.providers._base import (
+    ChatModel,
+    ChatRequest,
+    ProviderConnectionError,
+    ProviderHTTPError,
+    ToolSchema,
+)
 from chamvi.providers._registry import ModelRegistry, default_registry
 from chamvi.providers.local import LocalChatModel
 from chamvi.providers.openai import OpenAIChatModel, OpenAIProvider

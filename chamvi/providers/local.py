@@ -17,7 +17,14 @@ from chamvi.models import Message, ModelResponse, ToolCall, Usage
 from chamvi.providers._base import ChatRequest
 
 _ENVELOPE = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
-_EMPTY: dict[str, Any] = {"string": "", "integer": 0, "number": 0, "boolean": False, "array": [], "object": {}}
+_EMPTY: dict[str, Any] = {
+    "string": "",
+    "integer": 0,
+    "number": 0,
+    "boolean": False,
+    "array": [],
+    "object": {},
+}
 
 
 def _payload(messages: list[Message]) -> dict[str, Any]:
@@ -60,14 +67,24 @@ class LocalChatModel:
         usage = Usage(input_tokens=_tokens(request.messages), output_tokens=0)
         for tool in request.tools:
             if tool.name not in called:
-                call = ToolCall(id=f"local_{request.step}", name=tool.name, arguments=_arguments(tool.parameters, payload))
+                call = ToolCall(
+                    id=f"local_{request.step}", name=tool.name, arguments=_arguments(tool.parameters, payload)
+                )
                 return ModelResponse(
-                    message=Message(role="assistant", tool_calls=[call]), usage=usage, finish_reason="tool_calls"
+                    message=Message(role="assistant", tool_calls=[call]),
+                    usage=usage,
+                    finish_reason="tool_calls",
                 )
         if request.output_schema is not None:
             text = json.dumps(_arguments(request.output_schema, payload))
         else:
-            results = [f"- {m.name}: {'error: ' if m.is_error else ''}{m.content}" for m in request.messages if m.role == "tool"]
+            results = [
+                f"- {m.name}: {'error: ' if m.is_error else ''}{m.content}"
+                for m in request.messages
+                if m.role == "tool"
+            ]
             text = "\n".join(["Done.", *results]) if results else "Done."
         usage = usage.model_copy(update={"output_tokens": len(text.split())})
-        return ModelResponse(message=Message(role="assistant", content=text), usage=usage, finish_reason="stop")
+        return ModelResponse(
+            message=Message(role="assistant", content=text), usage=usage, finish_reason="stop"
+        )

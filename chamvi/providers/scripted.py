@@ -25,7 +25,9 @@ class ScriptedTurn:
 
 def reply(text: str, *, usage: Usage | None = None, finish_reason: str | None = None) -> ScriptedTurn:
     """A final answer."""
-    return ScriptedTurn(text=text, usage=usage or Usage(input_tokens=10, output_tokens=5), finish_reason=finish_reason)
+    return ScriptedTurn(
+        text=text, usage=usage or Usage(input_tokens=10, output_tokens=5), finish_reason=finish_reason
+    )
 
 
 def call(name: str, _id: str | None = None, /, **arguments: Any) -> ScriptedTurn:

@@ -13,7 +13,17 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-from chamvi import App, Budget, ToolContext, approve, console_channel, define_agent, effect_marker, effect_tool, tool
+from chamvi import (
+    App,
+    Budget,
+    ToolContext,
+    approve,
+    console_channel,
+    define_agent,
+    effect_marker,
+    effect_tool,
+    tool,
+)
 
 ORDERS = {
     "A-1001": {"customer": "ada@example.com", "total": 25.0, "status": "delivered"},

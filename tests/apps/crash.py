@@ -22,7 +22,11 @@ def _note(name: str, line: str) -> None:
 
 def _found_in_ledger(key: str, _args: object) -> str | None:
     ledger = here() / "ledger.txt"
-    return "charged (found after a crash)" if ledger.exists() and effect_marker(key) in ledger.read_text() else None
+    return (
+        "charged (found after a crash)"
+        if ledger.exists() and effect_marker(key) in ledger.read_text()
+        else None
+    )
 
 
 @effect_tool(effect_key=lambda args, ctx: f"{ctx.run.run_id}:charge", already_applied=_found_in_ledger)

@@ -15,7 +15,18 @@ from pathlib import Path
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from chamvi import App, Budget, ChamviClient, RunStatus, ToolContext, Trust, approve, define_agent, effect_tool, tool
+from chamvi import (
+    App,
+    Budget,
+    ChamviClient,
+    RunStatus,
+    ToolContext,
+    Trust,
+    approve,
+    define_agent,
+    effect_tool,
+    tool,
+)
 from chamvi.constants import LOCK_ID_PREFIX, SEARCH_ATTRIBUTES
 from chamvi.providers import ModelRegistry, ScriptedModel, call, calls, reply
 from chamvi.runtime import build_worker
@@ -59,7 +70,11 @@ async def nap(seconds: float) -> str:
 def _app() -> App:
     models = ModelRegistry()
     scripts = {
-        "tools": [calls(call("add", a=1, b=2), call("post", body="x")), call("read_web", url="u"), reply("3")],
+        "tools": [
+            calls(call("add", a=1, b=2), call("post", body="x")),
+            call("read_web", url="u"),
+            reply("3"),
+        ],
         "approval": [call("deploy", "c1", version="2.0"), reply("ok")],
         "budget": [call("add", a=1, b=1), call("add", a=1, b=1)],
         "locked": [call("nap", seconds=0.2), reply("ok")],

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 from temporalio.client import Client
 
-from chamvi import App, ApprovalNotPendingError, ChamviClient, RunStatus, ToolContext, approve, define_agent, tool
+from chamvi import (
+    App,
+    ApprovalNotPendingError,
+    ChamviClient,
+    RunStatus,
+    ToolContext,
+    approve,
+    define_agent,
+    tool,
+)
 from chamvi.constants import SIGNAL_APPROVE
 from chamvi.errors import InvalidRunStateError, RunNotFoundError
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
@@ -26,14 +35,20 @@ async def deploy(version: str, ctx: ToolContext) -> str:
 
 def make_app() -> App:
     models = ModelRegistry()
-    models.register("scripted/deployer", ScriptedModel([call("deploy", "call-1", version="1.2"), reply("done")]))
+    models.register(
+        "scripted/deployer", ScriptedModel([call("deploy", "call-1", version="1.2"), reply("done")])
+    )
     return App(
-        agents=[define_agent(name="deployer", model="scripted/deployer", instructions="Deploy.", tools=[deploy])],
+        agents=[
+            define_agent(name="deployer", model="scripted/deployer", instructions="Deploy.", tools=[deploy])
+        ],
         models=models,
     )
 
 
-async def test_an_approval_puts_the_run_in_waiting_and_approve_resumes_it(chamvi: ChamviClient, running_worker) -> None:
+async def test_an_approval_puts_the_run_in_waiting_and_approve_resumes_it(
+    chamvi: ChamviClient, running_worker
+) -> None:
     from chamvi import Invoker
 
     executions.clear()

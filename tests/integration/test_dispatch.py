@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 import pytest
 
@@ -65,16 +66,20 @@ async def test_runs_sharing_a_concurrency_key_never_overlap_and_keep_arrival_ord
     chamvi: ChamviClient, running_worker
 ) -> None:
     async with running_worker(make_app([call("pause", seconds=0.3), reply("done")])):
-        run_ids = [(await chamvi.dispatch("keys", {"i": i}, concurrency_key="issue-9")).run_id for i in range(4)]
+        run_ids = [
+            (await chamvi.dispatch("keys", {"i": i}, concurrency_key="issue-9")).run_id for i in range(4)
+        ]
         runs = [await chamvi.wait(run_id) for run_id in run_ids]
     assert all(r.status == RunStatus.COMPLETED for r in runs)
     spans = [(r.started_at, r.ended_at) for r in runs]
-    for (_, ended), (started, _) in zip(spans, spans[1:], strict=False):
+    for (_, ended), (started, _) in itertools.pairwise(spans):
         assert ended is not None and started is not None and started >= ended
     assert [r.payload for r in (run.trigger for run in runs)] == [{"i": i} for i in range(4)]
 
 
-async def test_the_key_is_released_when_a_run_fails_or_is_cancelled(chamvi: ChamviClient, running_worker) -> None:
+async def test_the_key_is_released_when_a_run_fails_or_is_cancelled(
+    chamvi: ChamviClient, running_worker
+) -> None:
     async with running_worker(make_app([call("fail_hard")])):
         failing = await chamvi.dispatch("keys", concurrency_key="shared")
         failed = await chamvi.wait(failing.run_id)
@@ -97,7 +102,9 @@ async def test_the_key_is_released_when_a_run_fails_or_is_cancelled(chamvi: Cham
     ("field", "value"),
     [("agent", "Bad Name"), ("idempotency_key", ""), ("concurrency_key", "x" * 256), ("address", "a\0b")],
 )
-async def test_invalid_dispatch_fields_are_refused_naming_them(chamvi: ChamviClient, field: str, value: str) -> None:
+async def test_invalid_dispatch_fields_are_refused_naming_them(
+    chamvi: ChamviClient, field: str, value: str
+) -> None:
     arguments = {"agent": "keys", field: value}
     with pytest.raises(InvalidInputError, match=field.split("_")[0]):
         await chamvi.dispatch(**arguments)  # type: ignore[arg-type]

@@ -93,9 +93,15 @@ async def test_an_identical_effect_call_in_one_run_applies_once(chamvi: ChamviCl
 
 async def test_identical_emits_send_once_to_the_source_address(chamvi: ChamviClient, running_worker) -> None:
     lines.clear()
-    turns = [call("announce", text="Labelled as bug."), call("announce", text="Labelled as bug."), reply("ok")]
+    turns = [
+        call("announce", text="Labelled as bug."),
+        call("announce", text="Labelled as bug."),
+        reply("ok"),
+    ]
     async with running_worker(make_app(turns)):
-        run = await chamvi.wait((await chamvi.dispatch("effects", channel="console", address="issue-1")).run_id)
+        run = await chamvi.wait(
+            (await chamvi.dispatch("effects", channel="console", address="issue-1")).run_id
+        )
     assert run.status == RunStatus.COMPLETED
     assert lines == ["[console -> issue-1] update", "Labelled as bug."]
 
@@ -113,7 +119,12 @@ async def test_an_untrusted_result_taints_the_run_and_guards_outbound_tools(
     chamvi: ChamviClient, running_worker
 ) -> None:
     applied.clear()
-    turns = [call("publish", text="before"), call("read_web", url="https://x"), call("publish", text="after"), reply("ok")]
+    turns = [
+        call("publish", text="before"),
+        call("read_web", url="https://x"),
+        call("publish", text="after"),
+        reply("ok"),
+    ]
     async with running_worker(make_app(turns)):
         run_id = (await chamvi.dispatch("effects")).run_id
         waiting = await until_status(chamvi, run_id, RunStatus.WAITING)

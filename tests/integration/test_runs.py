@@ -43,7 +43,13 @@ async def slow(seconds: float) -> str:
 def app_with(model: ScriptedModel, **agent: object) -> App:
     models = ModelRegistry()
     models.register("scripted/test", model)
-    definition = {"name": "tester", "model": "scripted/test", "instructions": "Test.", "tools": [add], **agent}
+    definition = {
+        "name": "tester",
+        "model": "scripted/test",
+        "instructions": "Test.",
+        "tools": [add],
+        **agent,
+    }
     return App(agents=[define_agent(**definition)], models=models)  # type: ignore[arg-type]
 
 
@@ -57,10 +63,17 @@ async def test_trigger_envelope_is_the_first_user_message(chamvi: ChamviClient, 
     assert model.requests[0].messages[0].role == "system"
     assert first.role == "user" and first.content is not None
     envelope = json.loads(first.content.split("```json\n", 1)[1].rsplit("\n```", 1)[0])
-    assert envelope == {"trigger": "manual", "channel": "github", "address": "issue-7", "payload": {"issue": 7}}
+    assert envelope == {
+        "trigger": "manual",
+        "channel": "github",
+        "address": "issue-7",
+        "payload": {"issue": 7},
+    }
 
 
-async def test_tool_errors_go_back_to_the_model_and_the_run_goes_on(chamvi: ChamviClient, running_worker) -> None:
+async def test_tool_errors_go_back_to_the_model_and_the_run_goes_on(
+    chamvi: ChamviClient, running_worker
+) -> None:
     model = ScriptedModel([call("explode", reason="test"), reply("recovered")])
     async with running_worker(app_with(model, tools=[explode])):
         run = await chamvi.wait((await chamvi.dispatch("tester")).run_id)
@@ -107,7 +120,9 @@ async def test_a_final_answer_on_the_last_step_completes(chamvi: ChamviClient, r
 
 
 async def test_max_tokens_settles_budget_exceeded(chamvi: ChamviClient, running_worker) -> None:
-    heavy = ScriptedTurn(tool_calls=call("add", a=1, b=2).tool_calls, usage=Usage(input_tokens=600, output_tokens=10))
+    heavy = ScriptedTurn(
+        tool_calls=call("add", a=1, b=2).tool_calls, usage=Usage(input_tokens=600, output_tokens=10)
+    )
     model = ScriptedModel([heavy, heavy, reply("never")])
     async with running_worker(app_with(model, budget=Budget(max_tokens=1000))):
         run = await chamvi.wait((await chamvi.dispatch("tester")).run_id)
@@ -165,13 +180,18 @@ async def test_a_run_started_like_the_temporal_cli_runs(
     async with running_worker(app_with(model)):
         # the JSON `temporal workflow start --type AgentRun --input '...'` sends
         handle = await client.start_workflow(
-            AGENT_RUN_WORKFLOW, {"agent": "tester", "payload": {"q": 1}}, id="cli-started-run", task_queue=task_queue
+            AGENT_RUN_WORKFLOW,
+            {"agent": "tester", "payload": {"q": 1}},
+            id="cli-started-run",
+            task_queue=task_queue,
         )
         run = await chamvi.wait(handle.id)
     assert run.status == RunStatus.COMPLETED and run.output == "42"
 
 
-async def test_an_unknown_agent_fails_the_run_naming_it(client: Client, chamvi: ChamviClient, running_worker, task_queue: str) -> None:
+async def test_an_unknown_agent_fails_the_run_naming_it(
+    client: Client, chamvi: ChamviClient, running_worker, task_queue: str
+) -> None:
     async with running_worker(app_with(ScriptedModel([reply("x")]))):
         handle = await client.start_workflow(
             AGENT_RUN_WORKFLOW, {"agent": "nobody"}, id="unknown-agent-run", task_queue=task_queue

@@ -26,9 +26,20 @@ def spawn_worker(temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: P
     def spawn() -> subprocess.Popen[bytes]:
         env = {**os.environ, "CHAMVI_TEST_DIR": str(tmp_path)}
         process = subprocess.Popen(
-            [sys.executable, "worker.py", "--app", "tests.apps.crash:app", "--address", address,
-             "--task-queue", task_queue],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=(tmp_path / f"worker{len(processes)}.log").open("wb"),
+            [
+                sys.executable,
+                "worker.py",
+                "--app",
+                "tests.apps.crash:app",
+                "--address",
+                address,
+                "--task-queue",
+                task_queue,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / f"worker{len(processes)}.log").open("wb"),
         )
         processes.append(process)
         return process
