@@ -12,6 +12,7 @@ from chamvi.app import App
 from chamvi.constants import ACTIVITY_CALL_MODEL, QUERY_TRANSCRIPT
 from chamvi.errors import ChamviError, ModelError
 from chamvi.models import Message, ModelRequest, ModelResponse, TranscriptQuery
+from chamvi.permissions import PolicyRun
 from chamvi.providers import ChatRequest, ProviderConnectionError, ProviderHTTPError, ToolSchema
 from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
@@ -51,7 +52,11 @@ class ModelActivities:
             agent=agent.name,
             step=request.step,
             messages=[*agent.instructions, *transcript],
-            tools=[ToolSchema(t.name, t.description, t.json_schema()) for t in agent.tools.values()],
+            tools=[
+                ToolSchema(t.name, t.description, t.json_schema())
+                for t in agent.tools.values()
+                if agent.allows(t.name, PolicyRun(request.run_id, agent.name, request.trigger))
+            ],
             output_schema=agent.output.model_json_schema() if agent.output is not None else None,
         )
         try:

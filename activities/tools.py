@@ -17,6 +17,7 @@ from chamvi.channels import ChannelAccess
 from chamvi.constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT
 from chamvi.errors import ChamviError, FatalToolError, ToolDeniedError, ToolNotAllowedError
 from chamvi.models import EffectQuery, EffectRecord, ErrorInfo, ToolRequest, ToolResult
+from chamvi.permissions import PolicyRun
 from chamvi.tools import ApprovalRequired, EffectLedger, Predicate, RunContext, Tool, ToolContext, approve
 
 
@@ -60,6 +61,12 @@ class ToolActivities:
     async def call_tool(self, request: ToolRequest) -> ToolResult:
         agent = self.app.agent(request.agent)
         tool = agent.tools.get(request.call.name)
+        run_view = PolicyRun(request.run_id, agent.name, request.trigger.model_copy(update={"payload": None}))
+        if tool is not None and not agent.allows(tool.name, run_view):
+            error = ToolNotAllowedError(
+                f"tool {tool.name!r} is not allowed for this run by the agent's tool policy"
+            )
+            return ToolResult(status="error", error=_error(error))
         if tool is None:
             offered = ", ".join(repr(n) for n in agent.tools) or "none"
             error = ToolNotAllowedError(

@@ -22,6 +22,7 @@ from chamvi.errors import (
     ValidationError,
 )
 from chamvi.models import ApprovalDecision, Invoker, RunStatus, RunView, TriggerEnvelope
+from chamvi.permissions import PolicyRun, has_permission, matches_permission, require_tool_permission
 from chamvi.providers import ModelRegistry, ScriptedModel
 from chamvi.tools import Tool, ToolContext, Trust, approve, effect_marker, effect_tool, tool
 
@@ -48,6 +49,7 @@ __all__ = [
     "InvalidRunStateError",
     "Invoker",
     "ModelRegistry",
+    "PolicyRun",
     "RunNotFoundError",
     "RunStatus",
     "RunView",
@@ -65,5 +67,8 @@ __all__ = [
     "define_agent",
     "effect_marker",
     "effect_tool",
+    "has_permission",
+    "matches_permission",
+    "require_tool_permission",
     "tool",
 ]

@@ -15,6 +15,7 @@ from chamvi.channels import ChannelSubscription
 from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.errors import InvalidAgentDefinitionError
 from chamvi.models import BudgetSpec, Message
+from chamvi.permissions import PolicyRun, ToolPolicy
 from chamvi.tools import Tool
 
 
@@ -41,6 +42,10 @@ class Agent:
     budget: Budget
     output: type[BaseModel] | None
     channels: tuple[ChannelSubscription, ...] = field(default_factory=tuple)
+    tool_policy: ToolPolicy | None = None
+
+    def allows(self, tool: str, run: PolicyRun) -> bool:
+        return self.tool_policy is None or self.tool_policy(tool, run)
 
 
 def validate_agent_name(name: Any) -> str:
@@ -126,8 +131,13 @@ def define_agent(
     budget: Budget | None = None,
     output: type[BaseModel] | None = None,
     channels: Sequence[str | ChannelSubscription] = (),
+    tool_policy: ToolPolicy | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
+
+    ``tool_policy(tool_name, run)`` decides per run which tools are offered (e.g.
+    ``require_tool_permission()``); a refused tool the model calls anyway is a
+    ``tool_not_allowed`` tool error.
 
     Raises:
         InvalidAgentDefinitionError: naming what is wrong.
@@ -147,4 +157,5 @@ def define_agent(
         budget=_budget(name, budget or Budget()),
         output=output,
         channels=_subscriptions(name, channels),
+        tool_policy=tool_policy,
     )

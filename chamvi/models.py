@@ -149,6 +149,8 @@ class ModelRequest(BaseModel):
     run_id: str
     agent: str
     step: int
+    trigger: TriggerEnvelope = Field(default_factory=TriggerEnvelope)
+    """Without its payload (the payload is in the transcript); tool policies read the invoker."""
     base_count: int
     base_digest: str
     delta: list[Message]

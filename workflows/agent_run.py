@@ -80,10 +80,12 @@ class RunFailed(Exception):
 
 
 def envelope_message(run_input: RunInput) -> Message:
-    """The trigger envelope as the run's first user message, a JSON block."""
-    body = json.dumps(
-        run_input.envelope().model_dump(mode="json", exclude_none=True), indent=2, sort_keys=True
-    )
+    """The trigger envelope as the run's first user message, a JSON block.
+
+    The invoker stays out of it: who may do what is for tool policies, not for the model.
+    """
+    envelope = run_input.envelope().model_dump(mode="json", exclude_none=True, exclude={"invoker"})
+    body = json.dumps(envelope, indent=2, sort_keys=True)
     return Message(role="user", content=f"Trigger:\n```json\n{body}\n```")
 
 
@@ -329,6 +331,7 @@ class AgentRunWorkflow:
                     run_id=workflow.info().workflow_id,
                     agent=spec.name,
                     step=step,
+                    trigger=self._require_input().envelope().model_copy(update={"payload": None}),
                     base_count=self._sent_count,
                     base_digest=self._sent_digest,
                     delta=delta,

@@ -108,3 +108,31 @@ async def test_invalid_dispatch_fields_are_refused_naming_them(
     arguments = {"agent": "keys", field: value}
     with pytest.raises(InvalidInputError, match=field.split("_")[0]):
         await chamvi.dispatch(**arguments)  # type: ignore[arg-type]
+
+
+async def test_a_tool_policy_offers_tools_by_the_invokers_permissions(
+    chamvi: ChamviClient, running_worker
+) -> None:
+    from chamvi import require_tool_permission
+
+    model = ScriptedModel([call("pause", seconds=0), reply("done")])
+    models = ModelRegistry()
+    models.register("scripted/ops", model)
+    agent = define_agent(
+        name="ops",
+        model="scripted/ops",
+        instructions="Operate.",
+        tools=[pause, fail_hard],
+        tool_policy=require_tool_permission(),
+    )
+    releaser = Invoker(id="u-42", kind="user", permissions=["tool:ops:pause"])
+    async with running_worker(App(agents=[agent], models=models)):
+        allowed = await chamvi.wait((await chamvi.dispatch("ops", invoker=releaser)).run_id)
+        refused = await chamvi.wait((await chamvi.dispatch("ops")).run_id)
+    assert [t.name for t in model.requests[0].tools] == ["pause"]
+    assert "u-42" not in (
+        model.requests[0].messages[1].content or ""
+    )  # the invoker is not shown to the model
+    assert next(s for s in allowed.steps if s.kind == "tool").output == "paused"
+    assert model.requests[2].tools == []
+    assert next(s for s in refused.steps if s.kind == "tool").error.code == "tool_not_allowed"  # type: ignore[union-attr]

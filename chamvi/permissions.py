@@ -1,0 +1,54 @@
+"""Permissions are ':'-separated. ``*`` alone grants everything, a ``*`` segment matches one
+segment, and segment counts must match (the seed's rule, shared with the HTTP API's tokens)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from chamvi.models import TriggerEnvelope
+
+
+@dataclass(frozen=True)
+class PolicyRun:
+    """What a tool policy sees of a run (the trigger without its payload)."""
+
+    run_id: str
+    agent: str
+    trigger: TriggerEnvelope
+
+
+ToolPolicy = Callable[[str, PolicyRun], bool]
+
+
+def matches_permission(granted: str, required: str) -> bool:
+    if granted == "*":
+        return True
+    granted_parts, required_parts = granted.split(":"), required.split(":")
+    if len(granted_parts) != len(required_parts):
+        return False
+    return all(g == "*" or g == r for g, r in zip(granted_parts, required_parts, strict=True))
+
+
+def has_permission(permissions: Iterable[str], required: str) -> bool:
+    return any(matches_permission(granted, required) for granted in permissions)
+
+
+def tool_permission(agent: str, tool: str) -> str:
+    return f"tool:{agent}:{tool}"
+
+
+def require_tool_permission(*, without_invoker: Literal["deny", "allow"] = "deny") -> ToolPolicy:
+    """A tool policy offering a tool only when the invoker holds ``tool:<agent>:<tool>``.
+
+    Runs without an invoker (cron, webhooks) get no tool unless ``without_invoker="allow"``.
+    """
+
+    def policy(tool: str, run: PolicyRun) -> bool:
+        invoker = run.trigger.invoker
+        if invoker is None:
+            return without_invoker == "allow"
+        return has_permission(invoker.permissions, tool_permission(run.agent, tool))
+
+    return policy
