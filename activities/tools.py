@@ -92,7 +92,7 @@ class ToolActivities:
         )
         ctx = ToolContext(
             run=run,
-            channels=ChannelAccess(self.app.channels, run, ledger),
+            channels=ChannelAccess(self.app.channels),
             effects=ledger,
             decisions=list(request.decisions),
         )

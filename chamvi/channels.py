@@ -13,13 +13,15 @@ import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
+from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.errors import ChannelNotFoundError, InvalidAgentDefinitionError, ValidationError
 
 if TYPE_CHECKING:
-    from chamvi.tools import EffectLedger, RunContext
+    from chamvi.models import ApprovalDecision
+    from chamvi.tools import ToolContext
 
 
 @dataclass(frozen=True)
@@ -89,12 +91,11 @@ def emit_key(run_id: str, channel: str, address: str, title: str | None, body: s
 class ChannelHandle:
     """A registered channel as a tool sees it, bound to the run."""
 
-    def __init__(
-        self, channel: Channel, run: RunContext, effects: EffectLedger, source_address: str | None
-    ) -> None:
+    def __init__(self, channel: Channel, context: ToolContext, source_address: str | None) -> None:
         self.channel = channel
-        self._run = run
-        self._effects = effects
+        self._context = context
+        self._run = context.run
+        self._effects = context.effects
         self._source_address = source_address
 
     @property
@@ -118,29 +119,57 @@ class ChannelHandle:
         await self.channel.out(ChannelMessage(body=body, title=title, address=target, key=effect_key))
         self._effects.record(effect_key, {"sent": True})
 
+    async def approve(
+        self,
+        *,
+        title: str,
+        body: str | None = None,
+        address: str | None = None,
+        timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
+    ) -> ApprovalDecision:
+        """``approve()``, with the request delivered through this channel (once, with its deadline)."""
+        from chamvi.tools import approve
+
+        ctx = self._context
+        index = ctx._approvals_asked
+        if index >= len(ctx.decisions):
+            until = datetime.now(UTC) + timeout
+            lines = [*([body] if body else []), f"Waiting for an answer until {until:%Y-%m-%d %H:%M} UTC."]
+            key = f"{self._run.run_id}:approval:{self._run.step}:{self._run.tool_call_id}:{index}"
+            await self.emit("\n".join(lines), title=f"Approval needed: {title}", key=key, address=address)
+        return await approve(ctx, title=title, body=body, timeout=timeout)
+
 
 class ChannelAccess:
     """``ctx.channels``: find the run's source channel or another registered one."""
 
-    def __init__(self, channels: dict[str, Channel], run: RunContext, effects: EffectLedger) -> None:
+    def __init__(self, channels: dict[str, Channel]) -> None:
         self._channels = channels
-        self._run = run
-        self._effects = effects
+        self._context: ToolContext | None = None
+
+    def bind(self, context: ToolContext) -> None:
+        self._context = context
+
+    def _bound(self) -> ToolContext:
+        if self._context is None:
+            raise RuntimeError("channels are reached through the ToolContext of a tool call")
+        return self._context
 
     def _handle(self, channel: Channel) -> ChannelHandle:
-        source = self._run.trigger.address if channel.name == self._run.trigger.channel else None
-        return ChannelHandle(channel, self._run, self._effects, source)
+        trigger = self._bound().run.trigger
+        source = trigger.address if channel.name == trigger.channel else None
+        return ChannelHandle(channel, self._bound(), source)
 
     def find_one(self, name: str | None = None) -> ChannelHandle | None:
         """The named channel, or without a name the run's source channel; None when absent."""
-        target = name if name is not None else self._run.trigger.channel
+        target = name if name is not None else self._bound().run.trigger.channel
         channel = self._channels.get(target) if target else None
         return self._handle(channel) if channel is not None else None
 
     def find_one_or_fail(self, name: str | None = None) -> ChannelHandle:
         handle = self.find_one(name)
         if handle is None:
-            target = name if name is not None else self._run.trigger.channel
+            target = name if name is not None else self._bound().run.trigger.channel
             known = ", ".join(repr(n) for n in self._channels) or "none"
             raise ChannelNotFoundError(
                 f"no channel {target!r} to send through: registered channels are {known}"

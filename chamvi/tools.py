@@ -74,6 +74,9 @@ class ToolContext:
     decisions: list[ApprovalDecision] = field(default_factory=list)
     _approvals_asked: int = 0
 
+    def __post_init__(self) -> None:
+        self.channels.bind(self)
+
 
 class ApprovalRequired(BaseException):
     """Unwinds a tool call that needs a decision nobody has given yet.
@@ -211,9 +214,7 @@ def _build_tool(
         model_param = model_fields[0]
         input_model: type[BaseModel] = fields[model_param][0]
     else:
-        input_model = create_model(
-            f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields
-        )
+        input_model = create_model(f"{tool_name}_input", __config__=ConfigDict(extra="forbid"), **fields)
     doc = description if description is not None else inspect.getdoc(fn)
     if not doc:
         raise InvalidAgentDefinitionError(

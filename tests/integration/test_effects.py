@@ -43,6 +43,15 @@ async def announce(text: str, ctx: ToolContext) -> str:
     return "announced"
 
 
+@tool
+async def ask_on_console(action: str, ctx: ToolContext) -> str:
+    """Asks through the console channel before acting."""
+    decision = await ctx.channels.find_one_or_fail("console").approve(
+        title=f"{action}?", body="Please check."
+    )
+    return f"{action}: {'yes' if decision.approved else 'no'}"
+
+
 @tool(trust=Trust(taint=True))
 async def read_web(url: str) -> str:
     """Reads a page someone else wrote."""
@@ -65,7 +74,7 @@ def make_app(turns: list) -> App:
                 name="effects",
                 model="scripted/effects",
                 instructions="Test.",
-                tools=[post_comment, set_label, announce, read_web, publish],
+                tools=[post_comment, set_label, announce, read_web, publish, ask_on_console],
                 channels=["console"],
             )
         ],
@@ -135,3 +144,17 @@ async def test_an_untrusted_result_taints_the_run_and_guards_outbound_tools(
     assert applied == ["published:before"]
     denied = [s for s in run.steps if s.kind == "tool"][-1]
     assert denied.error is not None and denied.error.code == "tool_denied"
+
+
+async def test_a_channel_approval_is_delivered_once_with_its_deadline(
+    chamvi: ChamviClient, running_worker
+) -> None:
+    lines.clear()
+    async with running_worker(make_app([call("ask_on_console", action="Restart"), reply("ok")])):
+        run_id = (await chamvi.dispatch("effects", channel="console", address="ops-room")).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+        await chamvi.approve(run_id)
+        run = await chamvi.wait(run_id)
+    assert next(s for s in run.steps if s.kind == "tool").output == "Restart: yes"
+    assert lines[:2] == ["[console -> ops-room] Approval needed: Restart?", "Please check."]
+    assert lines[2].startswith("Waiting for an answer until ") and len(lines) == 3

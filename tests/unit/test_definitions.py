@@ -143,12 +143,12 @@ async def test_approve_asks_once_then_returns_recorded_decisions_in_order() -> N
 
     run = RunContext("r", "a", TriggerEnvelope(), asyncio.Event(), 0, "c")
     ledger = EffectLedger(nothing)
-    ctx = ToolContext(run=run, channels=ChannelAccess({}, run, ledger), effects=ledger)
+    ctx = ToolContext(run=run, channels=ChannelAccess({}), effects=ledger)
     with pytest.raises(ApprovalRequired):
         await approve(ctx, title="First?")
     ctx = ToolContext(
         run=run,
-        channels=ChannelAccess({}, run, ledger),
+        channels=ChannelAccess({}),
         effects=ledger,
         decisions=[ApprovalDecision(approved=True)],
     )
