@@ -10,8 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
+from pydantic_core import to_jsonable_python
 from temporalio import activity
 
+from chamvi.agents import AgentHooks, ToolCallInfo
 from chamvi.app import App
 from chamvi.channels import ChannelAccess
 from chamvi.constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT
@@ -21,11 +23,14 @@ from chamvi.permissions import PolicyRun
 from chamvi.tools import ApprovalRequired, EffectLedger, Predicate, RunContext, Tool, ToolContext, approve
 
 
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
 async def _holds(flag: Predicate, arguments: BaseModel, ctx: ToolContext) -> bool:
     if isinstance(flag, bool):
         return flag
-    answer = flag(arguments, ctx)
-    return bool(await answer) if inspect.isawaitable(answer) else bool(answer)
+    return bool(await _maybe_await(flag(arguments, ctx)))
 
 
 async def _run_effect(tool: Tool, arguments: BaseModel, ctx: ToolContext) -> Any:
@@ -37,8 +42,7 @@ async def _run_effect(tool: Tool, arguments: BaseModel, ctx: ToolContext) -> Any
     if found:
         return recorded
     if tool.effect.already_applied is not None:
-        applied = tool.effect.already_applied(key, arguments)
-        applied = await applied if inspect.isawaitable(applied) else applied
+        applied = await _maybe_await(tool.effect.already_applied(key, arguments))
         if applied is not None:
             ctx.effects.record(key, applied)
             return applied
@@ -95,20 +99,29 @@ class ToolActivities:
             channels=ChannelAccess(self.app.channels),
             effects=ledger,
             decisions=list(request.decisions),
+            provided=self.app.provided,
         )
         heartbeat = asyncio.create_task(self._heartbeat(cancellation))
         try:
-            return await self._call(tool, arguments, ctx, request.tainted)
+            return await self._call(agent.hooks, tool, arguments, ctx, request.tainted)
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
 
-    async def _call(self, tool: Tool, arguments: BaseModel, ctx: ToolContext, tainted: bool) -> ToolResult:
+    async def _call(
+        self, hooks: AgentHooks, tool: Tool, arguments: BaseModel, ctx: ToolContext, tainted: bool
+    ) -> ToolResult:
+        """Hooks, then the taint guard on the final input, then the effect lookup, then the tool."""
         status: str = "ok"
         output: Any = None
         error: ErrorInfo | None = None
+        info = ToolCallInfo(tool.name, ctx.run.tool_call_id, arguments.model_dump(mode="json"))
         try:
+            if hooks.before_tool_execution is not None:
+                rewritten = await _maybe_await(hooks.before_tool_execution(info, ctx))
+                arguments = tool.parse_input(rewritten)
+                info = ToolCallInfo(tool.name, ctx.run.tool_call_id, arguments.model_dump(mode="json"))
             if tainted and await _holds(tool.trust.guard_when_tainted, arguments, ctx):
                 decision = await approve(
                     ctx,
@@ -121,6 +134,8 @@ class ToolActivities:
                         f"{decision.reason or 'the run is tainted and nobody approved'}"
                     )
             output = await (_run_effect(tool, arguments, ctx) if tool.effect else tool.invoke(arguments, ctx))
+            if hooks.after_tool_execution is not None:
+                output = to_jsonable_python(await _maybe_await(hooks.after_tool_execution(info, output, ctx)))
         except ApprovalRequired as required:
             return ToolResult(status="approval", approval=required.request, effects=ctx.effects.new)
         except FatalToolError as fatal:

@@ -1,9 +1,10 @@
 """chamvi-temporal: durable, self-hosted AI agents on Temporal."""
 
-from chamvi.agents import Agent, Budget, define_agent
+from chamvi.agents import Agent, AgentHooks, Budget, ToolCallInfo, define_agent
 from chamvi.app import ActivityTimeouts, App
 from chamvi.channels import Channel, ChannelMessage, ChannelSubscription, console_channel
 from chamvi.client import ChamviClient, DispatchResult
+from chamvi.context import ContextKey, ContextNotProvidedError, define_context_key, inject, try_inject
 from chamvi.errors import (
     ApprovalNotPendingError,
     BudgetExceededError,
@@ -29,6 +30,7 @@ from chamvi.tools import Tool, ToolContext, Trust, approve, effect_marker, effec
 __all__ = [
     "ActivityTimeouts",
     "Agent",
+    "AgentHooks",
     "App",
     "ApprovalDecision",
     "ApprovalNotPendingError",
@@ -40,6 +42,8 @@ __all__ = [
     "ChannelMessage",
     "ChannelNotFoundError",
     "ChannelSubscription",
+    "ContextKey",
+    "ContextNotProvidedError",
     "DispatchResult",
     "ErrorCode",
     "FatalToolError",
@@ -56,6 +60,7 @@ __all__ = [
     "ScriptedModel",
     "TimeoutError",
     "Tool",
+    "ToolCallInfo",
     "ToolContext",
     "ToolDeniedError",
     "ToolNotAllowedError",
@@ -65,10 +70,13 @@ __all__ = [
     "approve",
     "console_channel",
     "define_agent",
+    "define_context_key",
     "effect_marker",
     "effect_tool",
     "has_permission",
+    "inject",
     "matches_permission",
     "require_tool_permission",
     "tool",
+    "try_inject",
 ]

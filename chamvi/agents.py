@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -16,7 +16,7 @@ from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH
 from chamvi.errors import InvalidAgentDefinitionError
 from chamvi.models import BudgetSpec, Message
 from chamvi.permissions import PolicyRun, ToolPolicy
-from chamvi.tools import Tool
+from chamvi.tools import Tool, ToolContext
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,26 @@ class Budget:
 
 
 @dataclass(frozen=True)
+class ToolCallInfo:
+    tool_name: str
+    tool_call_id: str
+    input: dict[str, Any]
+
+
+BeforeToolExecution = Callable[[ToolCallInfo, ToolContext], dict[str, Any] | Awaitable[dict[str, Any]]]
+AfterToolExecution = Callable[[ToolCallInfo, Any, ToolContext], Any]
+
+
+@dataclass(frozen=True)
+class AgentHooks:
+    """Around every tool call: ``before`` may rewrite the input, call ``approve()`` or raise
+    ``ToolDeniedError``; ``after`` may rewrite the output. Both run inside the tool activity."""
+
+    before_tool_execution: BeforeToolExecution | None = None
+    after_tool_execution: AfterToolExecution | None = None
+
+
+@dataclass(frozen=True)
 class Agent:
     name: str
     model: str | None
@@ -43,6 +63,7 @@ class Agent:
     output: type[BaseModel] | None
     channels: tuple[ChannelSubscription, ...] = field(default_factory=tuple)
     tool_policy: ToolPolicy | None = None
+    hooks: AgentHooks = AgentHooks()
 
     def allows(self, tool: str, run: PolicyRun) -> bool:
         return self.tool_policy is None or self.tool_policy(tool, run)
@@ -132,6 +153,7 @@ def define_agent(
     output: type[BaseModel] | None = None,
     channels: Sequence[str | ChannelSubscription] = (),
     tool_policy: ToolPolicy | None = None,
+    hooks: AgentHooks | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
@@ -158,4 +180,5 @@ def define_agent(
         output=output,
         channels=_subscriptions(name, channels),
         tool_policy=tool_policy,
+        hooks=hooks or AgentHooks(),
     )

@@ -5,12 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 from chamvi.agents import Agent
 from chamvi.channels import Channel, validate_channel_name
+from chamvi.context import ContextKey, Provided
 from chamvi.errors import AgentNotFoundError, InvalidAgentDefinitionError, InvalidAppError
 from chamvi.models import AgentSpec, ToolSpec
 from chamvi.providers import ChatModel, ModelRegistry, default_registry
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,7 @@ class App:
         self.model = model
         self.models = default_registry().merged(models) if models is not None else default_registry()
         self.timeouts = timeouts or ActivityTimeouts()
+        self.provided = Provided()
         self.channels: dict[str, Channel] = {}
         for channel in channels:
             validate_channel_name(channel.name)
@@ -60,6 +65,10 @@ class App:
                 raise InvalidAppError(f"two agents are named {agent.name!r}")
             self._check_agent(agent)
             self.agents[agent.name] = agent
+
+    def provide(self, key: ContextKey[T], value: T) -> None:
+        """Gives tools a shared instance under ``key`` (read with ``inject(ctx, key)``); once per key."""
+        self.provided.provide(key, value)
 
     def _check_agent(self, agent: Agent) -> None:
         ref = agent.model or self.model

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from pydantic_core import to_jsonable_python
 
 from chamvi.constants import APPROVAL_TIMEOUT_MAX, DEFAULT_APPROVAL_TIMEOUT
+from chamvi.context import Provided
 from chamvi.errors import InvalidAgentDefinitionError, InvalidInputError
 from chamvi.models import ApprovalDecision, ApprovalRequest, TriggerEnvelope
 
@@ -72,6 +73,7 @@ class ToolContext:
     channels: ChannelAccess
     effects: EffectLedger
     decisions: list[ApprovalDecision] = field(default_factory=list)
+    provided: Provided = field(default_factory=Provided)
     _approvals_asked: int = 0
 
     def __post_init__(self) -> None:

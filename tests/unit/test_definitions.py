@@ -157,3 +157,17 @@ async def test_approve_asks_once_then_returns_recorded_decisions_in_order() -> N
         await approve(ctx, title="Second?")
     with pytest.raises(InvalidInputError, match="out of range"):
         await approve(ctx, title="x", timeout=timedelta(days=30))
+
+
+def test_provide_refuses_none_foreign_keys_and_a_second_value() -> None:
+    from chamvi import define_context_key
+
+    app = App(agents=[])
+    key = define_context_key("client")
+    app.provide(key, object())
+    with pytest.raises(InvalidAppError, match="already has a value"):
+        app.provide(key, object())
+    with pytest.raises(InvalidAppError, match="not None"):
+        app.provide(define_context_key("other"), None)
+    with pytest.raises(InvalidAppError, match="not a context key"):
+        app.provide("client", 1)  # type: ignore[arg-type]

@@ -1,0 +1,63 @@
+"""Typed context keys: a tool reaches a shared instance (an API client, say) without a closure.
+
+Values are provided on the App, kept by reference, and never stored or serialised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from chamvi.errors import ChamviError, InvalidAppError
+
+if TYPE_CHECKING:
+    from chamvi.tools import ToolContext
+
+T = TypeVar("T")
+
+
+class ContextNotProvidedError(ChamviError):
+    code = "context_not_provided"
+
+
+@dataclass(frozen=True, eq=False)
+class ContextKey(Generic[T]):
+    name: str
+
+
+def define_context_key(name: str) -> ContextKey[Any]:
+    """A key for ``App.provide`` and ``inject``; two keys with one name are still different keys."""
+    return ContextKey(name)
+
+
+class Provided:
+    """The values an app provides, once per key."""
+
+    def __init__(self) -> None:
+        self._values: dict[ContextKey[Any], Any] = {}
+
+    def provide(self, key: ContextKey[T], value: T) -> None:
+        if not isinstance(key, ContextKey):
+            raise InvalidAppError(f"{key!r} is not a context key: make one with define_context_key()")
+        if value is None:
+            raise InvalidAppError(f"context key {key.name!r}: provide a value, not None")
+        if key in self._values:
+            raise InvalidAppError(f"context key {key.name!r} already has a value")
+        self._values[key] = value
+
+    def get(self, key: ContextKey[T]) -> T | None:
+        return self._values.get(key)
+
+
+def try_inject(ctx: ToolContext, key: ContextKey[T]) -> T | None:
+    return ctx.provided.get(key)
+
+
+def inject(ctx: ToolContext, key: ContextKey[T]) -> T:
+    """The value provided for ``key``; a missing one is ``context_not_provided`` (a tool error)."""
+    value = ctx.provided.get(key)
+    if value is None:
+        raise ContextNotProvidedError(
+            f"no value provided for context key {key.name!r}: call app.provide(key, value)"
+        )
+    return value
