@@ -28,17 +28,9 @@ def completion(
     message: dict, finish_reason: str | None = "stop", usage: dict | None = None
 ) -> ChatCompletion:
     """Built the way the SDK builds responses: without validation, as compatible servers stray."""
+    choice = {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish_reason}
     return ChatCompletion.construct(
-        **{
-            "id": "c",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "m",
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish_reason}
-            ],
-            "usage": usage,
-        }
+        id="c", object="chat.completion", created=0, model="m", choices=[choice], usage=usage
     )
 
 
