@@ -142,7 +142,9 @@ class ToolActivities:
             status, error = "fatal", _error(fatal)
         except Exception as failure:
             status, error = "error", _error(failure)
-        taint = tool.name if await _holds(tool.trust.taint, arguments, ctx) else None
+        if await _holds(tool.trust.taint, arguments, ctx):
+            ctx.mark_tainted(f"tool:{tool.name}")
+        taint = ctx._taint
         return ToolResult(status=status, output=output, error=error, effects=ctx.effects.new, taint=taint)  # type: ignore[arg-type]
 
     async def _recorded_effect(self, run_id: str, key: str) -> tuple[bool, Any]:

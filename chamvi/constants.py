@@ -26,6 +26,17 @@ QUERY_RUN = "run"
 QUERY_TRANSCRIPT = "transcript"
 QUERY_EFFECT = "effect"
 
+KNOWLEDGE_COLLECTION_WORKFLOW = "KnowledgeCollection"
+KNOWLEDGE_SYNC_REQUEST_WORKFLOW = "KnowledgeSyncRequest"
+KNOWLEDGE_SEARCH_WORKFLOW = "KnowledgeSearch"
+ACTIVITY_KNOWLEDGE_PASS = "chamvi.knowledge_pass"
+ACTIVITY_KNOWLEDGE_REQUEST_SYNC = "chamvi.knowledge_request_sync"
+ACTIVITY_KNOWLEDGE_SEARCH = "chamvi.knowledge_search"
+SIGNAL_KNOWLEDGE_SYNC = "sync"
+QUERY_KNOWLEDGE_STATE = "state"
+KNOWLEDGE_ID_PREFIX = "knowledge:"
+KNOWLEDGE_SCHEDULE_PREFIX = "knowledge-resync:"
+
 SA_AGENT = SearchAttributeKey.for_keyword("ChamviAgent")
 SA_STATUS = SearchAttributeKey.for_keyword("ChamviStatus")
 SA_CHANNEL = SearchAttributeKey.for_keyword("ChamviChannel")

@@ -45,6 +45,10 @@ class Provided:
             raise InvalidAppError(f"context key {key.name!r} already has a value")
         self._values[key] = value
 
+    def set(self, key: ContextKey[T], value: T) -> None:
+        """For chamvi's own keys, set again by each worker built for the app."""
+        self._values[key] = value
+
     def get(self, key: ContextKey[T]) -> T | None:
         return self._values.get(key)
 

@@ -26,6 +26,9 @@ class Settings:
     task_queue: str = TASK_QUEUE
     app: str = DEFAULT_APP
     data: Path = Path(".chamvi")
+    qdrant_url: str | None = None
+    qdrant_prefix: str = "chamvi"
+    knowledge_model: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -36,6 +39,9 @@ class Settings:
             task_queue=env.get("CHAMVI_TASK_QUEUE") or TASK_QUEUE,
             app=env.get("CHAMVI_APP") or DEFAULT_APP,
             data=Path(env.get("CHAMVI_DATA") or ".chamvi"),
+            qdrant_url=env.get("QDRANT_URL") or None,
+            qdrant_prefix=env.get("CHAMVI_QDRANT_PREFIX") or "chamvi",
+            knowledge_model=env.get("CHAMVI_KNOWLEDGE_MODEL") or None,
         )
 
     def with_overrides(self, **changes: object) -> Settings:

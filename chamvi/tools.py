@@ -75,9 +75,15 @@ class ToolContext:
     decisions: list[ApprovalDecision] = field(default_factory=list)
     provided: Provided = field(default_factory=Provided)
     _approvals_asked: int = 0
+    _taint: str | None = None
 
     def __post_init__(self) -> None:
         self.channels.bind(self)
+
+    def mark_tainted(self, source: str) -> None:
+        """Marks the run untrusted before this call's result reaches the model (e.g. ``tool:x``)."""
+        if self._taint is None:
+            self._taint = source
 
 
 class ApprovalRequired(BaseException):

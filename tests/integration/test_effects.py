@@ -137,7 +137,7 @@ async def test_an_untrusted_result_taints_the_run_and_guards_outbound_tools(
     async with running_worker(make_app(turns)):
         run_id = (await chamvi.dispatch("effects")).run_id
         waiting = await until_status(chamvi, run_id, RunStatus.WAITING)
-        assert waiting.taint is not None and waiting.taint.source == "read_web"
+        assert waiting.taint is not None and waiting.taint.source == "tool:read_web"
         assert waiting.waiting is not None and "publish" in waiting.waiting.title
         await chamvi.approve(run_id, approved=False, reason="not after reading the web")
         run = await chamvi.wait(run_id)
