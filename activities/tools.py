@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import inspect
 import json
+from collections import OrderedDict
 from typing import Any
 
 from pydantic import BaseModel
@@ -16,9 +17,9 @@ from temporalio import activity
 from chamvi.agents import AgentHooks, ToolCallInfo
 from chamvi.app import App
 from chamvi.channels import ChannelAccess
-from chamvi.constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT
+from chamvi.constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT, QUERY_TRIGGER
 from chamvi.errors import ChamviError, FatalToolError, ToolDeniedError, ToolNotAllowedError
-from chamvi.models import EffectQuery, EffectRecord, ErrorInfo, ToolRequest, ToolResult
+from chamvi.models import EffectQuery, EffectRecord, ErrorInfo, ToolRequest, ToolResult, TriggerEnvelope
 from chamvi.permissions import PolicyRun
 from chamvi.tools import ApprovalRequired, EffectLedger, Predicate, RunContext, Tool, ToolContext, approve
 
@@ -58,14 +59,28 @@ def _error(error: BaseException) -> ErrorInfo:
 
 
 class ToolActivities:
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, max_runs: int = 256) -> None:
         self.app = app
+        self._triggers: OrderedDict[str, TriggerEnvelope] = OrderedDict()
+        self._max_runs = max_runs
+
+    async def _trigger(self, request: ToolRequest) -> TriggerEnvelope:
+        """The run's whole trigger envelope: payloads stay out of every tool call's input."""
+        envelope = self._triggers.get(request.run_id)
+        if envelope is None:
+            handle = activity.client().get_workflow_handle(request.run_id)
+            envelope = await handle.query(QUERY_TRIGGER, result_type=TriggerEnvelope)
+            self._triggers[request.run_id] = envelope
+            while len(self._triggers) > self._max_runs:
+                self._triggers.popitem(last=False)
+        self._triggers.move_to_end(request.run_id)
+        return envelope
 
     @activity.defn(name=ACTIVITY_CALL_TOOL)
     async def call_tool(self, request: ToolRequest) -> ToolResult:
         agent = self.app.agent(request.agent)
         tool = agent.tools.get(request.call.name)
-        run_view = PolicyRun(request.run_id, agent.name, request.trigger.model_copy(update={"payload": None}))
+        run_view = PolicyRun(request.run_id, agent.name, request.trigger)
         if tool is not None and not agent.allows(tool.name, run_view):
             error = ToolNotAllowedError(
                 f"tool {tool.name!r} is not allowed for this run by the agent's tool policy"
@@ -89,7 +104,7 @@ class ToolActivities:
         run = RunContext(
             run_id=request.run_id,
             agent=agent.name,
-            trigger=request.trigger,
+            trigger=await self._trigger(request),
             cancellation=cancellation,
             step=request.step,
             tool_call_id=request.call.id,

@@ -25,6 +25,7 @@ UPDATE_ANSWER_APPROVAL = "answer_approval"
 QUERY_RUN = "run"
 QUERY_TRANSCRIPT = "transcript"
 QUERY_EFFECT = "effect"
+QUERY_TRIGGER = "trigger"
 
 KNOWLEDGE_COLLECTION_WORKFLOW = "KnowledgeCollection"
 KNOWLEDGE_SYNC_REQUEST_WORKFLOW = "KnowledgeSyncRequest"

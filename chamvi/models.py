@@ -194,6 +194,7 @@ class ToolRequest(BaseModel):
     step: int
     call: ToolCall
     trigger: TriggerEnvelope
+    """Without its payload, which a tool call reads through a query once per run and worker."""
     decisions: list[ApprovalDecision] = Field(default_factory=list)
     tainted: bool = False
 

@@ -8,6 +8,8 @@ pydantic-model parameter) and its description from its docstring. A parameter an
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
 import hashlib
 import inspect
 import json
@@ -158,10 +160,15 @@ class Tool:
     effect: EffectSpec | None = None
     trust: Trust = Trust()
 
-    def json_schema(self) -> dict[str, Any]:
+    @functools.cached_property
+    def _schema(self) -> dict[str, Any]:
         schema = self.input_model.model_json_schema()
         schema.pop("title", None)
         return schema
+
+    def json_schema(self) -> dict[str, Any]:
+        """The input's JSON schema; built once per tool (it costs more than the rest of a model call)."""
+        return copy.deepcopy(self._schema)
 
     def parse_input(self, arguments: dict[str, Any]) -> BaseModel:
         return self.input_model.model_validate(arguments)

@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         ToolRequest,
         ToolResult,
         TranscriptQuery,
+        TriggerEnvelope,
         Usage,
         WaitPoint,
     )
@@ -153,6 +154,10 @@ class AgentRunWorkflow:
     def transcript(self, query: TranscriptQuery) -> list[Message]:
         return self._messages[: query.upto]
 
+    @workflow.query(name=c.QUERY_TRIGGER)
+    def trigger(self) -> TriggerEnvelope:
+        return self._require_input().envelope()
+
     @workflow.query(name=c.QUERY_EFFECT)
     def effect(self, query: EffectQuery) -> EffectRecord:
         if query.key in self._effects:
@@ -239,7 +244,8 @@ class AgentRunWorkflow:
         finally:
             if run_input.concurrency_key is not None:
                 await self._release_lock(run_input.concurrency_key, run_id)
-        return self.view()
+        # one payload, at most 2 MiB: a long run's steps stay readable through the `run` query
+        return self.view().model_copy(update={"steps": []})
 
     async def _release_lock(self, key: str, run_id: str) -> None:
         handle = workflow.get_external_workflow_handle(c.LOCK_ID_PREFIX + key)
@@ -371,7 +377,7 @@ class AgentRunWorkflow:
                         agent=spec.name,
                         step=step,
                         call=call,
-                        trigger=self._require_input().envelope(),
+                        trigger=self._require_input().envelope().model_copy(update={"payload": None}),
                         decisions=decisions,
                         tainted=self._taint is not None,
                     ),
