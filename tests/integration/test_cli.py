@@ -1,0 +1,289 @@
+"""The command line against a real Temporal dev server, and `chamvi dev` as a real process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from temporalio.client import Client
+
+from chamvi import ChamviClient, RunNotFoundError, RunStatus, RunView
+from chamvi.cli import POLL_SECONDS, cli
+from chamvi.client import run_id_for
+from chamvi.models import RunInput
+from examples.support.app import app as support_app
+
+ROOT = Path(__file__).resolve().parents[2]
+PAYLOAD = {"order_id": "A-1001", "amount": 25, "to": "ada@example.com", "body": "Your refund is on its way."}
+
+
+@pytest.fixture(autouse=True)
+def data_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The example's outbox goes to a tmp folder."""
+    monkeypatch.setenv("CHAMVI_DATA", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def chamvi_cli(client: Client, task_queue: str) -> Callable[..., asyncio.Future[Result]]:
+    """``await chamvi_cli("runs", "show", run_id)`` against the session server, on this test's queue.
+
+    The CLI runs ``asyncio.run`` in a thread of its own while the worker runs on the test's loop.
+    """
+    address = client.service_client.config.target_host
+
+    def run(*args: str) -> asyncio.Future[Result]:
+        flag = "--temporal-address" if args[0] == "dispatch" else "--address"
+        argv = [*args, flag, address, "--namespace", client.namespace, "--task-queue", task_queue]
+        return asyncio.ensure_future(asyncio.to_thread(CliRunner().invoke, cli, argv))
+
+    return run
+
+
+async def until(chamvi: ChamviClient, run_id: str, *statuses: RunStatus, timeout: float = 30) -> RunView:
+    deadline = time.monotonic() + timeout
+    while True:
+        run = await chamvi.get_run(run_id)
+        if run.status in statuses:
+            return run
+        assert time.monotonic() < deadline, f"run {run_id} is {run.status.value}, not {statuses}"
+        await asyncio.sleep(0.1)
+
+
+async def test_dispatch_then_show_waiting_then_approve_completes_the_run(
+    chamvi_cli, chamvi: ChamviClient, running_worker, data_folder: Path
+) -> None:
+    async with running_worker(support_app):
+        dispatched = await chamvi_cli("dispatch", "support", "--payload", json.dumps(PAYLOAD))
+        assert dispatched.exit_code == 0, dispatched.output
+        run_id = dispatched.stdout.strip()
+        assert re.fullmatch(r"run-support-[0-9a-f]{32}", run_id)
+        await until(chamvi, run_id, RunStatus.WAITING)
+
+        shown = await chamvi_cli("runs", "show", run_id)
+        assert shown.exit_code == 0, shown.output
+        assert "status    waiting" in shown.stdout
+        assert "Refund 25.00 on order A-1001?" in shown.stdout
+        assert f"answer: chamvi approve {run_id}" in shown.stdout
+
+        approved = await chamvi_cli("approve", run_id, "--reason", "looks right")
+        assert approved.exit_code == 0, approved.output
+        assert approved.stdout.startswith("approved ")
+        await until(chamvi, run_id, RunStatus.COMPLETED)
+
+        shown = await chamvi_cli("runs", "show", run_id)
+    assert "status    completed" in shown.stdout
+    assert "refund_order -> Refunded 25.00 on order A-1001." in shown.stdout
+    assert "approved (looks right)" in shown.stdout
+    assert "ada@example.com" in (data_folder / "outbox.jsonl").read_text()
+
+
+async def test_json_output_parses(chamvi_cli, chamvi: ChamviClient, running_worker) -> None:
+    async with running_worker(support_app):
+        dispatched = await chamvi_cli("dispatch", "support", "--payload", json.dumps(PAYLOAD), "--json")
+        assert dispatched.exit_code == 0, dispatched.output
+        started = json.loads(dispatched.stdout)
+        assert started["created"] is True
+        run_id = started["run_id"]
+        await until(chamvi, run_id, RunStatus.WAITING)
+
+        shown = await chamvi_cli("runs", "show", run_id, "--json")
+        run = RunView.model_validate(json.loads(shown.stdout))
+        assert run.run_id == run_id and run.status == RunStatus.WAITING
+        assert run.waiting is not None and run.trigger.payload == PAYLOAD
+
+        deadline = time.monotonic() + 30
+        while True:  # the listing reads search attributes, which Temporal indexes a moment later
+            listed = await chamvi_cli("runs", "list", "--agent", "support", "--status", "waiting", "--json")
+            rows = json.loads(listed.stdout)
+            if any(row["run_id"] == run_id for row in rows):
+                break
+            assert time.monotonic() < deadline, rows
+            await asyncio.sleep(0.2)
+        assert all(row["status"] == "waiting" and row["agent"] == "support" for row in rows)
+        await chamvi.cancel(run_id)
+
+
+async def test_a_redelivered_dispatch_says_it_is_the_existing_run(chamvi_cli, chamvi: ChamviClient) -> None:
+    key = f"mail-{uuid.uuid4().hex}"
+    first = await chamvi_cli("dispatch", "support", "--idempotency-key", key, "--json")
+    again = await chamvi_cli("dispatch", "support", "--idempotency-key", key, "--json")
+    assert json.loads(first.stdout)["created"] is True
+    assert json.loads(again.stdout) == {"run_id": json.loads(first.stdout)["run_id"], "created": False}
+    assert "existing run" in again.stderr
+    await chamvi.cancel(json.loads(first.stdout)["run_id"])
+
+
+async def test_cancel_of_a_waiting_run_settles_it_cancelled(
+    chamvi_cli, chamvi: ChamviClient, running_worker
+) -> None:
+    async with running_worker(support_app):
+        run_id = (await chamvi.dispatch("support", PAYLOAD)).run_id
+        await until(chamvi, run_id, RunStatus.WAITING)
+        cancelled = await chamvi_cli("cancel", run_id)
+        assert cancelled.exit_code == 0, cancelled.output
+        await until(chamvi, run_id, RunStatus.CANCELLED)
+        shown = await chamvi_cli("runs", "show", run_id)
+        again = await chamvi_cli("cancel", run_id)
+    assert "status    cancelled" in shown.stdout
+    assert again.exit_code != 0
+    assert again.output.strip() == f"Error: run {run_id!r} has already ended (cancelled): nothing to cancel"
+
+
+async def test_dispatch_wait_shows_progress_and_prints_the_outcome(
+    chamvi_cli, chamvi: ChamviClient, running_worker
+) -> None:
+    key = f"wait-{uuid.uuid4().hex}"
+    run_id = run_id_for(RunInput(agent="support", idempotency_key=key))
+    async with running_worker(support_app):
+        waiting = chamvi_cli(
+            "dispatch", "support", "--payload", json.dumps(PAYLOAD), "--idempotency-key", key, "--wait"
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if (await chamvi.get_run(run_id)).status == RunStatus.WAITING:
+                    break
+            except RunNotFoundError:
+                pass
+            assert not waiting.done(), waiting.result().output
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(POLL_SECONDS * 3)  # the CLI polls: let it see the wait
+        await chamvi.approve(run_id)
+        result = await waiting
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == run_id
+    assert f"{run_id}: waiting" in result.stderr
+    assert f"waiting for approval: Refund 25.00 on order A-1001? (answer with `chamvi approve {run_id}`" in (
+        result.stderr
+    )
+    assert "Done." in result.stdout and "Refunded 25.00 on order A-1001." in result.stdout
+
+
+async def test_dispatch_wait_exits_non_zero_when_the_run_fails(chamvi_cli, running_worker) -> None:
+    async with running_worker(support_app):
+        result = await chamvi_cli("dispatch", "nobody", "--wait")
+    assert result.exit_code == 1
+    run_id = result.stdout.strip()
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"Error: run {run_id} failed: agent_not_found: unknown agent 'nobody': this app serves 'support'"
+    )
+
+
+@pytest.mark.parametrize("command", [["runs", "show"], ["approve"], ["cancel"]])
+async def test_an_unknown_run_is_a_one_line_error(chamvi_cli, client: Client, command: list[str]) -> None:
+    result = await chamvi_cli(*command, "run-nobody-0000")
+    assert result.exit_code != 0
+    address = client.service_client.config.target_host
+    assert result.output.strip() == f"Error: no run 'run-nobody-0000' in namespace 'default' at {address}"
+
+
+# -- chamvi dev as a real process -----------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def chamvi_process(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "chamvi.cli", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def group_gone(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
+def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
+    tmp_path: Path, stop_signal: signal.Signals
+) -> None:
+    data = tmp_path / "data"
+    port, ui_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "CHAMVI_"))}
+    env["CHAMVI_DATA"] = str(data)
+    log = tmp_path / "dev.out"
+    command = ["dev", "--data", str(data), "--port", str(port), "--ui-port", str(ui_port)]
+    with log.open("wb") as out:
+        dev = subprocess.Popen(
+            [sys.executable, "-m", "chamvi.cli", *command],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    server_pid: int | None = None
+    try:
+        deadline = time.monotonic() + 60
+        while "Ctrl-C to stop" not in log.read_text():
+            assert dev.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        found = re.search(r"Temporal dev server \(pid (\d+)\)", log.read_text())
+        assert found, log.read_text()
+        server_pid = int(found.group(1))
+
+        address = f"localhost:{port}"
+        dispatched = chamvi_process(
+            "dispatch", "support", "--payload", json.dumps(PAYLOAD), "--temporal-address", address, env=env
+        )
+        assert dispatched.returncode == 0, dispatched.stderr
+        run_id = dispatched.stdout.strip()
+        deadline = time.monotonic() + 60
+        while True:
+            shown = chamvi_process("runs", "show", run_id, "--json", "--address", address, env=env)
+            assert shown.returncode == 0, shown.stderr
+            if json.loads(shown.stdout)["status"] in ("waiting", "completed"):
+                break
+            assert time.monotonic() < deadline, shown.stdout
+            time.sleep(0.2)
+
+        dev.send_signal(stop_signal)
+        assert dev.wait(timeout=45) == 0, log.read_text()
+        deadline = time.monotonic() + 10
+        while not (gone(server_pid) and group_gone(server_pid)):
+            assert time.monotonic() < deadline, f"the Temporal server (pid {server_pid}) outlived chamvi dev"
+            time.sleep(0.1)
+        assert group_gone(dev.pid)
+        assert "stopped" in log.read_text()
+        assert (data / "temporal.db").is_file() and (data / "temporal.log").is_file()
+    finally:
+        if dev.poll() is None:
+            os.killpg(dev.pid, signal.SIGKILL)
+            dev.wait()
+        if server_pid is not None and not group_gone(server_pid):
+            os.killpg(server_pid, signal.SIGKILL)
