@@ -11,6 +11,8 @@ from chamvi.agents import Agent
 from chamvi.channels import Channel, validate_channel_name
 from chamvi.context import ContextKey, Provided
 from chamvi.errors import AgentNotFoundError, InvalidAgentDefinitionError, InvalidAppError
+from chamvi.knowledge.collections import KnowledgeCollection
+from chamvi.knowledge.embedders import EmbeddingRegistry, default_embedding_registry
 from chamvi.models import AgentSpec, ToolSpec
 from chamvi.providers import ChatModel, ModelRegistry, default_registry
 
@@ -36,6 +38,13 @@ class App:
             ``openai/...`` and ``local/...``.
         channels: channels by unique name; agents subscribe to them and tools send through them.
         timeouts: activity timeouts.
+        collections: knowledge collections, declared with ``knowledge_collection(...)``.
+        embedders: extra embedding providers or exact refs (test embedders), on top of
+            ``openai/...``, ``fastembed/...`` and ``local/...``.
+        embedding_model: the managed collections' model (``CHAMVI_KNOWLEDGE_MODEL`` wins over it).
+
+    Raises:
+        InvalidAppError, InvalidAgentDefinitionError: the boot fails, naming the problem.
     """
 
     def __init__(
@@ -46,6 +55,9 @@ class App:
         models: ModelRegistry | None = None,
         channels: Sequence[Channel] = (),
         timeouts: ActivityTimeouts | None = None,
+        collections: Sequence[KnowledgeCollection] = (),
+        embedders: EmbeddingRegistry | None = None,
+        embedding_model: str | None = None,
     ) -> None:
         self.model = model
         self.models = default_registry().merged(models) if models is not None else default_registry()
@@ -57,6 +69,18 @@ class App:
             if channel.name in self.channels:
                 raise InvalidAppError(f"two channels are named {channel.name!r}")
             self.channels[channel.name] = channel
+        self.embedders = (
+            default_embedding_registry().merged(embedders)
+            if embedders is not None
+            else default_embedding_registry()
+        )
+        self.embedding_model = embedding_model
+        if embedding_model is not None:
+            self._check_embedding_model("embedding_model", embedding_model)
+        self.collections: dict[str, KnowledgeCollection] = {}
+        for collection in collections:
+            self._check_collection(collection)
+            self.collections[collection.name] = collection
         self.agents: dict[str, Agent] = {}
         for agent in agents:
             if not isinstance(agent, Agent):
@@ -69,6 +93,32 @@ class App:
     def provide(self, key: ContextKey[T], value: T) -> None:
         """Gives tools a shared instance under ``key`` (read with ``inject(ctx, key)``); once per key."""
         self.provided.provide(key, value)
+
+    def _check_embedding_model(self, what: str, ref: str) -> None:
+        try:
+            self.embedders.resolve(ref)
+        except Exception as error:
+            raise InvalidAppError(f"{what}: {error}") from None
+
+    def _check_collection(self, collection: KnowledgeCollection) -> None:
+        if not isinstance(collection, KnowledgeCollection):
+            raise InvalidAppError(
+                f"{collection!r} is not a collection: build it with knowledge_collection(...)"
+            )
+        if collection.name in self.collections:
+            raise InvalidAppError(f"collection {collection.name!r} is declared twice")
+        self._check_embedding_model(f"collection {collection.name!r}", collection.model)
+        for source in collection.sources:
+            try:
+                source.check()
+            except InvalidAgentDefinitionError as error:
+                raise InvalidAgentDefinitionError(
+                    f"collection {collection.name!r}: {error.message}"
+                ) from None
+            except Exception as error:
+                raise InvalidAgentDefinitionError(
+                    f"collection {collection.name!r}: source {source.kind!r} failed its check: {error}"
+                ) from None
 
     def _check_agent(self, agent: Agent) -> None:
         ref = agent.model or self.model

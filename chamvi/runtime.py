@@ -7,14 +7,18 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
+from qdrant_client import AsyncQdrantClient
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
 from temporalio.worker import Worker
 
-from activities import AgentActivities, LockActivities, ModelActivities, ToolActivities
+from activities import AgentActivities, KnowledgeActivities, LockActivities, ModelActivities, ToolActivities
 from chamvi.app import App
 from chamvi.errors import InvalidAppError
+from chamvi.knowledge.indexing import Indexer
+from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
+from chamvi.knowledge.store import KnowledgeStore
 from chamvi.settings import Settings
 from workflows import WORKFLOWS
 
@@ -50,23 +54,42 @@ def load_app(ref: str) -> App:
     return app
 
 
+def open_qdrant(settings: Settings) -> AsyncQdrantClient:
+    """``QDRANT_URL`` when set (any number of processes share it), else local mode under the data folder.
+
+    Local mode allows one process per folder: the worker (and, in ``chamvi dev``, the API) own it.
+    """
+    if settings.qdrant_url:
+        return AsyncQdrantClient(url=settings.qdrant_url)
+    path = settings.data / "qdrant"
+    path.mkdir(parents=True, exist_ok=True)
+    return AsyncQdrantClient(path=str(path))
+
+
 def build_worker(
     client: Client,
     app: App,
     *,
     task_queue: str,
+    store: KnowledgeStore | None = None,
     graceful_shutdown_timeout: timedelta = timedelta(seconds=30),
     max_concurrent_activities: int | None = None,
 ) -> Worker:
     """A worker serving every chamvi workflow and activity for ``app``.
 
     Graceful shutdown lets in-flight activities finish (up to the timeout) before the worker
-    stops, so a deploy does not cut a tool call in the middle of its side effect.
+    stops, so a deploy does not cut a tool call in the middle of its side effect. ``store`` is
+    where knowledge lives; without one, an in-memory Qdrant serves (fine for apps without
+    collections, and for tests).
     """
+    store = store or KnowledgeStore(AsyncQdrantClient(location=":memory:"))
+    search = KnowledgeSearch(store, app.embedders)
+    app.provided.set(KNOWLEDGE_SEARCH, search)
     agents = AgentActivities(app)
     model = ModelActivities(app)
     tools = ToolActivities(app)
     locks = LockActivities()
+    knowledge = KnowledgeActivities(app, store, Indexer(store, app.embedders), search)
     return Worker(
         client,
         task_queue=task_queue,
@@ -77,6 +100,9 @@ def build_worker(
             tools.call_tool,
             locks.enqueue_lock,
             locks.run_is_open,
+            knowledge.knowledge_pass,
+            knowledge.knowledge_request_sync,
+            knowledge.knowledge_search,
         ],
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         max_concurrent_activities=max_concurrent_activities,

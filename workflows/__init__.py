@@ -2,7 +2,25 @@
 
 from workflows.agent_run import AgentRunWorkflow
 from workflows.concurrency_lock import ConcurrencyLockWorkflow
+from workflows.knowledge import (
+    KnowledgeCollectionWorkflow,
+    KnowledgeSearchWorkflow,
+    KnowledgeSyncRequestWorkflow,
+)
 
-WORKFLOWS = [AgentRunWorkflow, ConcurrencyLockWorkflow]
+WORKFLOWS = [
+    AgentRunWorkflow,
+    ConcurrencyLockWorkflow,
+    KnowledgeCollectionWorkflow,
+    KnowledgeSyncRequestWorkflow,
+    KnowledgeSearchWorkflow,
+]
 
-__all__ = ["WORKFLOWS", "AgentRunWorkflow", "ConcurrencyLockWorkflow"]
+__all__ = [
+    "WORKFLOWS",
+    "AgentRunWorkflow",
+    "ConcurrencyLockWorkflow",
+    "KnowledgeCollectionWorkflow",
+    "KnowledgeSearchWorkflow",
+    "KnowledgeSyncRequestWorkflow",
+]

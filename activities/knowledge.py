@@ -1,0 +1,134 @@
+"""Knowledge activities: a pass over a collection, a sync request, a search from outside a run."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.exceptions import ApplicationError
+
+from chamvi import constants as c
+from chamvi.app import App
+from chamvi.errors import ChamviError, InvalidAgentDefinitionError, InvalidAppError
+from chamvi.knowledge.backoff import backoff
+from chamvi.knowledge.indexing import Indexer
+from chamvi.knowledge.search import KnowledgeSearch
+from chamvi.knowledge.state import (
+    CollectionInput,
+    CollectionMeta,
+    CollectionStatus,
+    PassRequest,
+    PassStats,
+    SearchRequest,
+    SyncRequest,
+)
+from chamvi.knowledge.store import KnowledgeStore
+
+log = logging.getLogger("chamvi.knowledge")
+
+HEARTBEAT_SECONDS = 10.0
+
+
+async def request_sync(client: Client, task_queue: str, name: str) -> None:
+    """Asks ``knowledge:<name>`` for a pass, starting the workflow if it is not running."""
+    await client.start_workflow(
+        c.KNOWLEDGE_COLLECTION_WORKFLOW,
+        CollectionInput(name=name, sync=False),
+        id=c.KNOWLEDGE_ID_PREFIX + name,
+        task_queue=task_queue,
+        start_signal=c.SIGNAL_KNOWLEDGE_SYNC,
+    )
+
+
+class KnowledgeActivities:
+    def __init__(self, app: App, store: KnowledgeStore, indexer: Indexer, search: KnowledgeSearch) -> None:
+        self.app = app
+        self.store = store
+        self.indexer = indexer
+        self.searcher = search
+
+    @activity.defn(name=c.ACTIVITY_KNOWLEDGE_PASS)
+    async def knowledge_pass(self, request: PassRequest) -> CollectionMeta:
+        collection = self.app.collections.get(request.name)
+        if collection is None:
+            return await self._orphan(request.name)
+        latest = PassStats()
+
+        def progress(stats: PassStats) -> None:
+            nonlocal latest
+            latest = stats
+
+        heartbeat = asyncio.create_task(self._heartbeat(lambda: latest))
+        try:
+            meta = await self.indexer.run_pass(collection, progress)
+        except (InvalidAgentDefinitionError, InvalidAppError) as error:
+            await self._record_error(request.name, error.message, next_attempt=None)
+            raise ApplicationError(error.message, type=error.code, non_retryable=True) from None
+        except Exception as error:
+            message = error.message if isinstance(error, ChamviError) else f"{type(error).__name__}: {error}"
+            delay = backoff(request.failures + 1)
+            await self._record_error(request.name, message, next_attempt=datetime.now(UTC) + delay)
+            log.error(
+                "knowledge error: collection %r: %s (next attempt in %s s)",
+                request.name,
+                message,
+                int(delay.total_seconds()),
+            )
+            raise
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+        stats = meta.last_stats or PassStats()
+        log.info(
+            "knowledge %r: pass done: %d read, %d unchanged, %d embedded (%d passages), "
+            "%d deleted, %d failed",
+            request.name,
+            stats.read,
+            stats.unchanged,
+            stats.embedded,
+            stats.passages,
+            stats.deleted,
+            stats.failed,
+        )
+        return meta
+
+    async def _orphan(self, name: str) -> CollectionMeta:
+        meta = await self.store.meta(name) or CollectionMeta(name=name)
+        if meta.kind == "declared" and meta.status != CollectionStatus.ORPHANED:
+            meta.status = CollectionStatus.ORPHANED
+            await self.store.save_meta(meta)
+        return meta
+
+    async def _record_error(self, name: str, message: str, next_attempt: datetime | None) -> None:
+        meta = await self.store.meta(name)
+        if meta is not None:
+            meta.error = message
+            meta.next_attempt = next_attempt
+            await self.store.save_meta(meta)
+
+    @staticmethod
+    async def _heartbeat(latest: Any) -> None:
+        """Reports the pass's counts while it runs (visible in the Temporal UI as heartbeat details)."""
+        while True:
+            activity.heartbeat(latest().model_dump())
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+
+    @activity.defn(name=c.ACTIVITY_KNOWLEDGE_REQUEST_SYNC)
+    async def knowledge_request_sync(self, request: SyncRequest) -> None:
+        await request_sync(activity.client(), activity.info().task_queue, request.name)
+
+    @activity.defn(name=c.ACTIVITY_KNOWLEDGE_SEARCH)
+    async def knowledge_search(self, request: SearchRequest) -> dict[str, Any]:
+        try:
+            result = await self.searcher.search(
+                request.collections, request.query, top_k=request.top_k, min_score=request.min_score
+            )
+        except ChamviError as error:
+            raise ApplicationError(error.message, type=error.code, non_retryable=True) from None
+        return result.model_dump(mode="json", exclude_none=True)

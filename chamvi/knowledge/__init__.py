@@ -1,0 +1,30 @@
+"""Knowledge collections: documents fed by sources, indexed in the background into Qdrant, searched
+by meaning through the ``knowledge_search`` tool."""
+
+from chamvi.knowledge.chunking import CHUNKER_VERSION, chunk
+from chamvi.knowledge.collections import KnowledgeCollection, knowledge_collection
+from chamvi.knowledge.documents import Document, InvalidDocumentError
+from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry, default_embedding_registry
+from chamvi.knowledge.search import KnowledgeNotReadyError, knowledge_tools
+from chamvi.knowledge.sources import Source, SourceContext, define_source, folder
+from chamvi.knowledge.state import CollectionMeta, CollectionStatus
+
+__all__ = [
+    "CHUNKER_VERSION",
+    "CollectionMeta",
+    "CollectionStatus",
+    "Document",
+    "Embedder",
+    "EmbeddingRegistry",
+    "InvalidDocumentError",
+    "KnowledgeCollection",
+    "KnowledgeNotReadyError",
+    "Source",
+    "SourceContext",
+    "chunk",
+    "default_embedding_registry",
+    "define_source",
+    "folder",
+    "knowledge_collection",
+    "knowledge_tools",
+]

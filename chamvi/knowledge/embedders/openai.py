@@ -1,0 +1,168 @@
+"""``openai/<model id>``: the OpenAI embeddings API and every server that speaks it.
+
+Same conventions as the chat provider (``chamvi.providers.openai``): ``OPENAI_API_KEY`` authenticates,
+``OPENAI_BASE_URL`` reaches Ollama, vLLM and other compatible servers, the SDK's own retries are off
+(Temporal and the collection's backoff retry). An HTTP error becomes an ``EmbeddingHTTPError``
+(``document_level`` for 400/413/422, when the provider refuses the input; ``retryable`` otherwise,
+honouring ``retry-after``); a connection error or timeout becomes an ``EmbeddingConnectionError``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import openai
+
+from chamvi.knowledge.embedders._base import EmbeddingConnectionError, EmbeddingHTTPError, normalise
+
+# Shared with the chat provider so both read a provider's errors and retry-after the same way.
+from chamvi.providers.openai import _error_message, _seconds, parse_retry_after
+
+KNOWN_DIMENSIONS = {
+    "text-embedding-3-small": 1536,
+    "text-embedding-3-large": 3072,
+    "text-embedding-ada-002": 1536,
+}
+
+MAX_INPUTS_PER_REQUEST = 2048
+"""The OpenAI API's limit on inputs in one embeddings request; longer lists are sent in parts."""
+
+# Local servers (Ollama, vLLM without --api-key) ignore the key, but the SDK insists on one.
+_PLACEHOLDER_KEY = "no-key"
+
+_HINTS = {
+    401: "check OPENAI_API_KEY",
+    403: "check OPENAI_API_KEY and the project's access to the model",
+    404: "check the model id and OPENAI_BASE_URL",
+}
+
+
+class OpenAIEmbedder:
+    """One ``openai/<model id>`` embedding model.
+
+    Args:
+        model_id: the id the server knows the model by, e.g. ``text-embedding-3-small`` or
+            ``nomic-embed-text`` (Ollama).
+        client: the client, or a function building it on first use (so resolving a ref needs no key).
+    """
+
+    def __init__(self, model_id: str, client: openai.AsyncOpenAI | Callable[[], openai.AsyncOpenAI]) -> None:
+        self.model_id = model_id
+        self._client = client
+        self._dimensions = KNOWN_DIMENSIONS.get(model_id)
+
+    @property
+    def ref(self) -> str:
+        return f"openai/{self.model_id}"
+
+    @property
+    def dimensions(self) -> int | None:
+        """Known for OpenAI's own models; for others, learned from the first answer."""
+        return self._dimensions
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        if not isinstance(self._client, openai.AsyncOpenAI):
+            self._client = self._client()
+        return self._client
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        """One unit vector per text, in order.
+
+        Raises:
+            EmbeddingHTTPError: the server answered an error status (401 without a key).
+            EmbeddingConnectionError: the server could not be reached or did not answer in time.
+        """
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), MAX_INPUTS_PER_REQUEST):
+            vectors.extend(await self._embed_part(texts[start : start + MAX_INPUTS_PER_REQUEST]))
+        return vectors
+
+    async def _embed_part(self, texts: list[str]) -> list[list[float]]:
+        client = self.client
+        where = f"{self.ref!r} at {client.base_url}"
+        try:
+            # float, not the SDK's default base64: not every compatible server speaks base64.
+            response = await client.embeddings.create(
+                model=self.model_id, input=texts, encoding_format="float"
+            )
+        except openai.APIStatusError as error:
+            hint = _HINTS.get(error.status_code)
+            raise EmbeddingHTTPError(
+                error.status_code,
+                f"{_error_message(error)} ({where}{'; ' + hint if hint else ''})",
+                parse_retry_after(error.response.headers),
+            ) from None
+        except openai.APITimeoutError as error:
+            raise EmbeddingConnectionError(
+                f"{where} did not answer within {_seconds(client.timeout)}; the call is retried"
+            ) from error
+        except openai.APIConnectionError as error:
+            cause = error.__cause__ or error
+            raise EmbeddingConnectionError(
+                f"cannot reach {where}: {type(cause).__name__}: {cause}; check OPENAI_BASE_URL and that the "
+                "server is up (the call is retried)"
+            ) from error
+        data = sorted(response.data or [], key=lambda item: item.index)
+        if [item.index for item in data] != list(range(len(texts))):
+            # A plain exception: retried like any transient provider fault.
+            raise RuntimeError(
+                f"{where} answered {len(data)} embeddings with indexes "
+                f"{[item.index for item in data][:10]} for {len(texts)} inputs"
+            )
+        vectors = [normalise(item.embedding) for item in data]
+        if vectors and self._dimensions is None:
+            self._dimensions = len(vectors[0])
+        return vectors
+
+
+class OpenAIEmbeddingProvider:
+    """Serves every ``openai/...`` embedding ref from one client, built on first use.
+
+    Args:
+        api_key: defaults to ``OPENAI_API_KEY``; with a ``base_url`` and no key, a placeholder is sent
+            (Ollama and vLLM without ``--api-key`` accept any).
+        base_url: defaults to ``OPENAI_BASE_URL``, else the OpenAI API.
+        timeout: seconds one HTTP request may take (the seed gives an embedding call 60 s).
+        client: a ready client instead, e.g. the chat provider's (its retries are turned off all the same).
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        *,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        self._api_key = api_key
+        self._base_url = base_url
+        self._timeout = timeout
+        self._client = client.with_options(max_retries=0) if client is not None else None
+
+    def client(self) -> openai.AsyncOpenAI:
+        """The shared client.
+
+        Raises:
+            EmbeddingHTTPError: 401 when no key is configured for the OpenAI API.
+        """
+        if self._client is None:
+            api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
+            base_url = self._base_url or os.environ.get("OPENAI_BASE_URL") or None
+            if not api_key:
+                if base_url is None:
+                    raise EmbeddingHTTPError(
+                        401,
+                        "OPENAI_API_KEY is not set: export it, or set OPENAI_BASE_URL to a compatible "
+                        "server that needs no key (Ollama, vLLM), or use 'local/all-minilm-l6-v2' offline",
+                    )
+                api_key = _PLACEHOLDER_KEY
+            self._client = openai.AsyncOpenAI(
+                api_key=api_key, base_url=base_url, max_retries=0, timeout=self._timeout
+            )
+        return self._client
+
+    def embedder(self, model_id: str) -> OpenAIEmbedder:
+        """The registry's factory for ``openai/<model_id>``; builds no client yet."""
+        return OpenAIEmbedder(model_id, self.client)

@@ -1,0 +1,411 @@
+"""Sources feed a knowledge collection: ``folder(...)`` and your own ``define_source(...)``.
+
+A source yields the whole set of its documents on every pass (a snapshot, not a feed of changes):
+the pass compares it with the index, so what a source no longer yields is deleted, unless the
+source marked its read incomplete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import re
+import stat
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from chamvi.errors import InvalidAgentDefinitionError
+from chamvi.knowledge.documents import Document, describe_id
+
+log = logging.getLogger("chamvi.knowledge")
+
+DEFAULT_EXTENSIONS: tuple[str, ...] = (".md", ".markdown", ".mdx", ".txt")
+MAX_FILE_BYTES = 1_048_576
+MAX_PATH_CHARS = 255
+
+# files are read in a worker thread a batch at a time, so a slow disk never stalls the event loop
+# (and the activity's heartbeats) while a thread hop per file would cost more than the read
+_BATCH_FILES = 64
+_BATCH_BYTES = 4 * MAX_FILE_BYTES
+_OPEN_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def _log_problem(message: str) -> None:
+    log.warning("knowledge source: %s", message)
+
+
+def _ignore(reason: str) -> None:
+    pass
+
+
+@dataclass
+class SourceContext:
+    """Handed to a source on every pass.
+
+    Attributes:
+        cancellation: set when the pass is cancelled; a source stops reading soon after.
+        on_error: reports a problem (a skipped document); the pass logs it and goes on.
+        incomplete: marks this read incomplete (``ctx.incomplete(reason)``): the pass then deletes
+            nothing and does not switch generations. The callback given here is told too.
+        reasons: why the read is incomplete, in order.
+    """
+
+    cancellation: asyncio.Event = field(default_factory=asyncio.Event)
+    on_error: Callable[[str], None] = _log_problem
+    incomplete: Callable[[str], None] = _ignore
+    reasons: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        notify = self.incomplete
+
+        def incomplete(reason: str) -> None:
+            self.reasons.append(reason)
+            notify(reason)
+
+        self.incomplete = incomplete
+
+    @property
+    def is_incomplete(self) -> bool:
+        return bool(self.reasons)
+
+
+@runtime_checkable
+class Source(Protocol):
+    """Anything that yields the documents of a collection.
+
+    ``documents(ctx)`` yields :class:`~chamvi.knowledge.documents.Document` objects or mappings
+    with ``id``, ``content`` and optionally ``title``, ``source`` and ``metadata``; the pass checks
+    each one. ``check()`` raises :class:`~chamvi.errors.InvalidAgentDefinitionError` for a
+    configuration error, found at boot.
+    """
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def trusted(self) -> bool | None: ...
+
+    def check(self) -> None: ...
+
+    def documents(self, ctx: SourceContext) -> AsyncIterator[object]: ...
+
+
+@dataclass(frozen=True)
+class CustomSource:
+    """A source made by :func:`define_source`."""
+
+    kind: str
+    trusted: bool | None
+    check_fn: Callable[[], None] | None = field(repr=False)
+    documents_fn: Callable[..., Any] = field(repr=False)
+    takes_context: bool = True
+
+    def check(self) -> None:
+        if self.check_fn is not None:
+            self.check_fn()
+
+    async def documents(self, ctx: SourceContext) -> AsyncIterator[object]:
+        produced = self.documents_fn(ctx) if self.takes_context else self.documents_fn()
+        if inspect.iscoroutine(produced):
+            produced.close()
+            raise InvalidAgentDefinitionError(
+                f"source {self.kind!r}: documents() returned a coroutine: make it an async generator "
+                "(async def with yield) or return an async iterable"
+            )
+        if not isinstance(produced, AsyncIterable):
+            raise InvalidAgentDefinitionError(
+                f"source {self.kind!r}: documents() returned a {type(produced).__name__}, "
+                "not an async iterable: make it an async generator (async def with yield)"
+            )
+        iterator = aiter(produced)
+        try:
+            async for item in iterator:
+                if ctx.cancellation.is_set():
+                    ctx.incomplete("the read was cancelled")
+                    return
+                yield item
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+
+def define_source(
+    *,
+    kind: str = "custom",
+    trusted: bool | None = None,
+    check: Callable[[], None] | None = None,
+    documents: Callable[[SourceContext], AsyncIterable[object]] | Callable[[], AsyncIterable[object]],
+) -> CustomSource:
+    """Your own source: ``documents`` yields every document on each pass.
+
+    ``documents`` is an async generator function (or any function returning an async iterable)
+    taking the :class:`SourceContext`, or no parameter at all when it needs none of it.
+    ``trusted=False`` marks content from outside the deploy: a search over it taints the run.
+    ``check`` validates the configuration at boot and raises
+    :class:`~chamvi.errors.InvalidAgentDefinitionError` when it is wrong.
+    """
+    if not isinstance(kind, str) or not kind.strip():
+        raise InvalidAgentDefinitionError(f"define_source(kind={kind!r}): kind must be a non-empty string")
+    if trusted is not None and not isinstance(trusted, bool):
+        raise InvalidAgentDefinitionError(f"source {kind!r}: trusted must be True, False or None")
+    if check is not None:
+        if not callable(check):
+            raise InvalidAgentDefinitionError(f"source {kind!r}: check must be a function")
+        if inspect.iscoroutinefunction(check):
+            raise InvalidAgentDefinitionError(f"source {kind!r}: check must be a plain function, not async")
+    if not callable(documents):
+        raise InvalidAgentDefinitionError(f"source {kind!r}: documents must be an async generator function")
+    if inspect.isgeneratorfunction(documents):
+        raise InvalidAgentDefinitionError(
+            f"source {kind!r}: documents is a plain generator: write it as `async def` so reading never "
+            "blocks the worker"
+        )
+    return CustomSource(
+        kind=kind,
+        trusted=trusted,
+        check_fn=check,
+        documents_fn=documents,
+        takes_context=_takes_context(documents, kind),
+    )
+
+
+def _takes_context(fn: Callable[..., Any], kind: str) -> bool:
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return True  # no signature to read (a builtin): hand it the context
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    required_keyword = [p for p in parameters if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
+    if len(required) > 1 or required_keyword:
+        raise InvalidAgentDefinitionError(
+            f"source {kind!r}: documents must take one parameter (the SourceContext) or none"
+        )
+    return bool(positional) or any(p.kind == p.VAR_POSITIONAL for p in parameters)
+
+
+# --- folder() -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FolderSource:
+    """Every file with one of ``extensions`` below ``path`` (an absolute path), in path order."""
+
+    path: Path
+    extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
+    trusted: bool | None = None
+    kind: str = "folder"
+
+    def check(self) -> None:
+        if not self.path.is_dir():
+            raise InvalidAgentDefinitionError(f"folder() path {str(self.path)!r} is not a directory")
+
+    async def documents(self, ctx: SourceContext) -> AsyncIterator[Document]:
+        """Yields the files as documents, reporting each one it skips through ``ctx``.
+
+        Symbolic links, files that are no regular file, files over 1 MiB, files that are not UTF-8
+        and relative paths over 255 characters are reported and skipped (so the pass deletes them).
+        A folder that cannot be listed or a file that cannot be read is reported and marks the read
+        incomplete (so what it held stays indexed); so does a cancellation.
+        """
+        self.check()
+        walker = _walk(str(self.path), self.extensions)
+        while True:
+            if ctx.cancellation.is_set():
+                ctx.incomplete("the read was cancelled")
+                return
+            batch = await asyncio.to_thread(_take, walker)
+            if not batch:
+                return
+            for item in batch:
+                if isinstance(item, _Problem):
+                    ctx.on_error(item.message)
+                    if item.incomplete:
+                        ctx.incomplete(item.message)
+                    continue
+                if ctx.cancellation.is_set():
+                    ctx.incomplete("the read was cancelled")
+                    return
+                yield item
+
+
+def folder(
+    path: str | os.PathLike[str],
+    *,
+    extensions: Iterable[str] = DEFAULT_EXTENSIONS,
+    trusted: bool | None = None,
+) -> FolderSource:
+    """Every ``.md``, ``.markdown``, ``.mdx`` and ``.txt`` file below ``path``.
+
+    ``path`` is resolved against the working directory now. Each document's id and source are its
+    path relative to ``path`` (POSIX, ``guides/setup.md``); its title is the first ``# `` heading
+    outside fenced code blocks, else the file name. Dot files and dot folders are skipped.
+    """
+    if isinstance(extensions, str):
+        raise InvalidAgentDefinitionError(
+            "folder() extensions must be a list of suffixes such as ['.md', '.txt'], "
+            f"not the string {extensions!r}"
+        )
+    suffixes = tuple(extensions)
+    if not suffixes:
+        raise InvalidAgentDefinitionError(
+            "folder() extensions is empty: name at least one suffix, e.g. '.md'"
+        )
+    for suffix in suffixes:
+        if not isinstance(suffix, str) or not suffix.startswith(".") or len(suffix) < 2:
+            raise InvalidAgentDefinitionError(
+                f"folder() extension {suffix!r} is invalid: write suffixes with their dot, e.g. '.md'"
+            )
+    if trusted is not None and not isinstance(trusted, bool):
+        raise InvalidAgentDefinitionError("folder() trusted must be True, False or None")
+    return FolderSource(
+        path=Path(os.path.abspath(os.fspath(path))),
+        extensions=tuple(s.lower() for s in suffixes),
+        trusted=trusted,
+    )
+
+
+_HEADING = re.compile(r" {0,3}#(?:[ \t]+(.*)|[ \t]*)$")
+_CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)$")
+
+
+def first_heading(text: str) -> str | None:
+    """The text of the first ``# `` heading outside fenced code blocks, if there is one."""
+    fence: str | None = None
+    for line in text.splitlines():
+        marker = _FENCE.match(line)
+        if fence is not None:
+            if marker and marker[1][0] == fence[0] and len(marker[1]) >= len(fence) and not marker[2].strip():
+                fence = None
+            continue
+        if marker and not (marker[1][0] == "`" and "`" in marker[2]):
+            fence = marker[1]
+            continue
+        heading = _HEADING.match(line)
+        if heading and heading[1]:
+            title = _CLOSING_HASHES.sub("", heading[1]).strip()
+            if title:
+                return title
+    return None
+
+
+@dataclass(frozen=True)
+class _Problem:
+    message: str
+    incomplete: bool = False
+
+
+def _skipped(rel: str, reason: str) -> _Problem:
+    return _Problem(f"skipped {rel!r}: {reason}")
+
+
+def _cannot(rel: str, what: str, error: OSError) -> _Problem:
+    reason = error.strerror or type(error).__name__
+    return _Problem(f"skipped {rel!r}: {what} ({reason}); the read is incomplete", incomplete=True)
+
+
+def _take(walker: Iterator[Document | _Problem]) -> list[Document | _Problem]:
+    batch: list[Document | _Problem] = []
+    size = 0
+    for item in walker:
+        batch.append(item)
+        if isinstance(item, Document):
+            size += len(item.content)
+        if len(batch) >= _BATCH_FILES or size >= _BATCH_BYTES:
+            break
+    return batch
+
+
+def _sort_key(entry: os.DirEntry[str]) -> str:
+    # a folder sorts as "name/", so walking folders in this order yields paths in sorted order
+    try:
+        is_dir = entry.is_dir(follow_symlinks=False)
+    except OSError:
+        is_dir = False
+    return entry.name + "/" if is_dir else entry.name
+
+
+def _list(path: str) -> list[os.DirEntry[str]]:
+    with os.scandir(path) as entries:
+        return sorted(entries, key=_sort_key)
+
+
+def _walk(root: str, extensions: tuple[str, ...]) -> Iterator[Document | _Problem]:
+    """Depth first, one folder's listing at a time: memory stays flat however large the tree."""
+    stack: list[tuple[str, Iterator[os.DirEntry[str]]]] = [("", iter(_list(root)))]
+    while stack:
+        prefix, entries = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+            continue
+        if entry.name.startswith("."):
+            continue
+        rel = prefix + entry.name
+        wanted = entry.name.lower().endswith(extensions)
+        try:
+            if entry.is_symlink():
+                if wanted or entry.is_dir():
+                    yield _skipped(rel, "a symbolic link (never followed)")
+                continue
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError as error:
+            yield _cannot(rel, "cannot be inspected", error)
+            continue
+        if is_dir:
+            try:
+                children = _list(entry.path)
+            except OSError as error:
+                yield _cannot(rel, "the folder cannot be listed", error)
+                continue
+            stack.append((rel + "/", iter(children)))
+        elif wanted:
+            yield _read(entry.path, rel)
+
+
+def _read(path: str, rel: str) -> Document | _Problem:
+    if len(rel) > MAX_PATH_CHARS:
+        return _Problem(f"skipped {describe_id(rel)}: its relative path has {len(rel)} characters, over 255")
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return _skipped(rel, "its path is not UTF-8")
+    try:
+        # lstat first: opening a FIFO would block, opening a device may act on it
+        info = os.lstat(path)
+        if not _is_small_regular(info):
+            return _refused(rel, info)
+        fd = os.open(path, _OPEN_FLAGS)
+        with os.fdopen(fd, "rb") as file:
+            opened = os.fstat(file.fileno())  # replaced since the lstat?
+            if not _is_small_regular(opened):
+                return _refused(rel, opened)
+            data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as error:
+        return _cannot(rel, "the file cannot be read", error)
+    if len(data) > MAX_FILE_BYTES:
+        return _skipped(rel, "over 1 MiB")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _skipped(rel, "not UTF-8")
+    text = text.removeprefix("\ufeff")
+    return Document(id=rel, content=text, title=first_heading(text) or rel.rpartition("/")[2], source=rel)
+
+
+def _is_small_regular(info: os.stat_result) -> bool:
+    return stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE_BYTES
+
+
+def _refused(rel: str, info: os.stat_result) -> _Problem:
+    if not stat.S_ISREG(info.st_mode):
+        return _skipped(rel, "not a regular file")
+    return _skipped(rel, f"over 1 MiB ({info.st_size} bytes)")

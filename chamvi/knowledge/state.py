@@ -1,0 +1,118 @@
+"""What is known of a knowledge collection and its documents: small, serialisable records.
+
+``CollectionMeta`` is stored in Qdrant (so every process reads the same) and mirrored in the
+collection workflow's state after each pass (so ``chamvi knowledge list`` needs no Qdrant access).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class CollectionStatus(StrEnum):
+    PENDING = "pending"
+    READY = "ready"
+    STALE = "stale"
+    ORPHANED = "orphaned"
+
+
+class PassStats(BaseModel):
+    """Counts of one indexing pass; they travel through history, the documents never do."""
+
+    read: int = 0
+    unchanged: int = 0
+    embedded: int = 0
+    passages: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    failed: int = 0
+    embedding_calls: int = 0
+    incomplete: list[str] = Field(default_factory=list)
+
+
+class CollectionMeta(BaseModel):
+    name: str
+    kind: Literal["declared", "managed"] = "declared"
+    status: CollectionStatus = CollectionStatus.PENDING
+    trusted: bool = True
+    model: str | None = None
+    """The model of the generation searches read."""
+    chunker: int | None = None
+    generation: int | None = None
+    building: int | None = None
+    """A generation being written for ``building_model`` while searches read ``generation``."""
+    building_model: str | None = None
+    building_chunker: int | None = None
+    next_generation: int = 1
+    documents: int = 0
+    passages: int = 0
+    last_pass: datetime | None = None
+    last_stats: PassStats | None = None
+    error: str | None = None
+    next_attempt: datetime | None = None
+
+    def allocate_generation(self) -> int:
+        """A generation number never used before by this collection."""
+        number = self.next_generation
+        self.next_generation += 1
+        return number
+
+
+class DocumentEntry(BaseModel):
+    """One document of a collection's registry."""
+
+    id: str
+    hash: str
+    generation: int | None = None
+    status: Literal["pending", "ready", "failed"] = "pending"
+    error: str | None = None
+    passages: int = 0
+    title: str | None = None
+    source: str | None = None
+    metadata: dict[str, Any] | None = None
+    trusted: bool = True
+    content: str | None = None
+    """Kept for managed collections only, so a new generation can be embedded without the sender."""
+    updated_at: datetime | None = None
+
+
+class CollectionInput(BaseModel):
+    """Input of the ``KnowledgeCollection`` workflow (``knowledge:<name>``)."""
+
+    name: str
+    sync: bool = True
+    meta: CollectionMeta | None = None
+
+
+class PassRequest(BaseModel):
+    name: str
+    failures: int = 0
+    """Failed passes in a row before this one: sets the backoff if this one fails too."""
+
+
+class CollectionState(BaseModel):
+    """What the collection workflow answers to the ``state`` query."""
+
+    name: str
+    running: bool = False
+    queued: bool = False
+    passes: int = 0
+    failures: int = 0
+    meta: CollectionMeta | None = None
+    error: str | None = None
+    next_attempt: datetime | None = None
+
+
+class SyncRequest(BaseModel):
+    name: str
+
+
+class SearchRequest(BaseModel):
+    collections: list[str]
+    query: str
+    top_k: int = 5
+    min_score: float | None = None

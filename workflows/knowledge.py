@@ -1,0 +1,134 @@
+"""Knowledge collections on Temporal: one long-lived workflow per collection runs passes one at a time.
+
+``knowledge:<name>`` waits for a sync request (at boot, from its resync Schedule, from ``chamvi
+knowledge sync`` or the API), runs one pass as an activity, and keeps the result for queries.
+Requests that arrive during a pass set one flag: exactly one more pass follows, never a parallel
+one. A failed pass is retried by the activity's retry policy (5 s doubling to 5 min), which Temporal
+keeps across workers and restarts. Only counts travel through history, never documents.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from chamvi import constants as c
+    from chamvi.knowledge.backoff import backoff
+    from chamvi.knowledge.state import (
+        CollectionInput,
+        CollectionMeta,
+        CollectionState,
+        PassRequest,
+        SearchRequest,
+        SyncRequest,
+    )
+
+# one attempt per activity: the workflow owns the backoff so its state shows the error and the
+# time of the next attempt; a timer holds across workers and restarts
+PASS_ATTEMPTS = RetryPolicy(maximum_attempts=1)
+CONFIGURATION_ERRORS = ("invalid_agent_definition", "invalid_app")
+PASSES_BEFORE_CONTINUE_AS_NEW = 100
+
+
+@workflow.defn(name=c.KNOWLEDGE_COLLECTION_WORKFLOW)
+class KnowledgeCollectionWorkflow:
+    def __init__(self) -> None:
+        self._requested = False
+        self._state = CollectionState(name="")
+
+    @workflow.signal(name=c.SIGNAL_KNOWLEDGE_SYNC)
+    def sync(self) -> None:
+        self._requested = True
+        self._state.queued = True
+
+    @workflow.query(name=c.QUERY_KNOWLEDGE_STATE)
+    def state(self) -> CollectionState:
+        return self._state
+
+    @workflow.run
+    async def run(self, collection: CollectionInput) -> None:
+        self._state.name = collection.name
+        self._state.meta = collection.meta
+        self._requested = self._requested or collection.sync
+        while True:
+            await workflow.wait_condition(lambda: self._requested)
+            self._requested = False
+            self._state.queued = False
+            self._state.running = True
+            try:
+                self._state.meta = await workflow.execute_activity(
+                    c.ACTIVITY_KNOWLEDGE_PASS,
+                    PassRequest(name=collection.name, failures=self._state.failures),
+                    result_type=CollectionMeta,
+                    start_to_close_timeout=timedelta(hours=24),
+                    heartbeat_timeout=timedelta(minutes=2),
+                    retry_policy=PASS_ATTEMPTS,
+                    summary=f"pass over {collection.name}",
+                )
+                self._state.error = None
+                self._state.failures = 0
+                self._state.next_attempt = None
+            except ActivityError as error:
+                await self._failed(collection.name, error)
+            finally:
+                self._state.running = False
+                self._state.passes += 1
+            if self._state.passes >= PASSES_BEFORE_CONTINUE_AS_NEW and not self._requested:
+                workflow.continue_as_new(
+                    CollectionInput(name=collection.name, sync=False, meta=self._state.meta)
+                )
+
+    async def _failed(self, name: str, error: ActivityError) -> None:
+        """Stores the failure and retries after 5 s doubling to 5 min (a configuration error waits
+        for the next sync instead)."""
+        cause = error.cause
+        self._state.error = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
+        if isinstance(cause, ApplicationError) and cause.type in CONFIGURATION_ERRORS:
+            self._state.next_attempt = None
+            workflow.logger.error("knowledge error: collection %r: %s", name, self._state.error)
+            return
+        self._state.failures += 1
+        delay = backoff(self._state.failures)
+        self._state.next_attempt = workflow.now() + delay
+        workflow.logger.error(
+            "knowledge error: collection %r: %s (next attempt in %d s)",
+            name,
+            self._state.error,
+            delay.total_seconds(),
+        )
+        self._state.running = False
+        await workflow.sleep(delay)
+        self._requested = True
+
+
+@workflow.defn(name=c.KNOWLEDGE_SYNC_REQUEST_WORKFLOW)
+class KnowledgeSyncRequestWorkflow:
+    """Started by a collection's resync Schedule: asks the collection for one pass."""
+
+    @workflow.run
+    async def run(self, request: SyncRequest) -> None:
+        await workflow.execute_activity(
+            c.ACTIVITY_KNOWLEDGE_REQUEST_SYNC, request, start_to_close_timeout=timedelta(seconds=30)
+        )
+
+
+@workflow.defn(name=c.KNOWLEDGE_SEARCH_WORKFLOW)
+class KnowledgeSearchWorkflow:
+    """A search from outside a run (``chamvi knowledge search``): the worker holds Qdrant, not the CLI."""
+
+    @workflow.run
+    async def run(self, request: SearchRequest) -> dict[str, Any]:
+        return await workflow.execute_activity(
+            c.ACTIVITY_KNOWLEDGE_SEARCH,
+            request,
+            result_type=dict,
+            start_to_close_timeout=timedelta(seconds=90),
+            retry_policy=RetryPolicy(
+                maximum_attempts=3, non_retryable_error_types=["knowledge_not_ready", "validation_error"]
+            ),
+        )
