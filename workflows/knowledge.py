@@ -55,11 +55,13 @@ class KnowledgeCollectionWorkflow:
         self._state.name = collection.name
         self._state.meta = collection.meta
         self._requested = self._requested or collection.sync
+        self._state.failures = collection.failures
         while True:
             await workflow.wait_condition(lambda: self._requested)
             self._requested = False
             self._state.queued = False
             self._state.running = True
+            retry_in: timedelta | None = None
             try:
                 self._state.meta = await workflow.execute_activity(
                     c.ACTIVITY_KNOWLEDGE_PASS,
@@ -74,24 +76,29 @@ class KnowledgeCollectionWorkflow:
                 self._state.failures = 0
                 self._state.next_attempt = None
             except ActivityError as error:
-                await self._failed(collection.name, error)
+                retry_in = self._failed(collection.name, error)
             finally:
                 self._state.running = False
                 self._state.passes += 1
+            if retry_in is not None:
+                await workflow.sleep(retry_in)
+                self._requested = True
             if self._state.passes >= PASSES_BEFORE_CONTINUE_AS_NEW and not self._requested:
                 workflow.continue_as_new(
-                    CollectionInput(name=collection.name, sync=False, meta=self._state.meta)
+                    CollectionInput(
+                        name=collection.name, sync=False, meta=self._state.meta, failures=self._state.failures
+                    )
                 )
 
-    async def _failed(self, name: str, error: ActivityError) -> None:
-        """Stores the failure and retries after 5 s doubling to 5 min (a configuration error waits
-        for the next sync instead)."""
+    def _failed(self, name: str, error: ActivityError) -> timedelta | None:
+        """Stores the failure; the next attempt comes after 5 s doubling to 5 min per failure in a
+        row, or, for a configuration error, with the next sync request."""
         cause = error.cause
         self._state.error = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
         if isinstance(cause, ApplicationError) and cause.type in CONFIGURATION_ERRORS:
             self._state.next_attempt = None
             workflow.logger.error("knowledge error: collection %r: %s", name, self._state.error)
-            return
+            return None
         self._state.failures += 1
         delay = backoff(self._state.failures)
         self._state.next_attempt = workflow.now() + delay
@@ -101,9 +108,7 @@ class KnowledgeCollectionWorkflow:
             self._state.error,
             delay.total_seconds(),
         )
-        self._state.running = False
-        await workflow.sleep(delay)
-        self._requested = True
+        return delay
 
 
 @workflow.defn(name=c.KNOWLEDGE_SYNC_REQUEST_WORKFLOW)

@@ -86,6 +86,7 @@ class CollectionInput(BaseModel):
     name: str
     sync: bool = True
     meta: CollectionMeta | None = None
+    failures: int = 0
 
 
 class PassRequest(BaseModel):
