@@ -13,6 +13,7 @@ Registry and meta collections hold payloads; their one-dimensional vector is a p
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -128,7 +129,11 @@ class KnowledgeStore:
                 collection,
                 vectors_config=models.VectorParams(size=dimensions, distance=models.Distance.COSINE),
             )
-            await self.client.create_payload_index(collection, "document", models.PayloadSchemaType.KEYWORD)
+            with warnings.catch_warnings():  # local mode has no payload indexes and warns; a server uses it
+                warnings.simplefilter("ignore", UserWarning)
+                await self.client.create_payload_index(
+                    collection, "document", models.PayloadSchemaType.KEYWORD
+                )
 
     async def generation_exists(self, name: str, generation: int) -> bool:
         return await self.client.collection_exists(self.generation_collection(name, generation))

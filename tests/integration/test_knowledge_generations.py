@@ -1,0 +1,187 @@
+"""Generations: a model change writes the next one behind the alias; restarts resume it; orphans."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+from temporalio.client import Client
+
+from chamvi import App, ChamviClient, define_agent
+from chamvi.knowledge import define_source, knowledge_collection, knowledge_tools
+from chamvi.knowledge.embedders import EmbeddingRegistry
+from chamvi.knowledge.search import KnowledgeNotReadyError
+from chamvi.knowledge.store import KnowledgeStore
+from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from tests.knowledge_helpers import (
+    CountingEmbedder,
+    knowledge_worker,
+    new_store,
+    searcher,
+    wait_for_meta,
+    wait_for_passes,
+)
+
+DOCUMENTS = {f"doc-{i}": f"Passage number {i} about topic {i % 3}." for i in range(70)}  # two batches
+
+
+@pytest.fixture
+def name() -> str:
+    return f"gen-{uuid.uuid4().hex[:8]}"
+
+
+async def _documents() -> AsyncIterator[dict[str, str]]:
+    for document_id, content in DOCUMENTS.items():
+        yield {"id": document_id, "content": content}
+
+
+def app_for(name: str, *embedders: CountingEmbedder, model: str, turns: list | None = None) -> App:
+    registry = EmbeddingRegistry()
+    for embedder in embedders:
+        registry.register(embedder.ref, embedder)
+    models = ModelRegistry()
+    models.register("scripted/gen", ScriptedModel(turns or [reply("ok")]))
+    return App(
+        agents=[
+            define_agent(
+                name="reader",
+                model="scripted/gen",
+                instructions="Read.",
+                tools=knowledge_tools(collections=[name]),
+            )
+        ],
+        models=models,
+        embedders=registry,
+        collections=[knowledge_collection(name, model=model, sources=[define_source(documents=_documents)])],
+    )
+
+
+async def generations(store: KnowledgeStore, name: str) -> list[int]:
+    return [g for g in range(1, 6) if await store.generation_exists(name, g)]
+
+
+async def test_a_model_change_writes_the_next_generation_while_searches_read_the_current_one(
+    client: Client, task_queue: str, name: str
+) -> None:
+    store = new_store()
+    old = CountingEmbedder(ref="test/old")
+    async with knowledge_worker(client, app_for(name, old, model="test/old"), store, task_queue):
+        await wait_for_meta(store, name, "ready")
+    new = CountingEmbedder(ref="test/new", gate=asyncio.Event())
+    app = app_for(name, old, new, model="test/new")
+    async with knowledge_worker(client, app, store, task_queue):
+        stale = await wait_for_meta(store, name, "stale")
+        during = await searcher(app).search([name], "passage number 4", top_k=1)
+        assert new.gate is not None
+        new.gate.set()
+        ready = await wait_for_meta(store, name, "ready")
+        after = await searcher(app).search([name], "passage number 4", top_k=1)
+    assert (stale.generation, stale.building, stale.model) == (1, 2, "test/old")
+    assert during.matches[0].document == "doc-4"  # read from generation 1 with the old model
+    assert (ready.generation, ready.model, ready.building) == (2, "test/new", None)
+    assert after.matches[0].document == "doc-4"
+    assert await generations(store, name) == [2]  # the old generation is deleted after the switch
+    assert new.texts >= len(DOCUMENTS)
+
+
+class DyingEmbedder(CountingEmbedder):
+    """Its first batch lands; the next call fails, as if the worker died mid-pass."""
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        if self.calls >= 1:
+            raise RuntimeError("the worker died")
+        return await super().embed(texts)
+
+
+async def test_a_restart_mid_way_resumes_the_same_generation(
+    client: Client, task_queue: str, name: str
+) -> None:
+    store = new_store()
+    old = CountingEmbedder(ref="test/old")
+    async with knowledge_worker(client, app_for(name, old, model="test/old"), store, task_queue):
+        await wait_for_meta(store, name, "ready")
+    dying = DyingEmbedder(ref="test/new")
+    async with knowledge_worker(client, app_for(name, old, dying, model="test/new"), store, task_queue):
+        await wait_for_passes(client, name, 2)
+    building = await store.meta(name)
+    assert building is not None and (building.status, building.generation, building.building) == (
+        "stale",
+        1,
+        2,
+    )
+    assert dying.texts == 64
+    resumed = CountingEmbedder(ref="test/new")
+    async with knowledge_worker(client, app_for(name, old, resumed, model="test/new"), store, task_queue):
+        ready = await wait_for_meta(store, name, "ready")
+    assert (ready.generation, ready.model, ready.documents) == (2, "test/new", len(DOCUMENTS))
+    assert resumed.texts == len(DOCUMENTS) - 64  # only what had not landed in generation 2
+
+
+async def test_a_generation_abandoned_for_another_model_is_deleted_and_its_number_never_reused(
+    client: Client, task_queue: str, name: str
+) -> None:
+    store = new_store()
+    first = CountingEmbedder(ref="test/first")
+    async with knowledge_worker(client, app_for(name, first, model="test/first"), store, task_queue):
+        await wait_for_meta(store, name, "ready")
+    second = DyingEmbedder(ref="test/second")  # its pass stops half-way: generation 2 half written
+    async with knowledge_worker(client, app_for(name, first, second, model="test/second"), store, task_queue):
+        await wait_for_passes(client, name, 2)
+    assert await generations(store, name) == [1, 2]
+    third = CountingEmbedder(ref="test/third")
+    async with knowledge_worker(client, app_for(name, first, third, model="test/third"), store, task_queue):
+        for _ in range(400):
+            meta = await store.meta(name)
+            if meta and meta.model == "test/third" and meta.status == "ready":
+                break
+            await asyncio.sleep(0.05)
+    assert meta is not None and meta.generation == 3 and meta.next_generation == 4
+    assert await generations(store, name) == [3]
+
+
+async def test_searching_while_the_previous_model_is_gone_answers_the_seed_error(
+    client: Client, chamvi: ChamviClient, task_queue: str, name: str
+) -> None:
+    store = new_store()
+    old = CountingEmbedder(ref="test/retired")
+    async with knowledge_worker(client, app_for(name, old, model="test/retired"), store, task_queue):
+        await wait_for_meta(store, name, "ready")
+    new = CountingEmbedder(ref="test/new", gate=asyncio.Event())
+    turns = [call("knowledge_search", query="passage"), reply("ok")]
+    app = app_for(name, new, model="test/new", turns=turns)  # the old model's provider is gone
+    async with knowledge_worker(client, app, store, task_queue):
+        await wait_for_meta(store, name, "stale")
+        run = await chamvi.wait((await chamvi.dispatch("reader")).run_id)
+        with pytest.raises(
+            KnowledgeNotReadyError, match='previous model "test/retired" is not available here'
+        ):
+            await searcher(app).search([name], "passage")
+        assert new.gate is not None
+        new.gate.set()
+        await wait_for_meta(store, name, "ready")
+    error = next(s for s in run.steps if s.kind == "tool").error
+    assert error is not None and "is being re-embedded" in error.message
+
+
+async def test_a_collection_no_longer_declared_is_orphaned_and_declaring_it_again_picks_it_up(
+    client: Client, chamvi: ChamviClient, task_queue: str, name: str
+) -> None:
+    store = new_store()
+    embedder = CountingEmbedder()
+    async with knowledge_worker(client, app_for(name, embedder, model=embedder.ref), store, task_queue):
+        await wait_for_meta(store, name, "ready")
+    other = f"{name}-other"
+    async with knowledge_worker(client, app_for(other, embedder, model=embedder.ref), store, task_queue):
+        orphaned = await wait_for_meta(store, name, "orphaned")
+        await wait_for_meta(store, other, "ready")
+    assert orphaned.documents == len(DOCUMENTS) and await generations(store, name) == [1]
+    calls_before = embedder.calls
+    app = app_for(name, embedder, model=embedder.ref)
+    async with knowledge_worker(client, app, store, task_queue):
+        await wait_for_passes(client, name, 1)
+        ready = await wait_for_meta(store, name, "ready")
+        hits = await searcher(app).search([name], "passage number 2", top_k=1)
+    assert ready.generation == 1 and embedder.calls - calls_before == 1  # only the query: no re-embedding
+    assert hits.matches[0].document == "doc-2"
