@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import shutil
 import uuid
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
+from qdrant_client import AsyncQdrantClient
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -27,7 +29,17 @@ from chamvi import (
     effect_tool,
     tool,
 )
-from chamvi.constants import LOCK_ID_PREFIX, SEARCH_ATTRIBUTES
+from chamvi.constants import (
+    KNOWLEDGE_ID_PREFIX,
+    KNOWLEDGE_SEARCH_WORKFLOW,
+    KNOWLEDGE_SYNC_REQUEST_WORKFLOW,
+    LOCK_ID_PREFIX,
+    SEARCH_ATTRIBUTES,
+)
+from chamvi.knowledge import define_source, knowledge_collection
+from chamvi.knowledge.boot import start_knowledge
+from chamvi.knowledge.state import SearchRequest, SyncRequest
+from chamvi.knowledge.store import KnowledgeStore
 from chamvi.providers import ModelRegistry, ScriptedModel, call, calls, reply
 from chamvi.runtime import build_worker
 from tests.polling import until_status
@@ -95,6 +107,49 @@ def _app() -> App:
     return App(agents=agents, models=models)
 
 
+failing_once = [True]
+
+
+async def _pages() -> AsyncIterator[dict[str, str]]:
+    if failing_once.pop() if failing_once else False:
+        raise RuntimeError("page 1 answered 503")  # the first pass fails and backs off
+    yield {"id": "refunds", "content": "Refunds are paid within 14 days."}
+
+
+async def _record_knowledge(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """Runs a collection through a failed pass, its backoff, a sync request and a search."""
+    app = App(
+        agents=[],
+        collections=[
+            knowledge_collection("recorded", model="test/hash-16", sources=[define_source(documents=_pages)])
+        ],
+    )
+    store = KnowledgeStore(AsyncQdrantClient(location=":memory:"))
+    async with build_worker(env.client, app, task_queue=task_queue, store=store):
+        await start_knowledge(env.client, app, store, task_queue)
+        for _ in range(400):
+            meta = await store.meta("recorded")
+            if meta is not None and meta.status == "ready":
+                break
+            await asyncio.sleep(0.05)
+        await env.client.execute_workflow(
+            KNOWLEDGE_SYNC_REQUEST_WORKFLOW,
+            SyncRequest(name="recorded"),
+            id="record-sync",
+            task_queue=task_queue,
+        )
+        await env.client.execute_workflow(
+            KNOWLEDGE_SEARCH_WORKFLOW,
+            SearchRequest(collections=["recorded"], query="refunds"),
+            id="record-search",
+            task_queue=task_queue,
+        )
+        await asyncio.sleep(1)
+    recorded["knowledge-collection"] = KNOWLEDGE_ID_PREFIX + "recorded"
+    recorded["knowledge-sync"] = "record-sync"
+    recorded["knowledge-search"] = "record-search"
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=shutil.which("temporal"),
@@ -120,6 +175,7 @@ async def main() -> None:
         for run_id in [*recorded.values(), *locked]:
             await chamvi.wait(run_id)
         recorded["lock"] = LOCK_ID_PREFIX + "k"
+        await _record_knowledge(env, f"{task_queue}-knowledge", recorded)
         for name, workflow_id in recorded.items():
             history = await env.client.get_workflow_handle(workflow_id).fetch_history()
             (HERE / f"{name}.json").write_text(history.to_json())
