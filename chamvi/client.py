@@ -42,6 +42,7 @@ from chamvi.errors import (
     InvalidRunStateError,
     RunNotFoundError,
 )
+from chamvi.knowledge.state import CollectionState
 from chamvi.models import ApprovalAnswer, Invoker, LockRequest, RunInput, RunStatus, RunSummary, RunView
 
 QUERY_TIMEOUT = timedelta(seconds=5)
@@ -256,6 +257,25 @@ class ChamviClient:
                 raise InvalidRunStateError(f"run {run_id!r} has ended: nothing to approve") from None
             raise
         return approval_id
+
+    async def sync_knowledge(self, name: str) -> None:
+        """Asks collection ``name`` for a pass now; during a pass, exactly one more pass follows it."""
+        from activities.knowledge import request_sync
+
+        await request_sync(self.client, self.task_queue, name)
+
+    async def knowledge_state(self, name: str) -> CollectionState:
+        """What the collection's workflow knows: status, counts, the last pass, an error and its retry."""
+        try:
+            return await self._handle(c.KNOWLEDGE_ID_PREFIX + name).query(
+                c.QUERY_KNOWLEDGE_STATE, result_type=CollectionState, rpc_timeout=QUERY_TIMEOUT
+            )
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise InvalidInputError(
+                    f"no knowledge collection {name!r} has been indexed on this namespace"
+                ) from None
+            raise
 
     async def cancel(self, run_id: str) -> None:
         description = await self._describe(run_id)

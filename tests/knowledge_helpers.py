@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from qdrant_client import AsyncQdrantClient
 from temporalio.client import Client
@@ -65,10 +66,16 @@ def new_store() -> KnowledgeStore:
 
 @asynccontextmanager
 async def knowledge_worker(
-    client: Client, app: App, store: KnowledgeStore, task_queue: str
+    client: Client,
+    app: App,
+    store: KnowledgeStore,
+    task_queue: str,
+    graceful: timedelta = timedelta(seconds=30),
 ) -> AsyncIterator[None]:
     """A worker that boots knowledge like ``chamvi worker`` does: the pass runs in the background."""
-    async with build_worker(client, app, task_queue=task_queue, store=store):
+    async with build_worker(
+        client, app, task_queue=task_queue, store=store, graceful_shutdown_timeout=graceful
+    ):
         await start_knowledge(client, app, store, task_queue)
         yield
 

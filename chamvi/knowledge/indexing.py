@@ -28,6 +28,7 @@ from chamvi.knowledge.store import KnowledgeStore, Passage
 log = logging.getLogger("chamvi.knowledge")
 
 BATCH_SIZE = 64
+MAX_REASONS = 20
 CALL_TIMEOUT_SECONDS = 60.0
 
 
@@ -111,6 +112,7 @@ class Indexer:
             context = SourceContext(
                 cancellation=cancellation or asyncio.Event(),
                 on_error=functools.partial(_report, name, source.kind),
+                incomplete=functools.partial(_report, name, source.kind),
             )
             trusted = collection.source_trusted(source)
             async for raw in source.documents(context):
@@ -145,14 +147,13 @@ class Indexer:
                     progress(stats)
             if context.is_incomplete:
                 incomplete = True
-                stats.incomplete.extend(context.reasons)
+                # reasons travel in the pass result through history: a few, not one per file
+                stats.incomplete.extend(context.reasons[: max(0, MAX_REASONS - len(stats.incomplete))])
         await self._flush(name, target, embedder, batch, known, stats)
         progress(stats)
 
         if incomplete:
-            log.warning(
-                "knowledge %r: read incomplete (%s): nothing deleted", name, "; ".join(stats.incomplete)
-            )
+            log.warning("knowledge %r: the read was incomplete: nothing deleted", name)
         else:
             gone = sorted(set(known) - seen)
             for start in range(0, len(gone), 1000):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import pytest
 from temporalio.client import Client
@@ -117,6 +118,39 @@ async def test_a_restart_mid_way_resumes_the_same_generation(
         ready = await wait_for_meta(store, name, "ready")
     assert (ready.generation, ready.model, ready.documents) == (2, "test/new", len(DOCUMENTS))
     assert resumed.texts == len(DOCUMENTS) - 64  # only what had not landed in generation 2
+
+
+class StallingEmbedder(CountingEmbedder):
+    """Its first batch lands; the next call never answers, until the worker is stopped under it."""
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        if self.calls >= 1:
+            self.active += 1
+            await asyncio.Event().wait()
+        return await super().embed(texts)
+
+
+async def test_a_model_change_survives_a_worker_restart_in_the_middle_of_its_pass(
+    client: Client, task_queue: str, name: str
+) -> None:
+    store = new_store()
+    old = CountingEmbedder(ref="test/old")
+    async with knowledge_worker(client, app_for(name, old, model="test/old"), store, task_queue):
+        await wait_for_meta(store, name, "ready")
+    stalling = StallingEmbedder(ref="test/new")
+    app = app_for(name, old, stalling, model="test/new")
+    async with knowledge_worker(client, app, store, task_queue, graceful=timedelta(0)):
+        for _ in range(400):
+            if stalling.active:
+                break
+            await asyncio.sleep(0.02)
+    # the worker is gone mid-pass; searches still read generation 1
+    assert (await searcher(app).search([name], "passage number 7", top_k=1)).matches[0].document == "doc-7"
+    resumed = CountingEmbedder(ref="test/new")
+    async with knowledge_worker(client, app_for(name, old, resumed, model="test/new"), store, task_queue):
+        ready = await wait_for_meta(store, name, "ready", attempts=800)
+    assert (ready.generation, ready.model) == (2, "test/new")
+    assert stalling.texts == 64 and resumed.texts == len(DOCUMENTS) - 64
 
 
 async def test_a_generation_abandoned_for_another_model_is_deleted_and_its_number_never_reused(

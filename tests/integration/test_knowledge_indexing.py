@@ -111,7 +111,7 @@ async def test_a_changed_file_is_reembedded_alone_and_a_removed_one_is_deleted(
         (tmp_path / "refunds.md").write_text("# Refunds\n\nRefunds are now paid within 7 days.\n")
         (tmp_path / "shipping.md").unlink()
         embedded_before = embedder.texts
-        await ChamviKnowledge.sync(client, task_queue, name)
+        await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
         state = await wait_for_passes(client, name, 2)
         embedded = embedder.texts - embedded_before
         hits = await searcher(app).search([name], "refunds paid days", top_k=5)
@@ -120,16 +120,6 @@ async def test_a_changed_file_is_reembedded_alone_and_a_removed_one_is_deleted(
     assert stats is not None and (stats.embedded, stats.deleted, stats.unchanged) == (1, 1, 1)
     assert [m.document for m in hits.matches] == ["refunds.md", "guide/warranty.md"]
     assert "7 days" in hits.matches[0].text
-
-
-class ChamviKnowledge:
-    """What ``chamvi knowledge sync`` does."""
-
-    @staticmethod
-    async def sync(client: Client, task_queue: str, name: str) -> None:
-        from activities.knowledge import request_sync
-
-        await request_sync(client, task_queue, name)
 
 
 def paged_source(
@@ -160,7 +150,7 @@ async def test_a_source_that_fails_on_page_3_fails_the_pass_deletes_nothing_and_
         await wait_for_passes(client, name, 1)
         fail_on.add(3)
         with caplog.at_level(logging.ERROR):
-            await ChamviKnowledge.sync(client, task_queue, name)
+            await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
             failed = await wait_for_passes(client, name, 2)
         meta = await store.meta(name)
         assert failed.error is not None and "page 3 answered 503" in failed.error
@@ -186,7 +176,7 @@ async def test_an_incomplete_read_keeps_every_document(client: Client, task_queu
     async with knowledge_worker(client, app, store, task_queue):
         await wait_for_passes(client, name, 1)
         incomplete_on.add(2)
-        await ChamviKnowledge.sync(client, task_queue, name)
+        await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
         state = await wait_for_passes(client, name, 2)
     assert state.meta is not None and state.meta.documents == 3
     assert state.meta.last_stats is not None and state.meta.last_stats.deleted == 0
@@ -247,7 +237,7 @@ async def test_sync_requests_during_a_pass_add_exactly_one_more_pass(
                 break
             await asyncio.sleep(0.05)
         for _ in range(3):
-            await ChamviKnowledge.sync(client, task_queue, name)
+            await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
         assert (await collection_state(client, name)).queued
         assert embedder.gate is not None
         embedder.gate.set()
@@ -313,3 +303,42 @@ async def test_a_pending_collection_answers_the_seed_error(
         embedder.gate.set()
     error = next(s for s in run.steps if s.kind == "tool").error
     assert error is not None and error.message == f'Knowledge collection "{name}" is not ready.'
+
+
+async def test_a_file_that_becomes_a_bad_entry_is_skipped_and_its_document_deleted(
+    client: Client, task_queue: str, tmp_path: Path, name: str
+) -> None:
+    write_handbook(tmp_path)
+    store = new_store()
+    async with knowledge_worker(
+        client, app_for(name, [folder(tmp_path)], CountingEmbedder()), store, task_queue
+    ):
+        await wait_for_passes(client, name, 1)
+        (tmp_path / "shipping.md").write_text("# Shipping\n\n" + "x" * 1_048_577)  # over 1 MiB
+        (tmp_path / "refunds.md").unlink()
+        (tmp_path / "refunds.md").symlink_to(tmp_path / "guide" / "warranty.md")  # never followed
+        await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
+        state = await wait_for_passes(client, name, 2)
+    assert state.meta is not None and state.meta.documents == 1
+    assert state.meta.last_stats is not None and state.meta.last_stats.deleted == 2
+    assert await store.entry(name, "shipping.md") is None and await store.entry(name, "guide/warranty.md")
+
+
+async def test_an_embedding_call_that_does_not_answer_in_time_fails_the_pass() -> None:
+    from chamvi.knowledge.indexing import Indexer, KnowledgePassError
+
+    async def documents() -> AsyncIterator[dict[str, str]]:
+        yield {"id": "a", "content": "text"}
+
+    embedder = CountingEmbedder(gate=asyncio.Event())  # never answers
+    registry = EmbeddingRegistry()
+    registry.register(embedder.ref, embedder)
+    store = new_store()
+    indexer = Indexer(store, registry, call_timeout=0.2)
+    collection = knowledge_collection(
+        "slow", model=embedder.ref, sources=[define_source(documents=documents)]
+    )
+    with pytest.raises(KnowledgePassError, match=r"did not answer within 0\.2 s"):
+        await indexer.run_pass(collection)
+    meta = await store.meta("slow")
+    assert meta is not None and meta.status == "pending" and meta.documents == 0
