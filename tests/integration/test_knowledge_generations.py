@@ -11,6 +11,7 @@ import pytest
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient, define_agent
+from chamvi.errors import ValidationError
 from chamvi.knowledge import define_source, knowledge_collection, knowledge_tools
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.search import KnowledgeNotReadyError
@@ -207,9 +208,12 @@ async def test_a_collection_no_longer_declared_is_orphaned_and_declaring_it_agai
     async with knowledge_worker(client, app_for(name, embedder, model=embedder.ref), store, task_queue):
         await wait_for_meta(store, name, "ready")
     other = f"{name}-other"
-    async with knowledge_worker(client, app_for(other, embedder, model=embedder.ref), store, task_queue):
+    other_app = app_for(other, embedder, model=embedder.ref)
+    async with knowledge_worker(client, other_app, store, task_queue):
         orphaned = await wait_for_meta(store, name, "orphaned")
         await wait_for_meta(store, other, "ready")
+        with pytest.raises(ValidationError, match="orphaned"):
+            await searcher(other_app).search([name], "passage")
     assert orphaned.documents == len(DOCUMENTS) and await generations(store, name) == [1]
     calls_before = embedder.calls
     app = app_for(name, embedder, model=embedder.ref)
