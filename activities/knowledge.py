@@ -56,7 +56,9 @@ class KnowledgeActivities:
     async def knowledge_pass(self, request: PassRequest) -> CollectionMeta:
         collection = self.app.collections.get(request.name)
         if collection is None:
-            return await self._orphan(request.name)
+            meta = await self.store.meta(request.name)
+            if meta is None or meta.kind != "managed":
+                return await self._orphan(request.name)
         latest = PassStats()
 
         def progress(stats: PassStats) -> None:
@@ -65,7 +67,12 @@ class KnowledgeActivities:
 
         heartbeat = asyncio.create_task(self._heartbeat(lambda: latest))
         try:
-            meta = await self.indexer.run_pass(collection, progress)
+            if collection is None:
+                meta = await self.indexer.run_managed_pass(request.name, progress) or CollectionMeta(
+                    name=request.name
+                )
+            else:
+                meta = await self.indexer.run_pass(collection, progress)
         except (InvalidAgentDefinitionError, InvalidAppError) as error:
             await self._record_error(request.name, error.message, next_attempt=None)
             raise ApplicationError(error.message, type=error.code, non_retryable=True) from None
@@ -79,7 +86,7 @@ class KnowledgeActivities:
                 message,
                 int(delay.total_seconds()),
             )
-            raise
+            raise ApplicationError(message, type=getattr(error, "code", type(error).__name__)) from error
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -99,7 +106,9 @@ class KnowledgeActivities:
         return meta
 
     async def _orphan(self, name: str) -> CollectionMeta:
-        meta = await self.store.meta(name) or CollectionMeta(name=name)
+        meta = await self.store.meta(name)
+        if meta is None:
+            return CollectionMeta(name=name)  # deleted, or never indexed: nothing to mark
         if meta.kind == "declared" and meta.status != CollectionStatus.ORPHANED:
             meta.status = CollectionStatus.ORPHANED
             await self.store.save_meta(meta)

@@ -22,6 +22,7 @@ from chamvi.errors import (
     ToolNotAllowedError,
     ValidationError,
 )
+from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
 from chamvi.models import ApprovalDecision, Invoker, RunStatus, RunView, TriggerEnvelope
 from chamvi.permissions import PolicyRun, has_permission, matches_permission, require_tool_permission
 from chamvi.providers import ModelRegistry, ScriptedModel
@@ -71,10 +72,14 @@ __all__ = [
     "console_channel",
     "define_agent",
     "define_context_key",
+    "define_source",
     "effect_marker",
     "effect_tool",
+    "folder",
     "has_permission",
     "inject",
+    "knowledge_collection",
+    "knowledge_tools",
     "matches_permission",
     "require_tool_permission",
     "tool",

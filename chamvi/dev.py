@@ -1,5 +1,9 @@
 """The local stack of ``chamvi dev``: a Temporal dev server child process, then a worker in this process.
 
+Both ``chamvi dev`` and ``chamvi worker`` open the knowledge store (Qdrant) before anything starts,
+check it against the app, and once the worker runs they start the app's collections in the
+background (``start_knowledge``): indexing never holds the worker up.
+
 The server runs in its own process group (a new session), so Ctrl-C in a terminal reaches this
 process only and the shutdown order stays ours: the worker drains first, then the server gets
 SIGTERM, then SIGKILL if it lingers. On Linux the server also gets SIGTERM if this process dies
@@ -11,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import logging
 import os
 import shutil
 import signal
@@ -19,7 +24,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -32,7 +37,9 @@ from temporalio.worker import Worker
 from chamvi.app import App
 from chamvi.constants import SEARCH_ATTRIBUTES
 from chamvi.errors import ChamviError
-from chamvi.runtime import build_worker, connect
+from chamvi.knowledge.boot import check_store, start_knowledge
+from chamvi.knowledge.store import KnowledgeStore
+from chamvi.runtime import build_worker, connect, open_qdrant
 from chamvi.settings import Settings
 
 DEFAULT_PORT = 7233
@@ -56,6 +63,85 @@ class DevStackError(ChamviError):
     """The local stack could not start: no ``temporal`` binary, a port in use, a server that died."""
 
     code = "dev_stack_error"
+
+
+class KnowledgeStoreError(ChamviError):
+    """The knowledge store (Qdrant) cannot be opened or read: the folder is taken, the server is down."""
+
+    code = "knowledge_store_unavailable"
+
+
+# qdrant-client's local mode locks its folder; a second client raises RuntimeError with this text
+_QDRANT_FOLDER_TAKEN = "already accessed by another instance"
+
+log = logging.getLogger("chamvi.knowledge")
+
+
+def qdrant_location(settings: Settings) -> str:
+    return settings.qdrant_url or str(settings.data / "qdrant")
+
+
+def open_store(settings: Settings) -> KnowledgeStore:
+    """The knowledge store: the Qdrant server at ``QDRANT_URL``, else local mode in ``DATA/qdrant``.
+
+    Raises:
+        KnowledgeStoreError: local mode and another process holds the folder (one process per folder),
+            or the store cannot be opened at all.
+    """
+    try:
+        client = open_qdrant(settings)
+    except Exception as error:
+        if _QDRANT_FOLDER_TAKEN in str(error):
+            raise KnowledgeStoreError(
+                f"another process (a `chamvi dev` or `chamvi worker`) uses the Qdrant folder "
+                f"{qdrant_location(settings)}: stop it, pass another --data, or set QDRANT_URL to a Qdrant "
+                "server to run several processes"
+            ) from None
+        raise KnowledgeStoreError(
+            f"cannot open the knowledge store at {qdrant_location(settings)}: {type(error).__name__}: "
+            f"{' '.join(str(error).split()) or 'no detail'}"
+        ) from None
+    return KnowledgeStore(client, prefix=settings.qdrant_prefix)
+
+
+async def check_knowledge(app: App, store: KnowledgeStore, settings: Settings) -> None:
+    """Fails the boot for a declared name held as a managed collection, or a store that does not answer."""
+    try:
+        await check_store(app, store)
+    except ChamviError:
+        raise
+    except Exception as error:  # a Qdrant server that is down or refuses
+        raise KnowledgeStoreError(
+            f"cannot read the knowledge store at {qdrant_location(settings)}: {type(error).__name__}: "
+            f"{' '.join(str(error).split()) or 'no detail'}"
+        ) from None
+
+
+async def close_store(store: KnowledgeStore) -> None:
+    # the worker has drained by now; a failing close must not hide the reason we are stopping
+    with contextlib.suppress(Exception):
+        await store.client.close()
+
+
+async def boot_knowledge(
+    client: Client, app: App, store: KnowledgeStore, task_queue: str, echo: Callable[[str], None]
+) -> None:
+    """Starts the app's collections (a pass each, resync schedules); reports a failure, never raises."""
+    try:
+        await start_knowledge(client, app, store, task_queue)
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:
+        message = error.message if isinstance(error, ChamviError) else f"{type(error).__name__}: {error}"
+        log.error(
+            "knowledge error: starting the collections failed: %s (the worker goes on; "
+            "`chamvi knowledge sync NAME` asks a collection for a pass)",
+            message,
+        )
+        return
+    if app.collections:
+        names = ", ".join(app.collections)
+        echo(f"knowledge: a pass over {names} runs in the background (`chamvi knowledge list` shows it)")
 
 
 def search_attribute_specs(keys: Sequence[SearchAttributeKey[Any]] = SEARCH_ATTRIBUTES) -> list[str]:
@@ -180,8 +266,10 @@ class DevServer:
         lock.flush()
         self._lock = lock
 
-    def start(self) -> None:
-        binary = self.binary or find_temporal()
+    def reserve(self) -> None:
+        """Takes the data folder and checks the ports, starting nothing; ``start`` does it if needed."""
+        if self._lock is not None:
+            return
         if self.config.ui == self.config.port:
             raise DevStackError(f"--ui-port and --port are both {self.config.port}: pick two ports")
         self._take_data_folder()
@@ -192,6 +280,10 @@ class DevServer:
                     f"port {port} is in use (another `chamvi dev` or Temporal server?): "
                     f"stop it or pick another with {flag}"
                 )
+
+    def start(self) -> None:
+        binary = self.binary or find_temporal()
+        self.reserve()
         command = self.config.command(binary)
         self._log = self.config.log_path.open("ab")
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -318,10 +410,20 @@ async def first_of(*awaitables: Any) -> None:
         task.result()
 
 
-async def run_worker(worker: Worker, stop: asyncio.Event, echo: Callable[[str], None]) -> None:
-    """Runs ``worker`` until ``stop`` is set, then shuts it down gracefully (in-flight activities finish)."""
+async def run_worker(
+    worker: Worker,
+    stop: asyncio.Event,
+    echo: Callable[[str], None],
+    background: Awaitable[None] | None = None,
+) -> None:
+    """Runs ``worker`` until ``stop`` is set, then shuts it down gracefully (in-flight activities finish).
+
+    ``background`` (the knowledge boot) starts once the worker runs and never holds it up; it is
+    cancelled if it is still going when the worker stops.
+    """
     running = asyncio.ensure_future(worker.run())
     stopping = asyncio.ensure_future(stop.wait())
+    side = asyncio.ensure_future(background) if background is not None else None
     try:
         await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if not running.done():
@@ -329,7 +431,22 @@ async def run_worker(worker: Worker, stop: asyncio.Event, echo: Callable[[str], 
             await worker.shutdown()
     finally:
         stopping.cancel()
+        if side is not None:
+            side.cancel()
+            await asyncio.gather(side, return_exceptions=True)
     await running
+
+
+def log_to_terminal() -> None:
+    """Shows chamvi's own log lines (a knowledge pass done, a knowledge error) unless logging is set up."""
+    if logging.getLogger().handlers:
+        return
+    logger = logging.getLogger("chamvi")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
 
 
 async def _watch(server: DevServer, stop: asyncio.Event | None = None) -> None:
@@ -358,28 +475,47 @@ async def serve(
     """
     stop = stop or asyncio.Event()
     with stop_on_signals(stop):
-        server.start()
-        config = server.config
-        echo(
-            f"Temporal dev server (pid {server.pid}) starting at {config.address}, "
-            f"data in {config.data}, log in {config.log_path}"
-        )
-        await first_of(server.wait_ready(), stop.wait(), _watch(server))
-        if stop.is_set():
-            return
-        client = await connect(settings.with_overrides(temporal_address=config.address))
-        worker = build_worker(client, app, task_queue=settings.task_queue)
-        watcher = asyncio.ensure_future(_watch(server, stop))
+        # the data folder, the ports and the knowledge store are checked before anything starts
+        server.reserve()
+        store = open_store(settings)
         try:
-            echo(f"Temporal UI at http://localhost:{config.ui} (namespace {config.namespace!r})")
-            echo(
-                f"worker for {settings.app} on task queue {settings.task_queue!r}, "
-                f"agents: {', '.join(app.agents) or 'none'}. Ctrl-C to stop."
-            )
-            await run_worker(worker, stop, echo)
+            await check_knowledge(app, store, settings)
+            await _serve(server, settings, app, store, echo, stop)
         finally:
-            watcher.cancel()
-            await asyncio.gather(watcher, return_exceptions=True)
-        died = watcher.exception() if watcher.done() and not watcher.cancelled() else None
-        if died is not None:
-            raise died
+            await close_store(store)
+
+
+async def _serve(
+    server: DevServer,
+    settings: Settings,
+    app: App,
+    store: KnowledgeStore,
+    echo: Callable[[str], None],
+    stop: asyncio.Event,
+) -> None:
+    server.start()
+    config = server.config
+    echo(
+        f"Temporal dev server (pid {server.pid}) starting at {config.address}, "
+        f"data in {config.data}, log in {config.log_path}"
+    )
+    await first_of(server.wait_ready(), stop.wait(), _watch(server))
+    if stop.is_set():
+        return
+    client = await connect(settings.with_overrides(temporal_address=config.address))
+    worker = build_worker(client, app, task_queue=settings.task_queue, store=store)
+    watcher = asyncio.ensure_future(_watch(server, stop))
+    try:
+        echo(f"Temporal UI at http://localhost:{config.ui} (namespace {config.namespace!r})")
+        echo(
+            f"worker for {settings.app} on task queue {settings.task_queue!r}, "
+            f"agents: {', '.join(app.agents) or 'none'}, knowledge in {qdrant_location(settings)}. "
+            "Ctrl-C to stop."
+        )
+        await run_worker(worker, stop, echo, boot_knowledge(client, app, store, settings.task_queue, echo))
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+    died = watcher.exception() if watcher.done() and not watcher.cancelled() else None
+    if died is not None:
+        raise died

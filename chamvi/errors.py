@@ -91,6 +91,18 @@ class ChannelNotFoundError(ChamviError):
     code = "channel_not_found"
 
 
+class NotFoundError(ChamviError):
+    """A collection or document that does not exist (404 over HTTP)."""
+
+    code = "not_found"
+
+
+class ConflictError(ChamviError):
+    """A request that contradicts what exists (409 over HTTP): a declared name, a missing default."""
+
+    code = "conflict"
+
+
 class ApprovalNotPendingError(ChamviError):
     """An approval answer named an approval the run is not waiting on (stale, unknown or used)."""
 
@@ -115,6 +127,8 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     ToolDeniedError,
     ChannelNotFoundError,
     ApprovalNotPendingError,
+    NotFoundError,
+    ConflictError,
 )
 
 ErrorCode: dict[str, str] = {cls.__name__: cls.code for cls in ERROR_CLASSES}

@@ -55,12 +55,34 @@ class _Pending:
 
 
 @dataclass
+class _Pass:
+    """What one pass writes into, shared by its batches."""
+
+    name: str
+    target: int
+    embedder: Embedder
+    known: dict[str, _Known]
+    stats: PassStats
+    managed: bool = False
+
+
+@dataclass
 class _Batch:
     items: list[_Pending] = field(default_factory=list)
 
     @property
     def passages(self) -> int:
         return sum(len(i.passages) for i in self.items)
+
+
+def _offsets(items: list[_Pending]) -> dict[str, int]:
+    """Where each document's passages start in the batch's vectors."""
+    offsets: dict[str, int] = {}
+    position = 0
+    for item in items:
+        offsets[item.document.id] = position
+        position += len(item.passages)
+    return offsets
 
 
 def _report(collection: str, kind: str, message: str) -> None:
@@ -105,6 +127,7 @@ class Indexer:
             e.id: _Known(e.hash, e.generation, e.status, e.trusted) async for e in self.store.entries(name)
         }
         stats = PassStats()
+        run = _Pass(name, target, embedder, known, stats)
         seen: set[str] = set()
         batch = _Batch()
         incomplete = False
@@ -142,14 +165,14 @@ class Indexer:
                     continue
                 batch.items.append(_Pending(document, digest, trusted, chunk(document.content)))
                 if batch.passages >= self.batch_size:
-                    await self._flush(name, target, embedder, batch, known, stats)
+                    await self._flush(run, batch)
                     batch = _Batch()
                     progress(stats)
             if context.is_incomplete:
                 incomplete = True
                 # reasons travel in the pass result through history: a few, not one per file
                 stats.incomplete.extend(context.reasons[: max(0, MAX_REASONS - len(stats.incomplete))])
-        await self._flush(name, target, embedder, batch, known, stats)
+        await self._flush(run, batch)
         progress(stats)
 
         if incomplete:
@@ -169,12 +192,53 @@ class Indexer:
                     f"generation {meta.generation} yet"
                 )
             await self._switch(meta, target, collection.model, embedder)
-        meta.status = CollectionStatus.READY
         meta.trusted = collection.is_trusted and all(k.trusted for k in known.values())
-        meta.documents = len(known)
-        meta.passages = await self.store.count_passages(name, target)
+        return await self._settle(meta, run)
+
+    async def run_managed_pass(
+        self, name: str, progress: Callable[[PassStats], None] = lambda _: None
+    ) -> CollectionMeta | None:
+        """Embeds a managed collection's pending documents (from the content kept in its registry),
+        or all of them into a new generation when a sync asked for another model or chunker."""
+        meta = await self.store.meta(name)
+        if meta is None or meta.kind != "managed":
+            return meta  # deleted meanwhile: nothing to do
+        model = meta.managed_model or meta.model
+        if model is None:
+            raise InvalidAppError(f"managed collection {name!r} has no embedding model")
+        embedder = self.embedders.resolve(model)
+        target = await self._target_generation(meta, model)
+        if meta.generation is not None and target != meta.generation:
+            meta.status = CollectionStatus.STALE
+        await self.store.save_meta(meta)
+        stats = PassStats()
+        run = _Pass(name, target, embedder, {}, stats, managed=True)
+        batch = _Batch()
+        async for entry in self.store.entries(name):
+            run.known[entry.id] = _Known(entry.hash, entry.generation, entry.status, entry.trusted)
+            stats.read += 1
+            if entry.status != "pending" and entry.generation == target:
+                stats.unchanged += 1
+                continue
+            document = Document(entry.id, entry.content or "", entry.title, entry.source, entry.metadata)
+            batch.items.append(_Pending(document, entry.hash, False, chunk(document.content)))
+            if batch.passages >= self.batch_size:
+                await self._flush(run, batch)
+                batch = _Batch()
+                progress(stats)
+        await self._flush(run, batch)
+        progress(stats)
+        if target != meta.generation:
+            await self._switch(meta, target, model, embedder)
+        meta.trusted = False  # whoever holds knowledge:write decides what it says
+        return await self._settle(meta, run)
+
+    async def _settle(self, meta: CollectionMeta, run: _Pass) -> CollectionMeta:
+        meta.status = CollectionStatus.READY
+        meta.documents = len(run.known)
+        meta.passages = await self.store.count_passages(meta.name, run.target)
         meta.last_pass = datetime.now(UTC)
-        meta.last_stats = stats
+        meta.last_stats = run.stats
         meta.error = None
         meta.next_attempt = None
         await self.store.save_meta(meta)
@@ -223,62 +287,71 @@ class Indexer:
                 f"the embedding model did not answer within {self.call_timeout:g} s"
             ) from None
 
-    async def _flush(
-        self,
-        name: str,
-        target: int,
-        embedder: Embedder,
-        batch: _Batch,
-        known: dict[str, _Known],
-        stats: PassStats,
-    ) -> None:
+    async def _flush(self, run: _Pass, batch: _Batch) -> None:
         if not batch.items:
             return
         texts = [text for item in batch.items for text in item.passages]
         try:
-            vectors = await self._embed_all(embedder, texts, stats)
+            vectors = await self._embed_all(run.embedder, texts, run.stats)
         except EmbeddingHTTPError as error:
-            if not error.document_level or len(batch.items) == 1:
-                if error.document_level:
-                    await self._fail(name, target, batch.items[0], str(error), known, stats)
-                    return
+            if not error.document_level:
                 raise
+            if len(batch.items) == 1:
+                await self._fail(run, batch.items[0], str(error))
+                return
             for item in batch.items:  # find the documents the provider refuses, one by one
-                await self._flush(name, target, embedder, _Batch([item]), known, stats)
+                await self._flush(run, _Batch([item]))
             return
         if vectors:
-            await self.store.ensure_generation(name, target, len(vectors[0]))
+            await self.store.ensure_generation(run.name, run.target, len(vectors[0]))
+        items = await self._still_current(run, batch.items) if run.managed else batch.items
         passages: list[Passage] = []
-        for item in batch.items:
+        kept_vectors: list[list[float]] = []
+        offsets = _offsets(batch.items)
+        for item in items:
             doc = item.document
+            start = offsets[doc.id]
             passages.extend(
-                Passage(doc.id, index, text, doc.title, doc.source)
-                for index, text in enumerate(item.passages)
+                Passage(doc.id, i, text, doc.title, doc.source) for i, text in enumerate(item.passages)
             )
-        await self.store.write_passages(name, target, passages, vectors)
+            kept_vectors.extend(vectors[start : start + len(item.passages)])
+        await self.store.write_passages(run.name, run.target, passages, kept_vectors)
         now = datetime.now(UTC)
         await self.store.put_entries(
-            name,
+            run.name,
             [
                 DocumentEntry(
                     id=item.document.id,
                     hash=item.hash,
-                    generation=target,
+                    generation=run.target,
                     status="ready",
                     passages=len(item.passages),
                     title=item.document.title,
                     source=item.document.source,
                     metadata=item.document.metadata,
                     trusted=item.trusted,
+                    content=item.document.content if run.managed else None,
                     updated_at=now,
                 )
-                for item in batch.items
+                for item in items
             ],
         )
-        for item in batch.items:
-            known[item.document.id] = _Known(item.hash, target, "ready", item.trusted)
-        stats.embedded += len(batch.items)
-        stats.passages += len(texts)
+        for item in items:
+            run.known[item.document.id] = _Known(item.hash, run.target, "ready", item.trusted)
+        run.stats.embedded += len(items)
+        run.stats.passages += len(passages)
+
+    async def _still_current(self, run: _Pass, items: list[_Pending]) -> list[_Pending]:
+        """A managed document may have been replaced or deleted over REST while it was embedded:
+        those results are dropped (a replaced one is pending again and its PUT asked for a pass)."""
+        current: list[_Pending] = []
+        for item in items:
+            entry = await self.store.entry(run.name, item.document.id)
+            if entry is not None and entry.hash == item.hash:
+                current.append(item)
+            elif entry is None:
+                run.known.pop(item.document.id, None)
+        return current
 
     async def _embed_all(self, embedder: Embedder, texts: list[str], stats: PassStats) -> list[list[float]]:
         vectors: list[list[float]] = []
@@ -287,23 +360,25 @@ class Indexer:
             stats.embedding_calls += 1
         return vectors
 
-    async def _fail(
-        self, name: str, target: int, item: _Pending, error: str, known: dict[str, _Known], stats: PassStats
-    ) -> None:
-        """The provider refused this document (400/413/422): it fails alone, tried again when it changes."""
-        log.warning("knowledge %r: document %r failed: %s", name, item.document.id, error)
+    async def _fail(self, run: _Pass, item: _Pending, error: str) -> None:
+        """The provider refused this document (400/413/422): it fails alone, tried again when it
+        changes (or, in a managed collection, with its next PUT)."""
+        if run.managed and not await self._still_current(run, [item]):
+            return
+        log.warning("knowledge %r: document %r failed: %s", run.name, item.document.id, error)
         entry = DocumentEntry(
             id=item.document.id,
             hash=item.hash,
-            generation=target,
+            generation=run.target,
             status="failed",
             error=error,
             title=item.document.title,
             source=item.document.source,
             metadata=item.document.metadata,
             trusted=item.trusted,
+            content=item.document.content if run.managed else None,
             updated_at=datetime.now(UTC),
         )
-        await self.store.put_entries(name, [entry])
-        known[item.document.id] = _Known(item.hash, entry.generation, "failed", item.trusted)
-        stats.failed += 1
+        await self.store.put_entries(run.name, [entry])
+        run.known[item.document.id] = _Known(item.hash, entry.generation, "failed", item.trusted)
+        run.stats.failed += 1

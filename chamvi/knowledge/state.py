@@ -47,6 +47,8 @@ class CollectionMeta(BaseModel):
     """A generation being written for ``building_model`` while searches read ``generation``."""
     building_model: str | None = None
     building_chunker: int | None = None
+    managed_model: str | None = None
+    """A managed collection's model: set at creation, changed by a sync when the default changed."""
     next_generation: int = 1
     documents: int = 0
     passages: int = 0

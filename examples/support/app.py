@@ -1,9 +1,11 @@
-"""The support example: an agent that looks up an order, refunds it after a person approves,
-and replies to the customer exactly once.
+"""The support example: an agent that searches the support handbook, looks up an order, refunds it
+after a person approves, and replies to the customer exactly once.
 
-Runs offline with the ``local/demo`` model (deterministic, no weights: it calls each tool once
-with arguments from the payload). Set ``CHAMVI_SUPPORT_MODEL=openai/gpt-4o-mini`` and
-``OPENAI_API_KEY`` to run it on a real model.
+Runs offline with the ``local/demo`` model (deterministic, no weights: it calls each tool once, in
+the order below, with arguments from the payload's fields of the same names: ``query``, ``order_id``,
+``amount``, ``to``, ``body``) and the ``local/all-minilm-l6-v2`` embedding model shipped with chamvi.
+Set ``CHAMVI_SUPPORT_MODEL=openai/gpt-4o-mini`` and ``OPENAI_API_KEY`` to run it on a real model,
+``CHAMVI_HANDBOOK_MODEL=openai/text-embedding-3-small`` to embed the handbook with OpenAI.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from chamvi import (
     effect_tool,
     tool,
 )
+from chamvi.knowledge import folder, knowledge_collection, knowledge_tools
 
 ORDERS = {
     "A-1001": {"customer": "ada@example.com", "total": 25.0, "status": "delivered"},
@@ -83,16 +86,23 @@ async def send_reply(to: str, body: str, ctx: ToolContext) -> dict[str, str]:
     return {"status": "sent"}
 
 
+handbook = knowledge_collection(
+    "handbook",
+    model=os.environ.get("CHAMVI_HANDBOOK_MODEL", "local/all-minilm-l6-v2"),
+    sources=[folder(Path(__file__).parent / "handbook")],
+)
+
 support = define_agent(
     name="support",
     model=os.environ.get("CHAMVI_SUPPORT_MODEL", "local/demo"),
     instructions=(
-        "You are a support agent. Look the order up, refund it when the customer asks for a refund "
-        "(a person approves every refund), then reply to the customer once."
+        "You are a support agent. Search the handbook for the policy that applies, look the order up, "
+        "refund it when the customer asks for a refund and the policy allows it (a person approves "
+        "every refund), then reply to the customer once."
     ),
-    tools=[lookup_order, refund_order, send_reply],
-    budget=Budget(max_steps=10),
+    tools=[*knowledge_tools(collections=["handbook"], top_k=3), lookup_order, refund_order, send_reply],
+    budget=Budget(max_steps=12),
     channels=["console"],
 )
 
-app = App(agents=[support], channels=[console_channel()])
+app = App(agents=[support], channels=[console_channel()], collections=[handbook])

@@ -26,7 +26,13 @@ from chamvi.models import RunInput
 from examples.support.app import app as support_app
 
 ROOT = Path(__file__).resolve().parents[2]
-PAYLOAD = {"order_id": "A-1001", "amount": 25, "to": "ada@example.com", "body": "Your refund is on its way."}
+PAYLOAD = {
+    "query": "how long do refunds take",
+    "order_id": "A-1001",
+    "amount": 25,
+    "to": "ada@example.com",
+    "body": "Your refund is on its way.",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -227,6 +233,24 @@ def group_gone(pgid: int) -> bool:
     return False
 
 
+def assert_the_handbook_gets_indexed(address: str, env: dict[str, str]) -> None:
+    """The worker `chamvi dev` runs starts the example's collection; a search finds the refund policy."""
+    deadline = time.monotonic() + 60
+    while True:
+        listed = chamvi_process("knowledge", "list", "--json", "--address", address, env=env)
+        assert listed.returncode == 0, listed.stderr
+        rows = {row["name"]: row for row in json.loads(listed.stdout)}
+        if rows.get("handbook", {}).get("status") == "ready":
+            break
+        assert time.monotonic() < deadline, listed.stdout
+        time.sleep(0.5)
+    assert rows["handbook"]["model"] == "local/all-minilm-l6-v2" and rows["handbook"]["documents"] == 5
+    search = ["knowledge", "search", "handbook", "how long do refunds take", "--top-k", "1"]
+    found = chamvi_process(*search, "--address", address, env=env)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.split()[1:4] == ["refunds.md", "Refund", "policy"]
+
+
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
     tmp_path: Path, stop_signal: signal.Signals
@@ -271,6 +295,8 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
                 break
             assert time.monotonic() < deadline, shown.stdout
             time.sleep(0.2)
+        if stop_signal == signal.SIGINT:  # once is enough: the real local model embeds the handbook
+            assert_the_handbook_gets_indexed(address, env)
 
         dev.send_signal(stop_signal)
         assert dev.wait(timeout=45) == 0, log.read_text()

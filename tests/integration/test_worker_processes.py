@@ -24,7 +24,7 @@ def spawn_worker(temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: P
     address = temporal_env.client.service_client.config.target_host
 
     def spawn() -> subprocess.Popen[bytes]:
-        env = {**os.environ, "CHAMVI_TEST_DIR": str(tmp_path)}
+        env = {**os.environ, "CHAMVI_TEST_DIR": str(tmp_path), "CHAMVI_DATA": str(tmp_path / "data")}
         process = subprocess.Popen(
             [
                 sys.executable,

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from qdrant_client import AsyncQdrantClient, QdrantClient
 
 from chamvi.cli import cli
 from chamvi.constants import SEARCH_ATTRIBUTES
-from chamvi.dev import DevServerConfig, search_attribute_specs
+from chamvi.dev import DevServerConfig, boot_knowledge, search_attribute_specs
+from chamvi.knowledge.state import CollectionMeta
+from chamvi.knowledge.store import KnowledgeStore
+from chamvi.runtime import load_app
 
 
 def invoke(*args: str) -> Result:
@@ -83,14 +88,121 @@ def test_check_reports_a_module_that_fails_while_importing(
     )
 
 
-def test_check_of_the_example_lists_its_agent_and_tools(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_check_of_the_example_lists_its_agent_tools_and_collection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CHAMVI_APP", raising=False)
+    monkeypatch.delenv("CHAMVI_HANDBOOK_MODEL", raising=False)
     result = invoke("check")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
-        "examples.support.app:app: ok, 1 agent(s), channels: console",
-        "  support: model local/demo, tools: lookup_order, refund_order (effect), send_reply (effect)",
+        "examples.support.app:app: ok, 1 agent(s), 1 collection(s), channels: console",
+        "  agent support: model local/demo, tools: knowledge_search, lookup_order, refund_order (effect), "
+        "send_reply (effect)",
+        "  collection handbook: model local/all-minilm-l6-v2, sources: folder examples/support/handbook",
     ]
+
+
+# an app module with one agent and the collections below it; {docs} is a folder that exists
+APP_HEADER = """
+from datetime import timedelta
+from pathlib import Path
+
+from chamvi import App, define_agent
+from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
+
+DOCS = Path(__file__).parent / "docs"
+helper = define_agent(
+    name="helper",
+    model="local/demo",
+    instructions="Answer from the docs.",
+    tools=knowledge_tools(collections=["docs"]),
+)
+"""
+
+
+def write_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, body: str) -> str:
+    (tmp_path / "docs").mkdir(exist_ok=True)
+    (tmp_path / "docs" / "a.md").write_text("# A\n\nSome text.\n")
+    (tmp_path / f"{name}.py").write_text(APP_HEADER + body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return f"{name}:app"
+
+
+def test_check_summarises_collections_with_model_and_sources(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    body = """
+async def tickets():
+    yield {"id": "T-1", "content": "The printer is on fire."}
+
+docs = knowledge_collection("docs", model="test/hash-64", sources=[folder(DOCS)], resync=timedelta(hours=1))
+inbox = knowledge_collection(
+    "inbox", model="test/hash-64", sources=[define_source(kind="tickets", trusted=False, documents=tickets)]
+)
+app = App(agents=[helper], collections=[docs, inbox])
+"""
+    result = invoke("check", "--app", write_app(tmp_path, monkeypatch, "chamvi_ok_app", body))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "chamvi_ok_app:app: ok, 1 agent(s), 2 collection(s), channels: none",
+        "  agent helper: model local/demo, tools: knowledge_search",
+        "  collection docs: model test/hash-64, sources: folder docs, resync every 1 h",
+        "  collection inbox: model test/hash-64, sources: tickets, untrusted (a search taints the run)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "body", "expected"),
+    [
+        (
+            "chamvi_twice_app",
+            """
+docs = knowledge_collection("docs", model="test/hash-64", sources=[folder(DOCS)])
+app = App(agents=[helper], collections=[docs, docs])
+""",
+            "Error: collection 'docs' is declared twice",
+        ),
+        (
+            "chamvi_model_app",
+            """
+docs = knowledge_collection("docs", model="nowhere/embedder", sources=[folder(DOCS)])
+app = App(agents=[helper], collections=[docs])
+""",
+            "Error: collection 'docs': embedding model 'nowhere/embedder' does not resolve: known providers "
+            "are 'fastembed/...', 'local/...', 'openai/...', 'test/...'",
+        ),
+        (
+            "chamvi_folder_app",
+            """
+docs = knowledge_collection("docs", model="test/hash-64", sources=[folder(DOCS / "missing")])
+app = App(agents=[helper], collections=[docs])
+""",
+            "Error: collection 'docs': folder() path '{tmp}/docs/missing' is not a directory",
+        ),
+        (
+            "chamvi_source_check_app",
+            """
+def no_token():
+    raise RuntimeError("TICKETS_TOKEN is not set")
+
+async def tickets():
+    yield {"id": "T-1", "content": "hello"}
+
+docs = knowledge_collection(
+    "docs", model="test/hash-64", sources=[define_source(kind="tickets", check=no_token, documents=tickets)]
+)
+app = App(agents=[helper], collections=[docs])
+""",
+            "Error: collection 'docs': source 'tickets' failed its check: TICKETS_TOKEN is not set",
+        ),
+    ],
+    ids=["declared-twice", "model-does-not-resolve", "folder-is-no-directory", "source-check-raises"],
+)
+def test_check_reports_a_bad_collection_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, body: str, expected: str
+) -> None:
+    result = invoke("check", "--app", write_app(tmp_path, monkeypatch, name, body))
+    assert one_line_error(result) == expected.format(tmp=tmp_path)
 
 
 def test_dev_flags_come_from_the_search_attribute_constants(tmp_path: Path) -> None:
@@ -137,3 +249,57 @@ def test_dev_refuses_a_data_folder_another_dev_uses(tmp_path: Path, monkeypatch:
         f"Error: another `chamvi dev` (pid 4242) uses {tmp_path}: stop it or pass another --data"
     )
     assert not (tmp_path / "temporal.log").exists()
+
+
+def test_worker_says_in_one_line_that_another_process_holds_the_qdrant_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHAMVI_DATA", str(tmp_path))  # the worker points the app's data here; restored after
+    monkeypatch.delenv("QDRANT_URL", raising=False)
+    holder = QdrantClient(path=str(tmp_path / "qdrant"))  # as a running `chamvi dev` would
+    try:
+        result = invoke("worker", "--data", str(tmp_path), "--address", "127.0.0.1:1")
+    finally:
+        holder.close()
+    assert one_line_error(result) == (
+        f"Error: another process (a `chamvi dev` or `chamvi worker`) uses the Qdrant folder "
+        f"{tmp_path / 'qdrant'}: stop it, pass another --data, or set QDRANT_URL to a Qdrant server to run "
+        "several processes"
+    )
+
+
+async def test_worker_refuses_a_declared_collection_held_as_managed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    qdrant = AsyncQdrantClient(path=str(tmp_path / "data" / "qdrant"))
+    await KnowledgeStore(qdrant).save_meta(CollectionMeta(name="docs", kind="managed"))
+    await qdrant.close()
+    body = """
+docs = knowledge_collection("docs", model="test/hash-64", sources=[folder(DOCS)])
+app = App(agents=[helper], collections=[docs])
+"""
+    ref = write_app(tmp_path, monkeypatch, "chamvi_managed_clash_app", body)
+    monkeypatch.setenv("CHAMVI_DATA", str(tmp_path / "data"))
+    monkeypatch.delenv("QDRANT_URL", raising=False)
+    monkeypatch.delenv("CHAMVI_QDRANT_PREFIX", raising=False)
+    result = invoke("worker", "--app", ref, "--data", str(tmp_path / "data"), "--address", "127.0.0.1:1")
+    assert one_line_error(result) == (
+        "Error: collection 'docs' is declared in the code but exists as a managed collection: "
+        "rename one of them"
+    )
+
+
+async def test_a_failing_knowledge_boot_is_logged_and_never_raises(caplog: pytest.LogCaptureFixture) -> None:
+    class BrokenStore:
+        async def all_meta(self) -> list[CollectionMeta]:
+            raise ConnectionError("qdrant went away")
+
+    echoed: list[str] = []
+    app = load_app("examples.support.app:app")
+    with caplog.at_level(logging.ERROR, logger="chamvi.knowledge"):
+        await boot_knowledge(None, app, BrokenStore(), "q", echoed.append)  # type: ignore[arg-type]
+    assert echoed == []
+    assert [r.getMessage() for r in caplog.records] == [
+        "knowledge error: starting the collections failed: ConnectionError: qdrant went away (the worker "
+        "goes on; `chamvi knowledge sync NAME` asks a collection for a pass)"
+    ]

@@ -27,4 +27,3 @@ def test_the_cache_forgets_the_least_recently_used_run() -> None:
         cache.store(run, [A], "d")
     assert cache.prefix("r1", 1, "d") is None
     assert cache.prefix("r3", 1, "d") == [A]
-

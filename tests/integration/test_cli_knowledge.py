@@ -1,0 +1,198 @@
+"""`chamvi knowledge list / sync / search` against the session dev server and a worker with its own Qdrant."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from temporalio.client import Client
+
+from chamvi import App, define_agent
+from chamvi.cli import cli
+from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
+from chamvi.knowledge.sources import Source
+from tests.knowledge_helpers import knowledge_worker, new_store, wait_for_passes
+
+Cli = Callable[..., "asyncio.Future[Result]"]
+
+
+@pytest.fixture
+def name() -> str:
+    return f"kb-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def chamvi_cli(client: Client, task_queue: str) -> Cli:
+    """``await chamvi_cli("knowledge", "list")`` on this test's queue, in a thread of its own."""
+    address = client.service_client.config.target_host
+
+    def run(*args: str) -> asyncio.Future[Result]:
+        argv = [*args, "--address", address, "--namespace", client.namespace, "--task-queue", task_queue]
+        return asyncio.ensure_future(asyncio.to_thread(CliRunner().invoke, cli, argv))
+
+    return run
+
+
+def write_handbook(root: Path) -> Path:
+    root.mkdir(exist_ok=True)
+    (root / "refunds.md").write_text("# Refunds\n\nRefunds are paid within 14 days of the return.\n")
+    (root / "shipping.md").write_text("# Shipping\n\nWe ship worldwide with tracked parcels.\n")
+    (root / "warranty.md").write_text("# Warranty\n\nEvery device has a two year warranty.\n")
+    return root
+
+
+def app_for(name: str, source: Source) -> App:
+    reader = define_agent(
+        name="reader", model="local/demo", instructions="Read.", tools=knowledge_tools(collections=[name])
+    )
+    return App(
+        agents=[reader], collections=[knowledge_collection(name, model="test/hash-64", sources=[source])]
+    )
+
+
+@pytest.fixture
+async def handbook(client: Client, task_queue: str, tmp_path: Path, name: str) -> AsyncIterator[Path]:
+    """A folder collection of three pages, served and indexed once (its first pass has ended)."""
+    root = write_handbook(tmp_path / "handbook")
+    async with knowledge_worker(client, app_for(name, folder(root)), new_store(), task_queue):
+        await wait_for_passes(client, name, 1)
+        yield root
+
+
+async def listed(chamvi_cli: Cli, name: str) -> dict[str, object]:
+    """The collection's row in `knowledge list --json`, once Temporal's visibility lists it."""
+    deadline = time.monotonic() + 30
+    while True:
+        result = await chamvi_cli("knowledge", "list", "--json")
+        assert result.exit_code == 0, result.output
+        rows = {row["name"]: row for row in json.loads(result.stdout)}
+        if name in rows:
+            return rows[name]
+        assert time.monotonic() < deadline, result.stdout
+        await asyncio.sleep(0.2)
+
+
+def one_line_error(result: Result) -> str:
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+async def test_knowledge_list_shows_a_ready_collection_with_its_counts(
+    handbook: Path, chamvi_cli: Cli, name: str
+) -> None:
+    row = await listed(chamvi_cli, name)
+    assert {k: row[k] for k in ("status", "generation", "model", "documents", "passages", "error")} == {
+        "status": "ready",
+        "generation": 1,
+        "model": "test/hash-64",
+        "documents": 3,
+        "passages": 3,
+        "error": None,
+    }
+    assert row["last_pass"] is not None and row["running"] is False
+
+    table = await chamvi_cli("knowledge", "list")
+    assert table.exit_code == 0, table.output
+    header, *rows = table.stdout.splitlines()
+    columns = ("NAME", "STATUS", "GEN", "MODEL", "DOCS", "PASSAGES", "LAST PASS", "ACTIVITY")
+    assert re.split(r"\s{2,}", header) == list(columns)
+    line = next(r for r in rows if r.startswith(name))
+    assert line.split()[:6] == [name, "ready", "1", "test/hash-64", "3", "3"]
+    assert line.split()[-1] == "idle"
+
+
+async def test_knowledge_search_finds_the_right_document(handbook: Path, chamvi_cli: Cli, name: str) -> None:
+    found = await chamvi_cli("knowledge", "search", name, "how long until refunds are paid", "--top-k", "2")
+    assert found.exit_code == 0, found.output
+    first, excerpt, *rest = found.stdout.splitlines()
+    score, document, title = first.split(maxsplit=2)
+    assert (document, title) == ("refunds.md", "Refunds")
+    assert 0 < float(score) <= 1
+    assert excerpt.strip() == "# Refunds Refunds are paid within 14 days of the return."
+    assert len(rest) == 2  # --top-k 2: one more match, two lines each
+
+    as_json = await chamvi_cli("knowledge", "search", name, "tracked parcels worldwide", "--json")
+    matches = json.loads(as_json.stdout)["matches"]
+    assert matches[0]["document"] == "shipping.md" and matches[0]["collection"] == name
+    assert [m["score"] for m in matches] == sorted((m["score"] for m in matches), reverse=True)
+
+
+async def test_knowledge_sync_wait_runs_a_pass_and_reports_its_counts(
+    handbook: Path, chamvi_cli: Cli, name: str
+) -> None:
+    (handbook / "returns.md").write_text("# Returns\n\nReturn labels are free within 30 days.\n")
+    (handbook / "warranty.md").unlink()
+    synced = await chamvi_cli("knowledge", "sync", name, "--wait")
+    assert synced.exit_code == 0, synced.output
+    assert synced.stdout.splitlines() == [
+        f"{name}: ready, generation 1, model test/hash-64, 3 documents, 3 passages",
+        "pass: 3 read, 2 unchanged, 1 embedded (1 passages), 1 deleted, 0 skipped, 0 failed, "
+        "1 embedding call(s)",
+    ]
+    again = await chamvi_cli("knowledge", "sync", name, "--wait", "--json")
+    assert again.exit_code == 0, again.output
+    row = json.loads(again.stdout)
+    assert row["passes"] == 3 and row["last_stats"]["unchanged"] == 3
+    assert row["last_stats"]["embedding_calls"] == 0
+
+    found = await chamvi_cli("knowledge", "search", name, "free return labels", "--top-k", "1")
+    assert found.stdout.split()[1] == "returns.md"
+    requested = await chamvi_cli("knowledge", "sync", name)
+    assert requested.exit_code == 0 and requested.stdout.strip() == f"sync requested for {name!r}"
+
+
+async def test_an_unknown_collection_is_one_line_naming_the_known_ones(
+    handbook: Path, chamvi_cli: Cli, name: str
+) -> None:
+    await listed(chamvi_cli, name)
+    for command in (["search", "handbok", "refunds"], ["sync", "handbok", "--wait"]):
+        result = await chamvi_cli("knowledge", *command)
+        message = one_line_error(result)
+        assert message == f"Error: unknown collection 'handbok': known collections are {name!r}"
+
+
+async def test_no_collection_yet_is_said_in_one_line(chamvi_cli: Cli, task_queue: str) -> None:
+    result = await chamvi_cli("knowledge", "search", "handbook", "refunds")
+    assert one_line_error(result) == (
+        f"Error: unknown collection 'handbook': no collection runs on task queue {task_queue!r} yet "
+        "(a worker starts the app's collections when it boots)"
+    )
+    listing = await chamvi_cli("knowledge", "list")
+    assert listing.exit_code == 0 and listing.stdout == ""
+    assert "no collections on task queue" in listing.stderr
+
+
+async def test_a_collection_that_is_not_ready_fails_search_and_sync_in_one_line(
+    client: Client, chamvi_cli: Cli, task_queue: str, name: str
+) -> None:
+    async def tickets() -> AsyncIterator[dict[str, str]]:
+        yield {"id": "T-1", "content": "first"}
+        raise ConnectionError("the ticket system is down")
+
+    source = define_source(kind="tickets", documents=tickets)
+    async with knowledge_worker(client, app_for(name, source), new_store(), task_queue):
+        await wait_for_passes(client, name, 1)
+        searched = await chamvi_cli("knowledge", "search", name, "anything")
+        row = await listed(chamvi_cli, name)
+        table = await chamvi_cli("knowledge", "list")
+        synced = await chamvi_cli("knowledge", "sync", name, "--wait")  # waits for the retry after 5 s
+    assert one_line_error(searched) == f'Error: Knowledge collection "{name}" is not ready.'
+    assert row["status"] == "pending" and row["generation"] is None
+    error = str(row["error"])
+    assert error.endswith("the ticket system is down") and row["next_attempt"] is not None
+    assert f"{name}: error: {error}" in table.stdout
+    assert synced.exit_code == 1
+    assert (
+        synced.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"Error: the pass over {name!r} failed: {error} (next attempt at ")
+    )
