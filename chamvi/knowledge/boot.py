@@ -49,6 +49,9 @@ async def check_store(app: App, store: KnowledgeStore) -> None:
 async def start_knowledge(client: Client, app: App, store: KnowledgeStore, task_queue: str) -> None:
     await check_store(app, store)
     for meta in await store.all_meta():
+        if meta.kind == "managed":
+            await request_sync(client, task_queue, meta.name)  # embeds whatever was left pending
+            continue
         if meta.name not in app.collections and meta.kind == "declared":
             if meta.status != CollectionStatus.ORPHANED:
                 meta.status = CollectionStatus.ORPHANED
