@@ -58,6 +58,9 @@ def _error(error: BaseException) -> ErrorInfo:
     return ErrorInfo(code="tool_error", message=f"{type(error).__name__}: {error}")
 
 
+HEARTBEAT_SECONDS = 2.0
+
+
 class ToolActivities:
     def __init__(self, app: App, max_runs: int = 256) -> None:
         self.app = app
@@ -171,7 +174,8 @@ class ToolActivities:
     async def _heartbeat(cancellation: asyncio.Event) -> None:
         """Keeps a long tool call alive and lets the server notice a killed worker quickly."""
         timeout = activity.info().heartbeat_timeout
-        interval = timeout.total_seconds() / 3 if timeout else 10.0
+        # often enough that a cancelled or timed-out run stops its tool within seconds
+        interval = min(timeout.total_seconds() / 3, HEARTBEAT_SECONDS) if timeout else HEARTBEAT_SECONDS
         waiter = asyncio.ensure_future(activity.wait_for_cancelled())
         try:
             while not waiter.done():

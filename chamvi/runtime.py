@@ -106,4 +106,6 @@ def build_worker(
         ],
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         max_concurrent_activities=max_concurrent_activities,
+        # heartbeats carry cancellation: without this, the SDK holds them back up to 0.8 x the timeout
+        max_heartbeat_throttle_interval=timedelta(seconds=2),
     )

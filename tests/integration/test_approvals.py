@@ -120,3 +120,17 @@ async def test_unknown_runs_are_reported_by_id(chamvi: ChamviClient) -> None:
         await chamvi.get_run("run-nope")
     with pytest.raises(RunNotFoundError):
         await chamvi.cancel("run-nope")
+
+
+async def test_a_waiting_approval_survives_a_worker_restart(chamvi: ChamviClient, running_worker) -> None:
+    executions.clear()
+    async with running_worker(make_app()):
+        run_id = (await chamvi.dispatch("deployer")).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+    # no worker at all now: the run waits in Temporal, holding no process
+    assert (await chamvi.get_run(run_id)).status == RunStatus.WAITING
+    async with running_worker(make_app()):
+        await chamvi.approve(run_id, approved=True)
+        run = await chamvi.wait(run_id)
+    assert run.status == RunStatus.COMPLETED
+    assert next(s for s in run.steps if s.kind == "tool").output.startswith("deployed 1.2")

@@ -136,3 +136,33 @@ async def test_a_tool_policy_offers_tools_by_the_invokers_permissions(
     assert next(s for s in allowed.steps if s.kind == "tool").output == "paused"
     assert model.requests[2].tools == []
     assert next(s for s in refused.steps if s.kind == "tool").error.code == "tool_not_allowed"  # type: ignore[union-attr]
+
+
+async def test_the_key_is_released_when_a_run_times_out(chamvi: ChamviClient, running_worker) -> None:
+    from datetime import timedelta
+
+    from chamvi import Budget
+
+    models = ModelRegistry()
+    models.register("scripted/slow", ScriptedModel([call("pause", seconds=30), reply("late")]))
+    models.register("scripted/next", ScriptedModel([reply("next")]))
+    app = App(
+        agents=[
+            define_agent(
+                name="slow",
+                model="scripted/slow",
+                instructions="x",
+                tools=[pause],
+                budget=Budget(timeout=timedelta(seconds=1)),
+            ),
+            define_agent(name="next", model="scripted/next", instructions="x"),
+        ],
+        models=models,
+    )
+    async with running_worker(app):
+        slow = await chamvi.dispatch("slow", concurrency_key="deploys")
+        following = await chamvi.dispatch("next", concurrency_key="deploys")
+        timed_out = await chamvi.wait(slow.run_id)
+        after = await chamvi.wait(following.run_id)
+    assert timed_out.error is not None and timed_out.error.code == "timeout"
+    assert after.status == RunStatus.COMPLETED
