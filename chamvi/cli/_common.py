@@ -1,0 +1,166 @@
+"""What the commands share: the Temporal, app and JSON options, the settings they build, and
+connecting to Temporal with failures turned into one-line errors."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+from temporalio.client import Client
+from temporalio.envconfig import ClientConfig
+from temporalio.service import RPCError, RPCStatusCode
+
+from chamvi.app import App
+from chamvi.client import ChamviClient
+from chamvi.constants import TASK_QUEUE
+from chamvi.errors import ChamviError, RunNotFoundError
+from chamvi.runtime import connect, load_app
+from chamvi.settings import DEFAULT_APP, Settings
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+POLL_SECONDS = 0.5
+
+
+# -- options ------------------------------------------------------------------------------------------
+
+
+def temporal_options(
+    address_flags: Sequence[str] = ("--address", "--temporal-address"),
+) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """``--address``, ``--namespace``, ``--task-queue``, read from the same env vars as Temporal's tools.
+
+    The command gets them as ``settings``: the environment's settings with these on top.
+    """
+
+    def decorate(function: Callable[..., T]) -> Callable[..., T]:
+        @functools.wraps(function)
+        def command(
+            *args: Any, temporal_address: str | None, namespace: str | None, task_queue: str, **kwargs: Any
+        ) -> T:
+            settings = build_settings(temporal_address, namespace, task_queue)
+            return function(*args, settings=settings, **kwargs)
+
+        with_options = click.option(
+            "--task-queue",
+            envvar="CHAMVI_TASK_QUEUE",
+            default=TASK_QUEUE,
+            show_default=True,
+            show_envvar=True,
+            help="Task queue the chamvi workers poll.",
+        )(command)
+        with_options = click.option(
+            "--namespace",
+            envvar="TEMPORAL_NAMESPACE",
+            show_envvar=True,
+            help="Temporal namespace [default: Temporal's profile, else 'default'].",
+        )(with_options)
+        return click.option(
+            *address_flags,
+            "temporal_address",
+            envvar="TEMPORAL_ADDRESS",
+            show_envvar=True,
+            metavar="HOST:PORT",
+            help="Temporal frontend [default: Temporal's profile, else localhost:7233].",
+        )(with_options)
+
+    return decorate
+
+
+def app_option(function: F) -> F:
+    """``--app MODULE:ATTR``, read from ``CHAMVI_APP``."""
+    return click.option(
+        "--app",
+        "app_ref",
+        envvar="CHAMVI_APP",
+        default=DEFAULT_APP,
+        show_default=True,
+        show_envvar=True,
+        metavar="MODULE:ATTR",
+        help="The chamvi App to serve.",
+    )(function)
+
+
+def json_option(help_text: str = "Print machine-readable JSON.") -> Callable[[F], F]:
+    """``--json`` (the ``as_json`` flag)."""
+    return click.option("--json", "as_json", is_flag=True, help=help_text)
+
+
+def build_settings(
+    temporal_address: str | None, namespace: str | None, task_queue: str | None, **extra: Any
+) -> Settings:
+    """The settings from the environment, with what the command line gave on top."""
+    return Settings.from_env().with_overrides(
+        temporal_address=temporal_address, temporal_namespace=namespace, task_queue=task_queue, **extra
+    )
+
+
+# -- connecting ---------------------------------------------------------------------------------------
+
+
+def temporal_target(settings: Settings) -> str:
+    """The address a connection goes to, for messages."""
+    if settings.temporal_address:
+        return settings.temporal_address
+    try:
+        return str(ClientConfig.load_client_connect_config().get("target_host") or "localhost:7233")
+    except Exception:  # a broken profile file: runtime.connect reports it
+        return "localhost:7233"
+
+
+def _unreachable(settings: Settings) -> click.ClickException:
+    return click.ClickException(
+        f"cannot reach Temporal at {temporal_target(settings)}: start it with `chamvi dev` or set "
+        "TEMPORAL_ADDRESS"
+    )
+
+
+def refused(settings: Settings, error: RPCError) -> click.ClickException:
+    """The one-line error for a call Temporal answered with an error."""
+    return click.ClickException(f"Temporal at {temporal_target(settings)} refused: {error.message}")
+
+
+async def connect_or_fail(settings: Settings) -> Client:
+    """Connects to Temporal; an unreachable server is a one-line error that names the fix."""
+    try:
+        return await connect(settings)
+    except RuntimeError as error:
+        if "connect" in str(error).lower():
+            raise _unreachable(settings) from None
+        raise
+
+
+def run_with_client(settings: Settings, operation: Callable[[ChamviClient], Awaitable[T]]) -> T:
+    """Connects, runs ``operation`` with a ChamviClient, and turns failures into one-line errors."""
+
+    async def go() -> T:
+        client = await connect_or_fail(settings)
+        return await operation(ChamviClient(client, task_queue=settings.task_queue))
+
+    try:
+        return asyncio.run(go())
+    except RunNotFoundError as error:
+        namespace = settings.temporal_namespace or "default"
+        raise click.ClickException(
+            f"{error.message} in namespace {namespace!r} at {temporal_target(settings)}"
+        ) from None
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None
+    except RPCError as error:
+        if error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+            raise _unreachable(settings) from None
+        raise refused(settings, error) from None
+
+
+def load_app_or_fail(ref: str) -> App:
+    """Loads the app ``ref`` names; any failure, the user's module raising included, is one line."""
+    try:
+        return load_app(ref)
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None
+    except Exception as error:  # the user's module failed while importing
+        raise click.ClickException(f"importing app {ref!r} raised {type(error).__name__}: {error}") from None

@@ -1,0 +1,288 @@
+"""Runs: ``chamvi dispatch``, ``chamvi runs list`` / ``runs show``, ``chamvi approve``, ``chamvi cancel``.
+
+Every run operation goes through ``ChamviClient``; the same runs are visible in the Temporal UI
+and the ``temporal`` CLI."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import sys
+from typing import Any
+
+import click
+from temporalio.service import RPCError
+
+from chamvi.cli._common import POLL_SECONDS, json_option, run_with_client, temporal_options
+from chamvi.cli._output import Spinner, columns, dump, echo_err, short, when
+from chamvi.client import ChamviClient
+from chamvi.errors import ChamviError
+from chamvi.models import Invoker, RunStatus, RunSummary, RunView, StepView
+from chamvi.settings import Settings
+
+
+def _parse_payload(text: str | None) -> Any:
+    if text is None:
+        return None
+    if text == "-":
+        text = sys.stdin.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise click.ClickException(f"--payload is not valid JSON: {error}") from None
+
+
+class _Progress(Spinner):
+    """The run's status and step count; a hint when the run starts waiting for an approval."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+        self.hinted: set[str] = set()
+
+    def update(self, view: RunView) -> None:
+        steps = len(view.steps)
+        text = f"{view.status.value}, {steps} step{'' if steps == 1 else 's'}"
+        if view.waiting is not None and view.waiting.approval_id not in self.hinted:
+            self.hinted.add(view.waiting.approval_id)
+            self.close()
+            echo_err(
+                f"waiting for approval: {view.waiting.title} "
+                f"(answer with `chamvi approve {self.run_id}` or `--deny`)"
+            )
+        self.show(text)
+
+
+async def _watch(chamvi: ChamviClient, run_id: str, progress: _Progress) -> RunView:
+    settled = asyncio.ensure_future(chamvi.wait(run_id))
+    try:
+        while not settled.done():
+            try:
+                progress.update(await chamvi.get_run(run_id))
+            except (ChamviError, RPCError):
+                if settled.done():
+                    break
+                raise
+            await asyncio.wait({settled}, timeout=POLL_SECONDS)
+        return await settled
+    finally:
+        settled.cancel()
+        progress.close()
+
+
+def _outcome(view: RunView, as_json: bool) -> None:
+    if as_json:
+        click.echo(dump(view))
+        if view.status != RunStatus.COMPLETED:
+            raise click.exceptions.Exit(1)
+        return
+    if view.status == RunStatus.COMPLETED:
+        output = view.output
+        click.echo(output if isinstance(output, str) else dump(output))
+        return
+    if view.status == RunStatus.FAILED:
+        error = view.error
+        detail = f"{error.code}: {error.message}" if error is not None else "no error recorded"
+        raise click.ClickException(f"run {view.run_id} failed: {detail}")
+    raise click.ClickException(f"run {view.run_id} was {view.status.value}")
+
+
+@click.command()
+@click.argument("agent")
+@click.option("--payload", metavar="JSON", help="The trigger payload as JSON ('-' reads it from stdin).")
+@click.option("--channel", help="The channel the run came from.")
+@click.option("--address", "channel_address", help="The address within the channel (a thread, an issue).")
+@click.option("--idempotency-key", help="A redelivery with the same key returns the existing run.")
+@click.option("--concurrency-key", help="Runs sharing this key run one at a time, in dispatch order.")
+@click.option(
+    "--wait", "wait_for_it", is_flag=True, help="Show progress until the run settles; print its outcome."
+)
+@json_option()
+@temporal_options(address_flags=("--temporal-address",))
+def dispatch(
+    agent: str,
+    payload: str | None,
+    channel: str | None,
+    channel_address: str | None,
+    idempotency_key: str | None,
+    concurrency_key: str | None,
+    wait_for_it: bool,
+    as_json: bool,
+    settings: Settings,
+) -> None:
+    """Start a run of AGENT and print its id (with --wait: its outcome; non-zero exit unless it completes)."""
+    value = _parse_payload(payload)
+    state: dict[str, str] = {}
+
+    async def go(chamvi: ChamviClient) -> RunView | None:
+        result = await chamvi.dispatch(
+            agent,
+            value,
+            channel=channel,
+            address=channel_address,
+            idempotency_key=idempotency_key,
+            concurrency_key=concurrency_key,
+        )
+        state["run_id"] = result.run_id
+        if not result.created:
+            echo_err(f"idempotency key seen before: this is the existing run {result.run_id}")
+        if not as_json:
+            click.echo(result.run_id)
+        elif not wait_for_it:
+            click.echo(dump({"run_id": result.run_id, "created": result.created}))
+        if not wait_for_it:
+            return None
+        return await _watch(chamvi, result.run_id, _Progress(result.run_id))
+
+    try:
+        view = run_with_client(settings, go)
+    except KeyboardInterrupt:
+        run_id = state.get("run_id")
+        if run_id is None:
+            raise
+        echo_err(f"\nstopped watching; the run goes on: chamvi runs show {run_id}")
+        raise click.exceptions.Exit(130) from None
+    if view is not None:
+        _outcome(view, as_json)
+
+
+@click.group()
+def runs() -> None:
+    """List and inspect runs."""
+
+
+def _table(rows: list[RunSummary]) -> list[str]:
+    header = ("RUN", "AGENT", "STATUS", "CHANNEL", "STARTED")
+    cells = [header] + [
+        (r.run_id, r.agent or "-", r.status or "-", r.channel or "-", when(r.started_at)) for r in rows
+    ]
+    return columns(cells)
+
+
+@runs.command("list")
+@click.option("--agent", help="Only runs of this agent.")
+@click.option("--status", type=click.Choice([s.value for s in RunStatus]), help="Only runs in this status.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@json_option()
+@temporal_options()
+def list_runs(agent: str | None, status: str | None, limit: int, as_json: bool, settings: Settings) -> None:
+    """List recent runs, newest first (from search attributes: no worker needed)."""
+    found = run_with_client(
+        settings, lambda chamvi: chamvi.list_runs(agent=agent, status=status, limit=limit)
+    )
+    if as_json:
+        click.echo(dump(found))
+    elif not found:
+        echo_err("no runs")
+    else:
+        for line in _table(found):
+            click.echo(line)
+
+
+def _step_line(step: StepView) -> str:
+    if step.kind == "llm":
+        if step.tool_calls:
+            what = "calls " + ", ".join(f"{c.name}({short(c.arguments, 60)})" for c in step.tool_calls)
+        else:
+            what = short(step.text or "")
+    elif step.kind == "tool":
+        result = f"error {step.error.code}: {step.error.message}" if step.error else short(step.output)
+        what = f"{step.tool} -> {short(result)}"
+    else:
+        decision = step.decision
+        what = f"approval {step.approval_id}" + (
+            f": {'approved' if decision.approved else 'denied'}"
+            + (f" ({decision.reason})" if decision.reason else "")
+            if decision is not None
+            else ": pending"
+        )
+    return f"  {step.index:>3}  {step.kind:<4}  {what}"
+
+
+def _show(view: RunView) -> list[str]:
+    trigger = view.trigger
+    origin = trigger.trigger + (f" via {trigger.channel}" if trigger.channel else "")
+    origin += f" ({trigger.address})" if trigger.address else ""
+    lines = [
+        f"run       {view.run_id}",
+        f"agent     {view.agent}",
+        f"status    {view.status.value}",
+        f"trigger   {origin}",
+        f"payload   {short(trigger.payload)}",
+        f"created   {when(view.created_at)}",
+    ]
+    if view.ended_at is not None:
+        lines.append(f"ended     {when(view.ended_at)}")
+    if view.concurrency_key:
+        lines.append(f"key       {view.concurrency_key}")
+    lines.append(f"usage     {view.usage.input_tokens} in, {view.usage.output_tokens} out tokens")
+    if view.taint is not None:
+        lines.append(f"tainted   since {when(view.taint.at)} by {view.taint.source}")
+    if view.waiting is not None:
+        wait = view.waiting
+        lines.append(
+            f"waiting   {wait.title} "
+            f"(approval {wait.approval_id}, tool {wait.tool}, until {when(wait.until)})"
+        )
+        if wait.body:
+            lines.append(f"          {short(wait.body)}")
+        lines.append(f"          answer: chamvi approve {view.run_id}  (or --deny --reason ...)")
+    if view.steps:
+        lines.append("steps")
+        lines.extend(_step_line(step) for step in view.steps)
+    if view.output is not None:
+        output = view.output if isinstance(view.output, str) else dump(view.output)
+        lines.append("output")
+        lines.extend(f"  {line}" for line in output.splitlines())
+    if view.error is not None:
+        lines.append(f"error     {view.error.code}: {view.error.message}")
+    return lines
+
+
+@runs.command("show")
+@click.argument("run_id", metavar="RUN")
+@json_option()
+@temporal_options()
+def show_run(run_id: str, as_json: bool, settings: Settings) -> None:
+    """Show a run: status, steps, approval it waits on, output or error."""
+    view = run_with_client(settings, lambda chamvi: chamvi.get_run(run_id))
+    if as_json:
+        click.echo(dump(view))
+    else:
+        for line in _show(view):
+            click.echo(line)
+
+
+def _approver() -> Invoker:
+    try:
+        user = getpass.getuser()
+    except Exception:  # no login name in some containers
+        user = "unknown"
+    return Invoker(id=user, kind="cli", name=user)
+
+
+@click.command()
+@click.argument("run_id", metavar="RUN")
+@click.option("--deny", is_flag=True, help="Deny instead of approve.")
+@click.option("--reason", help="Why; the tool and the run's steps see it.")
+@click.option("--approval-id", help="The approval to answer [default: the one the run waits on].")
+@temporal_options()
+def approve(run_id: str, deny: bool, reason: str | None, approval_id: str | None, settings: Settings) -> None:
+    """Approve (or --deny) what RUN waits on."""
+    answered = run_with_client(
+        settings,
+        lambda chamvi: chamvi.approve(
+            run_id, approved=not deny, reason=reason, approval_id=approval_id, approver=_approver()
+        ),
+    )
+    click.echo(f"{'denied' if deny else 'approved'} {answered} on run {run_id}")
+
+
+@click.command()
+@click.argument("run_id", metavar="RUN")
+@temporal_options()
+def cancel(run_id: str, settings: Settings) -> None:
+    """Cancel RUN; it settles as cancelled."""
+    run_with_client(settings, lambda chamvi: chamvi.cancel(run_id))
+    click.echo(f"cancellation requested for run {run_id}")

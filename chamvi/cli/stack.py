@@ -1,0 +1,218 @@
+"""The local stack: ``chamvi dev`` (a Temporal dev server and a worker), ``chamvi worker``, and
+``chamvi check`` (load the app and report problems, starting nothing)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import click
+from temporalio.service import RPCError
+
+from chamvi.cli._common import (
+    F,
+    app_option,
+    build_settings,
+    connect_or_fail,
+    load_app_or_fail,
+    refused,
+    temporal_options,
+    temporal_target,
+)
+from chamvi.cli._output import echo_err
+from chamvi.constants import TASK_QUEUE
+from chamvi.dev import (
+    DEFAULT_PORT,
+    DevServer,
+    DevServerConfig,
+    boot_knowledge,
+    check_knowledge,
+    close_store,
+    log_to_terminal,
+    open_store,
+    qdrant_location,
+    run_worker,
+    serve,
+    stop_on_signals,
+)
+from chamvi.errors import ChamviError
+from chamvi.knowledge import KnowledgeCollection, Source
+from chamvi.runtime import build_worker
+from chamvi.settings import Settings
+
+
+def _data_option(help_text: str) -> Callable[[F], F]:
+    """``--data``, read from ``CHAMVI_DATA``: the one folder for local state."""
+    return click.option(
+        "--data",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="CHAMVI_DATA",
+        default=Path(".chamvi"),
+        show_default=True,
+        show_envvar=True,
+        help=help_text,
+    )
+
+
+@click.command()
+@app_option
+@_data_option("Folder for all local state: the Temporal database and log, the example's outbox.")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True, help="gRPC port."
+)
+@click.option(
+    "--ui-port", type=click.IntRange(1, 65535), default=None, help="Web UI port [default: --port + 1000]."
+)
+@click.option(
+    "--namespace", envvar="TEMPORAL_NAMESPACE", default="default", show_default=True, show_envvar=True
+)
+@click.option(
+    "--task-queue", envvar="CHAMVI_TASK_QUEUE", default=TASK_QUEUE, show_default=True, show_envvar=True
+)
+def dev(app_ref: str, data: Path, port: int, ui_port: int | None, namespace: str, task_queue: str) -> None:
+    """Run a local Temporal dev server (SQLite in DATA, Web UI) and a worker for the app.
+
+    Ctrl-C (or SIGTERM) stops the worker, then the server; nothing is left running.
+    """
+    data = data.resolve()
+    # the app runs in this process and keeps its files (the example's outbox) in the same folder
+    os.environ["CHAMVI_DATA"] = str(data)
+    app = load_app_or_fail(app_ref)
+    config = DevServerConfig(data=data, port=port, ui_port=ui_port, namespace=namespace)
+    settings = build_settings(config.address, namespace, task_queue, app=app_ref, data=data)
+    server = DevServer(config)
+    log_to_terminal()
+    try:
+        asyncio.run(serve(server, settings, app, echo=echo_err))
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None
+    finally:
+        server.stop()
+    echo_err("stopped")
+
+
+@click.command()
+@app_option
+@_data_option("Folder for local state: Qdrant in local mode (unless QDRANT_URL), the example's outbox.")
+@temporal_options()
+def worker(app_ref: str, data: Path, settings: Settings) -> None:
+    """Run a worker for the app until SIGINT/SIGTERM; run as many replicas as you like.
+
+    Several workers need a Qdrant server (QDRANT_URL): Qdrant's local mode allows one process per folder.
+    """
+    data = data.resolve()
+    os.environ["CHAMVI_DATA"] = str(data)
+    settings = settings.with_overrides(app=app_ref, data=data)
+    app = load_app_or_fail(app_ref)
+    log_to_terminal()
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        with stop_on_signals(stop):
+            store = open_store(settings)
+            try:
+                await check_knowledge(app, store, settings)
+                client = await connect_or_fail(settings)
+                worker = build_worker(client, app, task_queue=settings.task_queue, store=store)
+                echo_err(
+                    f"worker for {app_ref} (agents: {', '.join(app.agents) or 'none'}) on task queue "
+                    f"{settings.task_queue!r} at {temporal_target(settings)}, knowledge in "
+                    f"{qdrant_location(settings)}. Ctrl-C to stop."
+                )
+                knowledge = boot_knowledge(client, app, store, settings.task_queue, echo_err)
+                await run_worker(worker, stop, echo_err, knowledge)
+            finally:
+                await close_store(store)
+
+    try:
+        asyncio.run(go())
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None
+    except RPCError as error:
+        raise refused(settings, error) from None
+    echo_err("stopped")
+
+
+def _source_line(source: Source) -> str:
+    path = getattr(source, "path", None)
+    if isinstance(path, Path):
+        with contextlib.suppress(ValueError):
+            path = path.relative_to(Path.cwd())
+        return f"{source.kind} {path}"
+    return source.kind
+
+
+def _collection_line(collection: KnowledgeCollection) -> str:
+    sources = ", ".join(_source_line(source) for source in collection.sources)
+    extra = f", resync every {_duration(collection.resync)}" if collection.resync is not None else ""
+    trust = "" if collection.is_trusted else ", untrusted (a search taints the run)"
+    return f"  collection {collection.name}: model {collection.model}, sources: {sources}{extra}{trust}"
+
+
+def _duration(value: timedelta) -> str:
+    seconds = int(value.total_seconds())
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def _needs_openai_key(ref: str) -> bool:
+    return ref.startswith("openai/") and not (
+        os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")
+    )
+
+
+@click.command()
+@app_option
+def check(app_ref: str) -> None:
+    """Load the app and report problems, without starting anything.
+
+    Loading checks the agents (models, tools, channels) and the knowledge collections (names
+    declared once, embedding models that resolve, folder() paths that are directories, sources'
+    own check()).
+    """
+    app = load_app_or_fail(app_ref)
+    problems: list[str] = []
+    warnings: list[str] = []
+    lines: list[str] = []
+    for name, agent in app.agents.items():
+        try:
+            ref, _ = app.model_for(agent)
+            app.spec(name)
+        except Exception as error:
+            problems.append(f"agent {name!r}: {error}")
+            continue
+        if _needs_openai_key(ref):
+            warnings.append(
+                f"agent {name!r} uses {ref!r} but neither OPENAI_API_KEY nor OPENAI_BASE_URL is set"
+            )
+        tools = ", ".join(
+            f"{t.name}{' (effect)' if t.effect is not None else ''}" for t in agent.tools.values()
+        )
+        lines.append(f"  agent {name}: model {ref}, tools: {tools or 'none'}")
+    if not app.agents:
+        problems.append("the app has no agents")
+    for collection in app.collections.values():
+        if _needs_openai_key(collection.model):
+            warnings.append(
+                f"collection {collection.name!r} uses {collection.model!r} but neither OPENAI_API_KEY nor "
+                "OPENAI_BASE_URL is set"
+            )
+        lines.append(_collection_line(collection))
+    for warning in warnings:
+        echo_err(f"warning: {warning}")
+    for problem in problems:
+        echo_err(f"problem: {problem}")
+    if problems:
+        raise click.ClickException(f"{app_ref}: {len(problems)} problem(s)")
+    click.echo(
+        f"{app_ref}: ok, {len(app.agents)} agent(s), {len(app.collections)} collection(s), "
+        f"channels: {', '.join(app.channels) or 'none'}"
+    )
+    for line in lines:
+        click.echo(line)
