@@ -38,12 +38,13 @@ class KnowledgePassError(ChamviError):
     code = "knowledge_pass_failed"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Known:
     hash: str
     generation: int | None
     status: str
     trusted: bool
+    passages: int = 0
 
 
 @dataclass
@@ -124,7 +125,8 @@ class Indexer:
         await self.store.save_meta(meta)
 
         known: dict[str, _Known] = {
-            e.id: _Known(e.hash, e.generation, e.status, e.trusted) async for e in self.store.entries(name)
+            e.id: _Known(e.hash, e.generation, e.status, e.trusted, e.passages)
+            async for e in self.store.entries(name)
         }
         stats = PassStats()
         run = _Pass(name, target, embedder, known, stats)
@@ -215,7 +217,9 @@ class Indexer:
         run = _Pass(name, target, embedder, {}, stats, managed=True)
         batch = _Batch()
         async for entry in self.store.entries(name):
-            run.known[entry.id] = _Known(entry.hash, entry.generation, entry.status, entry.trusted)
+            run.known[entry.id] = _Known(
+                entry.hash, entry.generation, entry.status, entry.trusted, entry.passages
+            )
             stats.read += 1
             if entry.status != "pending" and entry.generation == target:
                 stats.unchanged += 1
@@ -315,6 +319,7 @@ class Indexer:
                 Passage(doc.id, i, text, doc.title, doc.source) for i, text in enumerate(item.passages)
             )
             kept_vectors.extend(vectors[start : start + len(item.passages)])
+        await self.store.delete_passage_points(run.name, run.target, self._outgrown(run, items))
         await self.store.write_passages(run.name, run.target, passages, kept_vectors)
         now = datetime.now(UTC)
         await self.store.put_entries(
@@ -337,9 +342,26 @@ class Indexer:
             ],
         )
         for item in items:
-            run.known[item.document.id] = _Known(item.hash, run.target, "ready", item.trusted)
+            run.known[item.document.id] = _Known(
+                item.hash, run.target, "ready", item.trusted, len(item.passages)
+            )
         run.stats.embedded += len(items)
         run.stats.passages += len(passages)
+
+    @staticmethod
+    def _outgrown(run: _Pass, items: list[_Pending]) -> dict[str, range]:
+        """Passages of the previous content past the new content's count: the upsert overwrites the
+        rest (point ids are document and index), so no delete has to scan the collection."""
+        outgrown: dict[str, range] = {}
+        for item in items:
+            previous = run.known.get(item.document.id)
+            if (
+                previous is not None
+                and previous.generation == run.target
+                and previous.passages > len(item.passages)
+            ):
+                outgrown[item.document.id] = range(len(item.passages), previous.passages)
+        return outgrown
 
     async def _still_current(self, run: _Pass, items: list[_Pending]) -> list[_Pending]:
         """A managed document may have been replaced or deleted over REST while it was embedded:
@@ -366,12 +388,15 @@ class Indexer:
         if run.managed and not await self._still_current(run, [item]):
             return
         log.warning("knowledge %r: document %r failed: %s", run.name, item.document.id, error)
+        previous = run.known.get(item.document.id)
+        kept = previous.passages if previous is not None and previous.generation == run.target else 0
         entry = DocumentEntry(
             id=item.document.id,
             hash=item.hash,
             generation=run.target,
             status="failed",
             error=error,
+            passages=kept,  # the previous content's passages still answer searches
             title=item.document.title,
             source=item.document.source,
             metadata=item.document.metadata,
@@ -380,5 +405,5 @@ class Indexer:
             updated_at=datetime.now(UTC),
         )
         await self.store.put_entries(run.name, [entry])
-        run.known[item.document.id] = _Known(item.hash, entry.generation, "failed", item.trusted)
+        run.known[item.document.id] = _Known(item.hash, entry.generation, "failed", item.trusted, kept)
         run.stats.failed += 1

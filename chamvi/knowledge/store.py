@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ from chamvi.knowledge.state import CollectionMeta, DocumentEntry
 
 _NAMESPACE = uuid.UUID("0b5c7e36-1f0a-4c61-9d52-6a3f4f0e8d21")
 _PLACEHOLDER = [1.0]
-_SCROLL_PAGE = 1000
+_SCROLL_PAGE = 10_000  # local mode re-sorts every id per page: large pages keep a scan linear
 
 
 def point_id(*parts: str) -> str:
@@ -164,9 +164,9 @@ class KnowledgeStore:
     async def write_passages(
         self, name: str, generation: int, passages: Sequence[Passage], vectors: Sequence[Sequence[float]]
     ) -> None:
-        """Replaces the passages of every document in ``passages`` with these ones."""
+        """Writes passages; a document's passage ``i`` always has the same point id, so this
+        overwrites its previous passages (``delete_passage_points`` removes any past the new count)."""
         collection = self.generation_collection(name, generation)
-        await self.delete_passages(name, generation, sorted({p.document for p in passages}))
         points = [
             models.PointStruct(
                 id=point_id(p.document, str(p.index)),
@@ -183,6 +183,16 @@ class KnowledgeStore:
         ]
         if points:
             await self.client.upsert(collection, points=points)
+
+    async def delete_passage_points(self, name: str, generation: int, passages: Mapping[str, range]) -> None:
+        """Deletes passages by point id: no scan, whatever the collection's size (local mode scans
+        every point for a delete by filter)."""
+        ids: list[models.ExtendedPointId] = [
+            point_id(document, str(index)) for document, indexes in passages.items() for index in indexes
+        ]
+        collection = self.generation_collection(name, generation)
+        if ids and await self.client.collection_exists(collection):
+            await self.client.delete(collection, points_selector=models.PointIdsList(points=ids))
 
     async def delete_passages(self, name: str, generation: int, document_ids: Sequence[str]) -> None:
         collection = self.generation_collection(name, generation)

@@ -366,3 +366,21 @@ async def test_replicas_share_the_backoff_of_a_failed_pass(
     assert failed.failures == 1 and failed.next_attempt is not None
     assert during.passes == 1 and during.queued  # its request waits for the backoff, no attempt of its own
     assert done.error is None and done.passes == 2
+
+
+async def test_a_document_that_shrinks_leaves_none_of_its_old_passages(
+    client: Client, task_queue: str, tmp_path: Path, name: str
+) -> None:
+    paragraphs = "\n\n".join(f"Paragraph {i} about the zebra migration. " + "word " * 60 for i in range(12))
+    (tmp_path / "long.md").write_text("# Long\n\n" + paragraphs)
+    store = new_store()
+    app = app_for(name, [folder(tmp_path)], CountingEmbedder())
+    async with knowledge_worker(client, app, store, task_queue):
+        first = await wait_for_passes(client, name, 1)
+        (tmp_path / "long.md").write_text("# Long\n\nNow one short paragraph about penguins.")
+        await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
+        second = await wait_for_passes(client, name, 2)
+        hits = await searcher(app).search([name], "zebra migration", top_k=10)
+    assert first.meta is not None and first.meta.passages > 1
+    assert second.meta is not None and second.meta.passages == 1
+    assert [m.text for m in hits.matches] == ["# Long\n\nNow one short paragraph about penguins."]
