@@ -240,6 +240,19 @@ class OpenAIChatModel:
         return from_completion(completion, request, self.ref)
 
 
+def new_openai_client(api_key: str | None, base_url: str | None, timeout: float) -> openai.AsyncOpenAI | None:
+    """A client with the SDK's retries off (Temporal retries), from the arguments or the
+    environment; None when no key is set for OpenAI's own API (a base URL alone, such as a local
+    Ollama, gets a placeholder key)."""
+    api_key = api_key or os.environ.get("OPENAI_API_KEY")
+    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    if not api_key:
+        if base_url is None:
+            return None
+        api_key = _PLACEHOLDER_KEY
+    return openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
+
+
 class OpenAIProvider:
     """Serves every ``openai/...`` ref from one client, built on first use.
 
@@ -271,19 +284,13 @@ class OpenAIProvider:
             ProviderHTTPError: 401, non-retryable, when no key is configured for the OpenAI API.
         """
         if self._client is None:
-            api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
-            base_url = self._base_url or os.environ.get("OPENAI_BASE_URL") or None
-            if not api_key:
-                if base_url is None:
-                    raise ProviderHTTPError(
-                        401,
-                        "OPENAI_API_KEY is not set: export it, or set OPENAI_BASE_URL to a compatible "
-                        "server that needs no key (Ollama, vLLM)",
-                    )
-                api_key = _PLACEHOLDER_KEY
-            self._client = openai.AsyncOpenAI(
-                api_key=api_key, base_url=base_url, max_retries=0, timeout=self._timeout
-            )
+            self._client = new_openai_client(self._api_key, self._base_url, self._timeout)
+            if self._client is None:
+                raise ProviderHTTPError(
+                    401,
+                    "OPENAI_API_KEY is not set: export it, or set OPENAI_BASE_URL to a compatible "
+                    "server that needs no key (Ollama, vLLM)",
+                )
         return self._client
 
     def model(self, model_id: str) -> OpenAIChatModel:

@@ -9,7 +9,6 @@ honouring ``retry-after``); a connection error or timeout becomes an ``Embedding
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import openai
@@ -17,7 +16,7 @@ import openai
 from chamvi.knowledge.embedders._base import EmbeddingConnectionError, EmbeddingHTTPError, normalise
 
 # Shared with the chat provider so both read a provider's errors and retry-after the same way.
-from chamvi.providers.openai import _error_message, _seconds, parse_retry_after
+from chamvi.providers.openai import _error_message, _seconds, new_openai_client, parse_retry_after
 
 KNOWN_DIMENSIONS = {
     "text-embedding-3-small": 1536,
@@ -27,9 +26,6 @@ KNOWN_DIMENSIONS = {
 
 MAX_INPUTS_PER_REQUEST = 2048
 """The OpenAI API's limit on inputs in one embeddings request; longer lists are sent in parts."""
-
-# Local servers (Ollama, vLLM without --api-key) ignore the key, but the SDK insists on one.
-_PLACEHOLDER_KEY = "no-key"
 
 _HINTS = {
     401: "check OPENAI_API_KEY",
@@ -148,19 +144,13 @@ class OpenAIEmbeddingProvider:
             EmbeddingHTTPError: 401 when no key is configured for the OpenAI API.
         """
         if self._client is None:
-            api_key = self._api_key or os.environ.get("OPENAI_API_KEY")
-            base_url = self._base_url or os.environ.get("OPENAI_BASE_URL") or None
-            if not api_key:
-                if base_url is None:
-                    raise EmbeddingHTTPError(
-                        401,
-                        "OPENAI_API_KEY is not set: export it, or set OPENAI_BASE_URL to a compatible "
-                        "server that needs no key (Ollama, vLLM), or use 'local/all-minilm-l6-v2' offline",
-                    )
-                api_key = _PLACEHOLDER_KEY
-            self._client = openai.AsyncOpenAI(
-                api_key=api_key, base_url=base_url, max_retries=0, timeout=self._timeout
-            )
+            self._client = new_openai_client(self._api_key, self._base_url, self._timeout)
+            if self._client is None:
+                raise EmbeddingHTTPError(
+                    401,
+                    "OPENAI_API_KEY is not set: export it, or set OPENAI_BASE_URL to a compatible "
+                    "server that needs no key (Ollama, vLLM), or use 'local/all-minilm-l6-v2' offline",
+                )
         return self._client
 
     def embedder(self, model_id: str) -> OpenAIEmbedder:
