@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import click
 
-from chamvi.cli import knowledge, runs, stack
+from chamvi.cli import kb, knowledge, runs, stack
 from chamvi.cli._common import POLL_SECONDS
 
 __all__ = ["POLL_SECONDS", "cli", "main"]
@@ -41,6 +41,7 @@ for _command in (
     runs.approve,
     runs.cancel,
     knowledge.knowledge,
+    kb.kb,
 ):
     cli.add_command(_command)
 

@@ -28,6 +28,8 @@ from chamvi import (
 )
 from chamvi.knowledge import folder, knowledge_collection, knowledge_tools
 
+from .wiki_agent import librarian
+
 ORDERS = {
     "A-1001": {"customer": "ada@example.com", "total": 25.0, "status": "delivered"},
     "A-1002": {"customer": "grace@example.com", "total": 80.0, "status": "in transit"},
@@ -105,4 +107,4 @@ support = define_agent(
     channels=["console"],
 )
 
-app = App(agents=[support], channels=[console_channel()], collections=[handbook])
+app = App(agents=[support, librarian], channels=[console_channel()], collections=[handbook])

@@ -185,7 +185,8 @@ async def test_dispatch_wait_exits_non_zero_when_the_run_fails(chamvi_cli, runni
     assert result.exit_code == 1
     run_id = result.stdout.strip()
     assert result.stderr.strip().splitlines()[-1] == (
-        f"Error: run {run_id} failed: agent_not_found: unknown agent 'nobody': this app serves 'support'"
+        f"Error: run {run_id} failed: agent_not_found: unknown agent 'nobody': "
+        "this app serves 'support', 'librarian'"
     )
 
 

@@ -1,0 +1,329 @@
+"""The rules every store keeps, written once over pages in memory: validation, links, check, search.
+
+A store of your own can use these helpers too (they are what ``FileKnowledgeStore`` runs).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+
+from chamvi.knowledge_store._ids import is_slug, linked_ids, malformed_links, slugify
+from chamvi.knowledge_store._types import (
+    RETIRED,
+    SUPERSEDED,
+    CheckReport,
+    FieldChanges,
+    FieldValue,
+    KnowledgePage,
+    LinkRef,
+    PageType,
+    SearchHit,
+)
+from chamvi.knowledge_store.errors import EditMismatchError, InvalidPageError, MissingLinksError
+
+STATUS_FIELDS = ("status", "superseded_by", "reason")
+"""Fields only ``supersede`` and ``retire`` set."""
+STORE_TIMES = ("created", "updated", "ingested")
+"""Fields the store sets itself; a caller's value is ignored (a summary's ``ingested`` above all)."""
+
+_FIELD_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_WORD = re.compile(r"\w+")
+_LINK_TEXT = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_SNIPPET_CHARS = 160
+_GIST_CHARS = 120
+
+
+def now_iso(clock: Callable[[], datetime]) -> str:
+    return clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def find_type(types: Sequence[PageType], name: str) -> PageType:
+    for page_type in types:
+        if page_type.name == name:
+            return page_type
+    known = ", ".join(repr(t.name) for t in types)
+    raise InvalidPageError(f"unknown page type {name!r}: this knowledge base has {known}")
+
+
+def check_slug(slug: str) -> None:
+    if not is_slug(slug):
+        suggestion = slugify(slug) if isinstance(slug, str) else ""
+        raise InvalidPageError(
+            f"slug {slug!r} is invalid: use lowercase letters and digits joined by single hyphens"
+            + (f", e.g. {suggestion!r}" if suggestion else "")
+        )
+
+
+def check_title(title: object) -> str:
+    if not isinstance(title, str) or not title.strip():
+        raise InvalidPageError("the title is empty: give the page a short title")
+    if "\n" in title or "\r" in title:
+        raise InvalidPageError("the title must be one line")
+    return title.strip()
+
+
+def check_fields(changes: FieldChanges | None) -> tuple[str | None, dict[str, FieldValue | None]]:
+    """Validates field changes; answers a new title (the ``title`` field) and the other changes.
+
+    The store's own times are dropped; the status fields are refused.
+    """
+    if changes is None:
+        return None, {}
+    if not isinstance(changes, Mapping):
+        raise InvalidPageError("fields must be an object of field names to strings (null removes one)")
+    title: str | None = None
+    accepted: dict[str, FieldValue | None] = {}
+    for name, value in changes.items():
+        if not isinstance(name, str) or not _FIELD_NAME.fullmatch(name):
+            raise InvalidPageError(
+                f"field name {name!r} is invalid: use lowercase letters, digits and '_', "
+                "starting with a letter"
+            )
+        if name in STATUS_FIELDS:
+            raise InvalidPageError(
+                f"field {name!r} is set by supersede and retire only: use them to change a page's status"
+            )
+        if name in STORE_TIMES:
+            continue
+        if name == "title":
+            title = check_title(value)
+            continue
+        if value is not None and not _is_value(value):
+            raise InvalidPageError(
+                f"field {name!r} must be a string, a list of strings, or null to remove it"
+            )
+        if isinstance(value, str | list) and any("\n" in v or "\r" in v for v in _strings(value)):
+            raise InvalidPageError(f"field {name!r} must be one line")
+        accepted[name] = list(value) if isinstance(value, list) else value
+    return title, accepted
+
+
+def _is_value(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+
+
+def _strings(value: FieldValue) -> list[str]:
+    return [value] if isinstance(value, str) else value
+
+
+def apply_fields(fields: dict[str, FieldValue], changes: Mapping[str, FieldValue | None]) -> None:
+    for name, value in changes.items():
+        if value is None:
+            fields.pop(name, None)
+        else:
+            fields[name] = value
+
+
+def link_problems(
+    content: str, exists: Callable[[str], bool], before: str = ""
+) -> tuple[list[str], list[str]]:
+    """The missing page ids and the malformed page links that ``content`` adds to ``before``.
+
+    Links the page already had are left to ``check()``: a hand-written page with a broken link can
+    still be edited elsewhere.
+    """
+    if not isinstance(content, str):
+        raise InvalidPageError("content must be a string")
+    known_bad = set(malformed_links(before))
+    bad = [t for t in malformed_links(content) if t not in known_bad]
+    had = set(linked_ids(before))
+    missing = [i for i in linked_ids(content) if i not in had and not exists(i)]
+    return missing, bad
+
+
+def raise_link_problems(missing: Sequence[str], bad: Sequence[str]) -> None:
+    """Raises one :class:`MissingLinksError` naming every missing id and malformed link, if any."""
+    missing = list(dict.fromkeys(missing))
+    bad = list(dict.fromkeys(bad))
+    problems: list[str] = []
+    if missing:
+        problems.append(
+            "links to pages that do not exist: " + ", ".join(repr(i) for i in missing) + ". Create those "
+            "pages first (create_many creates pages that link to each other) or remove the links"
+        )
+    if bad:
+        problems.append(
+            "not page ids: " + ", ".join(repr(t) for t in bad) + ". Link pages as [text](type/slug), "
+            "with type and slug in lowercase letters and digits joined by single hyphens"
+        )
+    if problems:
+        raise MissingLinksError("; ".join(problems) + ". Nothing was written.", missing)
+
+
+def check_links(content: str, exists: Callable[[str], bool], before: str = "") -> None:
+    """Refuses links to missing pages, and malformed page links, that ``content`` adds to ``before``."""
+    raise_link_problems(*link_problems(content, exists, before))
+
+
+def replace_once(page_id: str, content: str, old_text: str, new_text: str) -> str:
+    if not isinstance(old_text, str) or not old_text:
+        raise InvalidPageError("old_text is empty: copy the exact text to replace from the page")
+    if not isinstance(new_text, str):
+        raise InvalidPageError("new_text must be a string")
+    count = content.count(old_text)
+    if count == 0:
+        raise EditMismatchError(
+            f"old_text was not found in {page_id!r}: read the page again and copy the text exactly, "
+            "whitespace included"
+        )
+    if count > 1:
+        raise EditMismatchError(
+            f"old_text occurs {count} times in {page_id!r}: include more of the surrounding text so it "
+            "matches exactly once"
+        )
+    return content.replace(old_text, new_text, 1)
+
+
+def check_report(
+    pages: Mapping[str, KnowledgePage],
+    types: Sequence[PageType],
+    overview: str = "",
+    unreadable: Collection[str] = (),
+) -> CheckReport:
+    """Broken links, orphans and links to retired pages among ``pages`` (every page, retired too).
+
+    ``unreadable``: ids of pages that exist but cannot be read; links to them are not broken.
+    """
+    standalone = {t.name for t in types if t.standalone}
+    report = CheckReport()
+    linked: set[str] = set()
+    sources = [(p.id, p.content) for p in pages.values() if p.status != RETIRED]
+    sources.append(("overview", overview))
+    for source, content in sources:
+        for target in linked_ids(content):
+            page = pages.get(target)
+            if page is None:
+                if target not in unreadable:
+                    report.broken_links.append(LinkRef(source, target))
+                continue
+            if page.status == RETIRED:
+                report.retired_links.append(LinkRef(source, target))
+            if source != target and source != "overview":
+                linked.add(target)
+    for page in pages.values():
+        if page.status in (RETIRED, SUPERSEDED) or page.type in standalone:
+            continue
+        if page.id not in linked:
+            report.orphans.append(page.id)
+    report.orphans.sort()
+    return report
+
+
+def linked_from(pages: Iterable[KnowledgePage], page_id: str) -> tuple[str, ...]:
+    return tuple(
+        sorted(p.id for p in pages if p.id != page_id and p.status != RETIRED and page_id in p.links)
+    )
+
+
+def _normalise(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def _terms(text: str) -> list[str]:
+    return [_normalise(w) for w in _WORD.findall(text.lower())]
+
+
+def keyword_search(pages: Iterable[KnowledgePage], query: str, limit: int) -> list[SearchHit]:
+    """Live pages sharing words with ``query``: more query words first, then more occurrences.
+
+    The score is the share of the query's words the page holds (a title counts three times).
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise InvalidPageError("the query is empty: say what to look for")
+    if not isinstance(limit, int) or limit < 1:
+        raise InvalidPageError(f"limit must be a positive integer, got {limit!r}")
+    wanted = list(dict.fromkeys(t for t in _terms(query) if len(t) > 1 or t.isdigit()))
+    if not wanted:
+        return []
+    ranked: list[tuple[int, int, str, KnowledgePage]] = []
+    for page in pages:
+        if page.status == RETIRED:
+            continue
+        counts = Counter(_terms(page.title) * 3 + _terms(_plain(page.content)))
+        found = [t for t in wanted if counts[t]]
+        if found:
+            ranked.append((-len(found), -sum(counts[t] for t in found), page.id, page))
+    ranked.sort(key=lambda r: r[:3])
+    return [
+        SearchHit(
+            id=page.id,
+            type=page.type,
+            title=page.title,
+            score=round(-matched / len(wanted), 4),
+            snippet=snippet(page.content, query),
+            status=page.status,
+        )
+        for matched, _, _, page in ranked[:limit]
+    ]
+
+
+def _plain(content: str) -> str:
+    """Content with links reduced to their text, so ``concept/refunds`` does not match 'concept'."""
+    return _LINK_TEXT.sub(r"\1", content)
+
+
+def snippet(content: str, query: str) -> str:
+    """About 160 characters of ``content`` around the first query word found (else its start)."""
+    text = " ".join(_plain(content).split())
+    lowered = text.lower()
+    positions = [lowered.find(w) for w in _WORD.findall(query.lower()) if len(w) > 1]
+    hits = [p for p in positions if p >= 0]
+    start = max(0, min(hits) - _SNIPPET_CHARS // 3) if hits else 0
+    piece = text[start : start + _SNIPPET_CHARS]
+    return ("…" if start else "") + piece + ("…" if start + _SNIPPET_CHARS < len(text) else "")
+
+
+def gist(content: str) -> str:
+    """The first line of prose of a page, links reduced to their text, cut to 120 characters."""
+    for line in content.splitlines():
+        text = line.strip()
+        if not text or text.startswith(("#", ">", "```", "~~~", "---", "|")):
+            continue
+        text = _LINK_TEXT.sub(r"\1", text.lstrip("-*+ ").strip())
+        if text:
+            return text if len(text) <= _GIST_CHARS else text[: _GIST_CHARS - 1].rstrip() + "…"
+    return ""
+
+
+def render_index(pages: Iterable[KnowledgePage], types: Sequence[PageType]) -> str:
+    """The catalogue of live pages, grouped by type in the types' order, linked by id."""
+    by_type: dict[str, list[KnowledgePage]] = {}
+    for page in sorted(pages, key=lambda p: p.id):
+        if page.status != RETIRED:
+            by_type.setdefault(page.type, []).append(page)
+    lines = ["# Index", ""]
+    if not by_type:
+        lines += ["No pages yet.", ""]
+    order = [t.name for t in types] + sorted(set(by_type) - {t.name for t in types})
+    for name in order:
+        group = by_type.get(name)
+        if not group:
+            continue
+        lines += [f"## {name}", ""]
+        for page in group:
+            line = f"- [{page.title}]({page.id})"
+            by = page.fields.get("superseded_by")
+            if page.status == SUPERSEDED and isinstance(by, str):
+                line += f" (superseded by [{by}]({by}))"
+            summary = gist(page.content)
+            if summary:
+                line += f": {summary}"
+            lines.append(line)
+        lines.append("")
+    return "\n".join(lines)
+
+
+def check_log_entry(operation: str, what: str) -> tuple[str, str]:
+    if not isinstance(operation, str) or not operation.strip():
+        raise InvalidPageError("the operation is empty: name what was done in a word, e.g. 'ingest', 'query'")
+    if not isinstance(what, str) or not what.strip():
+        raise InvalidPageError("what is empty: say in one line what was done")
+    for name, value in (("operation", operation), ("what", what)):
+        if "\n" in value or "\r" in value:
+            raise InvalidPageError(f"{name} must be one line")
+    if "|" in operation:
+        raise InvalidPageError("operation must not contain '|'")
+    return operation.strip(), what.strip()

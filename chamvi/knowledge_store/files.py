@@ -1,0 +1,475 @@
+"""``FileKnowledgeStore``: pages as markdown files a person can open, in any editor or on a git host.
+
+On disk::
+
+    wiki/
+      index.md            the catalogue, rewritten whenever a page changes
+      log.md              ## [YYYY-MM-DD] operation | what, oldest first
+      overview.md         the overview page
+      concept/refunds.md  one folder per page type, one file per page
+      summary/...
+
+A page file has a small front matter (``title``, ``status``, ``created``, ``updated``, a
+summary's ``file`` and ``ingested``, fields of your own), then a notice when the page is superseded
+or retired, then ``# Title``, then the content. Links between pages are written as relative paths
+(``[Refunds](../concept/refunds.md)``) and read back as ids (``[Refunds](concept/refunds)``).
+
+An existing folder written by hand reads as pages too: files without front matter (the first ``#``
+heading is the title), relative links, and files directly in the root folder, which are pages of the
+type declared with ``folder=""`` (without such a type they are no pages and ``check()`` lists them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from chamvi.knowledge_store._disk import (
+    INDEX_FILE,
+    LOG_FILE,
+    OVERVIEW_FILE,
+    RESERVED_ROOT_SLUGS,
+    Entry,
+    Layout,
+    Snapshot,
+    atomic_write,
+    lock_for,
+    normal_content,
+)
+from chamvi.knowledge_store._ids import make_id, parse_id
+from chamvi.knowledge_store._rules import (
+    apply_fields,
+    check_fields,
+    check_links,
+    check_log_entry,
+    check_report,
+    check_slug,
+    check_title,
+    find_type,
+    keyword_search,
+    link_problems,
+    linked_from,
+    now_iso,
+    raise_link_problems,
+    render_index,
+    replace_once,
+)
+from chamvi.knowledge_store._types import (
+    ACTIVE,
+    RETIRED,
+    SUPERSEDED,
+    CheckReport,
+    FieldChanges,
+    FieldValue,
+    KnowledgePage,
+    NewPage,
+    PageInfo,
+    PageType,
+    SearchHit,
+    resolve_page_types,
+)
+from chamvi.knowledge_store.errors import (
+    InvalidPageError,
+    KnowledgeStoreError,
+    PageExistsError,
+    PageFormatError,
+    PageNotFoundError,
+    PageStatusError,
+)
+
+T = TypeVar("T")
+
+_LOG_ENTRY = re.compile(r"## (\[\d{4}-\d{2}-\d{2}\] .+?)\s*$")
+_LOG_PAGE = re.compile(r"[-*] \[[^\]]*\]\(([^)\s]+)\)")
+_LOG_HEADER = "# Log\n\nWhat was done in this knowledge base, oldest first.\n"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class FileKnowledgeStore:
+    """A knowledge store over a folder of markdown files (created on the first write).
+
+    Args:
+        directory: the store's folder.
+        page_types: the app's page types, on top of the built-ins (same name replaces one).
+        clock: the store's clock (tests pass their own); times are written in UTC.
+
+    Writers never lose an update to each other in one process: every operation holds a lock per
+    folder (shared by every store object opened on it) and files are replaced atomically, so a
+    reader in another process sees a page before or after a write, never half of one. Search is by
+    keywords; wrap the store in :class:`~chamvi.knowledge_store.VectorKnowledgeStore` to search by
+    meaning.
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        page_types: Sequence[PageType] = (),
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.directory = Path(os.path.abspath(os.fspath(directory)))
+        self._types = resolve_page_types(page_types)
+        self._layout = Layout(self.directory, self._types)
+        self._lock = lock_for(self.directory)
+        self._clock = clock or _utc_now
+
+    def __repr__(self) -> str:
+        return f"FileKnowledgeStore({str(self.directory)!r})"
+
+    def types(self) -> tuple[PageType, ...]:
+        return self._types
+
+    async def _run(self, operation: Callable[..., T], *args: Any) -> T:
+        return await asyncio.to_thread(self._locked, operation, *args)
+
+    def _locked(self, operation: Callable[..., T], *args: Any) -> T:
+        with self._lock:
+            return operation(*args)
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    async def list(self) -> builtins.list[PageInfo]:
+        return await self._run(self._list)
+
+    def _list(self) -> builtins.list[PageInfo]:
+        pages = self._layout.scan().pages
+        return [pages[i].page.info() for i in sorted(pages) if pages[i].page.status != RETIRED]
+
+    async def read(self, page_id: str) -> KnowledgePage | None:
+        return await self._run(self._read, page_id)
+
+    def _read(self, page_id: str) -> KnowledgePage | None:
+        parse_id(page_id)
+        snapshot = self._layout.scan()
+        if page_id in snapshot.unreadable:
+            raise PageFormatError(snapshot.unreadable[page_id])
+        entry = snapshot.pages.get(page_id)
+        if entry is None:
+            return None
+        return replace(entry.page, linked_from=linked_from(_pages(snapshot).values(), page_id))
+
+    async def pages(self) -> builtins.list[KnowledgePage]:
+        """Every live page, read in one pass over the folder (``linked_from`` left empty).
+
+        Not part of :class:`KnowledgeStore`: the vector index's source uses it when a store has it.
+        """
+        return await self._run(self._live_pages)
+
+    def _live_pages(self) -> builtins.list[KnowledgePage]:
+        pages = _pages(self._layout.scan())
+        return [pages[i] for i in sorted(pages) if pages[i].status != RETIRED]
+
+    async def search(self, query: str, limit: int = 10) -> builtins.list[SearchHit]:
+        return await self._run(self._search, query, limit)
+
+    def _search(self, query: str, limit: int) -> builtins.list[SearchHit]:
+        return keyword_search(_pages(self._layout.scan()).values(), query, limit)
+
+    async def index(self) -> str:
+        return await self._run(lambda: render_index(_pages(self._layout.scan()).values(), self._types))
+
+    async def check(self) -> CheckReport:
+        return await self._run(self._check)
+
+    def _check(self) -> CheckReport:
+        snapshot = self._layout.scan()
+        report = check_report(_pages(snapshot), self._types, self._overview(), snapshot.unreadable)
+        return replace(report, problems=list(snapshot.problems))
+
+    async def overview(self) -> str:
+        return await self._run(self._overview)
+
+    def _overview(self) -> str:
+        path = self.directory / OVERVIEW_FILE
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return ""
+        return self._layout.from_disk(normal_content(text), "")
+
+    async def recent_log(self, limit: int = 10) -> builtins.list[str]:
+        """The latest log entries, newest first: ``[YYYY-MM-DD] operation | what (pages: ...)``."""
+        if not isinstance(limit, int) or limit < 1:
+            raise InvalidPageError(f"limit must be a positive integer, got {limit!r}")
+        return await self._run(self._recent_log, limit)
+
+    def _recent_log(self, limit: int) -> builtins.list[str]:
+        try:
+            text = (self.directory / LOG_FILE).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        entries: builtins.list[tuple[str, builtins.list[str]]] = []
+        for line in text.splitlines():
+            heading = _LOG_ENTRY.fullmatch(line)
+            if heading is not None:
+                entries.append((heading.group(1), []))
+                continue
+            listed = _LOG_PAGE.match(line.strip())
+            if listed is not None and entries:
+                target = listed.group(1)
+                entries[-1][1].append(self._layout.target_from_disk(target, "") or target)
+        lines = [what + (f" (pages: {', '.join(pages)})" if pages else "") for what, pages in entries]
+        return lines[::-1][:limit]
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    async def create(
+        self, type: str, slug: str, title: str, content: str, fields: FieldChanges | None = None
+    ) -> str:
+        created = await self._run(self._create_many, [NewPage(type, slug, title, content, fields)])
+        return created[0]
+
+    async def create_many(self, pages: Sequence[NewPage]) -> builtins.list[str]:
+        pages = list(pages)
+        for page in pages:
+            if not isinstance(page, NewPage):
+                raise InvalidPageError(f"{page!r} is not a NewPage(type, slug, title, content, fields)")
+        if not pages:
+            return []
+        return await self._run(self._create_many, pages)
+
+    def _create_many(self, pages: builtins.list[NewPage]) -> builtins.list[str]:
+        snapshot = self._layout.scan()
+        now = now_iso(self._clock)
+        batch: dict[str, KnowledgePage] = {}
+        for number, new in enumerate(pages):
+            page = self._new_page(new, now, number if len(pages) > 1 else None)
+            if snapshot.exists(page.id):
+                retired = page.id in snapshot.pages and snapshot.pages[page.id].page.status == RETIRED
+                raise PageExistsError(
+                    f"page {page.id!r} already exists{' (retired)' if retired else ''}: "
+                    + ("choose another slug" if retired else "edit or rewrite it, or choose another slug")
+                )
+            if page.id in batch:
+                raise InvalidPageError(f"page {page.id!r} is given twice")
+            batch[page.id] = page
+        missing: builtins.list[str] = []
+        bad: builtins.list[str] = []
+        for page in batch.values():
+            found_missing, found_bad = link_problems(page.content, lambda i: snapshot.exists(i) or i in batch)
+            missing += found_missing
+            bad += found_bad
+        raise_link_problems(missing, bad)
+        paths = _paths(snapshot)
+        for page_id in batch:
+            path = self._layout.default_path(page_id)
+            assert path is not None
+            paths[page_id] = path
+        for page in batch.values():
+            atomic_write(self.directory / paths[page.id], self._layout.render(page, paths))
+        self._write_index({**_pages(snapshot), **batch}, paths)
+        return list(batch)
+
+    def _new_page(self, new: NewPage, now: str, number: int | None) -> KnowledgePage:
+        try:
+            page_type = find_type(self._types, new.type)
+            check_slug(new.slug)
+            if not page_type.directory and new.slug in RESERVED_ROOT_SLUGS:
+                raise InvalidPageError(
+                    f"slug {new.slug!r} is taken by the store's own {new.slug}.md: choose another slug"
+                )
+            title = check_title(new.title)
+            new_title, changes = check_fields(new.fields)
+            content = _content(new.content)
+        except KnowledgeStoreError as error:
+            if number is not None:
+                raise type(error)(f"pages[{number}] ({new.type}/{new.slug}): {error.message}") from None
+            raise
+        fields: dict[str, FieldValue] = {"status": ACTIVE, "created": now, "updated": now}
+        if page_type.name == "summary":
+            fields["ingested"] = now
+        apply_fields(fields, changes)
+        page_id = make_id(page_type.name, new.slug)
+        return KnowledgePage(
+            id=page_id, type=page_type.name, title=new_title or title, content=content, fields=fields
+        )
+
+    async def edit(
+        self, page_id: str, old_text: str, new_text: str, fields: FieldChanges | None = None
+    ) -> None:
+        await self._run(self._edit, page_id, old_text, new_text, fields)
+
+    def _edit(self, page_id: str, old_text: str, new_text: str, fields: FieldChanges | None) -> None:
+        snapshot = self._layout.scan()
+        page = self._writable(snapshot, page_id)
+        content = normal_content(replace_once(page_id, page.content, old_text, new_text))
+        check_links(content, snapshot.exists, before=page.content)
+        self._save(snapshot, page, content, fields, ingest=False)
+
+    async def rewrite(self, page_id: str, content: str, fields: FieldChanges | None = None) -> None:
+        await self._run(self._rewrite, page_id, content, fields)
+
+    def _rewrite(self, page_id: str, content: str, fields: FieldChanges | None) -> None:
+        snapshot = self._layout.scan()
+        page = self._writable(snapshot, page_id)
+        new_content = _content(content)
+        check_links(new_content, snapshot.exists, before=page.content)
+        self._save(snapshot, page, new_content, fields, ingest=True)
+
+    def _save(
+        self,
+        snapshot: Snapshot,
+        page: KnowledgePage,
+        content: str,
+        changes: FieldChanges | None,
+        *,
+        ingest: bool,
+    ) -> None:
+        title, accepted = check_fields(changes)
+        fields = dict(page.fields)
+        apply_fields(fields, accepted)
+        now = now_iso(self._clock)
+        fields.setdefault("status", ACTIVE)
+        fields["updated"] = now
+        if ingest and page.type == "summary":
+            fields["ingested"] = now
+        self._write(snapshot, replace(page, title=title or page.title, content=content, fields=fields))
+
+    async def supersede(self, page_id: str, by: str, reason: str | None = None) -> None:
+        await self._run(self._supersede, page_id, by, reason)
+
+    def _supersede(self, page_id: str, by: str, reason: str | None) -> None:
+        snapshot = self._layout.scan()
+        page = self._entry(snapshot, page_id).page
+        replacement = self._entry(snapshot, by).page
+        if by == page_id:
+            raise InvalidPageError(f"a page cannot supersede itself: name the page that replaces {page_id!r}")
+        if page.status == RETIRED:
+            raise PageStatusError(f"page {page_id!r} is retired: it stays retired")
+        if page.status == SUPERSEDED:
+            raise PageStatusError(
+                f"page {page_id!r} is already superseded by {page.fields.get('superseded_by')!r}: "
+                "edit that page instead"
+            )
+        if replacement.status == RETIRED:
+            raise PageStatusError(f"page {by!r} is retired: it cannot replace {page_id!r}")
+        if reason is not None and (not isinstance(reason, str) or "\n" in reason):
+            raise InvalidPageError("the reason must be one line")
+        self._mark(snapshot, page, SUPERSEDED, (reason or "").strip() or None, by)
+
+    async def retire(self, page_id: str, reason: str) -> None:
+        await self._run(self._retire, page_id, reason)
+
+    def _retire(self, page_id: str, reason: str) -> None:
+        if not isinstance(reason, str) or not reason.strip():
+            raise InvalidPageError("give a reason to retire a page: it is kept on the page")
+        if "\n" in reason:
+            raise InvalidPageError("the reason must be one line")
+        snapshot = self._layout.scan()
+        page = self._entry(snapshot, page_id).page
+        if page.status == RETIRED:
+            raise PageStatusError(f"page {page_id!r} is already retired")
+        superseded_by = page.fields.get("superseded_by")
+        self._mark(
+            snapshot, page, RETIRED, reason.strip(), superseded_by if isinstance(superseded_by, str) else None
+        )
+
+    def _mark(
+        self, snapshot: Snapshot, page: KnowledgePage, status: str, reason: str | None, by: str | None
+    ) -> None:
+        fields = dict(page.fields)
+        fields["status"] = status
+        for name, value in (("superseded_by", by), ("reason", reason)):
+            if value is None:
+                fields.pop(name, None)
+            else:
+                fields[name] = value
+        fields["updated"] = now_iso(self._clock)
+        self._write(snapshot, replace(page, fields=fields))
+
+    async def log(self, operation: str, what: str, pages: Sequence[str] = ()) -> None:
+        await self._run(self._log, operation, what, list(pages))
+
+    def _log(self, operation: str, what: str, pages: builtins.list[str]) -> None:
+        operation, what = check_log_entry(operation, what)
+        for page_id in pages:
+            parse_id(page_id)
+        snapshot = self._layout.scan()
+        raise_link_problems([i for i in dict.fromkeys(pages) if not snapshot.exists(i)], [])
+        path = self.directory / LOG_FILE
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            text = _LOG_HEADER
+        date = self._clock().astimezone(UTC).strftime("%Y-%m-%d")
+        entry = [f"## [{date}] {operation} | {what}"]
+        if pages:
+            links = self._layout.to_disk(
+                "\n".join(f"- [{i}]({i})" for i in dict.fromkeys(pages)), "", _paths(snapshot)
+            )
+            entry += ["", links]
+        atomic_write(path, text.rstrip("\n") + "\n\n" + "\n".join(entry) + "\n")
+
+    async def write_overview(self, content: str) -> None:
+        await self._run(self._write_overview, content)
+
+    def _write_overview(self, content: str) -> None:
+        if not isinstance(content, str):
+            raise InvalidPageError("content must be a string")
+        snapshot = self._layout.scan()
+        content = normal_content(content)
+        check_links(content, snapshot.exists, before=self._overview())
+        atomic_write(self.directory / OVERVIEW_FILE, self._layout.to_disk(content, "", _paths(snapshot)))
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _entry(self, snapshot: Snapshot, page_id: str) -> Entry:
+        parse_id(page_id)
+        if page_id in snapshot.unreadable:
+            raise PageFormatError(snapshot.unreadable[page_id])
+        entry = snapshot.pages.get(page_id)
+        if entry is None:
+            raise PageNotFoundError(f"page {page_id!r} does not exist: the index lists every page by id")
+        return entry
+
+    def _writable(self, snapshot: Snapshot, page_id: str) -> KnowledgePage:
+        page = self._entry(snapshot, page_id).page
+        if page.status == RETIRED:
+            raise PageStatusError(
+                f"page {page_id!r} is retired and kept only as a record: write a new page instead"
+            )
+        return page
+
+    def _write(self, snapshot: Snapshot, page: KnowledgePage) -> None:
+        paths = _paths(snapshot)
+        atomic_write(self.directory / paths[page.id], self._layout.render(page, paths))
+        self._write_index({**_pages(snapshot), page.id: page}, paths)
+
+    def _write_index(self, pages: dict[str, KnowledgePage], paths: dict[str, str]) -> None:
+        text = self._layout.to_disk(render_index(pages.values(), self._types), "", paths)
+        path = self.directory / INDEX_FILE
+        try:
+            if path.read_text(encoding="utf-8") == text:
+                return
+        except (FileNotFoundError, UnicodeDecodeError):
+            pass
+        atomic_write(path, text)
+
+
+def _pages(snapshot: Snapshot) -> dict[str, KnowledgePage]:
+    return {page_id: entry.page for page_id, entry in snapshot.pages.items()}
+
+
+def _paths(snapshot: Snapshot) -> dict[str, str]:
+    return {page_id: entry.path for page_id, entry in snapshot.pages.items()}
+
+
+def _content(content: object) -> str:
+    if not isinstance(content, str):
+        raise InvalidPageError("content must be a string")
+    text = normal_content(content)
+    if not text:
+        raise InvalidPageError(
+            "the content is empty: write the page (a page is never emptied; supersede or retire it instead)"
+        )
+    return text
