@@ -179,8 +179,10 @@ class ToolActivities:
         waiter = asyncio.ensure_future(activity.wait_for_cancelled())
         try:
             while not waiter.done():
-                activity.heartbeat()
+                # the first heartbeat only after an interval: a quick tool call sends none
                 await asyncio.wait([waiter], timeout=interval)
+                if not waiter.done():
+                    activity.heartbeat()
             cancellation.set()
         finally:
             waiter.cancel()
