@@ -37,6 +37,9 @@ from temporalio.worker import Worker
 from chamvi.app import App
 from chamvi.constants import SEARCH_ATTRIBUTES
 from chamvi.errors import ChamviError
+from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
+from chamvi.http import build_api
+from chamvi.http.process import ApiSocket, dev_tokens, listen
 from chamvi.knowledge.boot import check_store, start_knowledge
 from chamvi.knowledge.store import KnowledgeStore
 from chamvi.runtime import build_worker, connect, open_qdrant
@@ -397,6 +400,10 @@ def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
             loop.remove_signal_handler(sig)
 
 
+async def _together(*awaitables: Awaitable[None]) -> None:
+    await asyncio.gather(*awaitables)
+
+
 async def first_of(*awaitables: Any) -> None:
     """Waits for the first to finish, cancels the rest, and re-raises its error if it failed."""
     tasks = [asyncio.ensure_future(a) for a in awaitables]
@@ -467,8 +474,9 @@ async def serve(
     *,
     echo: Callable[[str], None],
     stop: asyncio.Event | None = None,
+    api_port: int = DEFAULT_API_PORT,
 ) -> None:
-    """Starts the server, waits for it, runs a worker for ``app`` until SIGINT/SIGTERM.
+    """Starts the server, waits for it, runs a worker for ``app`` and the HTTP API until SIGINT/SIGTERM.
 
     The caller stops the server (``server.stop()`` in a ``finally``), so it stops even when this
     coroutine is interrupted.
@@ -477,11 +485,13 @@ async def serve(
     with stop_on_signals(stop):
         # the data folder, the ports and the knowledge store are checked before anything starts
         server.reserve()
+        api_socket = listen("127.0.0.1", api_port)
         store = open_store(settings)
         try:
             await check_knowledge(app, store, settings)
-            await _serve(server, settings, app, store, echo, stop)
+            await _serve(server, settings, app, store, echo, stop, api_socket)
         finally:
+            api_socket.sock.close()
             await close_store(store)
 
 
@@ -492,6 +502,7 @@ async def _serve(
     store: KnowledgeStore,
     echo: Callable[[str], None],
     stop: asyncio.Event,
+    api_socket: ApiSocket,
 ) -> None:
     server.start()
     config = server.config
@@ -504,6 +515,15 @@ async def _serve(
         return
     client = await connect(settings.with_overrides(temporal_address=config.address))
     worker = build_worker(client, app, task_queue=settings.task_queue, store=store)
+    tokens, generated = dev_tokens(config.data)
+    api = build_api(
+        app,
+        client,
+        store,
+        tokens=tokens,
+        task_queue=settings.task_queue,
+        knowledge_model=settings.knowledge_model,
+    )
     watcher = asyncio.ensure_future(_watch(server, stop))
     try:
         echo(f"Temporal UI at http://localhost:{config.ui} (namespace {config.namespace!r})")
@@ -512,7 +532,13 @@ async def _serve(
             f"agents: {', '.join(app.agents) or 'none'}, knowledge in {qdrant_location(settings)}. "
             "Ctrl-C to stop."
         )
-        await run_worker(worker, stop, echo, boot_knowledge(client, app, store, settings.task_queue, echo))
+        echo(f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs)")
+        if generated is not None:
+            echo(f"API token (all permissions, in {config.data / 'api-token'}): {generated}")
+        background = _together(
+            boot_knowledge(client, app, store, settings.task_queue, echo), api_socket.serve(api)
+        )
+        await run_worker(worker, stop, echo, background)
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)

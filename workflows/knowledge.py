@@ -33,18 +33,23 @@ with workflow.unsafe.imports_passed_through():
 PASS_ATTEMPTS = RetryPolicy(maximum_attempts=1)
 CONFIGURATION_ERRORS = ("invalid_agent_definition", "invalid_app")
 PASSES_BEFORE_CONTINUE_AS_NEW = 100
+SYNC_REQUESTS_BEFORE_CONTINUE_AS_NEW = 2_000
+"""Temporal refuses a run's 10 001st signal ("exceeded workflow execution limit for signal events") and
+every PUT over REST sends one: a run starts afresh long before, however few passes it made."""
 
 
 @workflow.defn(name=c.KNOWLEDGE_COLLECTION_WORKFLOW)
 class KnowledgeCollectionWorkflow:
     def __init__(self) -> None:
         self._requested = False
+        self._sync_requests = 0
         self._state = CollectionState(name="")
 
     @workflow.signal(name=c.SIGNAL_KNOWLEDGE_SYNC)
     def sync(self) -> None:
         self._requested = True
         self._state.queued = True
+        self._sync_requests += 1
 
     @workflow.query(name=c.QUERY_KNOWLEDGE_STATE)
     def state(self) -> CollectionState:
@@ -83,10 +88,15 @@ class KnowledgeCollectionWorkflow:
             if retry_in is not None:
                 await workflow.sleep(retry_in)
                 self._requested = True
-            if self._state.passes >= PASSES_BEFORE_CONTINUE_AS_NEW and not self._requested:
+            if (
+                self._state.passes >= PASSES_BEFORE_CONTINUE_AS_NEW and not self._requested
+            ) or self._sync_requests >= SYNC_REQUESTS_BEFORE_CONTINUE_AS_NEW:
                 workflow.continue_as_new(
                     CollectionInput(
-                        name=collection.name, sync=False, meta=self._state.meta, failures=self._state.failures
+                        name=collection.name,
+                        sync=self._requested,
+                        meta=self._state.meta,
+                        failures=self._state.failures,
                     )
                 )
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import click
 
-from chamvi.cli import kb, knowledge, runs, stack
+from chamvi.cli import api, kb, knowledge, runs, stack
 from chamvi.cli._common import POLL_SECONDS
 
 __all__ = ["POLL_SECONDS", "cli", "main"]
@@ -36,6 +36,7 @@ for _command in (
     stack.dev,
     stack.worker,
     stack.check,
+    api.api,
     runs.dispatch,
     runs.runs,
     runs.approve,

@@ -40,9 +40,22 @@ from chamvi.dev import (
     stop_on_signals,
 )
 from chamvi.errors import ChamviError
+from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.knowledge import KnowledgeCollection, Source
 from chamvi.runtime import build_worker
 from chamvi.settings import Settings
+
+
+def api_port_option(function: F) -> F:
+    return click.option(
+        "--api-port",
+        type=click.IntRange(0, 65535),
+        envvar="CHAMVI_API_PORT",
+        default=DEFAULT_API_PORT,
+        show_default=True,
+        show_envvar=True,
+        help="Port of the HTTP API.",
+    )(function)
 
 
 def _data_option(help_text: str) -> Callable[[F], F]:
@@ -73,10 +86,14 @@ def _data_option(help_text: str) -> Callable[[F], F]:
 @click.option(
     "--task-queue", envvar="CHAMVI_TASK_QUEUE", default=TASK_QUEUE, show_default=True, show_envvar=True
 )
-def dev(app_ref: str, data: Path, port: int, ui_port: int | None, namespace: str, task_queue: str) -> None:
-    """Run a local Temporal dev server (SQLite in DATA, Web UI) and a worker for the app.
+@api_port_option
+def dev(
+    app_ref: str, data: Path, port: int, ui_port: int | None, namespace: str, task_queue: str, api_port: int
+) -> None:
+    """Run a local Temporal dev server (SQLite in DATA, Web UI), a worker for the app and the HTTP API.
 
-    Ctrl-C (or SIGTERM) stops the worker, then the server; nothing is left running.
+    The API's token comes from CHAMVI_TOKENS, else one with every permission is made and kept in
+    DATA/api-token. Ctrl-C (or SIGTERM) stops the worker, then the server; nothing is left running.
     """
     data = data.resolve()
     # the app runs in this process and keeps its files (the example's outbox) in the same folder
@@ -87,7 +104,7 @@ def dev(app_ref: str, data: Path, port: int, ui_port: int | None, namespace: str
     server = DevServer(config)
     log_to_terminal()
     try:
-        asyncio.run(serve(server, settings, app, echo=echo_err))
+        asyncio.run(serve(server, settings, app, echo=echo_err, api_port=api_port))
     except ChamviError as error:
         raise click.ClickException(error.message) from None
     finally:

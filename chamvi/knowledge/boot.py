@@ -50,7 +50,14 @@ async def start_knowledge(client: Client, app: App, store: KnowledgeStore, task_
     await check_store(app, store)
     for meta in await store.all_meta():
         if meta.kind == "managed":
-            await request_sync(client, task_queue, meta.name)  # embeds whatever was left pending
+            try:
+                await request_sync(client, task_queue, meta.name)  # embeds whatever was left pending
+            except RPCError as error:
+                if error.status != RPCStatusCode.INVALID_ARGUMENT:
+                    raise
+                # the run refuses more signals (Temporal's 10 000 per run): it has a pass pending
+                # already, and continues as new after it
+                log.warning("knowledge %r: sync request refused: %s", meta.name, error.message)
             continue
         if meta.name not in app.collections and meta.kind == "declared":
             if meta.status != CollectionStatus.ORPHANED:

@@ -232,6 +232,11 @@ class Indexer:
                 progress(stats)
         await self._flush(run, batch)
         progress(stats)
+        if await self.store.meta(name) is None:
+            # deleted over REST during the pass: saving the meta now would bring the collection back
+            if target != meta.generation:
+                await self.store.delete_generation(name, target)
+            return None
         if target != meta.generation:
             await self._switch(meta, target, model, embedder)
         meta.trusted = False  # whoever holds knowledge:write decides what it says

@@ -109,9 +109,10 @@ class ManagedCollections:
         await self.store.delete_collection(name)
 
     async def sync(self, name: str) -> None:
-        """Embeds pending documents now; when stale, re-embeds into a new generation with the default."""
-        meta = await self._managed(name)
-        if self._shown(meta).status == CollectionStatus.STALE and self.default_model:
+        """Runs a pass now (the seed's on-demand sync, for declared collections too): a managed one
+        embeds its pending documents and, when stale, re-embeds into a new generation with the default."""
+        meta = await self.get(name)
+        if meta.kind == "managed" and meta.status == CollectionStatus.STALE and self.default_model:
             meta.managed_model = self.default_model
             await self.store.save_meta(meta)
         await self.request_sync(name)

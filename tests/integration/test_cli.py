@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner, Result
 from temporalio.client import Client
@@ -252,16 +253,39 @@ def assert_the_handbook_gets_indexed(address: str, env: dict[str, str]) -> None:
     assert found.stdout.split()[1:4] == ["refunds.md", "Refund", "policy"]
 
 
+def assert_the_api_answers(api_port: int, run_id: str, token: str) -> None:
+    """The HTTP API runs beside the worker, with the dev token kept in the data folder."""
+    base = f"http://127.0.0.1:{api_port}"
+    assert httpx.get(f"{base}/openapi.json", timeout=10).status_code == 200
+    assert httpx.get(f"{base}/runs/{run_id}", timeout=10).status_code == 401
+    shown = httpx.get(f"{base}/runs/{run_id}", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+    assert shown.status_code == 200 and shown.json()["run_id"] == run_id
+    listed = httpx.get(
+        f"{base}/knowledge/collections", headers={"Authorization": f"Bearer {token}"}, timeout=10
+    )
+    assert [c["name"] for c in listed.json()["data"]] == ["handbook"]
+
+
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
     tmp_path: Path, stop_signal: signal.Signals
 ) -> None:
     data = tmp_path / "data"
-    port, ui_port = free_port(), free_port()
+    port, ui_port, api_port = free_port(), free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "CHAMVI_"))}
     env["CHAMVI_DATA"] = str(data)
     log = tmp_path / "dev.out"
-    command = ["dev", "--data", str(data), "--port", str(port), "--ui-port", str(ui_port)]
+    command = [
+        "dev",
+        "--data",
+        str(data),
+        "--port",
+        str(port),
+        "--ui-port",
+        str(ui_port),
+        "--api-port",
+        str(api_port),
+    ]
     with log.open("wb") as out:
         dev = subprocess.Popen(
             [sys.executable, "-m", "chamvi.cli", *command],
@@ -298,6 +322,7 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
             time.sleep(0.2)
         if stop_signal == signal.SIGINT:  # once is enough: the real local model embeds the handbook
             assert_the_handbook_gets_indexed(address, env)
+            assert_the_api_answers(api_port, run_id, (data / "api-token").read_text().strip())
 
         dev.send_signal(stop_signal)
         assert dev.wait(timeout=45) == 0, log.read_text()

@@ -1,0 +1,75 @@
+"""``chamvi api``: the HTTP API alone (managed collections and runs); workers run elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import click
+
+from chamvi.cli._common import app_option, connect_or_fail, load_app_or_fail, temporal_options
+from chamvi.cli._output import echo_err
+from chamvi.cli.stack import api_port_option
+from chamvi.dev import close_store, first_of, log_to_terminal, open_store, stop_on_signals
+from chamvi.errors import ChamviError
+from chamvi.http import build_api, tokens_from_env
+from chamvi.http.process import listen
+from chamvi.settings import Settings
+
+
+@click.command()
+@app_option
+@temporal_options()
+@api_port_option
+@click.option("--host", envvar="CHAMVI_API_HOST", default="127.0.0.1", show_default=True, show_envvar=True)
+def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
+    """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) until SIGINT/SIGTERM.
+
+    Needs CHAMVI_TOKENS (bearer tokens and their permissions) and QDRANT_URL: Qdrant's local mode
+    allows one process per folder, which a worker holds (`chamvi dev` serves the API beside its
+    worker instead).
+    """
+    try:
+        tokens = tokens_from_env(os.environ.get("CHAMVI_TOKENS"))
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None
+    if not tokens:
+        raise click.ClickException(
+            'CHAMVI_TOKENS is not set: export CHAMVI_TOKENS=\'[{"value": "<secret>", "id": "feeder", '
+            '"permissions": ["knowledge:read", "knowledge:write"]}]\''
+        )
+    if not settings.qdrant_url:
+        raise click.ClickException(
+            "chamvi api needs QDRANT_URL: Qdrant's local mode allows one process per folder and the "
+            "worker holds it (`chamvi dev` serves the API beside its worker)"
+        )
+    app = load_app_or_fail(app_ref)
+    settings = settings.with_overrides(app=app_ref)
+    log_to_terminal()
+
+    async def go() -> None:
+        stop = asyncio.Event()
+        with stop_on_signals(stop):
+            api_socket = listen(host, api_port)
+            store = open_store(settings)
+            try:
+                client = await connect_or_fail(settings)
+                application = build_api(
+                    app,
+                    client,
+                    store,
+                    tokens=tokens,
+                    task_queue=settings.task_queue,
+                    knowledge_model=settings.knowledge_model,
+                )
+                echo_err(f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs). Ctrl-C to stop.")
+                await first_of(api_socket.serve(application), stop.wait())
+            finally:
+                api_socket.sock.close()
+                await close_store(store)
+
+    try:
+        asyncio.run(go())
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None
+    echo_err("stopped")

@@ -1,0 +1,23 @@
+"""The HTTP API (``chamvi api``): managed knowledge collections and runs, behind bearer tokens.
+
+tokens = tokens_from_env(os.environ.get("CHAMVI_TOKENS"))
+api = build_api(app, client, store, tokens=tokens, knowledge_model=settings.knowledge_model)
+await serve(api, host="0.0.0.0", port=3000)
+"""
+
+from chamvi.http.api import build_api, create_api
+from chamvi.http.auth import InvalidTokensError, Token, tokens_from_env
+from chamvi.http.limits import DEFAULT_BODY_LIMIT
+from chamvi.http.server import DEFAULT_PORT, serve, server
+
+__all__ = [
+    "DEFAULT_BODY_LIMIT",
+    "DEFAULT_PORT",
+    "InvalidTokensError",
+    "Token",
+    "build_api",
+    "create_api",
+    "serve",
+    "server",
+    "tokens_from_env",
+]

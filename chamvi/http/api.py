@@ -1,0 +1,135 @@
+"""The FastAPI application: managed knowledge collections and runs, behind bearer tokens."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+from fastapi import APIRouter, Depends, FastAPI, Security
+from fastapi.security import HTTPBearer
+from temporalio.client import Client
+
+from activities.knowledge import request_sync
+from chamvi.app import App
+from chamvi.client import ChamviClient
+from chamvi.constants import TASK_QUEUE
+from chamvi.http.auth import AuthMiddleware, RoutePermissions, Token, principal
+from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
+from chamvi.http.knowledge_routes import knowledge_router
+from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware
+from chamvi.http.runs_routes import runs_router
+from chamvi.knowledge.managed import ManagedCollections
+from chamvi.knowledge.store import KnowledgeStore
+
+log = logging.getLogger("chamvi.http")
+
+_BEARER = HTTPBearer(
+    auto_error=False,  # the middleware answers 401/403 before any route runs
+    description="A token from CHAMVI_TOKENS: `Authorization: Bearer <value>`",
+)
+
+
+def _version() -> str:
+    try:
+        return version("chamvi-temporal")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+def _base(base_path: str) -> str:
+    if base_path and (not base_path.startswith("/") or base_path.endswith("/") or "//" in base_path):
+        raise ValueError(f"base_path {base_path!r} must be '' or start with '/' and not end with '/'")
+    return base_path
+
+
+def create_api(
+    *,
+    tokens: Sequence[Token],
+    managed: ManagedCollections | None,
+    runs: ChamviClient | None,
+    body_limit: int = DEFAULT_BODY_LIMIT,
+    base_path: str = "",
+    agents: Collection[str] | None = None,
+) -> FastAPI:
+    """The HTTP API.
+
+    Args:
+        tokens: the bearer tokens (``tokens_from_env(os.environ.get("CHAMVI_TOKENS"))``); none: every
+            route answers 401.
+        managed: the service behind ``/knowledge``; None serves no knowledge routes.
+        runs: the client behind ``/runs``; None serves no run routes.
+        body_limit: bodies over this many bytes answer 413 before anything parses them.
+        base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
+        agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
+            it, such a run is accepted and fails in the worker).
+
+    Routes are below ``<base_path>/knowledge`` and ``<base_path>/runs``; ``/openapi.json`` and
+    ``/docs`` (below the base path too) need no token.
+    """
+    base = _base(base_path)
+    if body_limit < 1:
+        raise ValueError(f"body_limit must be at least 1 byte, not {body_limit}")
+    api = FastAPI(
+        title="chamvi",
+        version=_version(),
+        description="Managed knowledge collections and durable agent runs over HTTP. Every route "
+        "needs `Authorization: Bearer <token>` with the permission named by its `x-permission`.",
+        openapi_url=f"{base}/openapi.json",
+        docs_url=f"{base}/docs",
+        redoc_url=None,
+        swagger_ui_oauth2_redirect_url=None,
+        redirect_slashes=False,
+        generate_unique_id_function=lambda route: route.name,
+    )
+    routers: list[APIRouter] = []
+    if managed is not None:
+        routers.append(knowledge_router(managed))
+    if runs is not None:
+        routers.append(runs_router(runs, agents))
+    permissions = RoutePermissions()
+    for router in routers:
+        permissions.add_router(router, prefix=base)
+        api.include_router(router, prefix=base, dependencies=[Security(_BEARER), Depends(principal)])
+    install_error_handlers(api)
+    if not tokens:
+        log.warning("no tokens (CHAMVI_TOKENS is empty): every route answers 401")
+    # the last added runs first: catch everything, then authenticate, then limit the body
+    api.add_middleware(BodyLimitMiddleware, limit=body_limit)
+    api.add_middleware(AuthMiddleware, routes=permissions, tokens=list(tokens))
+    api.add_middleware(CatchAllMiddleware)
+    return api
+
+
+def build_api(
+    app: App,
+    client: Client,
+    store: KnowledgeStore,
+    *,
+    tokens: Sequence[Token],
+    task_queue: str = TASK_QUEUE,
+    knowledge_model: str | None = None,
+    body_limit: int = DEFAULT_BODY_LIMIT,
+    base_path: str = "",
+) -> FastAPI:
+    """``create_api`` for an app, as ``chamvi api`` and ``chamvi dev`` serve it.
+
+    Args:
+        knowledge_model: ``CHAMVI_KNOWLEDGE_MODEL``; else the app's ``embedding_model`` is the managed
+            collections' default model.
+    """
+    managed = ManagedCollections(
+        store,
+        app.embedders,
+        default_model=knowledge_model or app.embedding_model,
+        declared=app.collections,
+        request_sync=lambda name: request_sync(client, task_queue, name),
+    )
+    return create_api(
+        tokens=tokens,
+        managed=managed,
+        runs=ChamviClient(client, task_queue=task_queue),
+        body_limit=body_limit,
+        base_path=base_path,
+        agents=list(app.agents),
+    )

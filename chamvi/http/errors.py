@@ -1,0 +1,233 @@
+"""One error shape for every non-2xx answer: ``{"error": {"code": "...", "message": "..."}}``.
+
+FastAPI's own answers (422 for a bad request, Starlette's 404/405, its 400 for a body it cannot read)
+are replaced by this shape, chamvi's errors keep their codes, Temporal's RPC errors are mapped, and
+anything unexpected still answers a 500 in the shape (and is logged with its traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from temporalio.service import RPCError, RPCStatusCode
+
+from chamvi.errors import (
+    AgentNotFoundError,
+    ApprovalNotPendingError,
+    ChamviError,
+    ConflictError,
+    InvalidAgentDefinitionError,
+    InvalidInputError,
+    InvalidRunStateError,
+    ModelNotFoundError,
+    NotFoundError,
+    RunNotFoundError,
+    ValidationError,
+)
+from chamvi.http.schemas import ErrorBody
+from chamvi.knowledge.documents import InvalidDocumentError
+
+log = logging.getLogger("chamvi.http")
+
+UNAUTHORIZED = "unauthorized"
+FORBIDDEN = "forbidden"
+NOT_FOUND = "not_found"
+METHOD_NOT_ALLOWED = "method_not_allowed"
+CONFLICT = "conflict"
+VALIDATION_ERROR = "validation_error"
+PAYLOAD_TOO_LARGE = "payload_too_large"
+BAD_REQUEST = "bad_request"
+UNAVAILABLE = "unavailable"
+INTERNAL_ERROR = "internal_error"
+
+_MAX_LISTED_ERRORS = 10
+_MAX_MESSAGE_CHARS = 2000
+
+
+class UnavailableError(ChamviError):
+    """Something the API needs did not answer in time (503): Temporal, or a run's worker."""
+
+    code = UNAVAILABLE
+
+
+_STATUS_BY_ERROR: tuple[tuple[type[ChamviError], int], ...] = (
+    (NotFoundError, 404),
+    (RunNotFoundError, 404),
+    (AgentNotFoundError, 404),
+    (ConflictError, 409),
+    (ApprovalNotPendingError, 409),
+    (InvalidRunStateError, 409),
+    # the default embedding model of managed collections does not resolve: the server's configuration
+    (ModelNotFoundError, 409),
+    (InvalidInputError, 422),
+    (ValidationError, 422),
+    (InvalidDocumentError, 422),
+    (InvalidAgentDefinitionError, 422),
+    (UnavailableError, 503),
+)
+
+_CODE_BY_STATUS = {
+    400: BAD_REQUEST,
+    401: UNAUTHORIZED,
+    403: FORBIDDEN,
+    404: NOT_FOUND,
+    405: METHOD_NOT_ALLOWED,
+    409: CONFLICT,
+    413: PAYLOAD_TOO_LARGE,
+    422: VALIDATION_ERROR,
+    503: UNAVAILABLE,
+}
+
+_RPC_STATUS: Mapping[RPCStatusCode, tuple[int, str]] = {
+    RPCStatusCode.NOT_FOUND: (404, NOT_FOUND),
+    RPCStatusCode.ALREADY_EXISTS: (409, CONFLICT),
+    RPCStatusCode.FAILED_PRECONDITION: (409, CONFLICT),
+    RPCStatusCode.UNAVAILABLE: (503, UNAVAILABLE),
+    RPCStatusCode.DEADLINE_EXCEEDED: (503, UNAVAILABLE),
+    RPCStatusCode.RESOURCE_EXHAUSTED: (503, UNAVAILABLE),
+    RPCStatusCode.CANCELLED: (503, UNAVAILABLE),
+}
+
+
+class ErrorResponse(JSONResponse):
+    """The error shape; renders even a message holding a lone surrogate (as an escape)."""
+
+    def __init__(
+        self, status_code: int, code: str, message: str, headers: Mapping[str, str] | None = None
+    ) -> None:
+        if len(message) > _MAX_MESSAGE_CHARS:
+            message = message[: _MAX_MESSAGE_CHARS - 3] + "..."
+        super().__init__({"error": {"code": code, "message": message}}, status_code, headers=headers)
+
+    def render(self, content: Any) -> bytes:
+        try:
+            return super().render(content)
+        except ValueError:  # UnicodeEncodeError: escape instead of failing the answer
+            return json.dumps(content, ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def status_for(error: ChamviError) -> int:
+    """The HTTP status of a chamvi error: its class's, else 500 (an error no route expects)."""
+    for cls, status in _STATUS_BY_ERROR:
+        if isinstance(error, cls):
+            return status
+    return 500
+
+
+def describe_validation(errors: Sequence[Any]) -> str:
+    """``body.content: Field required; query.limit: ...``: every field named, at most ten listed."""
+    parts: list[str] = []
+    for error in errors[:_MAX_LISTED_ERRORS]:
+        location = ".".join(str(part) for part in error.get("loc", ())) or "request"
+        message = str(error.get("msg", "invalid"))
+        if error.get("type") == "json_invalid":
+            detail = (error.get("ctx") or {}).get("error")
+            message = f"the body is not valid JSON ({detail})" if detail else "the body is not valid JSON"
+        elif message.startswith("Value error, "):
+            message = message.removeprefix("Value error, ")
+        parts.append(f"{location}: {message}")
+    if len(errors) > _MAX_LISTED_ERRORS:
+        parts.append(f"and {len(errors) - _MAX_LISTED_ERRORS} more")
+    return "invalid request: " + "; ".join(parts)
+
+
+async def _on_http_exception(request: Request, error: Exception) -> Response:
+    assert isinstance(error, StarletteHTTPException)
+    status = error.status_code
+    code = _CODE_BY_STATUS.get(status, f"http_{status}")
+    if status == 404:
+        message = f"no route {request.url.path!r}: see /openapi.json for the routes"
+    elif status == 405:
+        message = f"{request.method} is not allowed on {request.url.path!r}"
+    else:
+        message = str(error.detail)
+    if status == 400 and message == "There was an error parsing the body":
+        message = "the body cannot be read as JSON (invalid, nested too deep, or a number too long)"
+    return ErrorResponse(status, code, message, headers=error.headers)
+
+
+async def _on_validation_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, RequestValidationError)
+    return ErrorResponse(422, VALIDATION_ERROR, describe_validation(error.errors()))
+
+
+async def _on_chamvi_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, ChamviError)
+    status = status_for(error)
+    if status == 500:
+        log.error("%s %s: unexpected %s: %s", request.method, request.url.path, error.code, error.message)
+    return ErrorResponse(status, error.code, error.message)
+
+
+async def _on_rpc_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, RPCError)
+    status, code = _RPC_STATUS.get(error.status, (500, INTERNAL_ERROR))
+    if status >= 500:
+        log.error("%s %s: Temporal answered %s: %s", request.method, request.url.path, error.status, error)
+    if status == 503:
+        message = f"Temporal is unavailable ({error.message}): try again shortly"
+    elif status == 500:
+        # every input reaching Temporal was checked first: this is chamvi's problem, not the caller's
+        message = f"Temporal refused the request ({error.message}): see the API's log"
+    else:
+        message = error.message
+    return ErrorResponse(status, code, message)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(StarletteHTTPException, _on_http_exception)
+    app.add_exception_handler(RequestValidationError, _on_validation_error)
+    app.add_exception_handler(ChamviError, _on_chamvi_error)
+    app.add_exception_handler(RPCError, _on_rpc_error)
+
+
+class CatchAllMiddleware:
+    """The outermost layer: whatever escapes every handler still answers a 500 in the error shape,
+    and is logged once with its traceback (Starlette's own handler would re-raise it)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception:
+            log.exception("%s %s: unexpected error", scope.get("method"), scope.get("path"))
+            if started:
+                raise  # half an answer is out: only the server can cut the connection
+            response = ErrorResponse(500, INTERNAL_ERROR, "unexpected error: see the API's log")
+            await response(scope, receive, send)
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses=`` for these error statuses, all in the error shape."""
+    descriptions = {
+        400: "The body cannot be read",
+        401: "Missing or unknown bearer token",
+        403: "The token lacks the permission",
+        404: "Not found",
+        409: "Conflict with what exists",
+        413: "The body is over the API's body limit",
+        422: "Invalid request: the message names the fields",
+        503: "Temporal is unavailable",
+    }
+    return {status: {"model": ErrorBody, "description": descriptions[status]} for status in statuses}

@@ -1,0 +1,76 @@
+"""The body limit: a body over it answers 413 before anything parses it.
+
+A ``Content-Length`` over the limit is refused at once; a body without one (chunked) is counted as
+it arrives and refused as soon as it passes the limit, so at most ``limit`` bytes are ever held.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from chamvi.http.errors import PAYLOAD_TOO_LARGE, ErrorResponse
+
+DEFAULT_BODY_LIMIT = 1_048_576
+
+
+def _too_large(limit: int) -> ErrorResponse:
+    return ErrorResponse(
+        413,
+        PAYLOAD_TOO_LARGE,
+        f"the body is over the API's limit of {limit} bytes: send less, or raise the API's body limit",
+    )
+
+
+class BodyLimitMiddleware:
+    def __init__(self, app: ASGIApp, *, limit: int = DEFAULT_BODY_LIMIT) -> None:
+        if limit < 1:
+            raise ValueError(f"body_limit must be at least 1 byte, not {limit}")
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = _content_length(scope)
+        if length is not None:
+            # the server reads no more than Content-Length (h11 enforces it), so the check is complete
+            if length > self.limit:
+                await _too_large(self.limit)(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await _too_large(self.limit)(scope, receive, send)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body: Message | None = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        async def replay() -> Message:
+            nonlocal body
+            if body is not None:
+                message, body = body, None
+                return message
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None

@@ -1,0 +1,59 @@
+"""Serving the API in a process of its own (``chamvi api``) or beside a worker (``chamvi dev``)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import FastAPI
+
+from chamvi.errors import ChamviError
+from chamvi.http.auth import Token, tokens_from_env
+from chamvi.http.server import bind, server
+
+
+class ApiPortError(ChamviError):
+    code = "api_port_unavailable"
+
+
+@dataclass
+class ApiSocket:
+    """The API's listening socket, bound before anything starts, so a taken port fails at once."""
+
+    sock: socket.socket
+    url: str
+
+    async def serve(self, api: FastAPI) -> None:
+        await server(api).serve(sockets=[self.sock])
+
+
+def listen(host: str, port: int) -> ApiSocket:
+    try:
+        sock = bind(host, port)
+    except OSError as error:
+        raise ApiPortError(
+            f"the API cannot listen on {host}:{port} ({error.strerror}): pass another --api-port"
+        ) from None
+    shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
+    return ApiSocket(sock=sock, url=f"http://{shown}:{sock.getsockname()[1]}")
+
+
+def dev_tokens(data: Path) -> tuple[list[Token], str | None]:
+    """``CHAMVI_TOKENS`` when set; else, for a laptop, one all-permissions token kept in DATA/api-token.
+
+    Returns the tokens and the generated value (None when the tokens came from the environment).
+    """
+    configured = os.environ.get("CHAMVI_TOKENS")
+    if configured:
+        return tokens_from_env(configured), None
+    path = data / "api-token"
+    value = path.read_text().strip() if path.exists() else ""
+    if not value:
+        value = secrets.token_hex(24)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(value + "\n")
+        path.chmod(0o600)
+    return [Token(value=value, id="dev", permissions=("*",))], value

@@ -1,0 +1,289 @@
+"""What the HTTP API reads and answers: request bodies, representations and the error shape."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from chamvi.constants import TRIGGER_KEY_MAX_LENGTH
+from chamvi.knowledge.managed import MAX_CONTENT_CHARS, DocumentPage
+from chamvi.knowledge.state import CollectionMeta, DocumentEntry
+from chamvi.models import RunSummary
+
+MAX_JSON_DEPTH = 64
+_INT64 = (-(2**63), 2**63 - 1)
+
+DocumentStatus = Literal["pending", "ready", "failed"]
+
+
+def check_json(value: Any, what: str, *, int64: bool = False) -> Any:
+    """Refuses what JSON or the stores cannot carry: NaN/Infinity, lone surrogates, nesting deeper than
+    64 levels, and (``int64``) integers a Qdrant payload cannot hold."""
+
+    def walk(item: Any, level: int) -> None:
+        if level > MAX_JSON_DEPTH:
+            raise ValueError(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
+        if isinstance(item, dict):
+            for child in item.values():
+                walk(child, level + 1)
+        elif isinstance(item, list):
+            for child in item:
+                walk(child, level + 1)
+        elif int64 and isinstance(item, int) and not _INT64[0] <= item <= _INT64[1]:
+            raise ValueError(f"{what} holds an integer outside the signed 64-bit range")
+
+    walk(value, 0)
+    try:
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} holds invalid Unicode (a lone surrogate)") from None
+    except ValueError:
+        raise ValueError(f"{what} holds NaN or Infinity, which JSON cannot carry") from None
+    return value
+
+
+def _check_text(value: str | None, field: str) -> str | None:
+    if value is not None:
+        check_json(value, field)
+    return value
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="A stable code: unauthorized, forbidden, not_found, ...")
+    message: str = Field(description="What went wrong and what to do, for a person")
+
+
+class ErrorBody(BaseModel):
+    """The shape of every non-2xx answer."""
+
+    error: ErrorDetail
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ---- knowledge --------------------------------------------------------------------------------
+
+
+class CreateCollection(_Body):
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"name": "tickets"}]})
+
+    name: str = Field(
+        description="Lowercase letters and digits in words joined by single '-', at most 64 characters"
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _unicode(cls, value: str) -> str:
+        check_json(value, "name")
+        return value
+
+
+class PutDocument(_Body):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "content": "Exports over 10 000 rows time out ...",
+                    "title": "Export timeout",
+                    "source": "https://tracker.example.com/T-1042",
+                    "metadata": {"priority": "high"},
+                }
+            ]
+        },
+    )
+
+    content: str = Field(max_length=MAX_CONTENT_CHARS, description="At most 1 048 576 characters")
+    title: str | None = None
+    source: str | None = Field(default=None, description="Where the document comes from, e.g. its URL")
+    metadata: dict[str, Any] | None = Field(default=None, description="A plain JSON object")
+
+    @field_validator("content", "title", "source")
+    @classmethod
+    def _unicode(cls, value: str | None, info: Any) -> str | None:
+        return _check_text(value, info.field_name)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            check_json(value, "metadata", int64=True)
+        return value
+
+
+class PutResult(BaseModel):
+    status: DocumentStatus = Field(
+        description="pending: stored, embedded in the background; ready/failed: the same content was "
+        "already embedded (or is already pending)"
+    )
+
+
+class CollectionOut(BaseModel):
+    name: str
+    kind: Literal["declared", "managed"]
+    status: Literal["pending", "ready", "stale", "orphaned"]
+    model: str | None = Field(description="The embedding model of the generation searches read")
+    generation: int | None
+    documents: int
+    passages: int
+    last_pass: datetime | None
+    error: str | None
+    next_attempt: datetime | None = Field(description="When a failed pass is tried again")
+    trusted: bool
+
+    @classmethod
+    def of(cls, meta: CollectionMeta) -> CollectionOut:
+        return cls(
+            name=meta.name,
+            kind=meta.kind,
+            status=meta.status.value,
+            model=meta.model or meta.managed_model,
+            generation=meta.generation,
+            documents=meta.documents,
+            passages=meta.passages,
+            last_pass=meta.last_pass,
+            error=meta.error,
+            next_attempt=meta.next_attempt,
+            trusted=meta.trusted,
+        )
+
+
+class CollectionList(BaseModel):
+    data: list[CollectionOut]
+
+
+class DocumentOut(BaseModel):
+    id: str
+    status: DocumentStatus
+    error: str | None = Field(description="The provider's refusal, when failed")
+    title: str | None
+    source: str | None
+    metadata: dict[str, Any] | None
+    updated_at: datetime | None
+
+    @classmethod
+    def of(cls, entry: DocumentEntry) -> DocumentOut:
+        return cls(
+            id=entry.id,
+            status=entry.status,
+            error=entry.error,
+            title=entry.title,
+            source=entry.source,
+            metadata=entry.metadata,
+            updated_at=entry.updated_at,
+        )
+
+
+class PageMeta(BaseModel):
+    total: int
+    limit: int
+    offset: int
+
+
+class DocumentList(BaseModel):
+    data: list[DocumentOut]
+    meta: PageMeta
+
+    @classmethod
+    def of(cls, page: DocumentPage) -> DocumentList:
+        return cls(
+            data=[DocumentOut.of(e) for e in page.data],
+            meta=PageMeta(total=page.total, limit=page.limit, offset=page.offset),
+        )
+
+
+# ---- runs -------------------------------------------------------------------------------------
+
+
+_Key = Field(default=None, min_length=1, max_length=TRIGGER_KEY_MAX_LENGTH)
+
+
+class DispatchRun(_Body):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "agent": "support",
+                    "payload": {"question": "Where is my refund?"},
+                    "idempotency_key": "mail-4711",
+                }
+            ]
+        },
+    )
+
+    agent: str
+    payload: Any = Field(default=None, description="Any JSON value; the run's first message carries it")
+    channel: str | None = _Key
+    address: str | None = _Key
+    idempotency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=TRIGGER_KEY_MAX_LENGTH,
+        description="A redelivery with the same key (from the same token) answers 200 with the same run",
+    )
+    concurrency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=TRIGGER_KEY_MAX_LENGTH,
+        description="Runs with the same key run one at a time, in dispatch order",
+    )
+
+    @field_validator("agent", "channel", "address", "idempotency_key", "concurrency_key")
+    @classmethod
+    def _unicode(cls, value: str | None, info: Any) -> str | None:
+        return _check_text(value, info.field_name)
+
+    @field_validator("payload")
+    @classmethod
+    def _payload(cls, value: Any) -> Any:
+        return check_json(value, "payload")
+
+
+class DispatchResultOut(BaseModel):
+    run_id: str
+    created: bool = Field(description="False for a redelivery: the idempotency key matched this run")
+
+
+class RunListMeta(BaseModel):
+    limit: int
+    offset: int
+
+
+class RunList(BaseModel):
+    data: list[RunSummary]
+    meta: RunListMeta
+
+
+class ApproveRun(_Body):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"approval_id": "0:call_0_0:0", "approved": True, "reason": "checked"}]
+        },
+    )
+
+    approval_id: str = Field(min_length=1, max_length=1000, description="The run's waiting.approval_id")
+    approved: bool
+    reason: str | None = Field(default=None, max_length=10_000)
+
+    @field_validator("approval_id", "reason")
+    @classmethod
+    def _unicode(cls, value: str | None, info: Any) -> str | None:
+        return _check_text(value, info.field_name)
+
+
+class ApprovalOut(BaseModel):
+    run_id: str
+    approval_id: str
+    approved: bool
+
+
+class CancelOut(BaseModel):
+    run_id: str
+    status: Literal["cancelling"] = "cancelling"

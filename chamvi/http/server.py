@@ -1,0 +1,58 @@
+"""Serving the API with uvicorn, inside an event loop that may run a worker too (``chamvi dev``)."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+from collections.abc import Iterator
+
+import uvicorn
+from fastapi import FastAPI
+
+DEFAULT_PORT = 3000
+
+
+class _Server(uvicorn.Server):
+    """Leaves signals to the process it runs in: ``chamvi dev`` stops the worker first, then this."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def server(
+    api: FastAPI, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, log_level: str = "info"
+) -> uvicorn.Server:
+    """A uvicorn server for ``api``: ``await server(api).serve()``; set ``should_exit`` to stop it.
+
+    The access log shows paths and statuses, never headers, so tokens stay out of it.
+    """
+    config = uvicorn.Config(
+        api,
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="off",
+        ws="none",
+        server_header=False,
+        timeout_graceful_shutdown=5,
+    )
+    return _Server(config)
+
+
+def bind(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A listening socket (``port=0``: a free one; read it back with ``getsockname()``)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def serve(
+    api: FastAPI, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, log_level: str = "info"
+) -> None:
+    """Serves ``api`` until cancelled."""
+    await server(api, host=host, port=port, log_level=log_level).serve()

@@ -1,0 +1,69 @@
+"""Serving an ASGI app over real HTTP in a test: uvicorn on 127.0.0.1, a free port, this event loop.
+
+    async with serving(api) as base_url:
+        async with httpx.AsyncClient(base_url=base_url) as http:
+            ...
+
+The server runs as a task of the running loop, next to the worker the test started, so a test sees
+exactly what a client of ``chamvi api`` sees: real sockets, real HTTP parsing, real status lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from chamvi.http import Token
+from chamvi.http.server import bind
+
+__all__ = ["bearer", "make_tokens", "serving"]
+
+
+def make_tokens(**grants: Sequence[str]) -> dict[str, Token]:
+    """Tokens with fresh random values, by id: ``make_tokens(admin=["*"], reader=["knowledge:read"])``."""
+    return {
+        token_id: Token(value=secrets.token_hex(16), id=token_id, permissions=tuple(permissions))
+        for token_id, permissions in grants.items()
+    }
+
+
+def bearer(token: Token) -> dict[str, str]:
+    return {"authorization": f"Bearer {token.value}"}
+
+
+@asynccontextmanager
+async def serving(app: ASGIApp, *, log_level: str = "warning") -> AsyncIterator[str]:
+    """Serves ``app`` until the block ends; yields its base URL, ``http://127.0.0.1:<port>``."""
+    sock = bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        access_log=False,
+        lifespan="off",
+        ws="none",
+        http="h11",
+        timeout_graceful_shutdown=1,
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]), name=f"uvicorn:{port}")
+    try:
+        for _ in range(500):
+            if server.started:
+                break
+            if task.done():
+                task.result()  # raises what stopped it
+                raise RuntimeError("uvicorn stopped before it started")
+            await asyncio.sleep(0.01)
+        else:
+            raise RuntimeError("uvicorn did not start within 5 s")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, timeout=10)
+        sock.close()
