@@ -46,7 +46,29 @@ def depends(service: dict[str, Any]) -> dict[str, str]:
 
 
 def test_the_stack_has_every_service(services: dict[str, Any]) -> None:
-    assert set(services) == {"postgres", "temporal", "temporal-init", "temporal-ui", "qdrant", "worker"}
+    assert set(services) == {
+        "postgres",
+        "temporal",
+        "temporal-init",
+        "temporal-ui",
+        "qdrant",
+        "worker",
+        "api",
+    }
+
+
+def test_the_api_serves_3000_with_tokens_and_the_shared_qdrant(services: dict[str, Any]) -> None:
+    api = services["api"]
+    assert api["command"][:2] == ["chamvi", "api"] and "0.0.0.0" in api["command"]
+    assert api["image"] == services["worker"]["image"]
+    assert any(str(p).endswith(":3000") for p in api["ports"])
+    env = environment(api)
+    assert env["QDRANT_URL"] == environment(services["worker"])["QDRANT_URL"]
+    assert (
+        "CHAMVI_TOKENS" in env
+        and env["TEMPORAL_ADDRESS"] == environment(services["worker"])["TEMPORAL_ADDRESS"]
+    )
+    assert depends(api)["qdrant"] == "service_healthy" and depends(api)["temporal"] == "service_healthy"
 
 
 def test_temporal_runs_on_postgres_after_it_is_healthy(services: dict[str, Any]) -> None:
