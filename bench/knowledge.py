@@ -167,8 +167,8 @@ def passages_of(documents: Sequence[Document]) -> list[str]:
 class TimedStore(KnowledgeStore):
     """The real ``KnowledgeStore``, adding up the seconds spent in each of its calls.
 
-    ``write_passages`` deletes a document's old passages before it upserts the new ones: that delete
-    is counted inside ``write_passages`` and also on its own as ``pre-write delete``.
+    A delete by filter made while ``write_passages`` runs is counted inside it and also on its own
+    as ``pre-write delete`` (the store writes without one now: the column shows it stays at 0).
     """
 
     def __init__(self, client: AsyncQdrantClient) -> None:
@@ -225,19 +225,6 @@ class TimedStore(KnowledgeStore):
             return await super().count_passages(name, generation)
         finally:
             self.seconds["count_passages"] += time.perf_counter() - start
-
-
-class NoPreWriteDeleteStore(KnowledgeStore):
-    """The real store without ``delete_passages``: exact for a first pass into a new generation only.
-
-    In such a pass every document is new, so the delete that ``write_passages`` makes before each
-    upsert (and the deletion of documents gone, of which there are none) matches nothing. In
-    qdrant-client's local mode that delete scans every stored point for each batch, so a first pass
-    costs O(documents squared): section 4 needs this store to finish a 100 000-document pass at all.
-    """
-
-    async def delete_passages(self, name: str, generation: int, document_ids: Sequence[str]) -> None:
-        return None
 
 
 # ---- Temporal ---------------------------------------------------------------------------------------
@@ -687,7 +674,7 @@ async def memory_child(kind: str, samples: Sequence[int]) -> dict[str, Any]:
     if kind == "pass":
         source = generated(count, MEMORY_CHARS, sampler)
         collection = knowledge_collection("memory", model=HASH, sources=[source])
-        meta = await Indexer(NoPreWriteDeleteStore(client), registry).run_pass(collection)
+        meta = await Indexer(KnowledgeStore(client), registry).run_pass(collection)
         sampler(count)
         result["seconds"] = time.perf_counter() - sampler.started
         result["peak_kb"] = _peak_kb(resettable)
@@ -925,11 +912,7 @@ def bench_memory(plan: Plan) -> None:
         "  hashes, the least a pass that deletes what is gone must keep (the pass keeps them as\n"
         "  registry records plus a set of the ids seen).\n"
         "  no-op resync: Indexer.run_pass over the same, unchanged documents, run in the Qdrant-alone\n"
-        "  process after its upserts (a resync in the pass's process would reuse the heap the pass freed).\n"
-        "  The pass uses NoPreWriteDeleteStore, the real store with delete_passages stubbed out: in a\n"
-        "  first pass into a new generation every such delete matches nothing, but in local mode each\n"
-        "  scans every stored point, so with the real store a first pass is quadratic (section 2: most of\n"
-        "  its first pass is that delete) and 100,000 documents would take hours."
+        "  process after its upserts (a resync in the pass's process would reuse the heap the pass freed)."
     )
 
 

@@ -253,45 +253,52 @@ def new_openai_client(api_key: str | None, base_url: str | None, timeout: float)
     return openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
 
 
-class OpenAIProvider:
-    """Serves every ``openai/...`` ref from one client, built on first use.
+MISSING_KEY = (
+    "OPENAI_API_KEY is not set: export it, or set OPENAI_BASE_URL to a compatible server that needs "
+    "no key (Ollama, vLLM)"
+)
+
+
+class LazyOpenAIClient:
+    """One ``AsyncOpenAI`` client, built on first use, so resolving a model ref needs no key.
 
     Args:
         api_key: defaults to ``OPENAI_API_KEY``; with a ``base_url`` and no key, a placeholder is sent
             (Ollama and vLLM without ``--api-key`` accept any).
         base_url: defaults to ``OPENAI_BASE_URL``, else the OpenAI API.
-        timeout: seconds one HTTP request may take; keep it below the model activity's timeout.
+        timeout: seconds one HTTP request may take.
         client: a ready client instead (its retries are turned off all the same).
     """
+
+    default_timeout = 110.0
 
     def __init__(
         self,
         api_key: str | None = None,
         base_url: str | None = None,
-        timeout: float = 110.0,
+        timeout: float | None = None,
         *,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
         self._api_key = api_key
         self._base_url = base_url
-        self._timeout = timeout
+        self._timeout = timeout if timeout is not None else self.default_timeout
         self._client = client.with_options(max_retries=0) if client is not None else None
 
-    def client(self) -> openai.AsyncOpenAI:
-        """The shared client.
+    def _missing_key(self) -> Exception:
+        return ProviderHTTPError(401, MISSING_KEY)
 
-        Raises:
-            ProviderHTTPError: 401, non-retryable, when no key is configured for the OpenAI API.
-        """
+    def client(self) -> openai.AsyncOpenAI:
+        """The shared client; raises a 401 error (not retried) when no key is set for OpenAI's API."""
         if self._client is None:
             self._client = new_openai_client(self._api_key, self._base_url, self._timeout)
             if self._client is None:
-                raise ProviderHTTPError(
-                    401,
-                    "OPENAI_API_KEY is not set: export it, or set OPENAI_BASE_URL to a compatible "
-                    "server that needs no key (Ollama, vLLM)",
-                )
+                raise self._missing_key()
         return self._client
+
+
+class OpenAIProvider(LazyOpenAIClient):
+    """Serves every ``openai/...`` chat ref; its HTTP timeout (110 s) stays below the model activity's."""
 
     def model(self, model_id: str) -> OpenAIChatModel:
         """The registry's factory for ``openai/<model_id>``; builds no client yet."""

@@ -16,7 +16,13 @@ import openai
 from chamvi.knowledge.embedders._base import EmbeddingConnectionError, EmbeddingHTTPError, normalise
 
 # Shared with the chat provider so both read a provider's errors and retry-after the same way.
-from chamvi.providers.openai import _error_message, _seconds, new_openai_client, parse_retry_after
+from chamvi.providers.openai import (
+    MISSING_KEY,
+    LazyOpenAIClient,
+    _error_message,
+    _seconds,
+    parse_retry_after,
+)
 
 KNOWN_DIMENSIONS = {
     "text-embedding-3-small": 1536,
@@ -113,45 +119,13 @@ class OpenAIEmbedder:
         return vectors
 
 
-class OpenAIEmbeddingProvider:
-    """Serves every ``openai/...`` embedding ref from one client, built on first use.
+class OpenAIEmbeddingProvider(LazyOpenAIClient):
+    """Serves every ``openai/...`` embedding ref from one client (60 s per request, the seed's limit)."""
 
-    Args:
-        api_key: defaults to ``OPENAI_API_KEY``; with a ``base_url`` and no key, a placeholder is sent
-            (Ollama and vLLM without ``--api-key`` accept any).
-        base_url: defaults to ``OPENAI_BASE_URL``, else the OpenAI API.
-        timeout: seconds one HTTP request may take (the seed gives an embedding call 60 s).
-        client: a ready client instead, e.g. the chat provider's (its retries are turned off all the same).
-    """
+    default_timeout = 60.0
 
-    def __init__(
-        self,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        *,
-        client: openai.AsyncOpenAI | None = None,
-    ) -> None:
-        self._api_key = api_key
-        self._base_url = base_url
-        self._timeout = timeout
-        self._client = client.with_options(max_retries=0) if client is not None else None
-
-    def client(self) -> openai.AsyncOpenAI:
-        """The shared client.
-
-        Raises:
-            EmbeddingHTTPError: 401 when no key is configured for the OpenAI API.
-        """
-        if self._client is None:
-            self._client = new_openai_client(self._api_key, self._base_url, self._timeout)
-            if self._client is None:
-                raise EmbeddingHTTPError(
-                    401,
-                    "OPENAI_API_KEY is not set: export it, or set OPENAI_BASE_URL to a compatible "
-                    "server that needs no key (Ollama, vLLM), or use 'local/all-minilm-l6-v2' offline",
-                )
-        return self._client
+    def _missing_key(self) -> Exception:
+        return EmbeddingHTTPError(401, MISSING_KEY + ", or use 'local/all-minilm-l6-v2' offline")
 
     def embedder(self, model_id: str) -> OpenAIEmbedder:
         """The registry's factory for ``openai/<model_id>``; builds no client yet."""
