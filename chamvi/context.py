@@ -8,16 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from chamvi.errors import ChamviError, InvalidAppError
+from chamvi.errors import ContextNotProvidedError, InvalidAppError
 
 if TYPE_CHECKING:
     from chamvi.tools import ToolContext
 
 T = TypeVar("T")
-
-
-class ContextNotProvidedError(ChamviError):
-    code = "context_not_provided"
 
 
 @dataclass(frozen=True, eq=False)

@@ -91,6 +91,12 @@ class ChannelNotFoundError(ChamviError):
     code = "channel_not_found"
 
 
+class ContextNotProvidedError(ChamviError):
+    """``inject()`` found no value for a context key (names the key only)."""
+
+    code = "context_not_provided"
+
+
 class NotFoundError(ChamviError):
     """A collection or document that does not exist (404 over HTTP)."""
 
@@ -129,15 +135,9 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     ApprovalNotPendingError,
     NotFoundError,
     ConflictError,
+    ContextNotProvidedError,
 )
 
 ErrorCode: dict[str, str] = {cls.__name__: cls.code for cls in ERROR_CLASSES}
 """The code of every error above, by class name (the seed's ``ErrorCode`` object)."""
 
-
-def error_class_for_code(code: str) -> type[ChamviError]:
-    """The class whose code is ``code``, for turning a run's stored error back into an exception."""
-    for cls in ERROR_CLASSES:
-        if cls.code == code:
-            return cls
-    return ChamviError

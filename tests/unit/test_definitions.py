@@ -171,3 +171,23 @@ def test_provide_refuses_none_foreign_keys_and_a_second_value() -> None:
         app.provide(define_context_key("other"), None)
     with pytest.raises(InvalidAppError, match="not a context key"):
         app.provide("client", 1)  # type: ignore[arg-type]
+
+
+def test_every_seed_error_code_is_stable() -> None:
+    from chamvi import ErrorCode
+
+    seed_codes = {
+        "budget_exceeded",
+        "timeout",
+        "validation_error",
+        "incomplete_response",
+        "tool_not_allowed",
+        "tool_denied",
+        "channel_not_found",
+        "context_not_provided",
+        "fatal_tool_error",
+        "run_not_found",
+        "invalid_agent_definition",
+    }
+    assert seed_codes <= set(ErrorCode.values())
+    assert len(set(ErrorCode.values())) == len(ErrorCode)  # one class per code
