@@ -53,6 +53,7 @@ class _Pending:
     hash: str
     trusted: bool
     passages: list[str]
+    previous: _Known | None = None
 
 
 @dataclass
@@ -62,8 +63,9 @@ class _Pass:
     name: str
     target: int
     embedder: Embedder
-    known: dict[str, _Known]
     stats: PassStats
+    mark: int | None = None
+    """The pass number written on every entry this pass reads (declared collections)."""
     managed: bool = False
 
 
@@ -74,6 +76,42 @@ class _Batch:
     @property
     def passages(self) -> int:
         return sum(len(i.passages) for i in self.items)
+
+
+LOOKUP_CHUNK = 256
+_DUPLICATE = "document {!r} was yielded by an earlier source: keeping the first"
+
+
+def _known(entry: DocumentEntry) -> _Known:
+    return _Known(entry.hash, entry.generation, entry.status, entry.trusted, entry.passages)
+
+
+@dataclass
+class _Reading:
+    """What a pass has read but not yet compared (one lookup chunk) or embedded (one batch)."""
+
+    run: _Pass
+    waiting: list[tuple[Document, str, bool, SourceContext]] = field(default_factory=list)
+    batch: _Batch = field(default_factory=lambda: _Batch())
+    _ids: set[str] | None = None
+
+    def holds(self, document_id: str) -> bool:
+        """Read earlier in this pass and not yet in the registry: a second yield of the id."""
+        return document_id in self.ids
+
+    @property
+    def ids(self) -> set[str]:
+        # rebuilt lazily per chunk: at most a lookup chunk and a batch of ids, never the whole read
+        if self._ids is None:
+            self._ids = {d.id for d, _, _, _ in self.waiting} | {i.document.id for i in self.batch.items}
+        return self._ids
+
+    def add(self, entry: tuple[Document, str, bool, SourceContext]) -> None:
+        self.waiting.append(entry)
+        self.ids.add(entry[0].id)
+
+    def changed(self) -> None:
+        self._ids = None
 
 
 def _offsets(items: list[_Pending]) -> dict[str, int]:
@@ -124,14 +162,11 @@ class Indexer:
             meta.trusted = False  # a collection that becomes untrusted is untrusted at once
         await self.store.save_meta(meta)
 
-        known: dict[str, _Known] = {
-            e.id: _Known(e.hash, e.generation, e.status, e.trusted, e.passages)
-            async for e in self.store.entries(name)
-        }
+        meta.passes += 1
+        await self.store.save_meta(meta)
         stats = PassStats()
-        run = _Pass(name, target, embedder, known, stats)
-        seen: set[str] = set()
-        batch = _Batch()
+        run = _Pass(name, target, embedder, stats, mark=meta.passes)
+        reading = _Reading(run)
         incomplete = False
         for source in collection.sources:
             context = SourceContext(
@@ -147,45 +182,26 @@ class Indexer:
                     context.on_error(error.message)
                     stats.skipped += 1
                     continue
-                if document.id in seen:
-                    context.on_error(
-                        f"document {document.id!r} was yielded by an earlier source: keeping the first"
-                    )
+                if reading.holds(document.id):
+                    context.on_error(_DUPLICATE.format(document.id))
                     stats.skipped += 1
                     continue
-                seen.add(document.id)
                 stats.read += 1
-                digest = content_hash(document)
-                previous = known.get(document.id)
-                if (
-                    previous is not None
-                    and previous.hash == digest
-                    and previous.generation == target
-                    and previous.status in ("ready", "failed")
-                ):
-                    stats.unchanged += 1
-                    continue
-                batch.items.append(_Pending(document, digest, trusted, chunk(document.content)))
-                if batch.passages >= self.batch_size:
-                    await self._flush(run, batch)
-                    batch = _Batch()
-                    progress(stats)
+                reading.add((document, content_hash(document), trusted, context))
+                if len(reading.waiting) >= LOOKUP_CHUNK:
+                    await self._compare(reading, progress)
             if context.is_incomplete:
                 incomplete = True
                 # reasons travel in the pass result through history: a few, not one per file
                 stats.incomplete.extend(context.reasons[: max(0, MAX_REASONS - len(stats.incomplete))])
-        await self._flush(run, batch)
+        await self._compare(reading, progress)
+        await self._flush(run, reading.batch)
         progress(stats)
 
         if incomplete:
             log.warning("knowledge %r: the read was incomplete: nothing deleted", name)
         else:
-            gone = sorted(set(known) - seen)
-            for start in range(0, len(gone), 1000):
-                await self._delete(name, meta, target, gone[start : start + 1000])
-                for document_id in gone[start : start + 1000]:
-                    known.pop(document_id, None)
-            stats.deleted = len(gone)
+            await self._delete_unseen(meta, run)
 
         if target != meta.generation:
             if incomplete and meta.generation is not None:
@@ -194,8 +210,55 @@ class Indexer:
                     f"generation {meta.generation} yet"
                 )
             await self._switch(meta, target, collection.model, embedder)
-        meta.trusted = collection.is_trusted and all(k.trusted for k in known.values())
+        meta.trusted = collection.is_trusted and await self.store.count_entries(name, untrusted=True) == 0
         return await self._settle(meta, run)
+
+    async def _compare(self, reading: _Reading, progress: Callable[[PassStats], None]) -> None:
+        """Compares a chunk of read documents with their registry entries (one lookup per chunk, so
+        memory stays flat however large the sources), marks the unchanged ones seen, and batches
+        the rest for embedding."""
+        run = reading.run
+        previous = await self.store.entries_by_id(run.name, [d.id for d, _, _, _ in reading.waiting])
+        unchanged: list[str] = []
+        for document, digest, trusted, context in reading.waiting:
+            entry = previous.get(document.id)
+            if entry is not None and entry.seen == run.mark:
+                context.on_error(_DUPLICATE.format(document.id))
+                run.stats.read -= 1
+                run.stats.skipped += 1
+                continue
+            if (
+                entry is not None
+                and entry.hash == digest
+                and entry.generation == run.target
+                and entry.status in ("ready", "failed")
+            ):
+                run.stats.unchanged += 1
+                unchanged.append(document.id)
+                continue
+            known = _known(entry) if entry is not None else None
+            reading.batch.items.append(_Pending(document, digest, trusted, chunk(document.content), known))
+            if reading.batch.passages >= self.batch_size:
+                await self._flush(run, reading.batch)
+                reading.batch = _Batch()
+                progress(run.stats)
+        assert run.mark is not None
+        await self.store.mark_seen(run.name, unchanged, run.mark)
+        reading.waiting.clear()
+        reading.changed()
+
+    async def _delete_unseen(self, meta: CollectionMeta, run: _Pass) -> None:
+        """Deletes the documents no source yielded in this pass, a page at a time."""
+        assert run.mark is not None
+        while gone := await self.store.unseen_entries(run.name, run.mark):
+            ids = [e.id for e in gone]
+            for generation in {run.target, meta.generation} - {None}:
+                in_place = {e.id: range(e.passages) for e in gone if e.generation == generation}
+                await self.store.delete_passage_points(run.name, generation, in_place)  # type: ignore[arg-type]
+                elsewhere = [e.id for e in gone if e.generation != generation]
+                await self.store.delete_passages(run.name, generation, elsewhere)  # type: ignore[arg-type]
+            await self.store.delete_entries(run.name, ids)
+            run.stats.deleted += len(ids)
 
     async def run_managed_pass(
         self, name: str, progress: Callable[[PassStats], None] = lambda _: None
@@ -214,18 +277,15 @@ class Indexer:
             meta.status = CollectionStatus.STALE
         await self.store.save_meta(meta)
         stats = PassStats()
-        run = _Pass(name, target, embedder, {}, stats, managed=True)
+        run = _Pass(name, target, embedder, stats, managed=True)
         batch = _Batch()
         async for entry in self.store.entries(name):
-            run.known[entry.id] = _Known(
-                entry.hash, entry.generation, entry.status, entry.trusted, entry.passages
-            )
             stats.read += 1
             if entry.status != "pending" and entry.generation == target:
                 stats.unchanged += 1
                 continue
             document = Document(entry.id, entry.content or "", entry.title, entry.source, entry.metadata)
-            batch.items.append(_Pending(document, entry.hash, False, chunk(document.content)))
+            batch.items.append(_Pending(document, entry.hash, False, chunk(document.content), _known(entry)))
             if batch.passages >= self.batch_size:
                 await self._flush(run, batch)
                 batch = _Batch()
@@ -244,7 +304,7 @@ class Indexer:
 
     async def _settle(self, meta: CollectionMeta, run: _Pass) -> CollectionMeta:
         meta.status = CollectionStatus.READY
-        meta.documents = len(run.known)
+        meta.documents = await self.store.count_entries(meta.name)
         meta.passages = await self.store.count_passages(meta.name, run.target)
         meta.last_pass = datetime.now(UTC)
         meta.last_stats = run.stats
@@ -341,15 +401,12 @@ class Indexer:
                     metadata=item.document.metadata,
                     trusted=item.trusted,
                     content=item.document.content if run.managed else None,
+                    seen=run.mark,
                     updated_at=now,
                 )
                 for item in items
             ],
         )
-        for item in items:
-            run.known[item.document.id] = _Known(
-                item.hash, run.target, "ready", item.trusted, len(item.passages)
-            )
         run.stats.embedded += len(items)
         run.stats.passages += len(passages)
 
@@ -359,7 +416,7 @@ class Indexer:
         rest (point ids are document and index), so no delete has to scan the collection."""
         outgrown: dict[str, range] = {}
         for item in items:
-            previous = run.known.get(item.document.id)
+            previous = item.previous
             if (
                 previous is not None
                 and previous.generation == run.target
@@ -376,8 +433,6 @@ class Indexer:
             entry = await self.store.entry(run.name, item.document.id)
             if entry is not None and entry.hash == item.hash:
                 current.append(item)
-            elif entry is None:
-                run.known.pop(item.document.id, None)
         return current
 
     async def _embed_all(self, embedder: Embedder, texts: list[str], stats: PassStats) -> list[list[float]]:
@@ -393,7 +448,7 @@ class Indexer:
         if run.managed and not await self._still_current(run, [item]):
             return
         log.warning("knowledge %r: document %r failed: %s", run.name, item.document.id, error)
-        previous = run.known.get(item.document.id)
+        previous = item.previous
         kept = previous.passages if previous is not None and previous.generation == run.target else 0
         entry = DocumentEntry(
             id=item.document.id,
@@ -407,8 +462,8 @@ class Indexer:
             metadata=item.document.metadata,
             trusted=item.trusted,
             content=item.document.content if run.managed else None,
+            seen=run.mark,
             updated_at=datetime.now(UTC),
         )
         await self.store.put_entries(run.name, [entry])
-        run.known[item.document.id] = _Known(item.hash, entry.generation, "failed", item.trusted, kept)
         run.stats.failed += 1

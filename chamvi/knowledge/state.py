@@ -50,6 +50,8 @@ class CollectionMeta(BaseModel):
     managed_model: str | None = None
     """A managed collection's model: set at creation, changed by a sync when the default changed."""
     next_generation: int = 1
+    passes: int = 0
+    """Passes started; each marks the registry entries its read saw, so what it did not see is gone."""
     documents: int = 0
     passages: int = 0
     last_pass: datetime | None = None
@@ -79,6 +81,8 @@ class DocumentEntry(BaseModel):
     trusted: bool = True
     content: str | None = None
     """Kept for managed collections only, so a new generation can be embedded without the sender."""
+    seen: int | None = None
+    """The last pass whose read yielded this document."""
     updated_at: datetime | None = None
 
 

@@ -241,6 +241,51 @@ class KnowledgeStore:
         async for payload in self._scroll_payloads(registry):
             yield DocumentEntry.model_validate(payload)
 
+    async def entries_by_id(self, name: str, document_ids: Sequence[str]) -> dict[str, DocumentEntry]:
+        registry = self._registry(name)
+        if not document_ids or not await self.client.collection_exists(registry):
+            return {}
+        points = await self.client.retrieve(
+            registry, ids=[point_id("doc", d) for d in document_ids], with_payload=True, with_vectors=False
+        )
+        entries = [DocumentEntry.model_validate(p.payload) for p in points if p.payload is not None]
+        return {e.id: e for e in entries}
+
+    async def mark_seen(self, name: str, document_ids: Sequence[str], mark: int) -> None:
+        """Records that pass ``mark`` read these documents (unchanged: nothing else is written)."""
+        registry = self._registry(name)
+        if document_ids:
+            await self.client.set_payload(
+                registry, payload={"seen": mark}, points=[point_id("doc", d) for d in document_ids]
+            )
+
+    async def unseen_entries(self, name: str, mark: int, limit: int = 1000) -> list[DocumentEntry]:
+        """Up to ``limit`` documents pass ``mark`` did not read (those no source yields any more)."""
+        registry = self._registry(name)
+        if not await self.client.collection_exists(registry):
+            return []
+        points, _ = await self.client.scroll(
+            registry,
+            scroll_filter=models.Filter(
+                must_not=[models.FieldCondition(key="seen", match=models.MatchValue(value=mark))]
+            ),
+            limit=limit,
+            with_payload=True,
+            with_vectors=False,
+        )
+        return [DocumentEntry.model_validate(p.payload) for p in points if p.payload is not None]
+
+    async def count_entries(self, name: str, *, untrusted: bool = False) -> int:
+        registry = self._registry(name)
+        if not await self.client.collection_exists(registry):
+            return 0
+        condition = (
+            models.Filter(must=[models.FieldCondition(key="trusted", match=models.MatchValue(value=False))])
+            if untrusted
+            else None
+        )
+        return (await self.client.count(registry, count_filter=condition, exact=True)).count
+
     async def put_entries(self, name: str, entries: Iterable[DocumentEntry]) -> None:
         registry = self._registry(name)
         points = [
