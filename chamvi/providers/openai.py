@@ -9,10 +9,11 @@ servers. The SDK's own retries are off: Temporal retries the model activity. An 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Literal
@@ -185,6 +186,36 @@ _HINTS = {
 }
 
 
+@contextlib.contextmanager
+def translated_errors(
+    where: str,
+    timeout: object,
+    *,
+    http_error: Callable[[int, str, float | None], Exception],
+    connection_error: Callable[[str], Exception],
+    retried_by: str,
+) -> Iterator[None]:
+    """Turns the SDK's errors into chamvi's: an HTTP status (the caller decides about retrying) or a
+    connection problem (always retried), each naming the model, the server and what to check."""
+    try:
+        yield
+    except openai.APIStatusError as error:
+        hint = _HINTS.get(error.status_code)
+        raise http_error(
+            error.status_code,
+            f"{_error_message(error)} ({where}{'; ' + hint if hint else ''})",
+            parse_retry_after(error.response.headers),
+        ) from None
+    except openai.APITimeoutError as error:
+        raise connection_error(f"{where} did not answer within {_seconds(timeout)}; {retried_by}") from error
+    except openai.APIConnectionError as error:
+        cause = error.__cause__ or error
+        raise connection_error(
+            f"cannot reach {where}: {type(cause).__name__}: {cause}; check OPENAI_BASE_URL and that the "
+            f"server is up ({retried_by})"
+        ) from error
+
+
 class OpenAIChatModel:
     """One ``openai/<model id>`` model.
 
@@ -217,26 +248,14 @@ class OpenAIChatModel:
             params["tools"] = to_wire_tools(request.tools)
         if request.output_schema is not None:
             params["response_format"] = to_response_format(request.output_schema)
-        where = f"{self.ref!r} at {client.base_url}"
-        try:
+        with translated_errors(
+            f"{self.ref!r} at {client.base_url}",
+            client.timeout,
+            http_error=ProviderHTTPError,
+            connection_error=ProviderConnectionError,
+            retried_by="Temporal retries the call",
+        ):
             completion = await client.chat.completions.create(**params)
-        except openai.APIStatusError as error:
-            hint = _HINTS.get(error.status_code)
-            raise ProviderHTTPError(
-                error.status_code,
-                f"{_error_message(error)} ({where}{'; ' + hint if hint else ''})",
-                parse_retry_after(error.response.headers),
-            ) from None
-        except openai.APITimeoutError as error:
-            raise ProviderConnectionError(
-                f"{where} did not answer within {_seconds(client.timeout)}; Temporal retries the call"
-            ) from error
-        except openai.APIConnectionError as error:
-            cause = error.__cause__ or error
-            raise ProviderConnectionError(
-                f"cannot reach {where}: {type(cause).__name__}: {cause}; check OPENAI_BASE_URL and that the "
-                "server is up (Temporal retries the call)"
-            ) from error
         return from_completion(completion, request, self.ref)
 
 

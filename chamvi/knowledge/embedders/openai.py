@@ -16,13 +16,7 @@ import openai
 from chamvi.knowledge.embedders._base import EmbeddingConnectionError, EmbeddingHTTPError, normalise
 
 # Shared with the chat provider so both read a provider's errors and retry-after the same way.
-from chamvi.providers.openai import (
-    MISSING_KEY,
-    LazyOpenAIClient,
-    _error_message,
-    _seconds,
-    parse_retry_after,
-)
+from chamvi.providers.openai import MISSING_KEY, LazyOpenAIClient, translated_errors
 
 KNOWN_DIMENSIONS = {
     "text-embedding-3-small": 1536,
@@ -32,12 +26,6 @@ KNOWN_DIMENSIONS = {
 
 MAX_INPUTS_PER_REQUEST = 2048
 """The OpenAI API's limit on inputs in one embeddings request; longer lists are sent in parts."""
-
-_HINTS = {
-    401: "check OPENAI_API_KEY",
-    403: "check OPENAI_API_KEY and the project's access to the model",
-    404: "check the model id and OPENAI_BASE_URL",
-}
 
 
 class OpenAIEmbedder:
@@ -84,28 +72,17 @@ class OpenAIEmbedder:
     async def _embed_part(self, texts: list[str]) -> list[list[float]]:
         client = self.client
         where = f"{self.ref!r} at {client.base_url}"
-        try:
+        with translated_errors(
+            where,
+            client.timeout,
+            http_error=EmbeddingHTTPError,
+            connection_error=EmbeddingConnectionError,
+            retried_by="the call is retried",
+        ):
             # float, not the SDK's default base64: not every compatible server speaks base64.
             response = await client.embeddings.create(
                 model=self.model_id, input=texts, encoding_format="float"
             )
-        except openai.APIStatusError as error:
-            hint = _HINTS.get(error.status_code)
-            raise EmbeddingHTTPError(
-                error.status_code,
-                f"{_error_message(error)} ({where}{'; ' + hint if hint else ''})",
-                parse_retry_after(error.response.headers),
-            ) from None
-        except openai.APITimeoutError as error:
-            raise EmbeddingConnectionError(
-                f"{where} did not answer within {_seconds(client.timeout)}; the call is retried"
-            ) from error
-        except openai.APIConnectionError as error:
-            cause = error.__cause__ or error
-            raise EmbeddingConnectionError(
-                f"cannot reach {where}: {type(cause).__name__}: {cause}; check OPENAI_BASE_URL and that the "
-                "server is up (the call is retried)"
-            ) from error
         data = sorted(response.data or [], key=lambda item: item.index)
         if [item.index for item in data] != list(range(len(texts))):
             # A plain exception: retried like any transient provider fault.
