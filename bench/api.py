@@ -23,7 +23,6 @@ import os
 import platform
 import shutil
 import statistics
-import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -33,7 +32,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
-from _common import table
+from _common import leave, table
 from qdrant_client import AsyncQdrantClient
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -320,8 +319,4 @@ def _parse() -> argparse.Namespace:
 if __name__ == "__main__":
     arguments = _parse()
     asyncio.run(main(QUICK if arguments.quick else FULL, arguments.quick))
-    # the SDK's Tokio threads can outlive the interpreter and abort its finalization now and then
-    # (temporalio/sdk-python#300): with everything printed and shut down, leave without finalizing
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave()

@@ -40,7 +40,7 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Any
 
-from _common import table
+from _common import leave, ratio, table, temporal_cli_version
 from qdrant_client import AsyncQdrantClient, models
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -351,8 +351,8 @@ async def bench_throughput(plan: Plan, client: Client, task_queue: str, app: App
                 n / wall,
                 n / activity,
                 n / raw_s,
-                _ratio(raw_s, wall),
-                _ratio(raw_s, activity),
+                ratio(raw_s, wall),
+                ratio(raw_s, activity),
             ]
         )
         store_median, delete_median = statistics.median(store_s), statistics.median(delete_s)
@@ -476,10 +476,10 @@ async def bench_resync(
         table(
             ["ms", "time", "per 1,000 documents", "/ read + hash"],
             [
-                ["resync, end to end (client clock)", wall * 1000, wall * 1e6 / n, _ratio(wall, base)],
-                ["pass activity (server clock)", activity * 1000, activity * 1e6 / n, _ratio(activity, base)],
-                ["Indexer.run_pass in-process", alone * 1000, alone * 1e6 / n, _ratio(alone, base)],
-                ["  of which registry lookups", scroll * 1000, scroll * 1e6 / n, _ratio(scroll, base)],
+                ["resync, end to end (client clock)", wall * 1000, wall * 1e6 / n, ratio(wall, base)],
+                ["pass activity (server clock)", activity * 1000, activity * 1e6 / n, ratio(activity, base)],
+                ["Indexer.run_pass in-process", alone * 1000, alone * 1e6 / n, ratio(alone, base)],
+                ["  of which registry lookups", scroll * 1000, scroll * 1e6 / n, ratio(scroll, base)],
                 ["read the source + content_hash", base * 1000, base * 1e6 / n, "1.00x"],
             ],
         )
@@ -583,10 +583,10 @@ async def bench_search(plan: Plan, client: Client, task_queue: str, app: App, st
                 f"{model}, {meta.passages:,} passages",
                 percentile(engine_ms, 0.5),
                 percentile(raw_ms, 0.5),
-                _ratio(percentile(engine_ms, 0.5), percentile(raw_ms, 0.5)),
+                ratio(percentile(engine_ms, 0.5), percentile(raw_ms, 0.5)),
                 percentile(engine_ms, 0.95),
                 percentile(raw_ms, 0.95),
-                _ratio(percentile(engine_ms, 0.95), percentile(raw_ms, 0.95)),
+                ratio(percentile(engine_ms, 0.95), percentile(raw_ms, 0.95)),
                 f"{same}/{len(queries)}",
             ]
         )
@@ -846,7 +846,7 @@ def bench_memory(plan: Plan) -> None:
                 of("ids", at),
                 per_document(own, at),
                 per_document(of("ids", at), at),
-                _ratio(own, of("ids", at)),
+                ratio(own, of("ids", at)),
             ]
         )
     print(
@@ -923,26 +923,14 @@ def bench_memory(plan: Plan) -> None:
         "  64-dim vectors and payloads, the registry's entries): local mode keeps every point in Python\n"
         "  objects, so this part grows with the documents and would live in the Qdrant server otherwise.\n"
         "  pass - Qdrant: what the pass itself holds. ids + hashes: a dict of the ids and their content\n"
-        "  hashes, the least a pass that deletes what is gone must keep (the pass keeps them as\n"
-        "  registry records plus a set of the ids seen).\n"
+        "  hashes, what a pass that loaded the registry to find deletions would hold (this pass holds\n"
+        "  neither: it looks entries up a chunk at a time and marks the ones it saw).\n"
         "  no-op resync: Indexer.run_pass over the same, unchanged documents, run in the Qdrant-alone\n"
         "  process after its upserts (a resync in the pass's process would reuse the heap the pass freed)."
     )
 
 
 # ---- main -------------------------------------------------------------------------------------------
-
-
-def _ratio(numerator: float, denominator: float) -> str:
-    return f"{numerator / denominator:.2f}x" if denominator else "n/a"
-
-
-def _temporal_cli(path: str) -> str:
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10, check=False)
-    except OSError as error:
-        return f"unknown ({error})"
-    return out.stdout.strip() or "unknown"
 
 
 def build_app(plan: Plan, resync_source: Source) -> App:
@@ -962,7 +950,7 @@ async def main(plan: Plan, quick: bool) -> None:
     print(
         f"chamvi bench/knowledge.py{' --quick' if quick else ''}: Python {platform.python_version()}, "
         f"temporalio {version('temporalio')}, qdrant-client {version('qdrant-client')}, "
-        f"fastembed {version('fastembed')}, {_temporal_cli(path)}\n"
+        f"fastembed {version('fastembed')}, {temporal_cli_version(path)}\n"
         f"{os.cpu_count()} CPUs, load average {load}; dev server started by WorkflowEnvironment.start_local; "
         "Qdrant in local mode, in memory"
     )
@@ -1007,12 +995,6 @@ if __name__ == "__main__":
         kind, *counts = arguments.memory_child
         measured = asyncio.run(memory_child(kind, [int(c) for c in counts]))
         print(json.dumps(measured))
-        sys.stdout.flush()
-        os._exit(0)
+        leave()
     asyncio.run(main(QUICK if arguments.quick else FULL, arguments.quick))
-    # The SDK's Tokio threads can outlive the interpreter and abort its finalization now and then
-    # ("PyGILState_Release: thread state ... must be current", temporalio/sdk-python#300): with
-    # everything measured, printed and shut down, leave without finalizing.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave()

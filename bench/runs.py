@@ -23,8 +23,6 @@ import os
 import platform
 import shutil
 import statistics
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Sequence
@@ -37,8 +35,11 @@ from _common import (
     BareInput,
     activity_timings,
     breakdown,
+    leave,
     noop,
+    ratio,
     table,
+    temporal_cli_version,
 )
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -245,7 +246,7 @@ async def bench_latency(plan: Plan, client: Client, chamvi: ChamviClient, bare_q
         ("CPU of this process", agent_cpu, bare_cpu),
     ):
         step, bare_one = statistics.median(agent_ms), statistics.median(bare_ms)
-        rows.append([label, step, bare_one, 2 * bare_one, _ratio(step, 2 * bare_one)])
+        rows.append([label, step, bare_one, 2 * bare_one, ratio(step, 2 * bare_one)])
     print(table(["ms", "agent step", "bare activity", "2 bare activities", "step / 2 bare"], rows))
     print(
         "  end to end: dispatch to result over the step count; the agent's run also pays a start, a local\n"
@@ -285,7 +286,7 @@ async def bench_latency(plan: Plan, client: Client, chamvi: ChamviClient, bare_q
     print(
         table(
             ["worker time per step (both runs, ms)", "agent step", "2 bare activities", "step / 2 bare"],
-            [["activity run + wf task run", agent_worker, bare_worker, _ratio(agent_worker, bare_worker)]],
+            [["activity run + wf task run", agent_worker, bare_worker, ratio(agent_worker, bare_worker)]],
         )
     )
     print(
@@ -341,10 +342,10 @@ async def bench_throughput(plan: Plan, client: Client, chamvi: ChamviClient, bar
                 [f"bare ({runs} x {2 * steps} activities)", bare_wall, bare_rps, bare_rps * steps, bare_cpu],
                 [
                     "agent / bare",
-                    _ratio(agent_wall, bare_wall),
-                    _ratio(agent_rps, bare_rps),
-                    _ratio(agent_rps, bare_rps),
-                    _ratio(agent_cpu, bare_cpu),
+                    ratio(agent_wall, bare_wall),
+                    ratio(agent_rps, bare_rps),
+                    ratio(agent_rps, bare_rps),
+                    ratio(agent_cpu, bare_cpu),
                 ],
             ],
         )
@@ -466,7 +467,7 @@ async def bench_history(plan: Plan, client: Client, chamvi: ChamviClient) -> Non
                 marginal,
                 sample.whole_conversation,
                 sample.whole_conversation / sample.steps,
-                _ratio(sample.whole_conversation, sample.actual),
+                ratio(sample.whole_conversation, sample.actual),
             ]
         )
         previous = sample
@@ -491,11 +492,11 @@ async def bench_history(plan: Plan, client: Client, chamvi: ChamviClient) -> Non
             [
                 [
                     f"as stored (deltas), {last.steps} vs {first.steps} steps",
-                    _ratio(last.actual / last.steps, first.actual / first.steps),
+                    ratio(last.actual / last.steps, first.actual / first.steps),
                 ],
                 [
                     f"whole conversation per model call, {last.steps} vs {first.steps} steps",
-                    _ratio(last.whole_conversation / last.steps, first.whole_conversation / first.steps),
+                    ratio(last.whole_conversation / last.steps, first.whole_conversation / first.steps),
                 ],
             ],
         )
@@ -534,18 +535,6 @@ async def bench_history(plan: Plan, client: Client, chamvi: ChamviClient) -> Non
 # ---- main -------------------------------------------------------------------------------------------
 
 
-def _ratio(numerator: float, denominator: float) -> str:
-    return f"{numerator / denominator:.2f}x" if denominator else "n/a"
-
-
-def _temporal_cli(path: str) -> str:
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10, check=False)
-    except OSError as error:
-        return f"unknown ({error})"
-    return out.stdout.strip() or "unknown"
-
-
 async def main(plan: Plan, quick: bool) -> None:
     path = shutil.which("temporal")
     if path is None:
@@ -553,7 +542,7 @@ async def main(plan: Plan, quick: bool) -> None:
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
     print(
         f"chamvi bench/runs.py{' --quick' if quick else ''}: Python {platform.python_version()}, "
-        f"temporalio {version('temporalio')}, {_temporal_cli(path)}\n"
+        f"temporalio {version('temporalio')}, {temporal_cli_version(path)}\n"
         f"{os.cpu_count()} CPUs, load average {load}; dev server started by WorkflowEnvironment.start_local"
     )
     started = time.perf_counter()
@@ -589,9 +578,4 @@ def _parse() -> argparse.Namespace:
 if __name__ == "__main__":
     arguments = _parse()
     asyncio.run(main(QUICK if arguments.quick else FULL, arguments.quick))
-    # The SDK's Tokio threads can outlive the interpreter and abort its finalization now and then
-    # ("PyGILState_Release: thread state ... must be current", temporalio/sdk-python#300): with
-    # everything measured, printed and shut down, leave without finalizing.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    leave()
