@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from qdrant_client import AsyncQdrantClient
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
 from chamvi import App
 from chamvi.constants import KNOWLEDGE_ID_PREFIX, QUERY_KNOWLEDGE_STATE
@@ -19,6 +20,7 @@ from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
 from chamvi.knowledge.state import CollectionMeta, CollectionState
 from chamvi.knowledge.store import KnowledgeStore
 from chamvi.runtime import build_worker
+from tests.polling import eventually
 
 
 @dataclass
@@ -37,6 +39,10 @@ class CountingEmbedder:
     @property
     def dimensions(self) -> int:
         return 64
+
+    async def embedding(self) -> bool | None:
+        """A probe for ``eventually``: True while a call is under way."""
+        return True if self.active else None
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         self.active += 1
@@ -85,23 +91,28 @@ async def collection_state(client: Client, name: str) -> CollectionState:
     return await handle.query(QUERY_KNOWLEDGE_STATE, result_type=CollectionState)
 
 
-async def wait_for_passes(client: Client, name: str, passes: int, attempts: int = 400) -> CollectionState:
+async def wait_for_passes(client: Client, name: str, passes: int) -> CollectionState:
     """Waits until ``passes`` passes of the collection ended (whatever their outcome)."""
-    for _ in range(attempts):
+
+    async def probe() -> CollectionState | None:
         try:
             state = await collection_state(client, name)
-        except Exception:
-            state = None
-        if state is not None and state.passes >= passes and not state.running:
-            return state
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"collection {name!r} never finished {passes} passes")
+        except (RPCError, WorkflowQueryFailedError):  # the collection's workflow is not up yet
+            return None
+        return state if state.passes >= passes and not state.running else None
+
+    return await eventually(probe, f"{passes} finished passes of {name!r}")
 
 
-async def wait_for_meta(store: KnowledgeStore, name: str, status: str, attempts: int = 400) -> CollectionMeta:
-    for _ in range(attempts):
+async def wait_for_meta(
+    store: KnowledgeStore, name: str, status: str, model: str | None = None
+) -> CollectionMeta:
+    """Waits until the collection has ``status`` (and serves ``model``, when one is given)."""
+
+    async def probe() -> CollectionMeta | None:
         meta = await store.meta(name)
-        if meta is not None and meta.status == status:
-            return meta
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"collection {name!r} never became {status}")
+        if meta is None or meta.status != status or (model is not None and meta.model != model):
+            return None
+        return meta
+
+    return await eventually(probe, f"collection {name!r} becoming {status}")

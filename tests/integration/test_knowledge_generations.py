@@ -25,6 +25,7 @@ from tests.knowledge_helpers import (
     wait_for_meta,
     wait_for_passes,
 )
+from tests.polling import eventually
 
 DOCUMENTS = {f"doc-{i}": f"Passage number {i} about topic {i % 3}." for i in range(70)}  # two batches
 
@@ -141,15 +142,12 @@ async def test_a_model_change_survives_a_worker_restart_in_the_middle_of_its_pas
     stalling = StallingEmbedder(ref="test/new")
     app = app_for(name, old, stalling, model="test/new")
     async with knowledge_worker(client, app, store, task_queue, graceful=timedelta(0)):
-        for _ in range(400):
-            if stalling.active:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(stalling.embedding, "the second batch of the re-embed starting")
     # the worker is gone mid-pass; searches still read generation 1
     assert (await searcher(app).search([name], "passage number 7", top_k=1)).matches[0].document == "doc-7"
     resumed = CountingEmbedder(ref="test/new")
     async with knowledge_worker(client, app_for(name, old, resumed, model="test/new"), store, task_queue):
-        ready = await wait_for_meta(store, name, "ready", attempts=800)
+        ready = await wait_for_meta(store, name, "ready", model="test/new")
     assert (ready.generation, ready.model) == (2, "test/new")
     assert stalling.texts == 64 and resumed.texts == len(DOCUMENTS) - 64
 
@@ -167,12 +165,8 @@ async def test_a_generation_abandoned_for_another_model_is_deleted_and_its_numbe
     assert await generations(store, name) == [1, 2]
     third = CountingEmbedder(ref="test/third")
     async with knowledge_worker(client, app_for(name, first, third, model="test/third"), store, task_queue):
-        for _ in range(400):
-            meta = await store.meta(name)
-            if meta and meta.model == "test/third" and meta.status == "ready":
-                break
-            await asyncio.sleep(0.05)
-    assert meta is not None and meta.generation == 3 and meta.next_generation == 4
+        meta = await wait_for_meta(store, name, "ready", model="test/third")
+    assert meta.generation == 3 and meta.next_generation == 4
     assert await generations(store, name) == [3]
 
 

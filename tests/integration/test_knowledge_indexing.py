@@ -163,7 +163,7 @@ async def test_a_source_that_fails_on_page_3_fails_the_pass_deletes_nothing_and_
         )
         assert any("knowledge error" in r.getMessage() and name in r.getMessage() for r in caplog.records)
         fail_on.clear()  # the source recovers: the backoff (5 s) retries on its own
-        recovered = await wait_for_passes(client, name, 3, attempts=400)
+        recovered = await wait_for_passes(client, name, 3)
     assert recovered.error is None and recovered.failures == 0
     assert recovered.meta is not None and recovered.meta.documents == 4 and recovered.meta.error is None
 
@@ -362,7 +362,7 @@ async def test_replicas_share_the_backoff_of_a_failed_pass(
             await asyncio.sleep(1)
             during = await collection_state(client, name)
             fail_on.clear()
-            done = await wait_for_passes(client, name, 2, attempts=400)
+            done = await wait_for_passes(client, name, 2)
     assert failed.failures == 1 and failed.next_attempt is not None
     assert during.passes == 1 and during.queued  # its request waits for the backoff, no attempt of its own
     assert done.error is None and done.passes == 2

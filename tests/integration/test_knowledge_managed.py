@@ -14,8 +14,10 @@ from chamvi.errors import ConflictError, InvalidInputError, NotFoundError
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.managed import ManagedCollections
+from chamvi.knowledge.state import CollectionMeta, DocumentEntry
 from chamvi.knowledge.store import KnowledgeStore
 from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, searcher
+from tests.polling import eventually
 
 
 class RefusingEmbedder(CountingEmbedder):
@@ -65,12 +67,23 @@ def setup(
     return app, store, managed
 
 
-async def wait_for_document(managed: ManagedCollections, name: str, document_id: str, status: str) -> None:
-    for _ in range(400):
-        if (await managed.document(name, document_id)).status == status:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{document_id} never became {status}")
+async def serving(managed: ManagedCollections, name: str, model: str) -> CollectionMeta | None:
+    meta = await managed.get(name)
+    return meta if meta.model == model and meta.status == "ready" else None
+
+
+async def wait_for_document(
+    managed: ManagedCollections, name: str, document_id: str, status: str, content: str | None = None
+) -> DocumentEntry:
+    """Waits until the document has ``status`` (and holds ``content``, when one is given)."""
+
+    async def probe() -> DocumentEntry | None:
+        entry = await managed.document(name, document_id)
+        if entry.status != status or (content is not None and entry.content != content):
+            return None
+        return entry
+
+    return await eventually(probe, f"{document_id} becoming {status}")
 
 
 async def test_a_put_document_is_embedded_in_the_background_and_the_same_content_is_not_embedded_again(
@@ -135,11 +148,7 @@ async def test_a_changed_default_model_makes_it_stale_and_a_sync_reembeds_into_a
         await wait_for_document(managed, name, "b", "ready")
         assert new.calls == 0
         await managed.sync(name)
-        for _ in range(400):
-            meta = await managed.get(name)
-            if meta.model == new.ref and meta.status == "ready":
-                break
-            await asyncio.sleep(0.05)
+        meta = await eventually(lambda: serving(managed, name, new.ref), f"{name} serving {new.ref}")
     assert (meta.generation, meta.documents) == (2, 2)
     assert new.texts == 2  # both documents, from the content kept in the registry
 
@@ -171,18 +180,11 @@ async def test_a_put_while_a_pass_embeds_the_previous_content_is_not_lost(
     async with knowledge_worker(client, app, store, task_queue):
         await managed.create(name)
         await managed.put(name, "doc", content="version one")
-        for _ in range(200):
-            if embedder.active:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(embedder.embedding, "the pass embedding version one")
         await managed.put(name, "doc", content="version two")  # arrives while version one is embedded
         assert embedder.gate is not None
         embedder.gate.set()
-        for _ in range(400):
-            entry = await managed.document(name, "doc")
-            if entry.status == "ready" and entry.content == "version two":
-                break
-            await asyncio.sleep(0.05)
+        entry = await wait_for_document(managed, name, "doc", "ready", content="version two")
         hits = await searcher(app).search([name], "version", top_k=3)
     assert entry.content == "version two" and entry.status == "ready"
     assert [m.text for m in hits.matches] == ["version two"]

@@ -89,10 +89,10 @@ async def test_a_rate_limited_or_failing_provider_fails_the_pass_and_the_backoff
         async with knowledge_worker(client, app, store, task_queue):
             first = await wait_for_passes(client, name, 1)
             assert first.error is not None and "429" in first.error and first.failures == 1
-            second = await wait_for_passes(client, name, 2, attempts=600)
+            second = await wait_for_passes(client, name, 2)
             assert second.error is not None and "500" in second.error and second.failures == 2
             assert second.next_attempt is not None and first.next_attempt is not None
-            done = await wait_for_passes(client, name, 3, attempts=800)
+            done = await wait_for_passes(client, name, 3)
         requests = server.requests
     assert done.error is None and done.meta is not None and done.meta.documents == 1
     assert len(requests) == 3
@@ -219,7 +219,7 @@ async def test_a_pass_over_many_documents_keeps_them_out_of_history(
     registry = EmbeddingRegistry()
     app = app_over(name, [source_of(documents)], "test/hash-16", registry)
     async with knowledge_worker(client, app, new_store(), task_queue):
-        state = await wait_for_passes(client, name, 1, attempts=1200)
+        state = await wait_for_passes(client, name, 1)
         history = await client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + name).fetch_history()
     assert state.meta is not None and state.meta.documents == 2000
     source_bytes = sum(len(v) for v in documents.values())
