@@ -42,6 +42,7 @@ from chamvi.knowledge.state import SearchRequest, SyncRequest
 from chamvi.knowledge.store import KnowledgeStore
 from chamvi.providers import ModelRegistry, ScriptedModel, call, calls, reply
 from chamvi.runtime import build_worker
+from tests.knowledge_helpers import wait_for_meta
 from tests.polling import until_status
 
 HERE = Path(__file__).parent
@@ -127,11 +128,7 @@ async def _record_knowledge(env: WorkflowEnvironment, task_queue: str, recorded:
     store = KnowledgeStore(AsyncQdrantClient(location=":memory:"))
     async with build_worker(env.client, app, task_queue=task_queue, store=store):
         await start_knowledge(env.client, app, store, task_queue)
-        for _ in range(400):
-            meta = await store.meta("recorded")
-            if meta is not None and meta.status == "ready":
-                break
-            await asyncio.sleep(0.05)
+        await wait_for_meta(store, "recorded", "ready")
         await env.client.execute_workflow(
             KNOWLEDGE_SYNC_REQUEST_WORKFLOW,
             SyncRequest(name="recorded"),

@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,6 +26,7 @@ from chamvi.cli import POLL_SECONDS, cli
 from chamvi.client import run_id_for
 from chamvi.models import RunInput
 from examples.support.app import app as support_app
+from tests.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 PAYLOAD = {
@@ -59,14 +61,12 @@ def chamvi_cli(client: Client, task_queue: str) -> Callable[..., asyncio.Future[
     return run
 
 
-async def until(chamvi: ChamviClient, run_id: str, *statuses: RunStatus, timeout: float = 30) -> RunView:
-    deadline = time.monotonic() + timeout
-    while True:
+async def until(chamvi: ChamviClient, run_id: str, *statuses: RunStatus) -> RunView:
+    async def probe() -> RunView | None:
         run = await chamvi.get_run(run_id)
-        if run.status in statuses:
-            return run
-        assert time.monotonic() < deadline, f"run {run_id} is {run.status.value}, not {statuses}"
-        await asyncio.sleep(0.1)
+        return run if run.status in statuses else None
+
+    return await eventually(probe, f"run {run_id} reaching {' or '.join(s.value for s in statuses)}")
 
 
 async def test_dispatch_then_show_waiting_then_approve_completes_the_run(
@@ -111,14 +111,13 @@ async def test_json_output_parses(chamvi_cli, chamvi: ChamviClient, running_work
         assert run.run_id == run_id and run.status == RunStatus.WAITING
         assert run.waiting is not None and run.trigger.payload == PAYLOAD
 
-        deadline = time.monotonic() + 30
-        while True:  # the listing reads search attributes, which Temporal indexes a moment later
+        async def listed_waiting() -> list[dict[str, Any]] | None:
+            # the listing reads search attributes, which Temporal indexes a moment later
             listed = await chamvi_cli("runs", "list", "--agent", "support", "--status", "waiting", "--json")
-            rows = json.loads(listed.stdout)
-            if any(row["run_id"] == run_id for row in rows):
-                break
-            assert time.monotonic() < deadline, rows
-            await asyncio.sleep(0.2)
+            rows = list(json.loads(listed.stdout))
+            return rows if any(row["run_id"] == run_id for row in rows) else None
+
+        rows = await eventually(listed_waiting, f"run {run_id} listed as waiting")
         assert all(row["status"] == "waiting" and row["agent"] == "support" for row in rows)
         await chamvi.cancel(run_id)
 
@@ -158,16 +157,17 @@ async def test_dispatch_wait_shows_progress_and_prints_the_outcome(
         waiting = chamvi_cli(
             "dispatch", "support", "--payload", json.dumps(PAYLOAD), "--idempotency-key", key, "--wait"
         )
-        deadline = time.monotonic() + 30
-        while True:
+
+        async def run_waiting() -> bool | None:
             try:
                 if (await chamvi.get_run(run_id)).status == RunStatus.WAITING:
-                    break
+                    return True
             except RunNotFoundError:
                 pass
             assert not waiting.done(), waiting.result().output
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.1)
+            return None
+
+        await eventually(run_waiting, f"run {run_id} reaching waiting")
         await asyncio.sleep(POLL_SECONDS * 3)  # the CLI polls: let it see the wait
         await chamvi.approve(run_id)
         result = await waiting

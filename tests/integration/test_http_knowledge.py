@@ -25,6 +25,7 @@ from chamvi.knowledge.managed import ManagedCollections
 from chamvi.knowledge.search import KnowledgeSearch
 from chamvi.knowledge.store import KnowledgeStore
 from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, wait_for_meta
+from tests.polling import eventually
 from tests.support.http_api import bearer, make_tokens, serving
 
 MODEL = "test/http"
@@ -133,12 +134,13 @@ def error_of(response: httpx.Response) -> tuple[int, str]:
 
 
 async def until_document(http: httpx.AsyncClient, name: str, document_id: str, status: str) -> dict[str, Any]:
-    for _ in range(600):
+    async def probe() -> dict[str, Any] | None:
         response = await http.get(doc(name, document_id))
         if response.status_code == 200 and response.json()["status"] == status:
             return dict(response.json())
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"document {document_id!r} never became {status}")
+        return None
+
+    return await eventually(probe, f"document {document_id!r} becoming {status}")
 
 
 def plain_search(store: KnowledgeStore) -> KnowledgeSearch:
@@ -208,11 +210,12 @@ async def test_a_sync_answers_202_and_reembeds_a_stale_collection_with_the_new_d
         stale = (await http.get(f"/collections/{name}")).json()
         synced = await http.post(f"/collections/{name}/sync")
         unknown = await http.post("/collections/no-such-thing/sync")
-        for _ in range(600):
+
+        async def reembedded() -> dict[str, Any] | None:
             shown = (await http.get(f"/collections/{name}")).json()
-            if shown["model"] == NEXT_MODEL and shown["status"] == "ready":
-                break
-            await asyncio.sleep(0.05)
+            return dict(shown) if shown["model"] == NEXT_MODEL and shown["status"] == "ready" else None
+
+        shown = await eventually(reembedded, f"collection {name!r} re-embedded with {NEXT_MODEL}")
     assert (stale["status"], stale["model"]) == ("stale", MODEL)
     assert synced.status_code == 202 and synced.json()["name"] == name
     assert error_of(unknown) == (404, "not_found")
@@ -342,10 +345,7 @@ async def test_the_previous_content_answers_searches_until_the_new_content_is_em
         await until_document(http, name, "policy", "ready")
         stack.embedder.gate = asyncio.Event()  # the next pass waits in the embedder
         replaced = await http.put(doc(name, "policy"), json={"content": "refunds take ten days"})
-        for _ in range(200):
-            if stack.embedder.active:
-                break
-            await asyncio.sleep(0.02)
+        await eventually(stack.embedder.embedding, "the replacing pass embedding")
         meanwhile = await search.search([name], "refunds", top_k=3)
         pending = (await http.get(doc(name, "policy"))).json()
         stack.embedder.gate.set()
@@ -386,10 +386,7 @@ async def test_a_document_accepted_just_before_the_worker_stops_is_embedded_by_t
             stack.embedder.gate = asyncio.Event()  # never opened: the first worker dies mid-pass
             await http.post("/collections", json={"name": name})
             accepted = await http.put(doc(name, "T-7"), json={"content": "the printer is on fire"})
-            for _ in range(200):
-                if stack.embedder.active:
-                    break
-                await asyncio.sleep(0.02)
+            await eventually(stack.embedder.embedding, "the first worker's pass embedding")
             embedding = stack.embedder.active
         assert accepted.status_code == 202 and embedding
         pending = (await http.get(doc(name, "T-7"))).json()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from chamvi import App, ChamviClient, ToolContext, approve, define_agent, tool
 from chamvi.http import Token, create_api
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
+from tests.polling import eventually
 from tests.support.http_api import bearer, make_tokens, serving
 
 
@@ -84,23 +84,23 @@ def error_of(response: httpx.Response) -> tuple[int, str]:
 
 
 async def until_run(http: httpx.AsyncClient, run_id: str, status: str) -> dict[str, Any]:
-    for _ in range(400):
+    async def probe() -> dict[str, Any] | None:
         response = await http.get(f"/runs/{run_id}")
         if response.status_code == 200 and response.json()["status"] == status:
             return dict(response.json())
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} never became {status}")
+        return None
+
+    return await eventually(probe, f"run {run_id} becoming {status}")
 
 
 async def until_listed(http: httpx.AsyncClient, run_ids: set[str], **params: Any) -> list[dict[str, Any]]:
-    for _ in range(200):
+    async def probe() -> list[dict[str, Any]] | None:
         response = await http.get("/runs", params=params)
         assert response.status_code == 200, response.text
         data = list(response.json()["data"])
-        if run_ids <= {r["run_id"] for r in data}:
-            return data
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"runs {run_ids} never listed with {params}")
+        return data if run_ids <= {r["run_id"] for r in data} else None
+
+    return await eventually(probe, f"runs {run_ids} listed with {params}")
 
 
 async def test_a_redelivered_dispatch_from_the_same_token_answers_200_with_the_same_run(stack: Stack) -> None:

@@ -27,6 +27,7 @@ from tests.knowledge_helpers import (
     wait_for_meta,
     wait_for_passes,
 )
+from tests.polling import eventually
 
 
 @pytest.fixture
@@ -232,10 +233,7 @@ async def test_sync_requests_during_a_pass_add_exactly_one_more_pass(
     store = new_store()
     app = app_for(name, [define_source(documents=documents)], embedder)
     async with knowledge_worker(client, app, store, task_queue):
-        for _ in range(200):
-            if embedder.active:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(embedder.embedding, "the first pass embedding")
         for _ in range(3):
             await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
         assert (await collection_state(client, name)).queued

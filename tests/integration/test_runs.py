@@ -11,8 +11,9 @@ from temporalio.client import Client
 
 from chamvi import App, Budget, ChamviClient, FatalToolError, RunStatus, define_agent, tool
 from chamvi.constants import AGENT_RUN_WORKFLOW
-from chamvi.models import Usage
+from chamvi.models import RunSummary, Usage
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply
+from tests.polling import eventually
 
 
 @tool
@@ -206,11 +207,12 @@ async def test_status_is_listed_through_search_attributes(chamvi: ChamviClient, 
     async with running_worker(app_with(ScriptedModel([reply("x")]))):
         run_id = (await chamvi.dispatch("tester")).run_id
         await chamvi.wait(run_id)
-        for _ in range(50):  # visibility is eventually consistent
+
+        async def listed_completed() -> list[RunSummary] | None:  # visibility is eventually consistent
             listed = await chamvi.list_runs(agent="tester", status="completed", limit=100)
-            if any(r.run_id == run_id for r in listed):
-                break
-            await asyncio.sleep(0.2)
+            return listed if any(r.run_id == run_id for r in listed) else None
+
+        listed = await eventually(listed_completed, f"run {run_id} listed as completed")
     assert any(r.run_id == run_id and r.status == "completed" for r in listed)
 
 

@@ -14,6 +14,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi import ChamviClient, RunStatus
+from tests.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,11 +53,10 @@ def spawn_worker(temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: P
 
 
 async def _until_event(path: Path, event: str, count: int = 1) -> None:
-    for _ in range(600):
-        if path.exists() and path.read_text().count(event) >= count:
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{event!r} never happened")
+    async def probe() -> bool | None:
+        return True if path.exists() and path.read_text().count(event) >= count else None
+
+    await eventually(probe, f"{event!r}")
 
 
 async def test_a_killed_worker_applies_an_effect_once_and_a_new_worker_finishes_the_run(

@@ -3,7 +3,6 @@ memory, the ``test/hash-64`` embedder), the shared contract, and search by meani
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -15,6 +14,7 @@ from temporalio.client import Client
 
 from activities.knowledge import request_sync
 from chamvi import App, ChamviClient, RunStatus, define_agent
+from chamvi.knowledge.state import CollectionMeta, CollectionState
 from chamvi.knowledge.store import KnowledgeStore as VectorIndex
 from chamvi.knowledge_store import (
     FileKnowledgeStore,
@@ -28,6 +28,7 @@ from chamvi.knowledge_store import (
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from tests.knowledge_helpers import collection_state, knowledge_worker, new_store, wait_for_meta
 from tests.knowledge_store.contract import knowledge_store_contract, seed
+from tests.polling import eventually
 
 MODEL = "test/hash-64"
 _temporal: dict[str, Client] = {}
@@ -45,13 +46,13 @@ async def sync_and_wait(client: Client, task_queue: str, name: str) -> None:
     except Exception:
         before = 0
     await request_sync(client, task_queue, name)
-    for _ in range(600):
+
+    async def probe() -> CollectionState | None:
         state = await collection_state(client, name)
-        if state.passes > before and not state.running and not state.queued:
-            assert state.error is None, state.error
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError(f"collection {name!r} never finished its pass")
+        return state if state.passes > before and not state.running and not state.queued else None
+
+    state = await eventually(probe, f"collection {name!r} finishing its pass")
+    assert state.error is None, state.error
 
 
 @dataclass
@@ -186,12 +187,11 @@ async def test_a_write_from_a_tool_call_asks_the_collection_for_a_pass(
         await wait_for_meta(index, name, "ready")  # the boot pass: nothing to index yet
         run = await chamvi.wait((await chamvi.dispatch("librarian")).run_id)
         assert run.status == RunStatus.COMPLETED
-        for _ in range(400):  # the pass the tool call asked for
+
+        async def indexed() -> CollectionMeta | None:  # the pass the tool call asked for
             meta = await index.meta(name)
-            if meta is not None and meta.documents == 1:
-                break
-            await asyncio.sleep(0.05)
-        else:
-            raise AssertionError("the write was never indexed")
+            return meta if meta is not None and meta.documents == 1 else None
+
+        await eventually(indexed, "the indexing of the write")
         hits = await store.search("gadget warranty")
     assert [h.id for h in hits] == ["concept/warranty"]

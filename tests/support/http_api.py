@@ -20,6 +20,7 @@ from starlette.types import ASGIApp
 
 from chamvi.http import Token
 from chamvi.http.server import bind
+from tests.polling import eventually
 
 __all__ = ["bearer", "make_tokens", "serving"]
 
@@ -52,16 +53,17 @@ async def serving(app: ASGIApp, *, log_level: str = "warning") -> AsyncIterator[
     )
     server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]), name=f"uvicorn:{port}")
+
+    async def started() -> bool | None:
+        if server.started:
+            return True
+        if task.done():
+            task.result()  # raises what stopped it
+            raise RuntimeError("uvicorn stopped before it started")
+        return None
+
     try:
-        for _ in range(500):
-            if server.started:
-                break
-            if task.done():
-                task.result()  # raises what stopped it
-                raise RuntimeError("uvicorn stopped before it started")
-            await asyncio.sleep(0.01)
-        else:
-            raise RuntimeError("uvicorn did not start within 5 s")
+        await eventually(started, f"uvicorn starting on port {port}")
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
