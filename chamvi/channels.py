@@ -36,9 +36,16 @@ class ChannelMessage:
 
 @runtime_checkable
 class Channel(Protocol):
-    name: str
-    default_address: str | None
-    untrusted: bool
+    """Read-only members, so a channel whose default address is always set still is a Channel."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def default_address(self) -> str | None: ...
+
+    @property
+    def untrusted(self) -> bool: ...
 
     async def out(self, message: ChannelMessage) -> None: ...
 

@@ -140,4 +140,3 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
 
 ErrorCode: dict[str, str] = {cls.__name__: cls.code for cls in ERROR_CLASSES}
 """The code of every error above, by class name (the seed's ``ErrorCode`` object)."""
-

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 from temporalio.client import Client
@@ -36,7 +37,7 @@ def name() -> str:
     return f"tickets-{uuid.uuid4().hex[:8]}"
 
 
-async def _no_docs():  # type: ignore[no-untyped-def]
+async def _no_docs() -> AsyncIterator[dict[str, str]]:
     if False:
         yield {}
 

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import Client
@@ -19,6 +20,7 @@ from chamvi.knowledge import define_source, folder, knowledge_collection, knowle
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.embedders.openai import OpenAIEmbeddingProvider
 from chamvi.knowledge.search import MAX_CHARS, KnowledgeNotReadyError
+from chamvi.knowledge.sources import CustomSource
 from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, searcher, wait_for_passes
 from tests.support.embedding_server import EmbeddingServer, error, hashed, rate_limited
 
@@ -28,12 +30,12 @@ def name() -> str:
     return f"prov-{uuid.uuid4().hex[:8]}"
 
 
-def source_of(documents: dict[str, str], **options: object):  # type: ignore[no-untyped-def]
+def source_of(documents: dict[str, str], **options: Any) -> CustomSource:
     async def read() -> AsyncIterator[dict[str, str]]:
         for document_id, content in documents.items():
             yield {"id": document_id, "content": content}
 
-    return define_source(documents=read, **options)  # type: ignore[arg-type]
+    return define_source(documents=read, **options)
 
 
 def app_over(name: str, sources: list, model: str, embedders: EmbeddingRegistry, **options: object) -> App:
@@ -171,8 +173,7 @@ async def test_resync_keeps_one_schedule_per_collection(
     async with knowledge_worker(client, app, new_store(), task_queue):
         await wait_for_passes(client, name, 1)
         description = await client.get_schedule_handle(KNOWLEDGE_SCHEDULE_PREFIX + name).describe()
-        handle = await client.get_schedule_handle(KNOWLEDGE_SCHEDULE_PREFIX + name).trigger()
-        del handle
+        await client.get_schedule_handle(KNOWLEDGE_SCHEDULE_PREFIX + name).trigger()
         state = await wait_for_passes(client, name, 2)
     assert description.schedule.spec.intervals[0].every == timedelta(minutes=10)
     assert state.passes == 2  # the Schedule's action asked for one pass

@@ -92,7 +92,7 @@ def test_front_matter_it_does_not_accept_is_refused_with_its_line(text: str, pro
     assert str(refused.value).startswith(problem)
 
 
-line = st.text(st.characters(blacklist_characters="\n\r", blacklist_categories=("Cs",)), max_size=40)
+line = st.text(st.characters(blacklist_characters="\n\r", blacklist_categories=["Cs"]), max_size=40)
 
 
 @given(

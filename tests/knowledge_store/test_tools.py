@@ -113,8 +113,8 @@ async def test_read_answers_a_page_the_overview_or_the_log(tmp_path: Path) -> No
 
 async def test_a_store_without_a_log_says_it_cannot_show_one(tmp_path: Path) -> None:
     files = FileKnowledgeStore(tmp_path)
-    for store in (NoLogStore(files), VectorKnowledgeStore(NoLogStore(files), collection="wiki")):  # type: ignore[arg-type]
-        tools = by_name(knowledge_store_tools(store))  # type: ignore[arg-type]
+    for store in (NoLogStore(files), VectorKnowledgeStore(NoLogStore(files), collection="wiki")):
+        tools = by_name(knowledge_store_tools(store))
         assert await use(tools, "knowledge_read", id="log") == "This knowledge store cannot show its log."
 
 
