@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
 from chamvi.app import App
@@ -34,8 +35,15 @@ log = logging.getLogger("chamvi.knowledge")
 HEARTBEAT_SECONDS = 10.0
 
 
-async def request_sync(client: Client, task_queue: str, name: str) -> None:
-    """Asks ``knowledge:<name>`` for a pass, starting the workflow if it is not running."""
+async def request_sync(client: Client, task_queue: str, name: str) -> bool:
+    """Asks ``knowledge:<name>`` for a pass, starting the workflow if it is not running.
+
+    A pass that is owed and has not begun reads whatever was stored before it begins, so when the
+    workflow's memo says one is queued the request is already met: it returns False and adds no
+    signal (Temporal refuses a run's 10 001st). Returns True when it signalled.
+    """
+    if await _pass_queued(client, name):
+        return False
     await client.start_workflow(
         c.KNOWLEDGE_COLLECTION_WORKFLOW,
         CollectionInput(name=name, sync=False),
@@ -43,6 +51,19 @@ async def request_sync(client: Client, task_queue: str, name: str) -> None:
         task_queue=task_queue,
         start_signal=c.SIGNAL_KNOWLEDGE_SYNC,
     )
+    return True
+
+
+async def _pass_queued(client: Client, name: str) -> bool:
+    try:
+        described = await client.get_workflow_handle(c.KNOWLEDGE_ID_PREFIX + name).describe()
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return False
+        raise
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        return False
+    return bool(await described.memo_value(c.MEMO_KNOWLEDGE_QUEUED, False))
 
 
 class KnowledgeActivities:

@@ -25,6 +25,7 @@ import shutil
 import statistics
 import time
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from importlib.metadata import version
@@ -154,12 +155,13 @@ async def bench(plan: Plan, client: Client) -> None:
     )
     task_queue = f"bench-api-{suffix}"
     store = KnowledgeStore(AsyncQdrantClient(location=":memory:"))
+    signalled: Counter[bool] = Counter()
+
+    async def requesting(name: str) -> None:
+        signalled[await request_sync(client, task_queue, name)] += 1
+
     managed = ManagedCollections(
-        store,
-        app.embedders,
-        default_model=MODEL,
-        declared=app.collections,
-        request_sync=lambda name: request_sync(client, task_queue, name),
+        store, app.embedders, default_model=MODEL, declared=app.collections, request_sync=requesting
     )
     token = Token(value=uuid.uuid4().hex, id="bench", permissions=("knowledge:*",))
     api = create_api(tokens=[token], managed=managed, runs=None)
@@ -196,6 +198,7 @@ async def bench(plan: Plan, client: Client) -> None:
             await http.post("/knowledge/collections", json={"name": managed_name})
             seen: dict[str, float] = {}
             watcher = asyncio.create_task(watch(store, managed_name, plan.documents, seen))
+            signalled.clear()
             first_put = time.perf_counter()
             accepted, latencies, statuses, put_seconds = await put_all(http, managed_name, docs)
             await watcher
@@ -203,6 +206,7 @@ async def bench(plan: Plan, client: Client) -> None:
             # a pass can embed a document before the client has read its 202: that counts as 0
             to_searchable = [max(0.0, seen[d] - accepted[d]) for d in accepted]
             managed_passes = await _passes(client, managed_name)
+            requests = dict(signalled)
             meta = await store.meta(managed_name)
 
             # the same content again: 200, nothing embedded
@@ -272,6 +276,10 @@ async def bench(plan: Plan, client: Client) -> None:
         f"{all_searchable / declared_seconds:.2f}x"
     )
     print(f"  of which accepting the PUTs: {put_seconds:.2f} s ({put_seconds / all_searchable:.0%})")
+    print(
+        f"  sync requests of the {n} PUTs: {requests.get(True, 0)} signalled the collection's workflow, "
+        f"{requests.get(False, 0)} found a pass already queued (its memo) and sent none"
+    )
     if meta is not None:
         print(
             f"  managed collection: {meta.documents} documents, {meta.passages} passages, "

@@ -3,8 +3,11 @@
 ``knowledge:<name>`` waits for a sync request (at boot, from its resync Schedule, from ``chamvi
 knowledge sync`` or the API), runs one pass as an activity, and keeps the result for queries.
 Requests that arrive during a pass set one flag: exactly one more pass follows, never a parallel
-one. A failed pass is retried by the activity's retry policy (5 s doubling to 5 min), which Temporal
-keeps across workers and restarts. Only counts travel through history, never documents.
+one. The flag is also the workflow's memo ``queued``, which a requester reads first: while it is set
+a request adds nothing, so a stream of PUTs during a long pass or a backoff costs a signal or two,
+not one each (a run takes at most 10 000 signals). A failed pass is retried after 5 s doubling to
+5 min, a timer that holds across workers and restarts. Only counts travel through history, never
+documents.
 """
 
 from __future__ import annotations
@@ -48,8 +51,14 @@ class KnowledgeCollectionWorkflow:
     @workflow.signal(name=c.SIGNAL_KNOWLEDGE_SYNC)
     def sync(self) -> None:
         self._requested = True
-        self._state.queued = True
         self._sync_requests += 1
+        if not self._state.queued:
+            self._set_queued(True)
+
+    def _set_queued(self, queued: bool) -> None:
+        self._state.queued = queued
+        if workflow.patched(c.PATCH_KNOWLEDGE_QUEUED_MEMO):  # runs recorded before it replay unchanged
+            workflow.upsert_memo({c.MEMO_KNOWLEDGE_QUEUED: queued})
 
     @workflow.query(name=c.QUERY_KNOWLEDGE_STATE)
     def state(self) -> CollectionState:
@@ -61,10 +70,11 @@ class KnowledgeCollectionWorkflow:
         self._state.meta = collection.meta
         self._requested = self._requested or collection.sync
         self._state.failures = collection.failures
+        self._set_queued(self._requested)
         while True:
             await workflow.wait_condition(lambda: self._requested)
             self._requested = False
-            self._state.queued = False
+            self._set_queued(False)
             self._state.running = True
             retry_in: timedelta | None = None
             try:
@@ -86,8 +96,9 @@ class KnowledgeCollectionWorkflow:
                 self._state.running = False
                 self._state.passes += 1
             if retry_in is not None:
-                await workflow.sleep(retry_in)
                 self._requested = True
+                self._set_queued(True)  # the attempt after the backoff reads what arrives meanwhile
+                await workflow.sleep(retry_in)
             if (
                 self._state.passes >= PASSES_BEFORE_CONTINUE_AS_NEW and not self._requested
             ) or self._sync_requests >= SYNC_REQUESTS_BEFORE_CONTINUE_AS_NEW:

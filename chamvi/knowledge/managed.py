@@ -51,7 +51,7 @@ class ManagedCollections:
         *,
         default_model: str | None,
         declared: Collection[str],
-        request_sync: Callable[[str], Awaitable[None]],
+        request_sync: Callable[[str], Awaitable[object]],
     ) -> None:
         self.store = store
         self.embedders = embedders

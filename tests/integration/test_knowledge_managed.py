@@ -5,19 +5,28 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from activities.knowledge import request_sync
 from chamvi import App
+from chamvi.constants import KNOWLEDGE_ID_PREFIX
 from chamvi.errors import ConflictError, InvalidInputError, NotFoundError
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.managed import ManagedCollections
-from chamvi.knowledge.state import CollectionMeta, DocumentEntry
+from chamvi.knowledge.state import CollectionMeta, CollectionState, DocumentEntry
 from chamvi.knowledge.store import KnowledgeStore
-from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, searcher
+from tests.knowledge_helpers import (
+    CountingEmbedder,
+    collection_state,
+    knowledge_worker,
+    new_store,
+    searcher,
+)
 from tests.polling import eventually
 
 
@@ -173,15 +182,24 @@ async def test_deleting_a_document_removes_it_from_the_next_search(
     assert hits.matches == []
 
 
-async def test_a_put_while_a_pass_embeds_the_previous_content_is_not_lost(
-    client: Client, task_queue: str, name: str
-) -> None:
+@asynccontextmanager
+async def first_pass_held(
+    client: Client, task_queue: str, name: str, document_id: str, content: str
+) -> AsyncIterator[tuple[CountingEmbedder, App, ManagedCollections]]:
+    """A managed collection whose pass is embedding its first document, held until the gate opens."""
     embedder = CountingEmbedder(ref="test/managed", gate=asyncio.Event())
     app, store, managed = setup(client, task_queue, embedder, default=embedder.ref)
     async with knowledge_worker(client, app, store, task_queue):
         await managed.create(name)
-        await managed.put(name, "doc", content="version one")
-        await eventually(embedder.embedding, "the pass embedding version one")
+        await managed.put(name, document_id, content=content)
+        await eventually(embedder.embedding, f"the pass embedding {document_id}")
+        yield embedder, app, managed
+
+
+async def test_a_put_while_a_pass_embeds_the_previous_content_is_not_lost(
+    client: Client, task_queue: str, name: str
+) -> None:
+    async with first_pass_held(client, task_queue, name, "doc", "version one") as (embedder, app, managed):
         await managed.put(name, "doc", content="version two")  # arrives while version one is embedded
         assert embedder.gate is not None
         embedder.gate.set()
@@ -189,6 +207,41 @@ async def test_a_put_while_a_pass_embeds_the_previous_content_is_not_lost(
         hits = await searcher(app).search([name], "version", top_k=3)
     assert entry.content == "version two" and entry.status == "ready"
     assert [m.text for m in hits.matches] == ["version two"]
+
+
+async def signals(client: Client, name: str) -> int:
+    history = await client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + name).fetch_history()
+    return sum(e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED for e in history.events)
+
+
+async def queued(client: Client, name: str) -> bool | None:
+    return True if (await collection_state(client, name)).queued else None
+
+
+async def settled(client: Client, name: str) -> CollectionState | None:
+    state = await collection_state(client, name)
+    return None if state.running or state.queued else state
+
+
+async def test_puts_while_a_pass_is_already_queued_add_no_signal_and_all_are_embedded(
+    client: Client, task_queue: str, name: str
+) -> None:
+    async with first_pass_held(client, task_queue, name, "doc-0", "ticket 0") as (embedder, _, managed):
+        await managed.put(name, "doc-1", content="ticket 1")  # during the pass: one more is owed
+        await eventually(lambda: queued(client, name), "a second pass queued")
+        before = await signals(client, name)
+        for i in range(2, 40):
+            await managed.put(name, f"doc-{i}", content=f"ticket {i}")
+        again = await request_sync(client, task_queue, name)
+        after = await signals(client, name)
+        assert embedder.gate is not None
+        embedder.gate.set()
+        for i in range(40):
+            await wait_for_document(managed, name, f"doc-{i}", "ready")
+        state = await eventually(lambda: settled(client, name), "the collection settling")
+    assert (after, again) == (before, False)  # 39 requests met by the pass already owed
+    assert state.meta is not None and state.meta.last_stats is not None
+    assert (state.meta.last_stats.embedded, state.meta.last_stats.embedding_calls) == (39, 1)
 
 
 async def test_the_service_refuses_what_the_seed_refuses(client: Client, task_queue: str, name: str) -> None:
