@@ -14,6 +14,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime, TelemetryConfig
 
 from chamvi import App, ChamviClient, RunStatus, define_agent
+from chamvi.constants import KNOWLEDGE_ID_PREFIX
 from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.sources import Source, SourceContext
@@ -98,6 +99,25 @@ async def test_a_restart_with_unchanged_sources_makes_no_embedding_call(
     assert first.calls == 1 and again.calls == 0
     assert state.meta is not None and state.meta.last_stats is not None
     assert state.meta.last_stats.unchanged == 3 and state.meta.last_stats.embedding_calls == 0
+
+
+async def test_a_collection_moved_to_another_task_queue_as_the_readme_says_embeds_nothing_again(
+    client: Client, task_queue: str, tmp_path: Path, name: str
+) -> None:
+    write_handbook(tmp_path)
+    store = new_store()
+    first = CountingEmbedder()
+    async with knowledge_worker(client, app_for(name, [folder(tmp_path)], first), store, task_queue):
+        await wait_for_passes(client, name, 1)
+    await client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + name).terminate("moved to another task queue")
+    moved = CountingEmbedder()
+    app = app_for(name, [folder(tmp_path)], moved)
+    async with knowledge_worker(client, app, store, f"{task_queue}-moved"):
+        state = await wait_for_passes(client, name, 1)
+        described = await client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + name).describe()
+    assert described.task_queue == f"{task_queue}-moved" and moved.calls == 0
+    assert state.meta is not None and state.meta.last_stats is not None
+    assert (state.meta.last_stats.unchanged, state.meta.documents) == (3, 3)
 
 
 async def test_a_changed_file_is_reembedded_alone_and_a_removed_one_is_deleted(
