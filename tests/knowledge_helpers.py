@@ -12,13 +12,17 @@ from qdrant_client import AsyncQdrantClient
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
-from chamvi import App
+from chamvi import App, define_agent
 from chamvi.constants import KNOWLEDGE_ID_PREFIX, QUERY_KNOWLEDGE_STATE
+from chamvi.knowledge import knowledge_tools
 from chamvi.knowledge.boot import start_knowledge
+from chamvi.knowledge.collections import KnowledgeCollection
+from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.embedders.hashing import HashEmbedder
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
 from chamvi.knowledge.state import CollectionMeta, CollectionState
 from chamvi.knowledge.store import KnowledgeStore
+from chamvi.providers import ModelRegistry, ScriptedModel, ScriptedTurn, reply
 from chamvi.runtime import build_worker
 from tests.polling import eventually
 
@@ -57,6 +61,25 @@ class CountingEmbedder:
             return [self._hash.vector(t) for t in texts]
         finally:
             self.active -= 1
+
+
+def reader_app(
+    collection: KnowledgeCollection, *embedders: CountingEmbedder, turns: list[ScriptedTurn] | None = None
+) -> App:
+    """An app with one collection and one agent, ``reader``, that may search it; the reader's model
+    is scripted with ``turns`` (by default it just answers) and ``embedders`` serve their refs."""
+    registry = EmbeddingRegistry()
+    for embedder in embedders:
+        registry.register(embedder.ref, embedder)
+    models = ModelRegistry()
+    models.register("scripted/reader", ScriptedModel(turns or [reply("ok")]))
+    reader = define_agent(
+        name="reader",
+        model="scripted/reader",
+        instructions="Read.",
+        tools=knowledge_tools(collections=[collection.name]),
+    )
+    return App(agents=[reader], models=models, embedders=registry, collections=[collection])
 
 
 def searcher(app: App) -> KnowledgeSearch:

@@ -10,17 +10,17 @@ from datetime import timedelta
 import pytest
 from temporalio.client import Client
 
-from chamvi import App, ChamviClient, define_agent
+from chamvi import App, ChamviClient
 from chamvi.errors import ValidationError
-from chamvi.knowledge import define_source, knowledge_collection, knowledge_tools
-from chamvi.knowledge.embedders import EmbeddingRegistry
+from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.search import KnowledgeNotReadyError
 from chamvi.knowledge.store import KnowledgeStore
-from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from chamvi.providers import call, reply
 from tests.knowledge_helpers import (
     CountingEmbedder,
     knowledge_worker,
     new_store,
+    reader_app,
     searcher,
     wait_for_meta,
     wait_for_passes,
@@ -41,24 +41,18 @@ async def _documents() -> AsyncIterator[dict[str, str]]:
 
 
 def app_for(name: str, *embedders: CountingEmbedder, model: str, turns: list | None = None) -> App:
-    registry = EmbeddingRegistry()
-    for embedder in embedders:
-        registry.register(embedder.ref, embedder)
-    models = ModelRegistry()
-    models.register("scripted/gen", ScriptedModel(turns or [reply("ok")]))
-    return App(
-        agents=[
-            define_agent(
-                name="reader",
-                model="scripted/gen",
-                instructions="Read.",
-                tools=knowledge_tools(collections=[name]),
-            )
-        ],
-        models=models,
-        embedders=registry,
-        collections=[knowledge_collection(name, model=model, sources=[define_source(documents=_documents)])],
-    )
+    collection = knowledge_collection(name, model=model, sources=[define_source(documents=_documents)])
+    return reader_app(collection, *embedders, turns=turns)
+
+
+async def indexed_once(
+    client: Client, task_queue: str, name: str, ref: str = "test/counting"
+) -> tuple[KnowledgeStore, CountingEmbedder]:
+    """A new store whose collection a first worker indexed with ``ref``, then stopped."""
+    store, embedder = new_store(), CountingEmbedder(ref=ref)
+    async with knowledge_worker(client, app_for(name, embedder, model=ref), store, task_queue):
+        await wait_for_meta(store, name, "ready")
+    return store, embedder
 
 
 async def generations(store: KnowledgeStore, name: str) -> list[int]:
@@ -68,10 +62,7 @@ async def generations(store: KnowledgeStore, name: str) -> list[int]:
 async def test_a_model_change_writes_the_next_generation_while_searches_read_the_current_one(
     client: Client, task_queue: str, name: str
 ) -> None:
-    store = new_store()
-    old = CountingEmbedder(ref="test/old")
-    async with knowledge_worker(client, app_for(name, old, model="test/old"), store, task_queue):
-        await wait_for_meta(store, name, "ready")
+    store, old = await indexed_once(client, task_queue, name, "test/old")
     new = CountingEmbedder(ref="test/new", gate=asyncio.Event())
     app = app_for(name, old, new, model="test/new")
     async with knowledge_worker(client, app, store, task_queue):
@@ -101,10 +92,7 @@ class DyingEmbedder(CountingEmbedder):
 async def test_a_restart_mid_way_resumes_the_same_generation(
     client: Client, task_queue: str, name: str
 ) -> None:
-    store = new_store()
-    old = CountingEmbedder(ref="test/old")
-    async with knowledge_worker(client, app_for(name, old, model="test/old"), store, task_queue):
-        await wait_for_meta(store, name, "ready")
+    store, old = await indexed_once(client, task_queue, name, "test/old")
     dying = DyingEmbedder(ref="test/new")
     async with knowledge_worker(client, app_for(name, old, dying, model="test/new"), store, task_queue):
         await wait_for_passes(client, name, 2)
@@ -135,10 +123,7 @@ class StallingEmbedder(CountingEmbedder):
 async def test_a_model_change_survives_a_worker_restart_in_the_middle_of_its_pass(
     client: Client, task_queue: str, name: str
 ) -> None:
-    store = new_store()
-    old = CountingEmbedder(ref="test/old")
-    async with knowledge_worker(client, app_for(name, old, model="test/old"), store, task_queue):
-        await wait_for_meta(store, name, "ready")
+    store, old = await indexed_once(client, task_queue, name, "test/old")
     stalling = StallingEmbedder(ref="test/new")
     app = app_for(name, old, stalling, model="test/new")
     async with knowledge_worker(client, app, store, task_queue, graceful=timedelta(0)):
@@ -155,10 +140,7 @@ async def test_a_model_change_survives_a_worker_restart_in_the_middle_of_its_pas
 async def test_a_generation_abandoned_for_another_model_is_deleted_and_its_number_never_reused(
     client: Client, task_queue: str, name: str
 ) -> None:
-    store = new_store()
-    first = CountingEmbedder(ref="test/first")
-    async with knowledge_worker(client, app_for(name, first, model="test/first"), store, task_queue):
-        await wait_for_meta(store, name, "ready")
+    store, first = await indexed_once(client, task_queue, name, "test/first")
     second = DyingEmbedder(ref="test/second")  # its pass stops half-way: generation 2 half written
     async with knowledge_worker(client, app_for(name, first, second, model="test/second"), store, task_queue):
         await wait_for_passes(client, name, 2)
@@ -173,10 +155,7 @@ async def test_a_generation_abandoned_for_another_model_is_deleted_and_its_numbe
 async def test_searching_while_the_previous_model_is_gone_answers_the_seed_error(
     client: Client, chamvi: ChamviClient, task_queue: str, name: str
 ) -> None:
-    store = new_store()
-    old = CountingEmbedder(ref="test/retired")
-    async with knowledge_worker(client, app_for(name, old, model="test/retired"), store, task_queue):
-        await wait_for_meta(store, name, "ready")
+    store, _ = await indexed_once(client, task_queue, name, "test/retired")
     new = CountingEmbedder(ref="test/new", gate=asyncio.Event())
     turns = [call("knowledge_search", query="passage"), reply("ok")]
     app = app_for(name, new, model="test/new", turns=turns)  # the old model's provider is gone
@@ -197,10 +176,7 @@ async def test_searching_while_the_previous_model_is_gone_answers_the_seed_error
 async def test_a_collection_no_longer_declared_is_orphaned_and_declaring_it_again_picks_it_up(
     client: Client, chamvi: ChamviClient, task_queue: str, name: str
 ) -> None:
-    store = new_store()
-    embedder = CountingEmbedder()
-    async with knowledge_worker(client, app_for(name, embedder, model=embedder.ref), store, task_queue):
-        await wait_for_meta(store, name, "ready")
+    store, embedder = await indexed_once(client, task_queue, name)
     other = f"{name}-other"
     other_app = app_for(other, embedder, model=embedder.ref)
     async with knowledge_worker(client, other_app, store, task_queue):

@@ -13,17 +13,18 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime, TelemetryConfig
 
-from chamvi import App, ChamviClient, RunStatus, define_agent
+from chamvi import App, ChamviClient, RunStatus
 from chamvi.constants import KNOWLEDGE_ID_PREFIX
-from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
+from chamvi.knowledge import define_source, folder, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.sources import Source, SourceContext
-from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from chamvi.providers import call, reply
 from tests.knowledge_helpers import (
     CountingEmbedder,
     collection_state,
     knowledge_worker,
     new_store,
+    reader_app,
     searcher,
     wait_for_meta,
     wait_for_passes,
@@ -46,23 +47,8 @@ def write_handbook(root: Path) -> None:
 def app_for(
     name: str, sources: list, embedder: CountingEmbedder, *, turns: list | None = None, **options
 ) -> App:
-    embedders = EmbeddingRegistry()
-    embedders.register(embedder.ref, embedder)
-    models = ModelRegistry()
-    models.register("scripted/kb", ScriptedModel(turns or [reply("ok")]))
-    return App(
-        agents=[
-            define_agent(
-                name="reader",
-                model="scripted/kb",
-                instructions="Read.",
-                tools=knowledge_tools(collections=[name]),
-            )
-        ],
-        models=models,
-        embedders=embedders,
-        collections=[knowledge_collection(name, model=embedder.ref, sources=sources, **options)],
-    )
+    collection = knowledge_collection(name, model=embedder.ref, sources=sources, **options)
+    return reader_app(collection, embedder, turns=turns)
 
 
 async def test_a_folder_collection_indexes_in_the_background_and_a_run_finds_it(
