@@ -168,15 +168,8 @@ class DocumentOut(BaseModel):
 
     @classmethod
     def of(cls, entry: DocumentEntry) -> DocumentOut:
-        return cls(
-            id=entry.id,
-            status=entry.status,
-            error=entry.error,
-            title=entry.title,
-            source=entry.source,
-            metadata=entry.metadata,
-            updated_at=entry.updated_at,
-        )
+        """The registry entry's fields of the same names; its content and hash stay inside."""
+        return cls.model_validate(entry, from_attributes=True)
 
 
 class PageMeta(BaseModel):

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Literal
 
 from chamvi.errors import ChamviError, InvalidAppError
 from chamvi.knowledge.chunking import CHUNKER_VERSION, chunk
@@ -80,6 +81,33 @@ class _Batch:
 
 LOOKUP_CHUNK = 256
 _DUPLICATE = "document {!r} was yielded by an earlier source: keeping the first"
+
+
+def _entry(
+    run: _Pass,
+    item: _Pending,
+    status: Literal["ready", "failed"],
+    passages: int,
+    now: datetime,
+    error: str | None = None,
+) -> DocumentEntry:
+    """What the registry keeps of a document this pass embedded (or that failed): a managed
+    collection keeps its content too, since its pass embeds from the registry."""
+    return DocumentEntry(
+        id=item.document.id,
+        hash=item.hash,
+        generation=run.target,
+        status=status,
+        error=error,
+        passages=passages,
+        title=item.document.title,
+        source=item.document.source,
+        metadata=item.document.metadata,
+        trusted=item.trusted,
+        content=item.document.content if run.managed else None,
+        seen=run.mark,
+        updated_at=now,
+    )
 
 
 def _known(entry: DocumentEntry) -> _Known:
@@ -388,24 +416,7 @@ class Indexer:
         await self.store.write_passages(run.name, run.target, passages, kept_vectors)
         now = datetime.now(UTC)
         await self.store.put_entries(
-            run.name,
-            [
-                DocumentEntry(
-                    id=item.document.id,
-                    hash=item.hash,
-                    generation=run.target,
-                    status="ready",
-                    passages=len(item.passages),
-                    title=item.document.title,
-                    source=item.document.source,
-                    metadata=item.document.metadata,
-                    trusted=item.trusted,
-                    content=item.document.content if run.managed else None,
-                    seen=run.mark,
-                    updated_at=now,
-                )
-                for item in items
-            ],
+            run.name, [_entry(run, item, "ready", len(item.passages), now) for item in items]
         )
         run.stats.embedded += len(items)
         run.stats.passages += len(passages)
@@ -450,20 +461,7 @@ class Indexer:
         log.warning("knowledge %r: document %r failed: %s", run.name, item.document.id, error)
         previous = item.previous
         kept = previous.passages if previous is not None and previous.generation == run.target else 0
-        entry = DocumentEntry(
-            id=item.document.id,
-            hash=item.hash,
-            generation=run.target,
-            status="failed",
-            error=error,
-            passages=kept,  # the previous content's passages still answer searches
-            title=item.document.title,
-            source=item.document.source,
-            metadata=item.document.metadata,
-            trusted=item.trusted,
-            content=item.document.content if run.managed else None,
-            seen=run.mark,
-            updated_at=datetime.now(UTC),
-        )
+        # the previous content's passages still answer searches
+        entry = _entry(run, item, "failed", kept, datetime.now(UTC), error=error)
         await self.store.put_entries(run.name, [entry])
         run.stats.failed += 1
