@@ -18,6 +18,7 @@ from chamvi.constants import KNOWLEDGE_ID_PREFIX
 from chamvi.knowledge import define_source, folder, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.sources import Source, SourceContext
+from chamvi.knowledge.store import KnowledgeStore
 from chamvi.providers import call, reply
 from tests.knowledge_helpers import (
     CountingEmbedder,
@@ -71,14 +72,21 @@ async def test_a_folder_collection_indexes_in_the_background_and_a_run_finds_it(
     assert run.taint is None  # a folder is trusted
 
 
+async def handbook_indexed_once(
+    client: Client, task_queue: str, root: Path, name: str
+) -> tuple[KnowledgeStore, CountingEmbedder]:
+    """A new store whose handbook folder a first worker indexed, then stopped."""
+    write_handbook(root)
+    store, first = new_store(), CountingEmbedder()
+    async with knowledge_worker(client, app_for(name, [folder(root)], first), store, task_queue):
+        await wait_for_passes(client, name, 1)
+    return store, first
+
+
 async def test_a_restart_with_unchanged_sources_makes_no_embedding_call(
     client: Client, task_queue: str, tmp_path: Path, name: str
 ) -> None:
-    write_handbook(tmp_path)
-    store = new_store()
-    first = CountingEmbedder()
-    async with knowledge_worker(client, app_for(name, [folder(tmp_path)], first), store, task_queue):
-        await wait_for_passes(client, name, 1)
+    store, first = await handbook_indexed_once(client, task_queue, tmp_path, name)
     again = CountingEmbedder()
     async with knowledge_worker(client, app_for(name, [folder(tmp_path)], again), store, task_queue):
         state = await wait_for_passes(client, name, 2)
@@ -90,11 +98,7 @@ async def test_a_restart_with_unchanged_sources_makes_no_embedding_call(
 async def test_a_collection_moved_to_another_task_queue_as_the_readme_says_embeds_nothing_again(
     client: Client, task_queue: str, tmp_path: Path, name: str
 ) -> None:
-    write_handbook(tmp_path)
-    store = new_store()
-    first = CountingEmbedder()
-    async with knowledge_worker(client, app_for(name, [folder(tmp_path)], first), store, task_queue):
-        await wait_for_passes(client, name, 1)
+    store, _ = await handbook_indexed_once(client, task_queue, tmp_path, name)
     await client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + name).terminate("moved to another task queue")
     moved = CountingEmbedder()
     app = app_for(name, [folder(tmp_path)], moved)
