@@ -1,9 +1,9 @@
 """Temporal activities: every model call, tool call and client call a run makes."""
 
-from activities.agents import AgentActivities
-from activities.knowledge import KnowledgeActivities
-from activities.locks import LockActivities
-from activities.model import ModelActivities
-from activities.tools import ToolActivities
+from .agents import AgentActivities
+from .knowledge import KnowledgeActivities
+from .locks import LockActivities
+from .model import ModelActivities
+from .tools import ToolActivities
 
 __all__ = ["AgentActivities", "KnowledgeActivities", "LockActivities", "ModelActivities", "ToolActivities"]

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from chamvi.app import App
 from chamvi.constants import ACTIVITY_DESCRIBE_AGENT
-from chamvi.errors import ChamviError
 from chamvi.models import AgentSpec, DescribeAgentRequest
 
 
@@ -17,7 +15,4 @@ class AgentActivities:
 
     @activity.defn(name=ACTIVITY_DESCRIBE_AGENT)
     async def describe_agent(self, request: DescribeAgentRequest) -> AgentSpec:
-        try:
-            return self.app.spec(request.agent)
-        except ChamviError as error:
-            raise ApplicationError(error.message, type=error.code, non_retryable=True) from None
+        return self.app.spec(request.agent)

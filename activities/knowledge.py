@@ -9,18 +9,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
 from chamvi.app import App
-from chamvi.errors import ChamviError, InvalidAgentDefinitionError, InvalidAppError
-from chamvi.knowledge.backoff import backoff
+from chamvi.errors import ChamviError, InvalidAgentDefinitionError, InvalidAppError, KnowledgePassError
+from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KnowledgeSearch
-from chamvi.knowledge.state import (
-    CollectionInput,
+from chamvi.models.knowledge import (
     CollectionMeta,
     CollectionStatus,
     PassRequest,
@@ -28,46 +24,16 @@ from chamvi.knowledge.state import (
     SearchRequest,
     SyncRequest,
 )
-from chamvi.knowledge.store import KnowledgeStore
+from chamvi.retry import backoff
+from chamvi.starters import request_sync
 
 log = logging.getLogger("chamvi.knowledge")
 
 HEARTBEAT_SECONDS = 10.0
 
 
-async def request_sync(client: Client, task_queue: str, name: str) -> bool:
-    """Asks ``knowledge:<name>`` for a pass, starting the workflow if it is not running.
-
-    A pass that is owed and has not begun reads whatever was stored before it begins, so when the
-    workflow's memo says one is queued the request is already met: it returns False and adds no
-    signal (Temporal refuses a run's 10 001st). Returns True when it signalled.
-    """
-    if await _pass_queued(client, name):
-        return False
-    await client.start_workflow(
-        c.KNOWLEDGE_COLLECTION_WORKFLOW,
-        CollectionInput(name=name, sync=False),
-        id=c.KNOWLEDGE_ID_PREFIX + name,
-        task_queue=task_queue,
-        start_signal=c.SIGNAL_KNOWLEDGE_SYNC,
-    )
-    return True
-
-
-async def _pass_queued(client: Client, name: str) -> bool:
-    try:
-        described = await client.get_workflow_handle(c.KNOWLEDGE_ID_PREFIX + name).describe()
-    except RPCError as error:
-        if error.status == RPCStatusCode.NOT_FOUND:
-            return False
-        raise
-    if described.status != WorkflowExecutionStatus.RUNNING:
-        return False
-    return bool(await described.memo_value(c.MEMO_KNOWLEDGE_QUEUED, False))
-
-
 class KnowledgeActivities:
-    def __init__(self, app: App, store: KnowledgeStore, indexer: Indexer, search: KnowledgeSearch) -> None:
+    def __init__(self, app: App, store: KnowledgeIndex, indexer: Indexer, search: KnowledgeSearch) -> None:
         self.app = app
         self.store = store
         self.indexer = indexer
@@ -96,7 +62,7 @@ class KnowledgeActivities:
                 meta = await self.indexer.run_pass(collection, progress)
         except (InvalidAgentDefinitionError, InvalidAppError) as error:
             await self._record_error(request.name, error.message, next_attempt=None)
-            raise ApplicationError(error.message, type=error.code, non_retryable=True) from None
+            raise
         except Exception as error:
             message = error.message if isinstance(error, ChamviError) else f"{type(error).__name__}: {error}"
             delay = backoff(request.failures + 1)
@@ -107,7 +73,9 @@ class KnowledgeActivities:
                 message,
                 int(delay.total_seconds()),
             )
-            raise ApplicationError(message, type=getattr(error, "code", type(error).__name__)) from error
+            if isinstance(error, ChamviError):
+                raise
+            raise KnowledgePassError(message) from error
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -155,10 +123,7 @@ class KnowledgeActivities:
 
     @activity.defn(name=c.ACTIVITY_KNOWLEDGE_SEARCH)
     async def knowledge_search(self, request: SearchRequest) -> dict[str, Any]:
-        try:
-            result = await self.searcher.search(
-                request.collections, request.query, top_k=request.top_k, min_score=request.min_score
-            )
-        except ChamviError as error:
-            raise ApplicationError(error.message, type=error.code, non_retryable=True) from None
+        result = await self.searcher.search(
+            request.collections, request.query, top_k=request.top_k, min_score=request.min_score
+        )
         return result.model_dump(mode="json", exclude_none=True)

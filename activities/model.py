@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from pydantic import ValidationError as PydanticValidationError
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from chamvi.app import App
 from chamvi.constants import ACTIVITY_CALL_MODEL, QUERY_TRANSCRIPT
-from chamvi.errors import ChamviError, ModelError
 from chamvi.models import Message, ModelRequest, ModelResponse, TranscriptQuery
 from chamvi.permissions import PolicyRun
-from chamvi.providers import ChatRequest, ProviderConnectionError, ProviderHTTPError, ToolSchema
+from chamvi.providers import ChatRequest, ToolSchema
 from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
 
@@ -34,18 +30,16 @@ class ModelActivities:
                 QUERY_TRANSCRIPT, TranscriptQuery(upto=request.base_count), result_type=list[Message]
             )
             if chain_digest(EMPTY_DIGEST, prefix) != request.base_digest:
-                raise ApplicationError(f"transcript of run {request.run_id!r} does not match its digest")
+                # retried: a query answered by a worker that has not caught up with the history yet
+                raise RuntimeError(f"transcript of run {request.run_id!r} does not match its digest")
         prefix.extend(request.delta)
         self.cache.store(request.run_id, prefix, chain_digest(request.base_digest, request.delta))
         return prefix
 
     @activity.defn(name=ACTIVITY_CALL_MODEL)
     async def call_model(self, request: ModelRequest) -> ModelResponse:
-        try:
-            agent = self.app.agent(request.agent)
-            _, model = self.app.model_for(agent)
-        except ChamviError as error:
-            raise ApplicationError(error.message, type=error.code, non_retryable=True) from None
+        agent = self.app.agent(request.agent)
+        _, model = self.app.model_for(agent)
         transcript = await self._transcript(request)
         chat = ChatRequest(
             run_id=request.run_id,
@@ -59,19 +53,7 @@ class ModelActivities:
             ],
             output_schema=agent.output.model_json_schema() if agent.output is not None else None,
         )
-        try:
-            response = await model.complete(chat)
-        except ProviderHTTPError as error:
-            raise ApplicationError(
-                str(error),
-                type=ModelError.code,
-                non_retryable=not error.retryable,
-                next_retry_delay=timedelta(seconds=error.retry_after)
-                if error.retry_after is not None
-                else None,
-            ) from None
-        except ProviderConnectionError as error:
-            raise ApplicationError(str(error), type=ModelError.code) from None
+        response = await model.complete(chat)
         if (
             agent.output is not None
             and not response.message.tool_calls

@@ -35,17 +35,17 @@ from _server import dev_server, machine, options, temporal_path
 from qdrant_client import AsyncQdrantClient
 from temporalio.client import Client
 
-from activities.knowledge import request_sync
 from chamvi import App
 from chamvi.constants import KNOWLEDGE_ID_PREFIX, QUERY_KNOWLEDGE_STATE
 from chamvi.http import Token, create_api
 from chamvi.http.server import bind, server
 from chamvi.knowledge import define_source, knowledge_collection
+from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.knowledge.search import KnowledgeSearch
-from chamvi.knowledge.state import CollectionState
-from chamvi.knowledge.store import KnowledgeStore
+from chamvi.models.knowledge import CollectionState
 from chamvi.runtime import build_worker
+from chamvi.starters import request_sync
 
 MODEL = "test/hash-64"
 IN_FLIGHT = 16
@@ -88,7 +88,7 @@ async def _passes(client: Client, name: str) -> int:
     return state.passes
 
 
-async def searchable_ids(store: KnowledgeStore, name: str) -> set[str]:
+async def searchable_ids(store: KnowledgeIndex, name: str) -> set[str]:
     """Documents a search can find now: ready in the generation searches read."""
     meta = await store.meta(name)
     if meta is None or meta.generation is None:
@@ -98,7 +98,7 @@ async def searchable_ids(store: KnowledgeStore, name: str) -> set[str]:
     }
 
 
-async def watch(store: KnowledgeStore, name: str, expected: int, seen: dict[str, float]) -> None:
+async def watch(store: KnowledgeIndex, name: str, expected: int, seen: dict[str, float]) -> None:
     """Records when each document first became searchable, until all ``expected`` are."""
     while len(seen) < expected:
         now = time.perf_counter()
@@ -150,7 +150,7 @@ async def bench(plan: Plan, client: Client) -> None:
         collections=[knowledge_collection(declared, model=MODEL, sources=[define_source(documents=source)])],
     )
     task_queue = f"bench-api-{suffix}"
-    store = KnowledgeStore(AsyncQdrantClient(location=":memory:"))
+    store = KnowledgeIndex(AsyncQdrantClient(location=":memory:"))
     signalled: Counter[bool] = Counter()
 
     async def requesting(name: str) -> None:
@@ -172,7 +172,7 @@ async def bench(plan: Plan, client: Client) -> None:
     headers = {"authorization": f"Bearer {token.value}"}
     try:
         async with (
-            build_worker(client, app, task_queue=task_queue, store=store),
+            build_worker(client, app, task_queue=task_queue, index=store),
             httpx.AsyncClient(base_url=base_url, headers=headers, limits=limits, timeout=60) as http,
         ):
             # warm-up: the first workflow, pass, Qdrant collection and connections of this process

@@ -45,7 +45,6 @@ from qdrant_client import AsyncQdrantClient, models
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from activities.knowledge import request_sync
 from chamvi import App
 from chamvi.constants import KNOWLEDGE_ID_PREFIX
 from chamvi.knowledge import (
@@ -63,11 +62,12 @@ from chamvi.knowledge import (
     knowledge_collection,
 )
 from chamvi.knowledge.documents import content_hash
+from chamvi.knowledge.index import KnowledgeIndex, Passage, point_id
 from chamvi.knowledge.indexing import BATCH_SIZE, Indexer
 from chamvi.knowledge.search import KnowledgeSearch
-from chamvi.knowledge.state import DocumentEntry
-from chamvi.knowledge.store import KnowledgeStore, Passage, point_id
+from chamvi.models.knowledge import DocumentEntry
 from chamvi.runtime import build_worker
+from chamvi.starters import request_sync
 
 LOCAL = "local/all-minilm-l6-v2"
 HASH = "test/hash-64"
@@ -162,8 +162,8 @@ def passages_of(documents: Sequence[Document]) -> list[str]:
 # ---- the store, timed -------------------------------------------------------------------------------
 
 
-class TimedStore(KnowledgeStore):
-    """The real ``KnowledgeStore``, adding up the seconds spent in each of its calls.
+class TimedStore(KnowledgeIndex):
+    """The real ``KnowledgeIndex``, adding up the seconds spent in each of its calls.
 
     A delete by filter made while ``write_passages`` runs is counted inside it and also on its own
     as ``pre-write delete`` (the store writes without one now: the column shows it stays at 0).
@@ -407,7 +407,7 @@ async def bench_throughput(plan: Plan, client: Client, task_queue: str, app: App
         "  pass activity's completion event; pass activity: its started to completed, server clock. Both\n"
         "  are first passes: every passage is chunked, embedded and written. Ratios are throughput over the\n"
         "  raw embedder's (higher is better; target >= 0.85 with the local model). store calls: seconds in\n"
-        "  KnowledgeStore (Qdrant local mode, in memory); pre-write delete: of which the delete-by-filter\n"
+        "  KnowledgeIndex (Qdrant local mode, in memory); pre-write delete: of which the delete-by-filter\n"
         "  write_passages makes before each upsert. rest of activity: pass activity - raw embedding - store\n"
         "  calls (chunking, hashing, validation, heartbeats, activity overhead; an estimate, below 0 when\n"
         "  the raw run met a busier machine). Temporal: end to end - pass activity (workflow start,\n"
@@ -523,7 +523,7 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-async def bench_search(plan: Plan, client: Client, task_queue: str, app: App, store: KnowledgeStore) -> None:
+async def bench_search(plan: Plan, client: Client, task_queue: str, app: App, store: KnowledgeIndex) -> None:
     searcher = KnowledgeSearch(store, app.embedders)
     rng = random.Random(7)
     queries = [" ".join(rng.choices(_VOCABULARY, k=rng.randint(3, 9))) for _ in range(plan.queries)]
@@ -686,7 +686,7 @@ async def memory_child(kind: str, samples: Sequence[int]) -> dict[str, Any]:
     if kind == "pass":
         source = generated(count, MEMORY_CHARS, sampler)
         collection = knowledge_collection("memory", model=HASH, sources=[source])
-        meta = await Indexer(KnowledgeStore(client), registry).run_pass(collection)
+        meta = await Indexer(KnowledgeIndex(client), registry).run_pass(collection)
         sampler(count)
         result["seconds"] = time.perf_counter() - sampler.started
         result["peak_kb"] = _peak_kb(resettable)
@@ -729,7 +729,7 @@ async def memory_child(kind: str, samples: Sequence[int]) -> dict[str, Any]:
     return result
 
 
-async def qdrant_alone(store: KnowledgeStore, embedder: Embedder, count: int, sampler: _Sampler) -> None:
+async def qdrant_alone(store: KnowledgeIndex, embedder: Embedder, count: int, sampler: _Sampler) -> None:
     """What a first pass leaves in Qdrant, upserted plainly: the same collections, points and meta."""
     client = store.client
     passages = store.generation_collection("memory", 1)
@@ -955,7 +955,7 @@ async def main(plan: Plan, quick: bool) -> None:
     store = TimedStore(AsyncQdrantClient(location=":memory:"))
     async with dev_server(path) as client:
         task_queue = f"bench-knowledge-{os.getpid()}-{int(time.time())}"
-        async with build_worker(client, app, task_queue=task_queue, store=store):
+        async with build_worker(client, app, task_queue=task_queue, index=store):
             await bench_throughput(plan, client, task_queue, app, store)
             await bench_resync(plan, client, task_queue, app, store, resync_source)
             await bench_search(plan, client, task_queue, app, store)

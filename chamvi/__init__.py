@@ -1,32 +1,182 @@
-"""chamvi-temporal: durable, self-hosted AI agents on Temporal."""
+"""chamvi-temporal: durable, self-hosted AI agents on Temporal.
 
-from chamvi.agents import Agent, AgentHooks, Budget, ToolCallInfo, define_agent
-from chamvi.app import ActivityTimeouts, App
-from chamvi.channels import Channel, ChannelMessage, ChannelSubscription, console_channel
-from chamvi.client import ChamviClient, DispatchResult
-from chamvi.context import ContextKey, ContextNotProvidedError, define_context_key, inject, try_inject
-from chamvi.errors import (
-    ApprovalNotPendingError,
-    BudgetExceededError,
-    ChamviError,
-    ChannelNotFoundError,
-    ErrorCode,
-    FatalToolError,
-    IncompleteResponseError,
-    InvalidAgentDefinitionError,
-    InvalidInputError,
-    InvalidRunStateError,
-    RunNotFoundError,
-    TimeoutError,
-    ToolDeniedError,
-    ToolNotAllowedError,
-    ValidationError,
-)
-from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
-from chamvi.models import ApprovalDecision, Invoker, RunStatus, RunView, TriggerEnvelope
-from chamvi.permissions import PolicyRun, has_permission, matches_permission, require_tool_permission
-from chamvi.providers import ModelRegistry, ScriptedModel
-from chamvi.tools import Tool, ToolContext, Trust, approve, effect_marker, effect_tool, tool
+Names are loaded on first use, so that importing a piece of chamvi (a workflow module replaying a
+history, the shared models) does not load the whole package with its I/O clients.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chamvi.agents import (
+        Agent,
+        AgentHooks,
+        Budget,
+        ToolCallInfo,
+        define_agent,
+    )
+    from chamvi.app import (
+        ActivityTimeouts,
+        App,
+    )
+    from chamvi.channels import (
+        Channel,
+        ChannelMessage,
+        ChannelSubscription,
+        console_channel,
+    )
+    from chamvi.client import (
+        ChamviClient,
+        DispatchResult,
+    )
+    from chamvi.context import (
+        ContextKey,
+        define_context_key,
+        inject,
+        try_inject,
+    )
+    from chamvi.errors import (
+        ApprovalNotPendingError,
+        BudgetExceededError,
+        ChamviError,
+        ChamviValidationError,
+        ChannelNotFoundError,
+        ContextNotProvidedError,
+        ErrorCode,
+        FatalToolError,
+        IncompleteResponseError,
+        InvalidAgentDefinitionError,
+        InvalidInputError,
+        InvalidRunStateError,
+        ModelError,
+        ProviderUnavailableError,
+        RunNotFoundError,
+        RunTimeoutError,
+        ToolDeniedError,
+        ToolNotAllowedError,
+        ToolResultTooLargeError,
+    )
+    from chamvi.knowledge import (
+        define_source,
+        folder,
+        knowledge_collection,
+        knowledge_tools,
+    )
+    from chamvi.models import (
+        ApprovalDecision,
+        Invoker,
+        RunStatus,
+        RunView,
+        TriggerEnvelope,
+    )
+    from chamvi.permissions import (
+        PolicyRun,
+        has_permission,
+        matches_permission,
+        require_tool_permission,
+    )
+    from chamvi.plugin import (
+        ChamviPlugin,
+    )
+    from chamvi.providers import (
+        ModelRegistry,
+        ScriptedModel,
+    )
+    from chamvi.retry import (
+        RetryPolicies,
+    )
+    from chamvi.runtime import (
+        build_worker,
+    )
+    from chamvi.tools import (
+        Tool,
+        ToolContext,
+        Trust,
+        approve,
+        effect_marker,
+        effect_tool,
+        tool,
+    )
+
+_EXPORTS: dict[str, str] = {
+    "ActivityTimeouts": "chamvi.app",
+    "Agent": "chamvi.agents",
+    "AgentHooks": "chamvi.agents",
+    "App": "chamvi.app",
+    "ApprovalDecision": "chamvi.models",
+    "ApprovalNotPendingError": "chamvi.errors",
+    "Budget": "chamvi.agents",
+    "BudgetExceededError": "chamvi.errors",
+    "ChamviClient": "chamvi.client",
+    "ChamviError": "chamvi.errors",
+    "ChamviPlugin": "chamvi.plugin",
+    "ChamviValidationError": "chamvi.errors",
+    "Channel": "chamvi.channels",
+    "ChannelMessage": "chamvi.channels",
+    "ChannelNotFoundError": "chamvi.errors",
+    "ChannelSubscription": "chamvi.channels",
+    "ContextKey": "chamvi.context",
+    "ContextNotProvidedError": "chamvi.errors",
+    "DispatchResult": "chamvi.client",
+    "ErrorCode": "chamvi.errors",
+    "FatalToolError": "chamvi.errors",
+    "IncompleteResponseError": "chamvi.errors",
+    "InvalidAgentDefinitionError": "chamvi.errors",
+    "InvalidInputError": "chamvi.errors",
+    "InvalidRunStateError": "chamvi.errors",
+    "Invoker": "chamvi.models",
+    "ModelError": "chamvi.errors",
+    "ModelRegistry": "chamvi.providers",
+    "PolicyRun": "chamvi.permissions",
+    "ProviderUnavailableError": "chamvi.errors",
+    "RetryPolicies": "chamvi.retry",
+    "RunNotFoundError": "chamvi.errors",
+    "RunStatus": "chamvi.models",
+    "RunTimeoutError": "chamvi.errors",
+    "RunView": "chamvi.models",
+    "ScriptedModel": "chamvi.providers",
+    "Tool": "chamvi.tools",
+    "ToolCallInfo": "chamvi.agents",
+    "ToolContext": "chamvi.tools",
+    "ToolDeniedError": "chamvi.errors",
+    "ToolNotAllowedError": "chamvi.errors",
+    "ToolResultTooLargeError": "chamvi.errors",
+    "TriggerEnvelope": "chamvi.models",
+    "Trust": "chamvi.tools",
+    "approve": "chamvi.tools",
+    "build_worker": "chamvi.runtime",
+    "console_channel": "chamvi.channels",
+    "define_agent": "chamvi.agents",
+    "define_context_key": "chamvi.context",
+    "define_source": "chamvi.knowledge",
+    "effect_marker": "chamvi.tools",
+    "effect_tool": "chamvi.tools",
+    "folder": "chamvi.knowledge",
+    "has_permission": "chamvi.permissions",
+    "inject": "chamvi.context",
+    "knowledge_collection": "chamvi.knowledge",
+    "knowledge_tools": "chamvi.knowledge",
+    "matches_permission": "chamvi.permissions",
+    "require_tool_permission": "chamvi.permissions",
+    "tool": "chamvi.tools",
+    "try_inject": "chamvi.context",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'chamvi' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "ActivityTimeouts",
@@ -39,6 +189,8 @@ __all__ = [
     "BudgetExceededError",
     "ChamviClient",
     "ChamviError",
+    "ChamviPlugin",
+    "ChamviValidationError",
     "Channel",
     "ChannelMessage",
     "ChannelNotFoundError",
@@ -53,22 +205,26 @@ __all__ = [
     "InvalidInputError",
     "InvalidRunStateError",
     "Invoker",
+    "ModelError",
     "ModelRegistry",
     "PolicyRun",
+    "ProviderUnavailableError",
+    "RetryPolicies",
     "RunNotFoundError",
     "RunStatus",
+    "RunTimeoutError",
     "RunView",
     "ScriptedModel",
-    "TimeoutError",
     "Tool",
     "ToolCallInfo",
     "ToolContext",
     "ToolDeniedError",
     "ToolNotAllowedError",
+    "ToolResultTooLargeError",
     "TriggerEnvelope",
     "Trust",
-    "ValidationError",
     "approve",
+    "build_worker",
     "console_channel",
     "define_agent",
     "define_context_key",

@@ -47,7 +47,8 @@ AfterToolExecution = Callable[[ToolCallInfo, Any, ToolContext], Any]
 @dataclass(frozen=True)
 class AgentHooks:
     """Around every tool call: ``before`` may rewrite the input, call ``approve()`` or raise
-    ``ToolDeniedError``; ``after`` may rewrite the output. Both run inside the tool activity."""
+    ``ToolDeniedError``; ``after`` may rewrite the output. Both run inside the tool activity.
+    """
 
     before_tool_execution: BeforeToolExecution | None = None
     after_tool_execution: AfterToolExecution | None = None

@@ -15,6 +15,7 @@ from chamvi.knowledge.collections import KnowledgeCollection
 from chamvi.knowledge.embedders import EmbeddingRegistry, default_embedding_registry
 from chamvi.models import AgentSpec, ToolSpec
 from chamvi.providers import ChatModel, ModelRegistry, default_registry
+from chamvi.retry import RetryPolicies, retry_spec
 
 T = TypeVar("T")
 
@@ -42,6 +43,9 @@ class App:
         embedders: extra embedding providers or exact refs (test embedders), on top of
             ``openai/...``, ``fastembed/...`` and ``local/...``.
         embedding_model: the managed collections' model (``CHAMVI_KNOWLEDGE_MODEL`` wins over it).
+        retry: how model, tool and embedding calls are retried (Temporal retry policies); the
+            defaults retry a model call 10 times and a tool call 10 times, and leave a failed
+            embedding call to the collection's backoff.
 
     Raises:
         InvalidAppError, InvalidAgentDefinitionError: the boot fails, naming the problem.
@@ -58,10 +62,12 @@ class App:
         collections: Sequence[KnowledgeCollection] = (),
         embedders: EmbeddingRegistry | None = None,
         embedding_model: str | None = None,
+        retry: RetryPolicies | None = None,
     ) -> None:
         self.model = model
         self.models = default_registry().merged(models) if models is not None else default_registry()
         self.timeouts = timeouts or ActivityTimeouts()
+        self.retry = retry or RetryPolicies()
         self.provided = Provided()
         self.channels: dict[str, Channel] = {}
         for channel in channels:
@@ -164,6 +170,7 @@ class App:
                     effect=t.effect is not None,
                     taint=bool(t.trust.taint),
                     guard_when_tainted=bool(t.trust.guard_when_tainted),
+                    retry=retry_spec(t.retry) if t.retry is not None else None,
                 )
                 for t in agent.tools.values()
             ],
@@ -173,4 +180,6 @@ class App:
             model_timeout_seconds=self.timeouts.model.total_seconds(),
             tool_timeout_seconds=self.timeouts.tool.total_seconds(),
             tool_heartbeat_seconds=self.timeouts.tool_heartbeat.total_seconds(),
+            model_retry=retry_spec(self.retry.model),
+            tool_retry=retry_spec(self.retry.tool),
         )

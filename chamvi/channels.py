@@ -14,14 +14,12 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
-from chamvi.errors import ChannelNotFoundError, InvalidAgentDefinitionError, ValidationError
-
-if TYPE_CHECKING:
-    from chamvi.models import ApprovalDecision
-    from chamvi.tools import ToolContext
+from chamvi.errors import ChamviValidationError, ChannelNotFoundError, InvalidAgentDefinitionError
+from chamvi.models import ApprovalDecision
+from chamvi.run_context import Approvals, EffectLedger, RunContext, request_approval
 
 
 @dataclass(frozen=True)
@@ -98,15 +96,23 @@ def emit_key(run_id: str, channel: str, address: str, title: str | None, body: s
 class ChannelHandle:
     """A registered channel as a tool sees it, bound to the run."""
 
-    def __init__(self, channel: Channel, context: ToolContext, source_address: str | None) -> None:
+    def __init__(
+        self,
+        channel: Channel,
+        run: RunContext,
+        effects: EffectLedger,
+        approvals: Approvals,
+        source_address: str | None,
+    ) -> None:
         self.channel = channel
-        self._context = context
-        self._run = context.run
-        self._effects = context.effects
+        self._run = run
+        self._effects = effects
+        self._approvals = approvals
         self._source_address = source_address
 
     @property
     def name(self) -> str:
+        """The channel's name."""
         return self.channel.name
 
     async def emit(
@@ -115,7 +121,7 @@ class ChannelHandle:
         """Sends a message once per key; the address defaults to the run's source address."""
         target = address or self._source_address or self.channel.default_address
         if not target:
-            raise ValidationError(
+            raise ChamviValidationError(
                 f"channel {self.name!r} has no address for this message: pass address= or give the "
                 "channel a default address"
             )
@@ -135,48 +141,42 @@ class ChannelHandle:
         timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
     ) -> ApprovalDecision:
         """``approve()``, with the request delivered through this channel (once, with its deadline)."""
-        from chamvi.tools import approve
-
-        ctx = self._context
-        index = ctx._approvals_asked
-        if index >= len(ctx.decisions):
+        if not self._approvals.next_is_answered:
             until = datetime.now(UTC) + timeout
             lines = [*([body] if body else []), f"Waiting for an answer until {until:%Y-%m-%d %H:%M} UTC."]
+            index = self._approvals.next_index
             key = f"{self._run.run_id}:approval:{self._run.step}:{self._run.tool_call_id}:{index}"
             await self.emit("\n".join(lines), title=f"Approval needed: {title}", key=key, address=address)
-        return await approve(ctx, title=title, body=body, timeout=timeout)
+        return request_approval(self._approvals, title=title, body=body, timeout=timeout)
 
 
 class ChannelAccess:
     """``ctx.channels``: find the run's source channel or another registered one."""
 
-    def __init__(self, channels: dict[str, Channel]) -> None:
+    def __init__(
+        self, channels: dict[str, Channel], run: RunContext, effects: EffectLedger, approvals: Approvals
+    ) -> None:
         self._channels = channels
-        self._context: ToolContext | None = None
-
-    def bind(self, context: ToolContext) -> None:
-        self._context = context
-
-    def _bound(self) -> ToolContext:
-        if self._context is None:
-            raise RuntimeError("channels are reached through the ToolContext of a tool call")
-        return self._context
+        self._run = run
+        self._effects = effects
+        self._approvals = approvals
 
     def _handle(self, channel: Channel) -> ChannelHandle:
-        trigger = self._bound().run.trigger
+        trigger = self._run.trigger
         source = trigger.address if channel.name == trigger.channel else None
-        return ChannelHandle(channel, self._bound(), source)
+        return ChannelHandle(channel, self._run, self._effects, self._approvals, source)
 
     def find_one(self, name: str | None = None) -> ChannelHandle | None:
         """The named channel, or without a name the run's source channel; None when absent."""
-        target = name if name is not None else self._bound().run.trigger.channel
+        target = name if name is not None else self._run.trigger.channel
         channel = self._channels.get(target) if target else None
         return self._handle(channel) if channel is not None else None
 
     def find_one_or_fail(self, name: str | None = None) -> ChannelHandle:
+        """Like ``find_one``, but a missing channel is ``channel_not_found`` (a tool error)."""
         handle = self.find_one(name)
         if handle is None:
-            target = name if name is not None else self._bound().run.trigger.channel
+            target = name if name is not None else self._run.trigger.channel
             known = ", ".join(repr(n) for n in self._channels) or "none"
             raise ChannelNotFoundError(
                 f"no channel {target!r} to send through: registered channels are {known}"
@@ -184,4 +184,5 @@ class ChannelAccess:
         return handle
 
     def find(self) -> list[ChannelHandle]:
+        """Every registered channel."""
         return [self._handle(channel) for channel in self._channels.values()]

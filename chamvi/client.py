@@ -32,7 +32,6 @@ from temporalio.common import (
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.locks import enqueue
 from chamvi import constants as c
 from chamvi.agents import validate_agent_name
 from chamvi.errors import (
@@ -42,8 +41,9 @@ from chamvi.errors import (
     InvalidRunStateError,
     RunNotFoundError,
 )
-from chamvi.knowledge.state import CollectionState
 from chamvi.models import ApprovalAnswer, Invoker, LockRequest, RunInput, RunStatus, RunSummary, RunView
+from chamvi.models.knowledge import CollectionState
+from chamvi.starters import enqueue, request_sync
 
 QUERY_TIMEOUT = timedelta(seconds=5)
 
@@ -168,9 +168,10 @@ class ChamviClient:
         description = await self._describe(run_id)
         try:
             # a query waits for a worker: with none polling, answer from the attributes instead of hanging
-            return await self._handle(run_id).query(
+            view: RunView = await self._handle(run_id).query(
                 c.QUERY_RUN, result_type=RunView, rpc_timeout=QUERY_TIMEOUT
             )
+            return view
         except (WorkflowQueryFailedError, RPCError):
             attributes = description.typed_search_attributes
             status = _TEMPORAL_STATUS.get(description.status) or RunStatus(
@@ -260,16 +261,15 @@ class ChamviClient:
 
     async def sync_knowledge(self, name: str) -> None:
         """Asks collection ``name`` for a pass now; during a pass, exactly one more pass follows it."""
-        from activities.knowledge import request_sync
-
         await request_sync(self.client, self.task_queue, name)
 
     async def knowledge_state(self, name: str) -> CollectionState:
         """What the collection's workflow knows: status, counts, the last pass, an error and its retry."""
         try:
-            return await self._handle(c.KNOWLEDGE_ID_PREFIX + name).query(
+            state: CollectionState = await self._handle(c.KNOWLEDGE_ID_PREFIX + name).query(
                 c.QUERY_KNOWLEDGE_STATE, result_type=CollectionState, rpc_timeout=QUERY_TIMEOUT
             )
+            return state
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
                 raise InvalidInputError(

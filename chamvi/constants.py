@@ -59,3 +59,6 @@ APPROVAL_TIMEOUT_MAX = timedelta(milliseconds=2_147_483_647)
 NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 NAME_MAX_LENGTH = 64
 TRIGGER_KEY_MAX_LENGTH = 255
+TOOL_RESULT_MAX_BYTES = 1_048_576
+"""The largest tool result (as stored) a run accepts: Temporal refuses a payload over 2 MB and warns
+over 512 KiB; a larger result is a tool error the model sees."""

@@ -6,12 +6,9 @@ Values are provided on the App, kept by reference, and never stored or serialise
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from chamvi.errors import ContextNotProvidedError, InvalidAppError
-
-if TYPE_CHECKING:
-    from chamvi.tools import ToolContext
 
 T = TypeVar("T")
 
@@ -49,11 +46,19 @@ class Provided:
         return self._values.get(key)
 
 
-def try_inject(ctx: ToolContext, key: ContextKey[T]) -> T | None:
+class HasProvided(Protocol):
+    """A tool call's context (``ToolContext``), as far as injection needs it."""
+
+    @property
+    def provided(self) -> Provided: ...
+
+
+def try_inject(ctx: HasProvided, key: ContextKey[T]) -> T | None:
+    """The value provided for ``key``, or None."""
     return ctx.provided.get(key)
 
 
-def inject(ctx: ToolContext, key: ContextKey[T]) -> T:
+def inject(ctx: HasProvided, key: ContextKey[T]) -> T:
     """The value provided for ``key``; a missing one is ``context_not_provided`` (a tool error)."""
     value = ctx.provided.get(key)
     if value is None:

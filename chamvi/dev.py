@@ -1,8 +1,4 @@
-"""The local stack of ``chamvi dev``: a Temporal dev server child process, then a worker in this process.
-
-Both ``chamvi dev`` and ``chamvi worker`` open the knowledge store (Qdrant) before anything starts,
-check it against the app, and once the worker runs they start the app's collections in the
-background (``start_knowledge``): indexing never holds the worker up.
+"""The Temporal dev server of ``chamvi dev``: ``temporal server start-dev`` as a child process.
 
 The server runs in its own process group (a new session), so Ctrl-C in a terminal reaches this
 process only and the shutdown order stays ours: the worker drains first, then the server gets
@@ -15,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
-import logging
 import os
 import shutil
 import signal
@@ -24,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -32,18 +27,9 @@ from typing import IO, Any
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
-from temporalio.worker import Worker
 
-from chamvi.app import App
 from chamvi.constants import SEARCH_ATTRIBUTES
-from chamvi.errors import ChamviError
-from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
-from chamvi.http import build_api
-from chamvi.http.process import ApiSocket, dev_tokens, listen
-from chamvi.knowledge.boot import check_store, start_knowledge
-from chamvi.knowledge.store import KnowledgeStore
-from chamvi.runtime import build_worker, connect, open_qdrant
-from chamvi.settings import Settings
+from chamvi.errors import DevStackError
 
 DEFAULT_PORT = 7233
 UI_PORT_OFFSET = 1000
@@ -61,90 +47,6 @@ _TYPE_NAMES = {
     SearchAttributeIndexedValueType.KEYWORD_LIST: "KeywordList",
 }
 
-
-class DevStackError(ChamviError):
-    """The local stack could not start: no ``temporal`` binary, a port in use, a server that died."""
-
-    code = "dev_stack_error"
-
-
-class KnowledgeStoreError(ChamviError):
-    """The knowledge store (Qdrant) cannot be opened or read: the folder is taken, the server is down."""
-
-    code = "knowledge_store_unavailable"
-
-
-# qdrant-client's local mode locks its folder; a second client raises RuntimeError with this text
-_QDRANT_FOLDER_TAKEN = "already accessed by another instance"
-
-log = logging.getLogger("chamvi.knowledge")
-
-
-def qdrant_location(settings: Settings) -> str:
-    return settings.qdrant_url or str(settings.data / "qdrant")
-
-
-def open_store(settings: Settings) -> KnowledgeStore:
-    """The knowledge store: the Qdrant server at ``QDRANT_URL``, else local mode in ``DATA/qdrant``.
-
-    Raises:
-        KnowledgeStoreError: local mode and another process holds the folder (one process per folder),
-            or the store cannot be opened at all.
-    """
-    try:
-        client = open_qdrant(settings)
-    except Exception as error:
-        if _QDRANT_FOLDER_TAKEN in str(error):
-            raise KnowledgeStoreError(
-                f"another process (a `chamvi dev` or `chamvi worker`) uses the Qdrant folder "
-                f"{qdrant_location(settings)}: stop it, pass another --data, or set QDRANT_URL to a Qdrant "
-                "server to run several processes"
-            ) from None
-        raise KnowledgeStoreError(
-            f"cannot open the knowledge store at {qdrant_location(settings)}: {type(error).__name__}: "
-            f"{' '.join(str(error).split()) or 'no detail'}"
-        ) from None
-    return KnowledgeStore(client, prefix=settings.qdrant_prefix)
-
-
-async def check_knowledge(app: App, store: KnowledgeStore, settings: Settings) -> None:
-    """Fails the boot for a declared name held as a managed collection, or a store that does not answer."""
-    try:
-        await check_store(app, store)
-    except ChamviError:
-        raise
-    except Exception as error:  # a Qdrant server that is down or refuses
-        raise KnowledgeStoreError(
-            f"cannot read the knowledge store at {qdrant_location(settings)}: {type(error).__name__}: "
-            f"{' '.join(str(error).split()) or 'no detail'}"
-        ) from None
-
-
-async def close_store(store: KnowledgeStore) -> None:
-    # the worker has drained by now; a failing close must not hide the reason we are stopping
-    with contextlib.suppress(Exception):
-        await store.client.close()
-
-
-async def boot_knowledge(
-    client: Client, app: App, store: KnowledgeStore, task_queue: str, echo: Callable[[str], None]
-) -> None:
-    """Starts the app's collections (a pass each, resync schedules); reports a failure, never raises."""
-    try:
-        await start_knowledge(client, app, store, task_queue)
-    except asyncio.CancelledError:
-        raise
-    except Exception as error:
-        message = error.message if isinstance(error, ChamviError) else f"{type(error).__name__}: {error}"
-        log.error(
-            "knowledge error: starting the collections failed: %s (the worker goes on; "
-            "`chamvi knowledge sync NAME` asks a collection for a pass)",
-            message,
-        )
-        return
-    if app.collections:
-        names = ", ".join(app.collections)
-        echo(f"knowledge: a pass over {names} runs in the background (`chamvi knowledge list` shows it)")
 
 
 def search_attribute_specs(keys: Sequence[SearchAttributeKey[Any]] = SEARCH_ATTRIBUTES) -> list[str]:
@@ -380,168 +282,3 @@ def _signals_ignored() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-@contextlib.contextmanager
-def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
-    """SIGINT and SIGTERM set ``stop`` while the block runs (where the loop supports it)."""
-    loop = asyncio.get_running_loop()
-    installed: list[signal.Signals] = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread
-            continue
-        installed.append(sig)
-    try:
-        yield
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-
-
-async def _together(*awaitables: Awaitable[None]) -> None:
-    await asyncio.gather(*awaitables)
-
-
-async def first_of(*awaitables: Any) -> None:
-    """Waits for the first to finish, cancels the rest, and re-raises its error if it failed."""
-    tasks = [asyncio.ensure_future(a) for a in awaitables]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    for task in done:
-        task.result()
-
-
-async def run_worker(
-    worker: Worker,
-    stop: asyncio.Event,
-    echo: Callable[[str], None],
-    background: Awaitable[None] | None = None,
-) -> None:
-    """Runs ``worker`` until ``stop`` is set, then shuts it down gracefully (in-flight activities finish).
-
-    ``background`` (the knowledge boot) starts once the worker runs and never holds it up; it is
-    cancelled if it is still going when the worker stops.
-    """
-    running = asyncio.ensure_future(worker.run())
-    stopping = asyncio.ensure_future(stop.wait())
-    side = asyncio.ensure_future(background) if background is not None else None
-    try:
-        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if not running.done():
-            echo("stopping: in-flight activities finish first")
-            await worker.shutdown()
-    finally:
-        stopping.cancel()
-        if side is not None:
-            side.cancel()
-            await asyncio.gather(side, return_exceptions=True)
-    await running
-
-
-def log_to_terminal() -> None:
-    """Shows chamvi's own log lines (a knowledge pass done, a knowledge error) unless logging is set up."""
-    if logging.getLogger().handlers:
-        return
-    logger = logging.getLogger("chamvi")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-
-
-async def _watch(server: DevServer, stop: asyncio.Event | None = None) -> None:
-    """Raises when the server exits; with ``stop``, sets it first so the worker drains."""
-    while True:
-        error = server.exit_error()
-        if error is not None:
-            if stop is not None:
-                stop.set()
-            raise error
-        await asyncio.sleep(0.5)
-
-
-async def serve(
-    server: DevServer,
-    settings: Settings,
-    app: App,
-    *,
-    echo: Callable[[str], None],
-    stop: asyncio.Event | None = None,
-    api_port: int = DEFAULT_API_PORT,
-) -> None:
-    """Starts the server, waits for it, runs a worker for ``app`` and the HTTP API until SIGINT/SIGTERM.
-
-    The caller stops the server (``server.stop()`` in a ``finally``), so it stops even when this
-    coroutine is interrupted.
-    """
-    stop = stop or asyncio.Event()
-    with stop_on_signals(stop):
-        # the data folder, the ports and the knowledge store are checked before anything starts
-        server.reserve()
-        api_socket = listen("127.0.0.1", api_port)
-        store = open_store(settings)
-        try:
-            await check_knowledge(app, store, settings)
-            await _serve(server, settings, app, store, echo, stop, api_socket)
-        finally:
-            api_socket.sock.close()
-            await close_store(store)
-
-
-async def _serve(
-    server: DevServer,
-    settings: Settings,
-    app: App,
-    store: KnowledgeStore,
-    echo: Callable[[str], None],
-    stop: asyncio.Event,
-    api_socket: ApiSocket,
-) -> None:
-    server.start()
-    config = server.config
-    echo(
-        f"Temporal dev server (pid {server.pid}) starting at {config.address}, "
-        f"data in {config.data}, log in {config.log_path}"
-    )
-    await first_of(server.wait_ready(), stop.wait(), _watch(server))
-    if stop.is_set():
-        return
-    client = await connect(settings.with_overrides(temporal_address=config.address))
-    worker = build_worker(client, app, task_queue=settings.task_queue, store=store)
-    tokens, generated = dev_tokens(config.data)
-    api = build_api(
-        app,
-        client,
-        store,
-        tokens=tokens,
-        task_queue=settings.task_queue,
-        knowledge_model=settings.knowledge_model,
-    )
-    watcher = asyncio.ensure_future(_watch(server, stop))
-    try:
-        echo(f"Temporal UI at http://localhost:{config.ui} (namespace {config.namespace!r})")
-        echo(
-            f"worker for {settings.app} on task queue {settings.task_queue!r}, "
-            f"agents: {', '.join(app.agents) or 'none'}, knowledge in {qdrant_location(settings)}. "
-            "Ctrl-C to stop."
-        )
-        echo(f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs)")
-        if generated is not None:
-            echo(f"API token (all permissions, in {config.data / 'api-token'}): {generated}")
-        background = _together(
-            boot_knowledge(client, app, store, settings.task_queue, echo), api_socket.serve(api)
-        )
-        await run_worker(worker, stop, echo, background)
-    finally:
-        watcher.cancel()
-        await asyncio.gather(watcher, return_exceptions=True)
-    died = watcher.exception() if watcher.done() and not watcher.cancelled() else None
-    if died is not None:
-        raise died

@@ -1,33 +1,57 @@
-"""One error hierarchy, each class with the stable code the seeds give it.
+"""One error hierarchy, each class with the stable code the seeds give it, in one table.
 
-Codes travel through Temporal as the ``type`` of an ``ApplicationError`` so a failed run
-reads the same in the Temporal UI, in ``chamvi runs show`` and in the HTTP API.
+Codes travel through Temporal as the ``type`` of an ``ApplicationError`` so a failed run reads the
+same in the Temporal UI, in ``chamvi runs show`` and in the HTTP API. Whether Temporal retries an
+activity that failed with one of them is decided in one place: each class says whether it is
+``retryable``, and every retry policy chamvi builds lists the codes of those that are not
+(``NON_RETRYABLE_CODES``) as ``non_retryable_error_types``. Raise sites never decide.
+
+This module is part of the shared kernel that workflows import: it loads no I/O client.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 
 class ChamviError(Exception):
-    """Base of every error chamvi raises on purpose."""
+    """Base of every error chamvi raises on purpose.
+
+    Attributes:
+        code: the stable code (the ``type`` of the Temporal failure it becomes).
+        retryable: whether trying the same call again may succeed (a provider that is down, a
+            rate limit); deterministic mistakes are not.
+        retry_after: seconds the other side asked to wait before the next attempt, when it said.
+    """
 
     code: ClassVar[str] = "chamvi_error"
+    retryable: ClassVar[bool] = False
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.retry_after = retry_after
+
+
+# ---- definitions and runs -------------------------------------------------------------------------
 
 
 class InvalidAgentDefinitionError(ChamviError):
+    """An agent, tool, channel or collection definition that cannot work; the boot fails."""
+
     code = "invalid_agent_definition"
 
 
 class InvalidAppError(ChamviError):
+    """The app cannot be loaded or contradicts what is stored."""
+
     code = "invalid_app"
 
 
 class InvalidRunStateError(ChamviError):
+    """The run is in a state that does not allow the request (approving a finished run)."""
+
     code = "invalid_run_state"
 
 
@@ -38,14 +62,20 @@ class InvalidInputError(ChamviError):
 
 
 class RunNotFoundError(ChamviError):
+    """No run has this id."""
+
     code = "run_not_found"
 
 
 class AgentNotFoundError(ChamviError):
+    """The app serves no agent of this name."""
+
     code = "agent_not_found"
 
 
 class ModelNotFoundError(ChamviError):
+    """No provider resolves this model ref."""
+
     code = "model_not_found"
 
 
@@ -56,18 +86,26 @@ class ModelError(ChamviError):
 
 
 class BudgetExceededError(ChamviError):
+    """The run reached its ``max_steps`` or ``max_tokens``."""
+
     code = "budget_exceeded"
 
 
-class TimeoutError(ChamviError):
+class RunTimeoutError(ChamviError):
+    """The run took longer than its budget's timeout (the seed's ``TimeoutError``)."""
+
     code = "timeout"
 
 
-class ValidationError(ChamviError):
+class ChamviValidationError(ChamviError):
+    """A value does not match its schema (the seed's ``ValidationError``)."""
+
     code = "validation_error"
 
 
 class IncompleteResponseError(ChamviError):
+    """The model's answer was cut off or never finished."""
+
     code = "incomplete_response"
 
 
@@ -78,6 +116,8 @@ class FatalToolError(ChamviError):
 
 
 class ToolNotAllowedError(ChamviError):
+    """The agent's tool policy or permissions do not offer the tool to this run."""
+
     code = "tool_not_allowed"
 
 
@@ -87,7 +127,15 @@ class ToolDeniedError(ChamviError):
     code = "tool_denied"
 
 
+class ToolResultTooLargeError(ChamviError):
+    """A tool returned more than fits in a Temporal payload; reported to the model as a tool error."""
+
+    code = "tool_result_too_large"
+
+
 class ChannelNotFoundError(ChamviError):
+    """A tool named a channel the app does not register."""
+
     code = "channel_not_found"
 
 
@@ -95,6 +143,12 @@ class ContextNotProvidedError(ChamviError):
     """``inject()`` found no value for a context key (names the key only)."""
 
     code = "context_not_provided"
+
+
+class ApprovalNotPendingError(ChamviError):
+    """An approval answer named an approval the run is not waiting on (stale, unknown or used)."""
+
+    code = "approval_not_pending"
 
 
 class NotFoundError(ChamviError):
@@ -109,10 +163,175 @@ class ConflictError(ChamviError):
     code = "conflict"
 
 
-class ApprovalNotPendingError(ChamviError):
-    """An approval answer named an approval the run is not waiting on (stale, unknown or used)."""
+# ---- providers ------------------------------------------------------------------------------------
 
-    code = "approval_not_pending"
+
+class ProviderUnavailableError(ChamviError):
+    """A model or embedding provider that may answer later: 408, 409, 429, 5xx, or no connection.
+
+    ``retry_after`` carries the provider's ``retry-after`` so Temporal waits as long as it asked.
+    """
+
+    code = "provider_unavailable"
+    retryable = True
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float | None = None) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.status = status
+
+
+class ProviderHTTPError(ModelError):
+    """A model or embedding provider answered an HTTP error status that retrying will not change.
+
+    One class for chat and embeddings and one rule, in :func:`provider_http_error`.
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def input_refused(self) -> bool:
+        """The provider refused this input (400, 413, 422): a document with it fails, others go on."""
+        return self.status in INPUT_REFUSED_STATUSES
+
+
+RETRYABLE_STATUSES = frozenset({408, 409, 429})
+INPUT_REFUSED_STATUSES = frozenset({400, 413, 422})
+"""Statuses by which a provider refuses the input itself (too long, malformed)."""
+
+
+def provider_http_error(
+    status: int, message: str, retry_after: float | None = None
+) -> ProviderHTTPError | ProviderUnavailableError:
+    """The error an HTTP error status from a model or embedding provider becomes.
+
+    408, 409, 429 and 5xx may pass (Temporal retries, waiting ``retry_after`` when given); every
+    other status is the request's fault and fails the call for good.
+    """
+    if status in RETRYABLE_STATUSES or status >= 500:
+        return ProviderUnavailableError(message, status=status, retry_after=retry_after)
+    return ProviderHTTPError(status, message)
+
+
+# ---- knowledge ------------------------------------------------------------------------------------
+
+
+class KnowledgeNotReadyError(ChamviError):
+    """A search named a collection that has no complete generation yet, or is orphaned."""
+
+    code = "knowledge_not_ready"
+
+
+class InvalidDocumentError(ChamviError):
+    """A source yielded an item that cannot be indexed; the pass reports it and skips it."""
+
+    code = "invalid_document"
+
+
+class KnowledgePassError(ChamviError):
+    """A pass that failed and will be tried again on the backoff."""
+
+    code = "knowledge_pass_failed"
+    retryable = True
+
+
+class IndexUnavailableError(ChamviError):
+    """The knowledge index (Qdrant) cannot be opened or read: the folder is taken, the server is down."""
+
+    code = "knowledge_store_unavailable"
+    retryable = True
+
+
+# ---- the curated knowledge base (the wiki) --------------------------------------------------------
+# Their messages are written for the model that called the tool: the knowledge tools hand them on as
+# tool errors, word for word, so each one says what is wrong and what to do instead.
+
+
+class KnowledgeStoreError(ChamviError):
+    """Base of the errors a curated knowledge store raises on purpose."""
+
+    code = "knowledge_store_error"
+
+
+class InvalidPageError(KnowledgeStoreError):
+    """A bad id, slug, type, title or field: nothing was written."""
+
+    code = "invalid_page"
+
+
+class PageNotFoundError(KnowledgeStoreError):
+    """No page has this id."""
+
+    code = "page_not_found"
+
+
+class PageExistsError(KnowledgeStoreError):
+    """A create named an id that is taken (pages are never deleted, so a retired one counts too)."""
+
+    code = "page_exists"
+
+
+class MissingLinksError(KnowledgeStoreError):
+    """Content links to pages that do not exist; ``missing`` names every one of them."""
+
+    code = "missing_links"
+
+    def __init__(self, message: str, missing: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.missing: tuple[str, ...] = tuple(missing)
+
+
+class EditMismatchError(KnowledgeStoreError):
+    """``edit`` found its ``old_text`` no time or more than once."""
+
+    code = "edit_mismatch"
+
+
+class PageStatusError(KnowledgeStoreError):
+    """The page's status forbids the change (editing a retired page, retiring it twice)."""
+
+    code = "page_status"
+
+
+class PageFormatError(KnowledgeStoreError):
+    """A file in the store's folder cannot be read as a page (e.g. front matter it cannot parse)."""
+
+    code = "page_format"
+
+
+class LogUnavailableError(KnowledgeStoreError):
+    """The store cannot show its log (``recent_log`` is optional)."""
+
+    code = "log_unavailable"
+
+
+# ---- processes ------------------------------------------------------------------------------------
+
+
+class DevStackError(ChamviError):
+    """The local stack could not start: no ``temporal`` binary, a port in use, a server that died."""
+
+    code = "dev_stack_error"
+
+
+class InvalidTokensError(ChamviError):
+    """``CHAMVI_TOKENS`` cannot be read; the message names the item and field, never a token value."""
+
+    code = "invalid_tokens"
+
+
+class ApiPortError(ChamviError):
+    """The HTTP API's port cannot be bound."""
+
+    code = "api_port_unavailable"
+
+
+class UnavailableError(ChamviError):
+    """Something the HTTP API needs did not answer in time (503): Temporal, or a run's worker."""
+
+    code = "unavailable"
+    retryable = True
 
 
 ERROR_CLASSES: tuple[type[ChamviError], ...] = (
@@ -125,18 +344,48 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     ModelNotFoundError,
     ModelError,
     BudgetExceededError,
-    TimeoutError,
-    ValidationError,
+    RunTimeoutError,
+    ChamviValidationError,
     IncompleteResponseError,
     FatalToolError,
     ToolNotAllowedError,
     ToolDeniedError,
+    ToolResultTooLargeError,
     ChannelNotFoundError,
     ApprovalNotPendingError,
     NotFoundError,
     ConflictError,
     ContextNotProvidedError,
+    ProviderUnavailableError,
+    KnowledgeNotReadyError,
+    InvalidDocumentError,
+    KnowledgePassError,
+    IndexUnavailableError,
+    KnowledgeStoreError,
+    InvalidPageError,
+    PageNotFoundError,
+    PageExistsError,
+    MissingLinksError,
+    EditMismatchError,
+    PageStatusError,
+    PageFormatError,
+    LogUnavailableError,
+    DevStackError,
+    InvalidTokensError,
+    ApiPortError,
+    UnavailableError,
+)
+"""The table: one class per code (subclasses that only add fields, like ``ProviderHTTPError``, share
+their parent's code)."""
+
+KNOWLEDGE_STORE_ERRORS: tuple[type[KnowledgeStoreError], ...] = tuple(
+    cls for cls in ERROR_CLASSES if issubclass(cls, KnowledgeStoreError)
 )
 
 ErrorCode: dict[str, str] = {cls.__name__: cls.code for cls in ERROR_CLASSES}
 """The code of every error above, by class name (the seed's ``ErrorCode`` object)."""
+
+NON_RETRYABLE_CODES: tuple[str, ...] = tuple(
+    sorted({cls.code for cls in ERROR_CLASSES if not cls.retryable})
+)
+"""What every retry policy lists as ``non_retryable_error_types``."""

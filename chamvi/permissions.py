@@ -1,5 +1,6 @@
 """Permissions are ':'-separated. ``*`` alone grants everything, a ``*`` segment matches one
-segment, and segment counts must match (the seed's rule, shared with the HTTP API's tokens)."""
+segment, and segment counts must match (the seed's rule, shared with the HTTP API's tokens).
+"""
 
 from __future__ import annotations
 

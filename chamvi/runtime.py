@@ -1,4 +1,4 @@
-"""Connecting to Temporal and building a worker for an app: shared by worker.py, the CLI and tests."""
+"""Connecting to Temporal, loading an app, building its worker: shared by worker.py, the CLI and tests."""
 
 from __future__ import annotations
 
@@ -7,20 +7,17 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from qdrant_client import AsyncQdrantClient
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig
 from temporalio.worker import Worker
 
-from activities import AgentActivities, KnowledgeActivities, LockActivities, ModelActivities, ToolActivities
 from chamvi.app import App
 from chamvi.errors import InvalidAppError
-from chamvi.knowledge.indexing import Indexer
-from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
-from chamvi.knowledge.store import KnowledgeStore
+from chamvi.knowledge.index import KnowledgeIndex
+from chamvi.lifecycle import memory_index
+from chamvi.plugin import ChamviPlugin
 from chamvi.settings import Settings
-from workflows import WORKFLOWS
 
 
 async def connect(settings: Settings) -> Client:
@@ -54,58 +51,32 @@ def load_app(ref: str) -> App:
     return app
 
 
-def open_qdrant(settings: Settings) -> AsyncQdrantClient:
-    """``QDRANT_URL`` when set (any number of processes share it), else local mode under the data folder.
-
-    Local mode allows one process per folder: the worker (and, in ``chamvi dev``, the API) own it.
-    """
-    if settings.qdrant_url:
-        return AsyncQdrantClient(url=settings.qdrant_url)
-    path = settings.data / "qdrant"
-    path.mkdir(parents=True, exist_ok=True)
-    return AsyncQdrantClient(path=str(path))
-
-
 def build_worker(
     client: Client,
-    app: App,
+    app: App | ChamviPlugin,
     *,
     task_queue: str,
-    store: KnowledgeStore | None = None,
+    index: KnowledgeIndex | None = None,
     graceful_shutdown_timeout: timedelta = timedelta(seconds=30),
     max_concurrent_activities: int | None = None,
 ) -> Worker:
-    """A worker serving every chamvi workflow and activity for ``app``.
+    """A worker serving chamvi through :class:`ChamviPlugin`: the one way chamvi starts a worker.
 
-    Graceful shutdown lets in-flight activities finish (up to the timeout) before the worker
-    stops, so a deploy does not cut a tool call in the middle of its side effect. ``store`` is
-    where knowledge lives; without one, an in-memory Qdrant serves (fine for apps without
-    collections, and for tests).
+    Graceful shutdown lets in-flight activities finish (up to the timeout) before the worker stops,
+    so a deploy does not cut a tool call in the middle of its side effect. Given a plugin, the worker
+    has its index and lifecycle (``chamvi worker``, ``chamvi dev``). Given an app, as tests and
+    benchmarks do, the index is ``index`` or an in-memory one and nothing starts in the background:
+    collections pass when asked.
     """
-    store = store or KnowledgeStore(AsyncQdrantClient(location=":memory:"))
-    search = KnowledgeSearch(store, app.embedders)
-    app.provided.set(KNOWLEDGE_SEARCH, search)
-    agents = AgentActivities(app)
-    model = ModelActivities(app)
-    tools = ToolActivities(app)
-    locks = LockActivities()
-    knowledge = KnowledgeActivities(app, store, Indexer(store, app.embedders), search)
+    plugin = (
+        app
+        if isinstance(app, ChamviPlugin)
+        else ChamviPlugin(app, index=index or memory_index(), start_collections=False)
+    )
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=WORKFLOWS,
-        activities=[
-            agents.describe_agent,
-            model.call_model,
-            tools.call_tool,
-            locks.enqueue_lock,
-            locks.run_is_open,
-            knowledge.knowledge_pass,
-            knowledge.knowledge_request_sync,
-            knowledge.knowledge_search,
-        ],
+        plugins=[plugin],
         graceful_shutdown_timeout=graceful_shutdown_timeout,
         max_concurrent_activities=max_concurrent_activities,
-        # heartbeats carry cancellation: without this, the SDK holds them back up to 0.8 x the timeout
-        max_heartbeat_throttle_interval=timedelta(seconds=2),
     )

@@ -17,86 +17,47 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, get_type_hints, overload
+from typing import Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, create_model
 from pydantic_core import to_jsonable_python
+from temporalio.common import RetryPolicy
 
-from chamvi.constants import APPROVAL_TIMEOUT_MAX, DEFAULT_APPROVAL_TIMEOUT
+from chamvi.channels import ChannelAccess
+from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT
 from chamvi.context import Provided
 from chamvi.errors import InvalidAgentDefinitionError, InvalidInputError
-from chamvi.models import ApprovalDecision, ApprovalRequest, TriggerEnvelope
-
-if TYPE_CHECKING:
-    from chamvi.channels import ChannelAccess
+from chamvi.models import ApprovalDecision
+from chamvi.run_context import Approvals, EffectLedger, RunContext, request_approval
 
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 Predicate = bool | Callable[[Any, "ToolContext"], bool | Awaitable[bool]]
 
 
-@dataclass(frozen=True)
-class RunContext:
-    """The part of a run a tool may read."""
-
-    run_id: str
-    agent: str
-    trigger: TriggerEnvelope
-    cancellation: asyncio.Event
-    step: int
-    tool_call_id: str
-
-
-class EffectLedger:
-    """Recorded effect results of one run, as seen from inside one tool call.
-
-    ``lookup`` asks the run (a query, outside history) for keys recorded by earlier calls;
-    ``record`` keeps new results, which the tool call returns to the workflow to keep.
-    """
-
-    def __init__(self, lookup_recorded: Callable[[str], Awaitable[tuple[bool, Any]]]) -> None:
-        self._lookup_recorded = lookup_recorded
-        self.new: dict[str, Any] = {}
-
-    async def lookup(self, key: str) -> tuple[bool, Any]:
-        if key in self.new:
-            return True, self.new[key]
-        return await self._lookup_recorded(key)
-
-    def record(self, key: str, result: Any) -> None:
-        self.new[key] = result
-
-
 @dataclass
 class ToolContext:
-    """Handed to a tool that asks for it: ``ctx.run`` and ``ctx.channels``."""
+    """Handed to a tool that asks for it: ``ctx.run``, ``ctx.channels``, and what the app provides.
+
+    Built by the tool runner for one tool call (``chamvi.tool_runner``).
+    """
 
     run: RunContext
     channels: ChannelAccess
     effects: EffectLedger
-    decisions: list[ApprovalDecision] = field(default_factory=list)
+    approvals: Approvals = field(default_factory=Approvals)
     provided: Provided = field(default_factory=Provided)
-    _approvals_asked: int = 0
-    _taint: str | None = None
+    _taint: str | None = field(default=None, init=False)
 
-    def __post_init__(self) -> None:
-        self.channels.bind(self)
+    @property
+    def taint(self) -> str | None:
+        """Where untrusted content came from in this call (``tool:x``), if anywhere."""
+        return self._taint
 
     def mark_tainted(self, source: str) -> None:
         """Marks the run untrusted before this call's result reaches the model (e.g. ``tool:x``)."""
         if self._taint is None:
             self._taint = source
-
-
-class ApprovalRequired(BaseException):
-    """Unwinds a tool call that needs a decision nobody has given yet.
-
-    A ``BaseException`` so that a tool's own ``except Exception`` cannot swallow it.
-    """
-
-    def __init__(self, request: ApprovalRequest) -> None:
-        super().__init__(request.title)
-        self.request = request
 
 
 async def approve(
@@ -111,19 +72,13 @@ async def approve(
     The first time, the run goes to ``waiting`` and the tool call stops here. Once answered (or
     timed out, which denies), the tool call runs again from the start and this returns the
     decision, so code before it must be idempotent.
+
+    Raises:
+        InvalidInputError: ``ctx`` is not a tool call's context, or the timeout is out of range.
     """
     if not isinstance(ctx, ToolContext):
         raise InvalidInputError("approve() needs the ToolContext of the tool call it runs in")
-    if timeout <= timedelta(0) or timeout > APPROVAL_TIMEOUT_MAX:
-        raise InvalidInputError(
-            f"approval timeout {timeout} is out of range: "
-            f"it must be above 0 and at most {APPROVAL_TIMEOUT_MAX}"
-        )
-    index = ctx._approvals_asked
-    ctx._approvals_asked += 1
-    if index < len(ctx.decisions):
-        return ctx.decisions[index]
-    raise ApprovalRequired(ApprovalRequest(title=title, body=body, timeout_seconds=timeout.total_seconds()))
+    return request_approval(ctx.approvals, title=title, body=body, timeout=timeout)
 
 
 def effect_marker(key: str) -> str:
@@ -159,6 +114,7 @@ class Tool:
     model_param: str | None
     effect: EffectSpec | None = None
     trust: Trust = Trust()
+    retry: RetryPolicy | None = None
 
     @functools.cached_property
     def _schema(self) -> dict[str, Any]:
@@ -199,6 +155,7 @@ def _build_tool(
     description: str | None,
     effect: EffectSpec | None,
     trust: Trust,
+    retry: RetryPolicy | None = None,
 ) -> Tool:
     tool_name = name or fn.__name__
     if not TOOL_NAME_PATTERN.match(tool_name):
@@ -244,6 +201,7 @@ def _build_tool(
         model_param=model_param,
         effect=effect,
         trust=trust,
+        retry=retry,
     )
 
 
@@ -251,7 +209,11 @@ def _build_tool(
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, trust: Trust = Trust()
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    trust: Trust = Trust(),
+    retry: RetryPolicy | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -260,11 +222,23 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     trust: Trust = Trust(),
+    retry: RetryPolicy | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Makes a function a tool; use bare (``@tool``) or with options (``@tool(name=...)``)."""
+    """Makes a function a tool; use bare (``@tool``) or with options (``@tool(name=...)``).
+
+    Args:
+        fn: the function, when used bare.
+        name: the tool's name for the model (default: the function's name).
+        description: what the model reads (default: the docstring).
+        trust: whether its results taint the run, and whether it is guarded once tainted.
+        retry: how its activity is retried when it fails (a timeout, a worker that died); the app's
+            tool policy by default. A tool that raises is a tool error, not retried.
+    """
     if fn is not None:
         return _build_tool(fn, name=None, description=None, effect=None, trust=trust)
-    return lambda f: _build_tool(f, name=name, description=description, effect=None, trust=trust)
+    return lambda f: _build_tool(
+        f, name=name, description=description, effect=None, trust=trust, retry=retry
+    )
 
 
 @overload
@@ -277,6 +251,7 @@ def effect_tool(
     effect_key: EffectKeyFn | None = None,
     already_applied: AlreadyAppliedFn | None = None,
     trust: Trust = Trust(),
+    retry: RetryPolicy | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def effect_tool(
     fn: Callable[..., Any] | None = None,
@@ -287,6 +262,7 @@ def effect_tool(
     effect_key: EffectKeyFn | None = None,
     already_applied: AlreadyAppliedFn | None = None,
     trust: Trust = Trust(),
+    retry: RetryPolicy | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """A tool with a side effect, applied once per effect key.
 
@@ -298,4 +274,6 @@ def effect_tool(
     spec = EffectSpec(effect_key=effect_key, already_applied=already_applied)
     if fn is not None:
         return _build_tool(fn, name=None, description=None, effect=spec, trust=trust)
-    return lambda f: _build_tool(f, name=name, description=description, effect=spec, trust=trust)
+    return lambda f: _build_tool(
+        f, name=name, description=description, effect=spec, trust=trust, retry=retry
+    )

@@ -15,13 +15,13 @@ from temporalio.service import RPCError
 from chamvi import App, define_agent
 from chamvi.constants import KNOWLEDGE_ID_PREFIX, QUERY_KNOWLEDGE_STATE
 from chamvi.knowledge import knowledge_tools
-from chamvi.knowledge.boot import start_knowledge
 from chamvi.knowledge.collections import KnowledgeCollection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.embedders.hashing import HashEmbedder
+from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
-from chamvi.knowledge.state import CollectionMeta, CollectionState
-from chamvi.knowledge.store import KnowledgeStore
+from chamvi.models.knowledge import CollectionMeta, CollectionState
+from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, ScriptedModel, ScriptedTurn, reply
 from chamvi.runtime import build_worker
 from tests.polling import eventually
@@ -89,23 +89,22 @@ def searcher(app: App) -> KnowledgeSearch:
     return search
 
 
-def new_store() -> KnowledgeStore:
-    return KnowledgeStore(AsyncQdrantClient(location=":memory:"))
+def new_store() -> KnowledgeIndex:
+    return KnowledgeIndex(AsyncQdrantClient(location=":memory:"))
 
 
 @asynccontextmanager
 async def knowledge_worker(
     client: Client,
     app: App,
-    store: KnowledgeStore,
+    store: KnowledgeIndex,
     task_queue: str,
     graceful: timedelta = timedelta(seconds=30),
 ) -> AsyncIterator[None]:
     """A worker that boots knowledge like ``chamvi worker`` does: the pass runs in the background."""
-    async with build_worker(
-        client, app, task_queue=task_queue, store=store, graceful_shutdown_timeout=graceful
-    ):
-        await start_knowledge(client, app, store, task_queue)
+    plugin = ChamviPlugin(app, index=store)
+    async with build_worker(client, plugin, task_queue=task_queue, graceful_shutdown_timeout=graceful):
+        await plugin.collections_started()
         yield
 
 
@@ -128,7 +127,7 @@ async def wait_for_passes(client: Client, name: str, passes: int) -> CollectionS
 
 
 async def wait_for_meta(
-    store: KnowledgeStore, name: str, status: str, model: str | None = None
+    store: KnowledgeIndex, name: str, status: str, model: str | None = None
 ) -> CollectionMeta:
     """Waits until the collection has ``status`` (and serves ``model``, when one is given)."""
 

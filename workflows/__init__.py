@@ -1,8 +1,8 @@
 """Temporal workflow code only: deterministic, no I/O, no clock, no randomness."""
 
-from workflows.agent_run import AgentRunWorkflow
-from workflows.concurrency_lock import ConcurrencyLockWorkflow
-from workflows.knowledge import (
+from .agent_run import AgentRunWorkflow
+from .concurrency_lock import ConcurrencyLockWorkflow
+from .knowledge import (
     KnowledgeCollectionWorkflow,
     KnowledgeSearchWorkflow,
     KnowledgeSyncRequestWorkflow,

@@ -19,13 +19,14 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from chamvi import constants as c
     from chamvi.errors import (
+        NON_RETRYABLE_CODES,
         ApprovalNotPendingError,
         BudgetExceededError,
         ChamviError,
+        ChamviValidationError,
         FatalToolError,
         IncompleteResponseError,
-        TimeoutError,
-        ValidationError,
+        RunTimeoutError,
     )
     from chamvi.models import (
         AgentSpec,
@@ -53,18 +54,10 @@ with workflow.unsafe.imports_passed_through():
         Usage,
         WaitPoint,
     )
+    from chamvi.retry import DEFAULT_MODEL_RETRY, DEFAULT_TOOL_RETRY, activity_policy
     from chamvi.transcript import EMPTY_DIGEST, chain_digest
 
-MODEL_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1),
-    backoff_coefficient=2.0,
-    maximum_interval=timedelta(seconds=60),
-    maximum_attempts=10,
-)
-TOOL_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=1), backoff_coefficient=2.0, maximum_interval=timedelta(seconds=30)
-)
-LOCAL_RETRY = RetryPolicy(maximum_attempts=5)
+LOCAL_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=list(NON_RETRYABLE_CODES))
 
 
 class RunFailed(Exception):
@@ -182,7 +175,7 @@ class AgentRunWorkflow:
     def _validate_answer(self, answer: ApprovalAnswer) -> None:
         problem = self._answer_problem(answer)
         if problem is not None:
-            raise ApplicationError(problem, type=ApprovalNotPendingError.code, non_retryable=True)
+            raise ApplicationError(problem, type=ApprovalNotPendingError.code)
 
     def _answer_problem(self, answer: ApprovalAnswer) -> str | None:
         if self._waiting is None or self._answer is not None:
@@ -272,7 +265,7 @@ class AgentRunWorkflow:
                 except builtins.TimeoutError:
                     await _cancel(loop)
                     raise RunFailed.of(
-                        TimeoutError(
+                        RunTimeoutError(
                             f"the run took longer than its {spec.budget.timeout_seconds:g} s timeout"
                         )
                     ) from None
@@ -321,7 +314,7 @@ class AgentRunWorkflow:
             return
         if response.output_error is not None:
             raise RunFailed.of(
-                ValidationError(
+                ChamviValidationError(
                     f"the final answer does not match the output schema: {response.output_error[:500]}"
                 )
             )
@@ -331,7 +324,7 @@ class AgentRunWorkflow:
         delta = self._messages[self._sent_count :]
         started = workflow.now()
         try:
-            response = await workflow.execute_activity(
+            response: ModelResponse = await workflow.execute_activity(
                 c.ACTIVITY_CALL_MODEL,
                 ModelRequest(
                     run_id=workflow.info().workflow_id,
@@ -344,7 +337,7 @@ class AgentRunWorkflow:
                 ),
                 result_type=ModelResponse,
                 start_to_close_timeout=timedelta(seconds=spec.model_timeout_seconds),
-                retry_policy=MODEL_RETRY,
+                retry_policy=activity_policy(spec.model_retry, DEFAULT_MODEL_RETRY),
                 summary=f"step {step}: {spec.model}",
             )
         except (ActivityError, ApplicationError) as error:
@@ -384,7 +377,7 @@ class AgentRunWorkflow:
                     result_type=ToolResult,
                     start_to_close_timeout=timedelta(seconds=spec.tool_timeout_seconds),
                     heartbeat_timeout=timedelta(seconds=spec.tool_heartbeat_seconds),
-                    retry_policy=TOOL_RETRY,
+                    retry_policy=self._tool_retry(spec, call.name),
                     summary=f"step {step}: {call.name}",
                 )
             except (ActivityError, ApplicationError) as error:
@@ -463,6 +456,11 @@ class AgentRunWorkflow:
         self._answer = None
         self._set_status(RunStatus.RUNNING)
         return decision
+
+    @staticmethod
+    def _tool_retry(spec: AgentSpec, name: str) -> RetryPolicy:
+        own = next((t.retry for t in spec.tools if t.name == name and t.retry is not None), None)
+        return activity_policy(own or spec.tool_retry, DEFAULT_TOOL_RETRY)
 
     # ---- state ----------------------------------------------------------------------------
 

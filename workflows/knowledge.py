@@ -21,8 +21,8 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from chamvi import constants as c
-    from chamvi.knowledge.backoff import backoff
-    from chamvi.knowledge.state import (
+    from chamvi.errors import NON_RETRYABLE_CODES
+    from chamvi.models.knowledge import (
         CollectionInput,
         CollectionMeta,
         CollectionState,
@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         SearchRequest,
         SyncRequest,
     )
+    from chamvi.retry import backoff
 
 # one attempt per activity: the workflow owns the backoff so its state shows the error and the
 # time of the next attempt; a timer holds across workers and restarts
@@ -149,12 +150,11 @@ class KnowledgeSearchWorkflow:
 
     @workflow.run
     async def run(self, request: SearchRequest) -> dict[str, Any]:
-        return await workflow.execute_activity(
+        found: dict[str, Any] = await workflow.execute_activity(
             c.ACTIVITY_KNOWLEDGE_SEARCH,
             request,
             result_type=dict,
             start_to_close_timeout=timedelta(seconds=90),
-            retry_policy=RetryPolicy(
-                maximum_attempts=3, non_retryable_error_types=["knowledge_not_ready", "validation_error"]
-            ),
+            retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=list(NON_RETRYABLE_CODES)),
         )
+        return found

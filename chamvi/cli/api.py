@@ -9,11 +9,12 @@ import click
 
 from chamvi.cli._common import app_option, connect_or_fail, load_app_or_fail, temporal_options
 from chamvi.cli._output import echo_err
+from chamvi.cli._serving import first_of, log_to_terminal, stop_on_signals
 from chamvi.cli.stack import api_port_option
-from chamvi.dev import close_store, first_of, log_to_terminal, open_store, stop_on_signals
 from chamvi.errors import ChamviError
 from chamvi.http import build_api, tokens_from_env
 from chamvi.http.process import listen
+from chamvi.lifecycle import close_index, open_index
 from chamvi.settings import Settings
 
 
@@ -51,13 +52,13 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
         stop = asyncio.Event()
         with stop_on_signals(stop):
             api_socket = listen(host, api_port)
-            store = open_store(settings)
+            index = open_index(settings)
             try:
                 client = await connect_or_fail(settings)
                 application = build_api(
                     app,
                     client,
-                    store,
+                    index,
                     tokens=tokens,
                     task_queue=settings.task_queue,
                     knowledge_model=settings.knowledge_model,
@@ -66,7 +67,7 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
                 await first_of(api_socket.serve(application), stop.wait())
             finally:
                 api_socket.sock.close()
-                await close_store(store)
+                await close_index(index)
 
     try:
         asyncio.run(go())

@@ -15,13 +15,13 @@ from temporalio.exceptions import ActivityError, ChildWorkflowError
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.knowledge import request_sync
 from chamvi import constants as c
 from chamvi.cli._common import POLL_SECONDS, T, json_option, run_with_client, temporal_options
 from chamvi.cli._output import Spinner, columns, dump, echo_err, short, when
 from chamvi.knowledge.search import MAX_CHARS, MAX_TOP_K
-from chamvi.knowledge.state import CollectionMeta, CollectionState, PassStats, SearchRequest
+from chamvi.models.knowledge import CollectionMeta, CollectionState, PassStats, SearchRequest
 from chamvi.settings import Settings
+from chamvi.starters import request_sync
 
 KNOWLEDGE_QUERY_TIMEOUT = timedelta(seconds=5)
 EXCERPT_CHARS = 240

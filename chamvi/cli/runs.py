@@ -1,7 +1,8 @@
 """Runs: ``chamvi dispatch``, ``chamvi runs list`` / ``runs show``, ``chamvi approve``, ``chamvi cancel``.
 
 Every run operation goes through ``ChamviClient``; the same runs are visible in the Temporal UI
-and the ``temporal`` CLI."""
+and the ``temporal`` CLI.
+"""
 
 from __future__ import annotations
 

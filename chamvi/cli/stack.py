@@ -1,5 +1,6 @@
 """The local stack: ``chamvi dev`` (a Temporal dev server and a worker), ``chamvi worker``, and
-``chamvi check`` (load the app and report problems, starting nothing)."""
+``chamvi check`` (load the app and report problems, starting nothing).
+"""
 
 from __future__ import annotations
 
@@ -17,32 +18,19 @@ from chamvi.cli._common import (
     F,
     app_option,
     build_settings,
-    connect_or_fail,
     load_app_or_fail,
     refused,
     temporal_options,
     temporal_target,
 )
 from chamvi.cli._output import echo_err
+from chamvi.cli._serving import log_to_terminal, serve_dev, serve_worker
 from chamvi.constants import TASK_QUEUE
-from chamvi.dev import (
-    DEFAULT_PORT,
-    DevServer,
-    DevServerConfig,
-    boot_knowledge,
-    check_knowledge,
-    close_store,
-    log_to_terminal,
-    open_store,
-    qdrant_location,
-    run_worker,
-    serve,
-    stop_on_signals,
-)
+from chamvi.dev import DEFAULT_PORT, DevServer, DevServerConfig
 from chamvi.errors import ChamviError
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.knowledge import KnowledgeCollection, Source
-from chamvi.runtime import build_worker
+from chamvi.lifecycle import index_location
 from chamvi.settings import Settings
 
 
@@ -104,7 +92,7 @@ def dev(
     server = DevServer(config)
     log_to_terminal()
     try:
-        asyncio.run(serve(server, settings, app, echo=echo_err, api_port=api_port))
+        asyncio.run(serve_dev(server, settings, app, echo=echo_err, api_port=api_port))
     except ChamviError as error:
         raise click.ClickException(error.message) from None
     finally:
@@ -127,26 +115,15 @@ def worker(app_ref: str, data: Path, settings: Settings) -> None:
     app = load_app_or_fail(app_ref)
     log_to_terminal()
 
-    async def go() -> None:
-        stop = asyncio.Event()
-        with stop_on_signals(stop):
-            store = open_store(settings)
-            try:
-                await check_knowledge(app, store, settings)
-                client = await connect_or_fail(settings)
-                worker = build_worker(client, app, task_queue=settings.task_queue, store=store)
-                echo_err(
-                    f"worker for {app_ref} (agents: {', '.join(app.agents) or 'none'}) on task queue "
-                    f"{settings.task_queue!r} at {temporal_target(settings)}, knowledge in "
-                    f"{qdrant_location(settings)}. Ctrl-C to stop."
-                )
-                knowledge = boot_knowledge(client, app, store, settings.task_queue, echo_err)
-                await run_worker(worker, stop, echo_err, knowledge)
-            finally:
-                await close_store(store)
+    def describe() -> str:
+        return (
+            f"worker for {app_ref} (agents: {', '.join(app.agents) or 'none'}) on task queue "
+            f"{settings.task_queue!r} at {temporal_target(settings)}, knowledge in "
+            f"{index_location(settings)}. Ctrl-C to stop."
+        )
 
     try:
-        asyncio.run(go())
+        asyncio.run(serve_worker(settings, app, echo=echo_err, describe=describe))
     except ChamviError as error:
         raise click.ClickException(error.message) from None
     except RPCError as error:

@@ -5,8 +5,9 @@ api = build_api(app, client, store, tokens=tokens, knowledge_model=settings.know
 await serve(api, host="0.0.0.0", port=3000)
 """
 
+from chamvi.errors import InvalidTokensError
 from chamvi.http.api import build_api, create_api
-from chamvi.http.auth import InvalidTokensError, Token, tokens_from_env
+from chamvi.http.auth import Token, tokens_from_env
 from chamvi.http.limits import DEFAULT_BODY_LIMIT
 from chamvi.http.server import DEFAULT_PORT, serve, server
 

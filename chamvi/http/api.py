@@ -10,7 +10,6 @@ from fastapi import APIRouter, Depends, FastAPI, Security
 from fastapi.security import HTTPBearer
 from temporalio.client import Client
 
-from activities.knowledge import request_sync
 from chamvi.app import App
 from chamvi.client import ChamviClient
 from chamvi.constants import TASK_QUEUE
@@ -19,8 +18,9 @@ from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
 from chamvi.http.knowledge_routes import knowledge_router
 from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware
 from chamvi.http.runs_routes import runs_router
+from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
-from chamvi.knowledge.store import KnowledgeStore
+from chamvi.starters import request_sync
 
 log = logging.getLogger("chamvi.http")
 
@@ -104,7 +104,7 @@ def create_api(
 def build_api(
     app: App,
     client: Client,
-    store: KnowledgeStore,
+    store: KnowledgeIndex,
     *,
     tokens: Sequence[Token],
     task_queue: str = TASK_QUEUE,

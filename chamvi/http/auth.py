@@ -22,7 +22,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from chamvi.errors import ChamviError
+from chamvi.errors import InvalidTokensError
 from chamvi.http.errors import FORBIDDEN, UNAUTHORIZED, ErrorResponse
 from chamvi.models import Invoker
 from chamvi.permissions import has_permission
@@ -36,11 +36,6 @@ TOKEN_KIND = "token"
 _PERMISSION = re.compile(r"[^\s:]+(:[^\s:]+)*")
 _FIELDS = ("value", "id", "permissions", "name")
 
-
-class InvalidTokensError(ChamviError):
-    """``CHAMVI_TOKENS`` cannot be read; the message names the item and field, never a token value."""
-
-    code = "invalid_tokens"
 
 
 @dataclass(frozen=True)

@@ -23,17 +23,18 @@ from chamvi.errors import (
     AgentNotFoundError,
     ApprovalNotPendingError,
     ChamviError,
+    ChamviValidationError,
     ConflictError,
     InvalidAgentDefinitionError,
+    InvalidDocumentError,
     InvalidInputError,
     InvalidRunStateError,
     ModelNotFoundError,
     NotFoundError,
     RunNotFoundError,
-    ValidationError,
+    UnavailableError,
 )
 from chamvi.http.schemas import ErrorBody
-from chamvi.knowledge.documents import InvalidDocumentError
 
 log = logging.getLogger("chamvi.http")
 
@@ -52,11 +53,6 @@ _MAX_LISTED_ERRORS = 10
 _MAX_MESSAGE_CHARS = 2000
 
 
-class UnavailableError(ChamviError):
-    """Something the API needs did not answer in time (503): Temporal, or a run's worker."""
-
-    code = UNAVAILABLE
-
 
 _STATUS_BY_ERROR: tuple[tuple[type[ChamviError], int], ...] = (
     (NotFoundError, 404),
@@ -68,7 +64,7 @@ _STATUS_BY_ERROR: tuple[tuple[type[ChamviError], int], ...] = (
     # the default embedding model of managed collections does not resolve: the server's configuration
     (ModelNotFoundError, 409),
     (InvalidInputError, 422),
-    (ValidationError, 422),
+    (ChamviValidationError, 422),
     (InvalidDocumentError, 422),
     (InvalidAgentDefinitionError, 422),
     (UnavailableError, 503),
@@ -191,7 +187,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
 class CatchAllMiddleware:
     """The outermost layer: whatever escapes every handler still answers a 500 in the error shape,
-    and is logged once with its traceback (Starlette's own handler would re-raise it)."""
+    and is logged once with its traceback (Starlette's own handler would re-raise it).
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app

@@ -57,7 +57,8 @@ def knowledge_router(managed: ManagedCollections) -> APIRouter:
     )
     async def create_collection(body: Annotated[CreateCollection, Body()]) -> CollectionOut:
         """Creates an empty, untrusted collection embedded with the default model
-        (`CHAMVI_KNOWLEDGE_MODEL`, else the app's `embedding_model`; neither: 409)."""
+        (`CHAMVI_KNOWLEDGE_MODEL`, else the app's `embedding_model`; neither: 409).
+        """
         return CollectionOut.of(await managed.create(body.name))
 
     @router.get(
@@ -104,7 +105,8 @@ def knowledge_router(managed: ManagedCollections) -> APIRouter:
     )
     async def sync_collection(name: CollectionName) -> CollectionOut:
         """Asks for a pass now: a managed collection embeds its pending documents, and when stale is
-        re-embedded into a new generation with the default model (switching once complete)."""
+        re-embedded into a new generation with the default model (switching once complete).
+        """
         await managed.sync(name)
         return CollectionOut.of(await managed.get(name))
 
@@ -127,7 +129,8 @@ def knowledge_router(managed: ManagedCollections) -> APIRouter:
     ) -> PutResult:
         """Stores the document and answers 202 (`pending`): it is embedded in the background, and its
         previous content keeps answering searches until then. The same content again answers 200 and
-        embeds nothing; a failed document is tried again by any new PUT."""
+        embeds nothing; a failed document is tried again by any new PUT.
+        """
         entry, accepted = await managed.put(
             name,
             document_id,

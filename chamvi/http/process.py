@@ -10,13 +10,9 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from chamvi.errors import ChamviError
+from chamvi.errors import ApiPortError
 from chamvi.http.auth import Token, tokens_from_env
 from chamvi.http.server import bind, server
-
-
-class ApiPortError(ChamviError):
-    code = "api_port_unavailable"
 
 
 @dataclass

@@ -14,9 +14,9 @@ from fastapi import APIRouter, Body, Depends, Path, Query, Response
 
 from chamvi.agents import validate_agent_name
 from chamvi.client import ChamviClient
-from chamvi.errors import AgentNotFoundError, InvalidAgentDefinitionError, InvalidInputError
+from chamvi.errors import AgentNotFoundError, InvalidAgentDefinitionError, InvalidInputError, UnavailableError
 from chamvi.http.auth import Token, permission, principal
-from chamvi.http.errors import UnavailableError, error_responses
+from chamvi.http.errors import error_responses
 from chamvi.http.schemas import (
     ApprovalOut,
     ApproveRun,
@@ -64,7 +64,8 @@ def runs_router(runs: ChamviClient, agents: Collection[str] | None = None) -> AP
         body: Annotated[DispatchRun, Body()], token: Principal, response: Response
     ) -> DispatchResultOut:
         """Starts a run of `agent` with `payload`; 202 with its id. With an `idempotency_key` seen
-        before from the same token, 200 with the existing run instead."""
+        before from the same token, 200 with the existing run instead.
+        """
         check_agent(body.agent)
         result = await runs.dispatch(
             body.agent,
@@ -126,7 +127,8 @@ def runs_router(runs: ChamviClient, agents: Collection[str] | None = None) -> AP
         run_id: RunId, body: Annotated[ApproveRun, Body()], token: Principal
     ) -> ApprovalOut:
         """Approves or denies `approval_id`; the token's principal is recorded as the approver.
-        An id the run is not waiting on (stale, unknown or answered) is 409."""
+        An id the run is not waiting on (stale, unknown or answered) is 409.
+        """
         try:
             answered = await asyncio.wait_for(
                 runs.approve(

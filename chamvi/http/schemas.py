@@ -10,8 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from chamvi.constants import TRIGGER_KEY_MAX_LENGTH
 from chamvi.knowledge.managed import MAX_CONTENT_CHARS, DocumentPage
-from chamvi.knowledge.state import CollectionMeta, DocumentEntry
 from chamvi.models import RunSummary
+from chamvi.models.knowledge import CollectionMeta, DocumentEntry
 
 MAX_JSON_DEPTH = 64
 _INT64 = (-(2**63), 2**63 - 1)
@@ -21,7 +21,8 @@ DocumentStatus = Literal["pending", "ready", "failed"]
 
 def check_json(value: Any, what: str, *, int64: bool = False) -> Any:
     """Refuses what JSON or the stores cannot carry: NaN/Infinity, lone surrogates, nesting deeper than
-    64 levels, and (``int64``) integers a Qdrant payload cannot hold."""
+    64 levels, and (``int64``) integers a Qdrant payload cannot hold.
+    """
 
     def walk(item: Any, level: int) -> None:
         if level > MAX_JSON_DEPTH:

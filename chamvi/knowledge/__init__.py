@@ -1,13 +1,15 @@
 """Knowledge collections: documents fed by sources, indexed in the background into Qdrant, searched
-by meaning through the ``knowledge_search`` tool."""
+by meaning through the ``knowledge_search`` tool.
+"""
 
+from chamvi.errors import InvalidDocumentError, KnowledgeNotReadyError
 from chamvi.knowledge.chunking import CHUNKER_VERSION, chunk
 from chamvi.knowledge.collections import KnowledgeCollection, knowledge_collection
-from chamvi.knowledge.documents import Document, InvalidDocumentError
+from chamvi.knowledge.documents import Document
 from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry, default_embedding_registry
-from chamvi.knowledge.search import KnowledgeNotReadyError, knowledge_tools
+from chamvi.knowledge.search import knowledge_tools
 from chamvi.knowledge.sources import Source, SourceContext, define_source, folder
-from chamvi.knowledge.state import CollectionMeta, CollectionStatus
+from chamvi.models.knowledge import CollectionMeta, CollectionStatus
 
 __all__ = [
     "CHUNKER_VERSION",

@@ -8,17 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from chamvi.errors import ChamviError
+from chamvi.errors import InvalidDocumentError
 
 MAX_ID_CHARS = 255
 _ID_REPR_CHARS = 80
 _FIELDS = frozenset({"id", "content", "title", "source", "metadata"})
 
-
-class InvalidDocumentError(ChamviError):
-    """A source yielded an item that cannot be indexed; the pass reports it and skips it."""
-
-    code = "invalid_document"
 
 
 @dataclass(frozen=True)
@@ -140,7 +135,7 @@ def _check_metadata(value: object, name: str) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise InvalidDocumentError(f"{problem}, not a {type(value).__name__}")
     try:
-        copy = json.loads(json.dumps(value, allow_nan=False))
+        copy: dict[str, Any] = json.loads(json.dumps(value, allow_nan=False))
     except (TypeError, ValueError, RecursionError):
         raise InvalidDocumentError(problem) from None
     # json.dumps quietly turns tuples into lists and int keys into strings: insist on a round trip

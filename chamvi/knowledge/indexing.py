@@ -17,14 +17,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
-from chamvi.errors import ChamviError, InvalidAppError
+from temporalio.common import RetryPolicy
+
+from chamvi.errors import InvalidAppError, InvalidDocumentError, KnowledgePassError, ProviderHTTPError
 from chamvi.knowledge.chunking import CHUNKER_VERSION, chunk
 from chamvi.knowledge.collections import KnowledgeCollection
-from chamvi.knowledge.documents import Document, InvalidDocumentError, content_hash, validate_item
-from chamvi.knowledge.embedders import Embedder, EmbeddingHTTPError, EmbeddingRegistry
+from chamvi.knowledge.documents import Document, content_hash, validate_item
+from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry
+from chamvi.knowledge.index import KnowledgeIndex, Passage
 from chamvi.knowledge.sources import SourceContext
-from chamvi.knowledge.state import CollectionMeta, CollectionStatus, DocumentEntry, PassStats
-from chamvi.knowledge.store import KnowledgeStore, Passage
+from chamvi.models.knowledge import CollectionMeta, CollectionStatus, DocumentEntry, PassStats
+from chamvi.retry import DEFAULT_EMBEDDING_RETRY, call_with_retry
 
 log = logging.getLogger("chamvi.knowledge")
 
@@ -32,11 +35,6 @@ BATCH_SIZE = 64
 MAX_REASONS = 20
 CALL_TIMEOUT_SECONDS = 60.0
 
-
-class KnowledgePassError(ChamviError):
-    """A pass that failed and will be tried again on the backoff."""
-
-    code = "knowledge_pass_failed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +90,8 @@ def _entry(
     error: str | None = None,
 ) -> DocumentEntry:
     """What the registry keeps of a document this pass embedded (or that failed): a managed
-    collection keeps its content too, since its pass embeds from the registry."""
+    collection keeps its content too, since its pass embeds from the registry.
+    """
     return DocumentEntry(
         id=item.document.id,
         hash=item.hash,
@@ -159,16 +158,18 @@ def _report(collection: str, kind: str, message: str) -> None:
 class Indexer:
     def __init__(
         self,
-        store: KnowledgeStore,
+        store: KnowledgeIndex,
         embedders: EmbeddingRegistry,
         *,
         batch_size: int = BATCH_SIZE,
         call_timeout: float = CALL_TIMEOUT_SECONDS,
+        retry: RetryPolicy = DEFAULT_EMBEDDING_RETRY,
     ) -> None:
         self.store = store
         self.embedders = embedders
         self.batch_size = batch_size
         self.call_timeout = call_timeout
+        self.retry = retry
 
     async def run_pass(
         self,
@@ -244,7 +245,8 @@ class Indexer:
     async def _compare(self, reading: _Reading, progress: Callable[[PassStats], None]) -> None:
         """Compares a chunk of read documents with their registry entries (one lookup per chunk, so
         memory stays flat however large the sources), marks the unchanged ones seen, and batches
-        the rest for embedding."""
+        the rest for embedding.
+        """
         run = reading.run
         previous = await self.store.entries_by_id(run.name, [d.id for d, _, _, _ in reading.waiting])
         unchanged: list[str] = []
@@ -292,7 +294,8 @@ class Indexer:
         self, name: str, progress: Callable[[PassStats], None] = lambda _: None
     ) -> CollectionMeta | None:
         """Embeds a managed collection's pending documents (from the content kept in its registry),
-        or all of them into a new generation when a sync asked for another model or chunker."""
+        or all of them into a new generation when a sync asked for another model or chunker.
+        """
         meta = await self.store.meta(name)
         if meta is None or meta.kind != "managed":
             return meta  # deleted meanwhile: nothing to do
@@ -377,6 +380,9 @@ class Indexer:
         await self.store.delete_entries(name, document_ids)
 
     async def _embed(self, embedder: Embedder, texts: list[str]) -> list[list[float]]:
+        return await call_with_retry(lambda: self._embed_once(embedder, texts), self.retry)
+
+    async def _embed_once(self, embedder: Embedder, texts: list[str]) -> list[list[float]]:
         try:
             return await asyncio.wait_for(embedder.embed(texts), timeout=self.call_timeout)
         except TimeoutError:
@@ -390,8 +396,8 @@ class Indexer:
         texts = [text for item in batch.items for text in item.passages]
         try:
             vectors = await self._embed_all(run.embedder, texts, run.stats)
-        except EmbeddingHTTPError as error:
-            if not error.document_level:
+        except ProviderHTTPError as error:
+            if not error.input_refused:
                 raise
             if len(batch.items) == 1:
                 await self._fail(run, batch.items[0], str(error))
@@ -424,7 +430,8 @@ class Indexer:
     @staticmethod
     def _outgrown(run: _Pass, items: list[_Pending]) -> dict[str, range]:
         """Passages of the previous content past the new content's count: the upsert overwrites the
-        rest (point ids are document and index), so no delete has to scan the collection."""
+        rest (point ids are document and index), so no delete has to scan the collection.
+        """
         outgrown: dict[str, range] = {}
         for item in items:
             previous = item.previous
@@ -438,7 +445,8 @@ class Indexer:
 
     async def _still_current(self, run: _Pass, items: list[_Pending]) -> list[_Pending]:
         """A managed document may have been replaced or deleted over REST while it was embedded:
-        those results are dropped (a replaced one is pending again and its PUT asked for a pass)."""
+        those results are dropped (a replaced one is pending again and its PUT asked for a pass).
+        """
         current: list[_Pending] = []
         for item in items:
             entry = await self.store.entry(run.name, item.document.id)
@@ -455,7 +463,8 @@ class Indexer:
 
     async def _fail(self, run: _Pass, item: _Pending, error: str) -> None:
         """The provider refused this document (400/413/422): it fails alone, tried again when it
-        changes (or, in a managed collection, with its next PUT)."""
+        changes (or, in a managed collection, with its next PUT).
+        """
         if run.managed and not await self._still_current(run, [item]):
             return
         log.warning("knowledge %r: document %r failed: %s", run.name, item.document.id, error)

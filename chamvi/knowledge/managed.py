@@ -14,12 +14,18 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from chamvi.agents import validate_agent_name
-from chamvi.errors import ConflictError, InvalidAgentDefinitionError, InvalidInputError, NotFoundError
+from chamvi.errors import (
+    ConflictError,
+    InvalidAgentDefinitionError,
+    InvalidDocumentError,
+    InvalidInputError,
+    NotFoundError,
+)
 from chamvi.knowledge.chunking import CHUNKER_VERSION
-from chamvi.knowledge.documents import InvalidDocumentError, content_hash, validate_item
+from chamvi.knowledge.documents import content_hash, validate_item
 from chamvi.knowledge.embedders import EmbeddingRegistry
-from chamvi.knowledge.state import CollectionMeta, CollectionStatus, DocumentEntry
-from chamvi.knowledge.store import KnowledgeStore
+from chamvi.knowledge.index import KnowledgeIndex
+from chamvi.models.knowledge import CollectionMeta, CollectionStatus, DocumentEntry
 
 MAX_CONTENT_CHARS = 1_048_576
 DocumentStatus = Literal["pending", "ready", "failed"]
@@ -46,7 +52,7 @@ class ManagedCollections:
 
     def __init__(
         self,
-        store: KnowledgeStore,
+        store: KnowledgeIndex,
         embedders: EmbeddingRegistry,
         *,
         default_model: str | None,
@@ -110,7 +116,8 @@ class ManagedCollections:
 
     async def sync(self, name: str) -> None:
         """Runs a pass now (the seed's on-demand sync, for declared collections too): a managed one
-        embeds its pending documents and, when stale, re-embeds into a new generation with the default."""
+        embeds its pending documents and, when stale, re-embeds into a new generation with the default.
+        """
         meta = await self.get(name)
         if meta.kind == "managed" and meta.status == CollectionStatus.STALE and self.default_model:
             meta.managed_model = self.default_model
@@ -138,7 +145,8 @@ class ManagedCollections:
         metadata: dict[str, Any] | None = None,
     ) -> tuple[DocumentEntry, bool]:
         """Stores a document; returns it and whether it was accepted for embedding (False: the same
-        content is already embedded, nothing to do)."""
+        content is already embedded, nothing to do).
+        """
         await self._managed(name)
         if isinstance(content, str) and len(content) > MAX_CONTENT_CHARS:
             raise InvalidInputError(f"content is {len(content)} characters: at most {MAX_CONTENT_CHARS}")

@@ -3,27 +3,32 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
+from temporalio.common import RetryPolicy
 
 from chamvi.agents import validate_agent_name
 from chamvi.context import define_context_key, inject
-from chamvi.errors import ChamviError, InvalidAgentDefinitionError, ValidationError
-from chamvi.knowledge.embedders import EmbeddingRegistry
-from chamvi.knowledge.state import CollectionMeta, CollectionStatus
-from chamvi.knowledge.store import Hit, KnowledgeStore
+from chamvi.errors import (
+    ChamviError,
+    ChamviValidationError,
+    InvalidAgentDefinitionError,
+    KnowledgeNotReadyError,
+)
+from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry
+from chamvi.knowledge.index import Hit, KnowledgeIndex
+from chamvi.models.knowledge import CollectionMeta, CollectionStatus
+from chamvi.retry import DEFAULT_EMBEDDING_RETRY, call_with_retry
 from chamvi.tools import Tool, ToolContext, tool
 
 MAX_TOP_K = 20
 MAX_CHARS = 20_000
 QUERY_TIMEOUT_SECONDS = 60.0
 
-
-class KnowledgeNotReadyError(ChamviError):
-    code = "knowledge_not_ready"
 
 
 class Match(BaseModel):
@@ -47,14 +52,20 @@ class SearchResult(BaseModel):
 class KnowledgeSearch:
     """Embeds the query once per model and ranks passages by cosine similarity across collections."""
 
-    store: KnowledgeStore
+    store: KnowledgeIndex
     embedders: EmbeddingRegistry
+    retry: RetryPolicy = field(default_factory=lambda: DEFAULT_EMBEDDING_RETRY)
+    """How the query's embedding call is retried (the app's embedding policy)."""
+
+    @staticmethod
+    async def _embed(embedder: Embedder, query: str) -> list[list[float]]:
+        return await asyncio.wait_for(embedder.embed([query]), timeout=QUERY_TIMEOUT_SECONDS)
 
     async def search(
         self, collections: Sequence[str], query: str, *, top_k: int = 5, min_score: float | None = None
     ) -> SearchResult:
         if not query.strip():
-            raise ValidationError("the query is empty: say what to look for")
+            raise ChamviValidationError("the query is empty: say what to look for")
         metas = [await self._searchable(name) for name in collections]
         by_model: dict[str, list[CollectionMeta]] = {}
         for meta in metas:
@@ -71,7 +82,7 @@ class KnowledgeSearch:
                     f'"{model}" is not available here, so it cannot be searched until the new generation '
                     "is complete"
                 ) from None
-            vector = (await asyncio.wait_for(embedder.embed([query]), timeout=QUERY_TIMEOUT_SECONDS))[0]
+            vector = (await call_with_retry(functools.partial(self._embed, embedder, query), self.retry))[0]
             for meta in group:
                 assert meta.generation is not None
                 hits.extend(await self.store.search(meta.name, meta.generation, vector, top_k))
@@ -95,7 +106,7 @@ class KnowledgeSearch:
         if meta is None or meta.generation is None or meta.model is None:
             raise KnowledgeNotReadyError(f'Knowledge collection "{name}" is not ready.')
         if meta.status == CollectionStatus.ORPHANED:
-            raise ValidationError(
+            raise ChamviValidationError(
                 f"collection {name!r} is orphaned: the app no longer declares it, so no agent searches it"
             )
         return meta
@@ -145,12 +156,12 @@ def knowledge_tools(
     ) -> dict[str, Any]:
         if collection is not None and collection not in allowed:
             known = ", ".join(repr(c) for c in allowed)
-            raise ValidationError(
+            raise ChamviValidationError(
                 f"collection {collection!r} is not searchable here: this agent searches {known}"
             )
         limit = default_top_k if top_k is None else top_k
         if not 1 <= limit <= MAX_TOP_K:
-            raise ValidationError(f"top_k must be between 1 and {MAX_TOP_K}")
+            raise ChamviValidationError(f"top_k must be between 1 and {MAX_TOP_K}")
         searcher: KnowledgeSearch = inject(ctx, KNOWLEDGE_SEARCH)
         result = await searcher.search(
             [collection] if collection else allowed, query, top_k=limit, min_score=min_score

@@ -5,6 +5,17 @@ person can open; ``VectorKnowledgeStore`` adds search by meaning through a knowl
 ``knowledge_store_tools`` gives an agent the tools.
 """
 
+from chamvi.errors import (
+    EditMismatchError,
+    InvalidPageError,
+    KnowledgeStoreError,
+    LogUnavailableError,
+    MissingLinksError,
+    PageExistsError,
+    PageFormatError,
+    PageNotFoundError,
+    PageStatusError,
+)
 from chamvi.knowledge_store._ids import SLUG_PATTERN, is_id, is_slug, linked_ids, parse_id, slugify
 from chamvi.knowledge_store._types import (
     ACTIVE,
@@ -21,17 +32,6 @@ from chamvi.knowledge_store._types import (
     PageType,
     SearchHit,
     resolve_page_types,
-)
-from chamvi.knowledge_store.errors import (
-    EditMismatchError,
-    InvalidPageError,
-    KnowledgeStoreError,
-    LogUnavailableError,
-    MissingLinksError,
-    PageExistsError,
-    PageFormatError,
-    PageNotFoundError,
-    PageStatusError,
 )
 from chamvi.knowledge_store.files import FileKnowledgeStore
 from chamvi.knowledge_store.protocol import KnowledgeStore, LogReader

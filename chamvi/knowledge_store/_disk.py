@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote
 
+from chamvi.errors import PageFormatError
 from chamvi.knowledge_store import _frontmatter
 from chamvi.knowledge_store._ids import (
     is_slug,
@@ -31,7 +32,6 @@ from chamvi.knowledge_store._types import (
     PageType,
     status_of,
 )
-from chamvi.knowledge_store.errors import PageFormatError
 
 INDEX_FILE = "index.md"
 LOG_FILE = "log.md"

@@ -6,7 +6,7 @@ import re
 import unicodedata
 from collections.abc import Callable
 
-from chamvi.knowledge_store.errors import InvalidPageError
+from chamvi.errors import InvalidPageError
 
 SLUG_PATTERN = r"[a-z0-9]+(?:-[a-z0-9]+)*"
 """Lowercase letters and digits in runs joined by single hyphens: ``refund-policy``, ``q3-2024``."""

@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
+from chamvi.errors import EditMismatchError, InvalidPageError, MissingLinksError
 from chamvi.knowledge_store._ids import is_slug, linked_ids, malformed_links, slugify
 from chamvi.knowledge_store._types import (
     RETIRED,
@@ -22,7 +23,6 @@ from chamvi.knowledge_store._types import (
     PageType,
     SearchHit,
 )
-from chamvi.knowledge_store.errors import EditMismatchError, InvalidPageError, MissingLinksError
 
 STATUS_FIELDS = ("status", "superseded_by", "reason")
 """Fields only ``supersede`` and ``retire`` set."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from chamvi.errors import InvalidPageError
 from chamvi.knowledge_store._ids import is_slug, linked_ids, parse_id
-from chamvi.knowledge_store.errors import InvalidPageError
 
 FieldValue = str | list[str]
 FieldChanges = Mapping[str, FieldValue | None]

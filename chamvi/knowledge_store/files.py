@@ -31,6 +31,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
+from chamvi.errors import (
+    InvalidPageError,
+    KnowledgeStoreError,
+    PageExistsError,
+    PageFormatError,
+    PageNotFoundError,
+    PageStatusError,
+)
 from chamvi.knowledge_store._disk import (
     INDEX_FILE,
     LOG_FILE,
@@ -74,14 +82,6 @@ from chamvi.knowledge_store._types import (
     PageType,
     SearchHit,
     resolve_page_types,
-)
-from chamvi.knowledge_store.errors import (
-    InvalidPageError,
-    KnowledgeStoreError,
-    PageExistsError,
-    PageFormatError,
-    PageNotFoundError,
-    PageStatusError,
 )
 
 T = TypeVar("T")

@@ -15,15 +15,15 @@ from typing import Any
 from pydantic import BaseModel
 
 from chamvi.constants import APPROVAL_TIMEOUT_MAX, DEFAULT_APPROVAL_TIMEOUT
-from chamvi.errors import InvalidAgentDefinitionError
-from chamvi.knowledge_store._rules import find_type
-from chamvi.knowledge_store._types import RETIRED, SUPERSEDED, FieldValue, KnowledgePage
-from chamvi.knowledge_store.errors import (
+from chamvi.errors import (
+    InvalidAgentDefinitionError,
     InvalidPageError,
     LogUnavailableError,
     PageNotFoundError,
     PageStatusError,
 )
+from chamvi.knowledge_store._rules import find_type
+from chamvi.knowledge_store._types import RETIRED, SUPERSEDED, FieldValue, KnowledgePage
 from chamvi.knowledge_store.protocol import KnowledgeStore
 from chamvi.tools import Tool, ToolContext, approve, effect_tool, tool
 

@@ -25,10 +25,15 @@ from typing import TYPE_CHECKING, Protocol
 
 from temporalio import activity
 
-from chamvi.errors import InvalidAgentDefinitionError
+from chamvi.errors import (
+    InvalidAgentDefinitionError,
+    InvalidPageError,
+    KnowledgeNotReadyError,
+    LogUnavailableError,
+)
 from chamvi.knowledge.collections import KnowledgeCollection, knowledge_collection
 from chamvi.knowledge.documents import Document
-from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeNotReadyError, SearchResult
+from chamvi.knowledge.search import KNOWLEDGE_SEARCH, SearchResult
 from chamvi.knowledge.sources import CustomSource, define_source
 from chamvi.knowledge_store._types import (
     RETIRED,
@@ -40,8 +45,8 @@ from chamvi.knowledge_store._types import (
     PageType,
     SearchHit,
 )
-from chamvi.knowledge_store.errors import InvalidPageError, LogUnavailableError
 from chamvi.knowledge_store.protocol import KnowledgeStore
+from chamvi.starters import request_sync
 
 if TYPE_CHECKING:
     from chamvi.app import App
@@ -76,8 +81,6 @@ async def request_sync_from_activity(collection: str) -> None:
     """
     if not activity.in_activity():
         return
-    from activities.knowledge import request_sync
-
     await request_sync(activity.client(), activity.info().task_queue, collection)
 
 

@@ -7,8 +7,6 @@ tests all register here, so a test exercises the same resolution path as product
 from chamvi.providers._base import (
     ChatModel,
     ChatRequest,
-    ProviderConnectionError,
-    ProviderHTTPError,
     ToolSchema,
 )
 from chamvi.providers._registry import ModelRegistry, default_registry
@@ -23,8 +21,6 @@ __all__ = [
     "ModelRegistry",
     "OpenAIChatModel",
     "OpenAIProvider",
-    "ProviderConnectionError",
-    "ProviderHTTPError",
     "ScriptedModel",
     "ScriptedTurn",
     "ToolSchema",

@@ -29,20 +29,3 @@ class ChatRequest:
 
 class ChatModel(Protocol):
     async def complete(self, request: ChatRequest) -> ModelResponse: ...
-
-
-class ProviderHTTPError(Exception):
-    """A provider answered with an HTTP error; the model activity decides whether to retry."""
-
-    def __init__(self, status: int, message: str, retry_after: float | None = None) -> None:
-        super().__init__(f"model provider answered {status}: {message}")
-        self.status = status
-        self.retry_after = retry_after
-
-    @property
-    def retryable(self) -> bool:
-        return self.status in (408, 409, 429) or self.status >= 500
-
-
-class ProviderConnectionError(Exception):
-    """The provider could not be reached or did not answer in time; Temporal retries the call."""

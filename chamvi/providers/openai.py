@@ -2,9 +2,9 @@
 
 ``OPENAI_API_KEY`` authenticates; ``OPENAI_BASE_URL`` reaches Ollama, vLLM and other compatible
 servers. The SDK's own retries are off: Temporal retries the model activity. An HTTP error becomes a
-``ProviderHTTPError`` that ``activities.model`` turns into a retryable (408, 409, 429, 5xx, honouring
-``retry-after``) or non-retryable (other 4xx) failure; a connection error or timeout becomes a
-``ProviderConnectionError``, which Temporal retries.
+``ProviderUnavailableError`` (408, 409, 429, 5xx, honouring ``retry-after``; retried) or a
+``ProviderHTTPError`` (other 4xx; not retried), and a connection error or timeout a
+``ProviderUnavailableError``: the retry policies decide, by the error's code.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from typing import Any, Literal
 import openai
 from openai.types.chat import ChatCompletion
 
+from chamvi.errors import ProviderHTTPError, ProviderUnavailableError, provider_http_error
 from chamvi.models import Message, ModelResponse, ToolCall, Usage
-from chamvi.providers._base import ChatRequest, ProviderConnectionError, ProviderHTTPError, ToolSchema
+from chamvi.providers._base import ChatRequest, ToolSchema
 
 FinishReason = Literal["stop", "tool_calls", "length", "other"]
 
@@ -191,26 +192,29 @@ def translated_errors(
     where: str,
     timeout: object,
     *,
-    http_error: Callable[[int, str, float | None], Exception],
-    connection_error: Callable[[str], Exception],
+    service: str,
     retried_by: str,
 ) -> Iterator[None]:
-    """Turns the SDK's errors into chamvi's: an HTTP status (the caller decides about retrying) or a
-    connection problem (always retried), each naming the model, the server and what to check."""
+    """Turns the SDK's errors into chamvi's, one rule for chat and embeddings (``provider_http_error``):
+    each names the model, the server and what to check.
+    """
     try:
         yield
     except openai.APIStatusError as error:
         hint = _HINTS.get(error.status_code)
-        raise http_error(
+        raise provider_http_error(
             error.status_code,
+            f"{service} answered {error.status_code}: "
             f"{_error_message(error)} ({where}{'; ' + hint if hint else ''})",
             parse_retry_after(error.response.headers),
         ) from None
     except openai.APITimeoutError as error:
-        raise connection_error(f"{where} did not answer within {_seconds(timeout)}; {retried_by}") from error
+        raise ProviderUnavailableError(
+            f"{where} did not answer within {_seconds(timeout)}; {retried_by}"
+        ) from error
     except openai.APIConnectionError as error:
         cause = error.__cause__ or error
-        raise connection_error(
+        raise ProviderUnavailableError(
             f"cannot reach {where}: {type(cause).__name__}: {cause}; check OPENAI_BASE_URL and that the "
             f"server is up ({retried_by})"
         ) from error
@@ -251,8 +255,7 @@ class OpenAIChatModel:
         with translated_errors(
             f"{self.ref!r} at {client.base_url}",
             client.timeout,
-            http_error=ProviderHTTPError,
-            connection_error=ProviderConnectionError,
+            service="model provider",
             retried_by="Temporal retries the call",
         ):
             completion = await client.chat.completions.create(**params)
@@ -262,7 +265,8 @@ class OpenAIChatModel:
 def new_openai_client(api_key: str | None, base_url: str | None, timeout: float) -> openai.AsyncOpenAI | None:
     """A client with the SDK's retries off (Temporal retries), from the arguments or the
     environment; None when no key is set for OpenAI's own API (a base URL alone, such as a local
-    Ollama, gets a placeholder key)."""
+    Ollama, gets a placeholder key).
+    """
     api_key = api_key or os.environ.get("OPENAI_API_KEY")
     base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
     if not api_key:
@@ -305,7 +309,7 @@ class LazyOpenAIClient:
         self._client = client.with_options(max_retries=0) if client is not None else None
 
     def _missing_key(self) -> Exception:
-        return ProviderHTTPError(401, MISSING_KEY)
+        return ProviderHTTPError(401, f"model provider answered 401: {MISSING_KEY}")
 
     def client(self) -> openai.AsyncOpenAI:
         """The shared client; raises a 401 error (not retried) when no key is set for OpenAI's API."""

@@ -37,9 +37,9 @@ from chamvi.constants import (
     SEARCH_ATTRIBUTES,
 )
 from chamvi.knowledge import define_source, knowledge_collection
-from chamvi.knowledge.boot import start_knowledge
-from chamvi.knowledge.state import SearchRequest, SyncRequest
-from chamvi.knowledge.store import KnowledgeStore
+from chamvi.knowledge.index import KnowledgeIndex
+from chamvi.models.knowledge import SearchRequest, SyncRequest
+from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, ScriptedModel, call, calls, reply
 from chamvi.runtime import build_worker
 from tests.knowledge_helpers import wait_for_meta
@@ -125,9 +125,10 @@ async def _record_knowledge(env: WorkflowEnvironment, task_queue: str, recorded:
             knowledge_collection("recorded", model="test/hash-16", sources=[define_source(documents=_pages)])
         ],
     )
-    store = KnowledgeStore(AsyncQdrantClient(location=":memory:"))
-    async with build_worker(env.client, app, task_queue=task_queue, store=store):
-        await start_knowledge(env.client, app, store, task_queue)
+    store = KnowledgeIndex(AsyncQdrantClient(location=":memory:"))
+    plugin = ChamviPlugin(app, index=store)
+    async with build_worker(env.client, plugin, task_queue=task_queue):
+        await plugin.collections_started()
         await wait_for_meta(store, "recorded", "ready")
         await env.client.execute_workflow(
             KNOWLEDGE_SYNC_REQUEST_WORKFLOW,

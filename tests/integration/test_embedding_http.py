@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 
 import pytest
+from qdrant_client import AsyncQdrantClient
+from temporalio.common import RetryPolicy
 
+from chamvi.errors import ProviderHTTPError, ProviderUnavailableError
+from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.embedders import (
-    EmbeddingConnectionError,
-    EmbeddingHTTPError,
+    EmbeddingRegistry,
     HashEmbedder,
     OpenAIEmbeddingProvider,
     default_embedding_registry,
 )
 from chamvi.knowledge.embedders import openai as openai_embedders
+from chamvi.knowledge.index import KnowledgeIndex
+from chamvi.knowledge.indexing import Indexer
 from tests.support.embedding_server import (
     Delayed,
     EmbeddingServer,
@@ -87,25 +93,23 @@ async def test_long_lists_are_sent_in_parts_and_joined_in_order(
 async def test_a_rate_limit_is_a_retryable_http_error_carrying_retry_after(server: EmbeddingServer) -> None:
     server.add(rate_limited("7"))
 
-    with pytest.raises(EmbeddingHTTPError) as raised:
+    with pytest.raises(ProviderUnavailableError) as raised:
         await provider_for(server).embedder("m").embed(["a"])
 
     assert raised.value.status == 429
     assert raised.value.retry_after == 7.0
     assert raised.value.retryable
-    assert not raised.value.document_level
     assert "Rate limit reached" in str(raised.value)
 
 
 async def test_a_server_error_is_retryable_and_not_the_documents_fault(server: EmbeddingServer) -> None:
     server.add(error(500, "the embedding backend fell over"))
 
-    with pytest.raises(EmbeddingHTTPError) as raised:
+    with pytest.raises(ProviderUnavailableError) as raised:
         await provider_for(server).embedder("m").embed(["a"])
 
     assert raised.value.status == 500
     assert raised.value.retryable
-    assert not raised.value.document_level
     assert raised.value.retry_after is None
 
 
@@ -115,11 +119,11 @@ async def test_a_refused_input_is_a_document_level_error_that_is_not_retried(
 ) -> None:
     server.add(error(status, "This model's maximum context length is 8192 tokens"))
 
-    with pytest.raises(EmbeddingHTTPError) as raised:
+    with pytest.raises(ProviderHTTPError) as raised:
         await provider_for(server).embedder("m").embed(["a very long passage"])
 
     assert raised.value.status == status
-    assert raised.value.document_level
+    assert raised.value.input_refused
     assert not raised.value.retryable
     assert "maximum context length" in str(raised.value)
     assert "'openai/m'" in str(raised.value)
@@ -129,7 +133,7 @@ async def test_connection_refused_is_a_retryable_connection_error_naming_the_ser
     base_url = f"http://127.0.0.1:{unused_port()}/v1"
     embedder = OpenAIEmbeddingProvider(api_key="test", base_url=base_url).embedder("m")
 
-    with pytest.raises(EmbeddingConnectionError) as raised:
+    with pytest.raises(ProviderUnavailableError) as raised:
         await embedder.embed(["a"])
 
     assert raised.value.retryable
@@ -140,7 +144,7 @@ async def test_connection_refused_is_a_retryable_connection_error_naming_the_ser
 async def test_a_server_that_does_not_answer_in_time_is_a_connection_error(server: EmbeddingServer) -> None:
     server.add(Delayed(vectors([1, 0]), seconds=2.0))
 
-    with pytest.raises(EmbeddingConnectionError, match=r"did not answer within 0\.2 s"):
+    with pytest.raises(ProviderUnavailableError, match=r"did not answer within 0\.2 s"):
         await provider_for(server, timeout=0.2).embedder("m").embed(["a"])
 
 
@@ -165,3 +169,27 @@ async def test_the_default_registry_reaches_the_server_named_by_openai_base_url_
             pytest.approx(HashEmbedder(16).vector(t)) for t in ["refund policy", "shipping times"]
         ]
         assert server.requests[0].headers["authorization"] == "Bearer no-key"
+
+
+async def test_the_apps_embedding_policy_retries_a_rate_limited_call_inside_the_pass(
+    server: EmbeddingServer,
+) -> None:
+    """By default a 429 fails the pass (its backoff retries it whole); a policy retries the call itself."""
+    registry = EmbeddingRegistry()
+    registry.register("openai/m", provider_for(server).embedder("m"))
+
+    async def one() -> AsyncIterator[dict[str, str]]:
+        yield {"id": "a", "content": "hi"}
+
+    collection = knowledge_collection("limited", model="openai/m", sources=[define_source(documents=one)])
+    server.add(rate_limited("0"))
+    with pytest.raises(ProviderUnavailableError, match="429"):
+        await Indexer(KnowledgeIndex(AsyncQdrantClient(location=":memory:")), registry).run_pass(collection)
+
+    server.add(rate_limited("0"), rate_limited("0"), hashed())
+    patient = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=10))
+    index = KnowledgeIndex(AsyncQdrantClient(location=":memory:"))
+    meta = await Indexer(index, registry, retry=patient).run_pass(collection)
+
+    assert meta.status == "ready" and meta.last_stats is not None and meta.last_stats.embedded == 1
+    assert len(server.requests) == 4 and server.pending == 0

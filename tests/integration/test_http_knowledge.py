@@ -16,14 +16,15 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from activities.knowledge import request_sync
 from chamvi import App
+from chamvi.errors import ProviderHTTPError
 from chamvi.http import DEFAULT_BODY_LIMIT, Token, create_api
 from chamvi.knowledge import define_source, knowledge_collection
-from chamvi.knowledge.embedders import EmbeddingHTTPError, EmbeddingRegistry, HashEmbedder
+from chamvi.knowledge.embedders import EmbeddingRegistry, HashEmbedder
+from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.knowledge.search import KnowledgeSearch
-from chamvi.knowledge.store import KnowledgeStore
+from chamvi.starters import request_sync
 from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, wait_for_meta
 from tests.polling import eventually
 from tests.support.http_api import bearer, make_tokens, serving
@@ -40,7 +41,7 @@ class RefusingEmbedder(CountingEmbedder):
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
         if self.refuse and any("REFUSE" in text for text in texts):
-            raise EmbeddingHTTPError(400, "input refused")
+            raise ProviderHTTPError(400, "embedding provider answered 400: input refused")
         return await super().embed(texts)
 
 
@@ -48,7 +49,7 @@ class RefusingEmbedder(CountingEmbedder):
 class Stack:
     url: str
     app: App
-    store: KnowledgeStore
+    store: KnowledgeIndex
     managed: ManagedCollections
     embedder: RefusingEmbedder
     tokens: dict[str, Token]
@@ -143,7 +144,7 @@ async def until_document(http: httpx.AsyncClient, name: str, document_id: str, s
     return await eventually(probe, f"document {document_id!r} becoming {status}")
 
 
-def plain_search(store: KnowledgeStore) -> KnowledgeSearch:
+def plain_search(store: KnowledgeIndex) -> KnowledgeSearch:
     """A search whose query embedding never waits on the test embedder's gate (same vectors)."""
     return KnowledgeSearch(store, EmbeddingRegistry(embedders={MODEL: HashEmbedder(64)}))
 

@@ -11,10 +11,9 @@ import pytest
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient
-from chamvi.errors import ValidationError
+from chamvi.errors import ChamviValidationError, KnowledgeNotReadyError
 from chamvi.knowledge import define_source, knowledge_collection
-from chamvi.knowledge.search import KnowledgeNotReadyError
-from chamvi.knowledge.store import KnowledgeStore
+from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.providers import call, reply
 from tests.knowledge_helpers import (
     CountingEmbedder,
@@ -47,7 +46,7 @@ def app_for(name: str, *embedders: CountingEmbedder, model: str, turns: list | N
 
 async def indexed_once(
     client: Client, task_queue: str, name: str, ref: str = "test/counting"
-) -> tuple[KnowledgeStore, CountingEmbedder]:
+) -> tuple[KnowledgeIndex, CountingEmbedder]:
     """A new store whose collection a first worker indexed with ``ref``, then stopped."""
     store, embedder = new_store(), CountingEmbedder(ref=ref)
     async with knowledge_worker(client, app_for(name, embedder, model=ref), store, task_queue):
@@ -55,7 +54,7 @@ async def indexed_once(
     return store, embedder
 
 
-async def generations(store: KnowledgeStore, name: str) -> list[int]:
+async def generations(store: KnowledgeIndex, name: str) -> list[int]:
     return [g for g in range(1, 6) if await store.generation_exists(name, g)]
 
 
@@ -182,7 +181,7 @@ async def test_a_collection_no_longer_declared_is_orphaned_and_declaring_it_agai
     async with knowledge_worker(client, other_app, store, task_queue):
         orphaned = await wait_for_meta(store, name, "orphaned")
         await wait_for_meta(store, other, "ready")
-        with pytest.raises(ValidationError, match="orphaned"):
+        with pytest.raises(ChamviValidationError, match="orphaned"):
             await searcher(other_app).search([name], "passage")
     assert orphaned.documents == len(DOCUMENTS) and await generations(store, name) == [1]
     calls_before = embedder.calls

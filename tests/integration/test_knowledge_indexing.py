@@ -17,8 +17,8 @@ from chamvi import App, ChamviClient, RunStatus
 from chamvi.constants import KNOWLEDGE_ID_PREFIX
 from chamvi.knowledge import define_source, folder, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
+from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.sources import Source, SourceContext
-from chamvi.knowledge.store import KnowledgeStore
 from chamvi.providers import call, reply
 from tests.knowledge_helpers import (
     CountingEmbedder,
@@ -74,7 +74,7 @@ async def test_a_folder_collection_indexes_in_the_background_and_a_run_finds_it(
 
 async def handbook_indexed_once(
     client: Client, task_queue: str, root: Path, name: str
-) -> tuple[KnowledgeStore, CountingEmbedder]:
+) -> tuple[KnowledgeIndex, CountingEmbedder]:
     """A new store whose handbook folder a first worker indexed, then stopped."""
     write_handbook(root)
     store, first = new_store(), CountingEmbedder()
@@ -333,7 +333,8 @@ async def test_a_file_that_becomes_a_bad_entry_is_skipped_and_its_document_delet
 
 
 async def test_an_embedding_call_that_does_not_answer_in_time_fails_the_pass() -> None:
-    from chamvi.knowledge.indexing import Indexer, KnowledgePassError
+    from chamvi.errors import KnowledgePassError
+    from chamvi.knowledge.indexing import Indexer
 
     async def documents() -> AsyncIterator[dict[str, str]]:
         yield {"id": "a", "content": "text"}

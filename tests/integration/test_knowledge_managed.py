@@ -11,15 +11,15 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from activities.knowledge import request_sync
 from chamvi import App
 from chamvi.constants import KNOWLEDGE_ID_PREFIX
 from chamvi.errors import ConflictError, InvalidInputError, NotFoundError
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
+from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
-from chamvi.knowledge.state import CollectionMeta, CollectionState, DocumentEntry
-from chamvi.knowledge.store import KnowledgeStore
+from chamvi.models.knowledge import CollectionMeta, CollectionState, DocumentEntry
+from chamvi.starters import request_sync
 from tests.knowledge_helpers import (
     CountingEmbedder,
     collection_state,
@@ -34,10 +34,10 @@ class RefusingEmbedder(CountingEmbedder):
     """Refuses (400) any input that contains the word REFUSE, like a provider refusing a too-long input."""
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
-        from chamvi.knowledge.embedders import EmbeddingHTTPError
+        from chamvi.errors import ProviderHTTPError
 
         if any("REFUSE" in t for t in texts):
-            raise EmbeddingHTTPError(400, "input refused")
+            raise ProviderHTTPError(400, "embedding provider answered 400: input refused")
         return await super().embed(texts)
 
 
@@ -53,7 +53,7 @@ async def _no_docs() -> AsyncIterator[dict[str, str]]:
 
 def setup(
     client: Client, task_queue: str, *embedders: CountingEmbedder, default: str
-) -> tuple[App, KnowledgeStore, ManagedCollections]:
+) -> tuple[App, KnowledgeIndex, ManagedCollections]:
     registry = EmbeddingRegistry()
     for embedder in embedders:
         registry.register(embedder.ref, embedder)

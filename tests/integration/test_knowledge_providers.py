@@ -15,11 +15,11 @@ from temporalio.client import Client
 
 from chamvi import App, InvalidAgentDefinitionError, define_agent
 from chamvi.constants import KNOWLEDGE_ID_PREFIX, KNOWLEDGE_SCHEDULE_PREFIX
-from chamvi.errors import InvalidAppError, ValidationError
+from chamvi.errors import ChamviValidationError, InvalidAppError, KnowledgeNotReadyError
 from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.embedders.openai import OpenAIEmbeddingProvider
-from chamvi.knowledge.search import MAX_CHARS, KnowledgeNotReadyError
+from chamvi.knowledge.search import MAX_CHARS
 from chamvi.knowledge.sources import CustomSource
 from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, searcher, wait_for_passes
 from tests.support.embedding_server import EmbeddingServer, error, hashed, rate_limited
@@ -116,7 +116,7 @@ async def test_search_options_are_enforced(client: Client, task_queue: str, name
         strict = await search.search([name], "refunds", top_k=5, min_score=0.99)
         with pytest.raises(KnowledgeNotReadyError, match='"nothing-here" is not ready'):
             await search.search(["nothing-here"], "refunds")
-        with pytest.raises(ValidationError, match="empty"):
+        with pytest.raises(ChamviValidationError, match="empty"):
             await search.search([name], "  ")
     assert len(top.matches) < 20 and top.truncated
     assert sum(len(m.text) for m in top.matches) <= MAX_CHARS

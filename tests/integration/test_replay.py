@@ -9,18 +9,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from chamvi.workflows import WORKFLOWS
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
-
-from workflows import WORKFLOWS
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
 
 
 def test_there_is_a_saved_history_of_each_workflow() -> None:
     saved = " ".join(path.read_text() for path in HISTORIES)
-    missing = [w.__temporal_workflow_definition.name for w in WORKFLOWS]  # type: ignore[attr-defined]
+    missing = [w.__temporal_workflow_definition.name for w in WORKFLOWS]
     assert [name for name in missing if f'"{name}"' not in saved] == []
 
 

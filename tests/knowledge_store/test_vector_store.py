@@ -12,10 +12,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from activities.knowledge import request_sync
 from chamvi import App, ChamviClient, RunStatus, define_agent
-from chamvi.knowledge.state import CollectionMeta, CollectionState
-from chamvi.knowledge.store import KnowledgeStore as VectorIndex
+from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge_store import (
     FileKnowledgeStore,
     KnowledgeStore,
@@ -25,7 +23,9 @@ from chamvi.knowledge_store import (
     searcher_of,
     store_collection,
 )
+from chamvi.models.knowledge import CollectionMeta, CollectionState
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from chamvi.starters import request_sync
 from tests.knowledge_helpers import collection_state, knowledge_worker, new_store, wait_for_meta
 from tests.knowledge_store.contract import knowledge_store_contract, seed
 from tests.polling import eventually
@@ -59,7 +59,7 @@ async def sync_and_wait(client: Client, task_queue: str, name: str) -> None:
 class Indexed:
     store: VectorKnowledgeStore
     files: FileKnowledgeStore
-    index: VectorIndex
+    index: KnowledgeIndex
     client: Client
     task_queue: str
 

@@ -13,9 +13,10 @@ from qdrant_client import AsyncQdrantClient, QdrantClient
 
 from chamvi.cli import cli
 from chamvi.constants import SEARCH_ATTRIBUTES
-from chamvi.dev import DevServerConfig, boot_knowledge, search_attribute_specs
-from chamvi.knowledge.state import CollectionMeta
-from chamvi.knowledge.store import KnowledgeStore
+from chamvi.dev import DevServerConfig, search_attribute_specs
+from chamvi.knowledge.index import KnowledgeIndex
+from chamvi.lifecycle import boot_collections
+from chamvi.models.knowledge import CollectionMeta
 from chamvi.runtime import load_app
 
 
@@ -275,7 +276,7 @@ async def test_worker_refuses_a_declared_collection_held_as_managed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     qdrant = AsyncQdrantClient(path=str(tmp_path / "data" / "qdrant"))
-    await KnowledgeStore(qdrant).save_meta(CollectionMeta(name="docs", kind="managed"))
+    await KnowledgeIndex(qdrant).save_meta(CollectionMeta(name="docs", kind="managed"))
     await qdrant.close()
     body = """
 docs = knowledge_collection("docs", model="test/hash-64", sources=[folder(DOCS)])
@@ -297,11 +298,9 @@ async def test_a_failing_knowledge_boot_is_logged_and_never_raises(caplog: pytes
         async def all_meta(self) -> list[CollectionMeta]:
             raise ConnectionError("qdrant went away")
 
-    echoed: list[str] = []
     app = load_app("examples.support.app:app")
-    with caplog.at_level(logging.ERROR, logger="chamvi.knowledge"):
-        await boot_knowledge(None, app, BrokenStore(), "q", echoed.append)  # type: ignore[arg-type]
-    assert echoed == []
+    with caplog.at_level(logging.INFO, logger="chamvi.knowledge"):
+        await boot_collections(None, app, BrokenStore(), "q")  # type: ignore[arg-type]
     assert [r.getMessage() for r in caplog.records] == [
         "knowledge error: starting the collections failed: ConnectionError: qdrant went away (the worker "
         "goes on; `chamvi knowledge sync NAME` asks a collection for a pass)"

@@ -17,9 +17,7 @@ from chamvi import (
     effect_tool,
     tool,
 )
-from chamvi.errors import InvalidAppError, InvalidInputError
-from chamvi.models import ApprovalDecision, TriggerEnvelope
-from chamvi.tools import ApprovalRequired, approve
+from chamvi.errors import InvalidAppError
 
 
 @tool
@@ -130,33 +128,6 @@ def test_an_app_refuses_duplicate_agents_unknown_models_and_unknown_channels() -
         App(agents=[define_agent(name="d", instructions="x", model="local/demo", channels=["slack"])])
     with pytest.raises(InvalidAppError, match="two channels are named 'console'"):
         App(agents=[], channels=[console_channel(), console_channel()])
-
-
-async def test_approve_asks_once_then_returns_recorded_decisions_in_order() -> None:
-    import asyncio
-
-    from chamvi.channels import ChannelAccess
-    from chamvi.tools import EffectLedger, RunContext
-
-    async def nothing(_key: str) -> tuple[bool, None]:
-        return False, None
-
-    run = RunContext("r", "a", TriggerEnvelope(), asyncio.Event(), 0, "c")
-    ledger = EffectLedger(nothing)
-    ctx = ToolContext(run=run, channels=ChannelAccess({}), effects=ledger)
-    with pytest.raises(ApprovalRequired):
-        await approve(ctx, title="First?")
-    ctx = ToolContext(
-        run=run,
-        channels=ChannelAccess({}),
-        effects=ledger,
-        decisions=[ApprovalDecision(approved=True)],
-    )
-    assert (await approve(ctx, title="First?")).approved
-    with pytest.raises(ApprovalRequired):
-        await approve(ctx, title="Second?")
-    with pytest.raises(InvalidInputError, match="out of range"):
-        await approve(ctx, title="x", timeout=timedelta(days=30))
 
 
 def test_provide_refuses_none_foreign_keys_and_a_second_value() -> None:

@@ -15,11 +15,15 @@ from typing import Any
 
 import pytest
 
-from chamvi.errors import ModelNotFoundError
+from chamvi.errors import (
+    NON_RETRYABLE_CODES,
+    ModelNotFoundError,
+    ProviderHTTPError,
+    ProviderUnavailableError,
+    provider_http_error,
+)
 from chamvi.knowledge.embedders import (
     LOCAL_MODELS,
-    EmbeddingConnectionError,
-    EmbeddingHTTPError,
     EmbeddingRegistry,
     FastEmbedEmbedder,
     HashEmbedder,
@@ -150,32 +154,38 @@ async def test_the_openai_provider_without_a_key_fails_on_the_first_call_not_on_
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     embedder = default_embedding_registry().resolve("openai/text-embedding-3-small")
 
-    with pytest.raises(EmbeddingHTTPError, match="OPENAI_API_KEY is not set") as raised:
+    with pytest.raises(ProviderHTTPError, match="OPENAI_API_KEY is not set") as raised:
         await embedder.embed(["hello"])
 
     assert raised.value.status == 401
-    assert not raised.value.document_level
+    assert not raised.value.input_refused
 
 
 @pytest.mark.parametrize(
-    ("status", "document_level"),
+    ("status", "input_refused", "retryable"),
     [
-        (400, True),
-        (413, True),
-        (422, True),
-        (401, False),
-        (404, False),
-        (408, False),
-        (429, False),
-        (503, False),
+        (400, True, False),
+        (413, True, False),
+        (422, True, False),
+        (401, False, False),
+        (404, False, False),
+        (408, False, True),
+        (409, False, True),
+        (429, False, True),
+        (503, False, True),
     ],
 )
-def test_only_a_refused_input_is_the_documents_fault(status: int, document_level: bool) -> None:
-    error = EmbeddingHTTPError(status, "no")
-    assert error.document_level is document_level
-    assert error.retryable is not document_level
+def test_one_rule_for_chat_and_embeddings_says_what_is_retried_and_what_is_the_inputs_fault(
+    status: int, input_refused: bool, retryable: bool
+) -> None:
+    error = provider_http_error(status, f"embedding provider answered {status}: no", retry_after=2.0)
+    assert error.retryable is retryable
+    assert (error.code in NON_RETRYABLE_CODES) is not retryable
+    assert (isinstance(error, ProviderHTTPError) and error.input_refused is input_refused) or (
+        isinstance(error, ProviderUnavailableError) and not input_refused and error.retry_after == 2.0
+    )
     assert str(error) == f"embedding provider answered {status}: no"
-    assert EmbeddingConnectionError("down").retryable
+    assert ProviderUnavailableError("down").retryable
 
 
 def test_normalise_scales_to_unit_length_and_leaves_a_zero_vector_alone() -> None:
@@ -238,7 +248,7 @@ async def test_a_fastembed_model_missing_from_the_cache_offline_fails_clearly_an
     embedder = default_embedding_registry(models_dir=tmp_path).resolve("fastembed/BAAI/bge-small-en-v1.5")
     assert isinstance(embedder, FastEmbedEmbedder)
 
-    with pytest.raises(EmbeddingConnectionError) as raised:
+    with pytest.raises(ProviderUnavailableError) as raised:
         await embedder.embed(["hello"])
 
     message = str(raised.value)

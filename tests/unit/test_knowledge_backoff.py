@@ -2,7 +2,7 @@
 
 from datetime import timedelta
 
-from chamvi.knowledge.backoff import backoff
+from chamvi.retry import backoff
 
 
 def test_the_pass_backoff_starts_at_5_seconds_doubles_and_stops_at_5_minutes() -> None:

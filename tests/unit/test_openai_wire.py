@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import pytest
 from openai.types.chat import ChatCompletion
 
+from chamvi.errors import ProviderHTTPError
 from chamvi.models import Message, ToolCall
-from chamvi.providers import ChatRequest, OpenAIProvider, ProviderHTTPError, ToolSchema
+from chamvi.providers import ChatRequest, OpenAIProvider, ToolSchema
 from chamvi.providers.openai import (
     INVALID_JSON_KEY,
     NON_OBJECT_KEY,

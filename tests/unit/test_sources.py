@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from chamvi.errors import InvalidAgentDefinitionError
-from chamvi.knowledge.documents import Document, InvalidDocumentError, content_hash, validate_item
+from chamvi.errors import InvalidAgentDefinitionError, InvalidDocumentError
+from chamvi.knowledge.documents import Document, content_hash, validate_item
 from chamvi.knowledge.sources import (
     MAX_FILE_BYTES,
     CustomSource,

@@ -9,10 +9,7 @@ Every embedder answers unit vectors, so cosine similarity is a dot product.
 """
 
 from chamvi.knowledge.embedders._base import (
-    DOCUMENT_LEVEL_STATUSES,
     Embedder,
-    EmbeddingConnectionError,
-    EmbeddingHTTPError,
     normalise,
 )
 from chamvi.knowledge.embedders._registry import (
@@ -35,12 +32,9 @@ DEFAULT_EMBEDDING_MODEL = "local/all-minilm-l6-v2"
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODEL",
-    "DOCUMENT_LEVEL_STATUSES",
     "LOCAL_MODELS",
     "Embedder",
     "EmbedderFactory",
-    "EmbeddingConnectionError",
-    "EmbeddingHTTPError",
     "EmbeddingRegistry",
     "FastEmbedEmbedder",
     "FastEmbedProvider",

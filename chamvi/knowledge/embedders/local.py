@@ -30,8 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from chamvi.errors import ModelNotFoundError
-from chamvi.knowledge.embedders._base import EmbeddingConnectionError
+from chamvi.errors import ModelNotFoundError, ProviderUnavailableError
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 """The model files shipped with chamvi (tokenizers and configs; the weights come from packages)."""
@@ -194,7 +193,7 @@ class FastEmbedEmbedder:
 
         Raises:
             ModelNotFoundError: fastembed is missing, knows no such model, or the local files are broken.
-            EmbeddingConnectionError: the model is not cached and could not be downloaded.
+            ProviderUnavailableError: the model is not cached and could not be downloaded.
         """
         if self._model is not None:
             return
@@ -239,7 +238,7 @@ class FastEmbedEmbedder:
         except Exception as error:
             cache = str(location) if location is not None else "fastembed's cache (FASTEMBED_CACHE_PATH)"
             why = "HF_HUB_OFFLINE is set" if _offline() else "the download from Hugging Face failed"
-            raise EmbeddingConnectionError(
+            raise ProviderUnavailableError(
                 f"embedding model {self.ref!r} is not in {cache} and {why} ({error}): run once where "
                 "Hugging Face is reachable with the same cache folder, or use 'local/all-minilm-l6-v2', "
                 "which ships with chamvi and needs no download"

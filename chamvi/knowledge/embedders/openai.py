@@ -2,9 +2,9 @@
 
 Same conventions as the chat provider (``chamvi.providers.openai``): ``OPENAI_API_KEY`` authenticates,
 ``OPENAI_BASE_URL`` reaches Ollama, vLLM and other compatible servers, the SDK's own retries are off
-(Temporal and the collection's backoff retry). An HTTP error becomes an ``EmbeddingHTTPError``
-(``document_level`` for 400/413/422, when the provider refuses the input; ``retryable`` otherwise,
-honouring ``retry-after``); a connection error or timeout becomes an ``EmbeddingConnectionError``.
+(Temporal and the collection's backoff retry). Errors follow the chat provider's one rule
+(``chamvi.errors.provider_http_error``); a ``ProviderHTTPError`` whose ``input_refused`` (400, 413,
+422) fails only the documents the provider refuses.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 import openai
 
-from chamvi.knowledge.embedders._base import EmbeddingConnectionError, EmbeddingHTTPError, normalise
+from chamvi.errors import ProviderHTTPError
+from chamvi.knowledge.embedders._base import normalise
 
 # Shared with the chat provider so both read a provider's errors and retry-after the same way.
 from chamvi.providers.openai import MISSING_KEY, LazyOpenAIClient, translated_errors
@@ -61,8 +62,9 @@ class OpenAIEmbedder:
         """One unit vector per text, in order.
 
         Raises:
-            EmbeddingHTTPError: the server answered an error status (401 without a key).
-            EmbeddingConnectionError: the server could not be reached or did not answer in time.
+            ProviderHTTPError: the server refused the request (401 without a key).
+            ProviderUnavailableError: the server could not be reached, did not answer in time, or
+                answered a status worth retrying.
         """
         vectors: list[list[float]] = []
         for start in range(0, len(texts), MAX_INPUTS_PER_REQUEST):
@@ -75,8 +77,7 @@ class OpenAIEmbedder:
         with translated_errors(
             where,
             client.timeout,
-            http_error=EmbeddingHTTPError,
-            connection_error=EmbeddingConnectionError,
+            service="embedding provider",
             retried_by="the call is retried",
         ):
             # float, not the SDK's default base64: not every compatible server speaks base64.
@@ -102,7 +103,9 @@ class OpenAIEmbeddingProvider(LazyOpenAIClient):
     default_timeout = 60.0
 
     def _missing_key(self) -> Exception:
-        return EmbeddingHTTPError(401, MISSING_KEY + ", or use 'local/all-minilm-l6-v2' offline")
+        return ProviderHTTPError(
+            401, f"embedding provider answered 401: {MISSING_KEY}, or use 'local/all-minilm-l6-v2' offline"
+        )
 
     def embedder(self, model_id: str) -> OpenAIEmbedder:
         """The registry's factory for ``openai/<model_id>``; builds no client yet."""

@@ -114,6 +114,20 @@ class BudgetSpec(BaseModel):
     timeout_seconds: float
 
 
+class RetrySpec(BaseModel):
+    """A Temporal retry policy as data, so an app's choice reaches the workflow through its spec.
+
+    ``maximum_attempts`` 0 means unlimited, as in Temporal. The codes of chamvi's non-retryable errors
+    are added when the workflow builds the policy (``chamvi.retry.activity_policy``).
+    """
+
+    initial_interval_seconds: float = 1.0
+    backoff_coefficient: float = 2.0
+    maximum_interval_seconds: float | None = None
+    maximum_attempts: int = 0
+    non_retryable_error_types: list[str] = Field(default_factory=list)
+
+
 class ToolSpec(BaseModel):
     """What the workflow needs to know of a tool; its code stays in the worker."""
 
@@ -121,6 +135,8 @@ class ToolSpec(BaseModel):
     effect: bool = False
     taint: bool = False
     guard_when_tainted: bool = False
+    retry: RetrySpec | None = None
+    """The tool's own ``retry=``; None takes the app's tool policy (``AgentSpec.tool_retry``)."""
 
 
 class AgentSpec(BaseModel):
@@ -136,6 +152,9 @@ class AgentSpec(BaseModel):
     model_timeout_seconds: float = 120.0
     tool_timeout_seconds: float = 300.0
     tool_heartbeat_seconds: float = 30.0
+    model_retry: RetrySpec | None = None
+    """None (a spec recorded before retry policies were configurable): the default model policy."""
+    tool_retry: RetrySpec | None = None
 
 
 class DescribeAgentRequest(BaseModel):

@@ -20,7 +20,7 @@ from typing import Any
 
 from qdrant_client import AsyncQdrantClient, models
 
-from chamvi.knowledge.state import CollectionMeta, DocumentEntry
+from chamvi.models.knowledge import CollectionMeta, DocumentEntry
 
 _NAMESPACE = uuid.UUID("0b5c7e36-1f0a-4c61-9d52-6a3f4f0e8d21")
 _PLACEHOLDER = [1.0]
@@ -57,7 +57,7 @@ def _document_filter(document_ids: Sequence[str]) -> models.Filter:
     )
 
 
-class KnowledgeStore:
+class KnowledgeIndex:
     def __init__(self, client: AsyncQdrantClient, prefix: str = "chamvi") -> None:
         self.client = client
         self.prefix = prefix
@@ -165,7 +165,8 @@ class KnowledgeStore:
         self, name: str, generation: int, passages: Sequence[Passage], vectors: Sequence[Sequence[float]]
     ) -> None:
         """Writes passages; a document's passage ``i`` always has the same point id, so this
-        overwrites its previous passages (``delete_passage_points`` removes any past the new count)."""
+        overwrites its previous passages (``delete_passage_points`` removes any past the new count).
+        """
         collection = self.generation_collection(name, generation)
         points = [
             models.PointStruct(
@@ -186,7 +187,8 @@ class KnowledgeStore:
 
     async def delete_passage_points(self, name: str, generation: int, passages: Mapping[str, range]) -> None:
         """Deletes passages by point id: no scan, whatever the collection's size (local mode scans
-        every point for a delete by filter)."""
+        every point for a delete by filter).
+        """
         ids: list[models.ExtendedPointId] = [
             point_id(document, str(index)) for document, indexes in passages.items() for index in indexes
         ]

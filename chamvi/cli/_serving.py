@@ -1,0 +1,202 @@
+"""Running processes from the command line: a worker until a signal, and the ``chamvi dev`` stack.
+
+``chamvi worker`` and ``chamvi dev`` both build their worker with ``build_worker`` (``ChamviPlugin``
+inside), so they open and check the knowledge index the same way and start collections the same way;
+``chamvi dev`` only adds the Temporal dev server (``chamvi.dev``) and the HTTP API in this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from temporalio.worker import Worker
+
+from chamvi.app import App
+from chamvi.cli._common import connect_or_fail
+from chamvi.dev import DevServer
+from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
+from chamvi.http import build_api
+from chamvi.http.process import ApiSocket, dev_tokens, listen
+from chamvi.lifecycle import index_location
+from chamvi.plugin import ChamviPlugin
+from chamvi.runtime import build_worker, connect
+from chamvi.settings import Settings
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
+    """SIGINT and SIGTERM set ``stop`` while the block runs (where the loop supports it)."""
+    loop = asyncio.get_running_loop()
+    installed: list[signal.Signals] = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):  # Windows, or not the main thread
+            continue
+        installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+async def first_of(*awaitables: Any) -> None:
+    """Waits for the first to finish, cancels the rest, and re-raises its error if it failed."""
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    for task in done:
+        task.result()
+
+
+async def run_worker(
+    worker: Worker,
+    stop: asyncio.Event,
+    echo: Callable[[str], None],
+    background: Awaitable[None] | None = None,
+) -> None:
+    """Runs ``worker`` until ``stop`` is set, then shuts it down gracefully (in-flight activities finish).
+
+    ``background`` (the HTTP API in ``chamvi dev``) runs beside it and is cancelled when it stops.
+    """
+    running = asyncio.ensure_future(worker.run())
+    stopping = asyncio.ensure_future(stop.wait())
+    side = asyncio.ensure_future(background) if background is not None else None
+    try:
+        await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if not running.done():
+            echo("stopping: in-flight activities finish first")
+            await worker.shutdown()
+    finally:
+        stopping.cancel()
+        if side is not None:
+            side.cancel()
+            await asyncio.gather(side, return_exceptions=True)
+    await running
+
+
+def log_to_terminal() -> None:
+    """Shows chamvi's own log lines (a knowledge pass done, a knowledge error) unless logging is set up."""
+    if logging.getLogger().handlers:
+        return
+    logger = logging.getLogger("chamvi")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
+async def serve_worker(
+    settings: Settings, app: App, *, echo: Callable[[str], None], describe: Callable[[], str]
+) -> None:
+    """``chamvi worker``: a worker for ``app`` until SIGINT/SIGTERM; the index is checked before it polls."""
+    stop = asyncio.Event()
+    with stop_on_signals(stop):
+        plugin = ChamviPlugin(app, settings=settings)
+        try:
+            await plugin.prepare()
+            client = await connect_or_fail(settings)
+            worker = build_worker(client, plugin, task_queue=settings.task_queue)
+            echo(describe())
+            await run_worker(worker, stop, echo)
+        finally:
+            await plugin.close()
+
+
+async def _watch(server: DevServer, stop: asyncio.Event | None = None) -> None:
+    """Raises when the server exits; with ``stop``, sets it first so the worker drains."""
+    while True:
+        error = server.exit_error()
+        if error is not None:
+            if stop is not None:
+                stop.set()
+            raise error
+        await asyncio.sleep(0.5)
+
+
+async def serve_dev(
+    server: DevServer,
+    settings: Settings,
+    app: App,
+    *,
+    echo: Callable[[str], None],
+    stop: asyncio.Event | None = None,
+    api_port: int = DEFAULT_API_PORT,
+) -> None:
+    """Starts the server, waits for it, runs a worker for ``app`` and the HTTP API until SIGINT/SIGTERM.
+
+    The data folder, the ports and the knowledge index are checked before anything starts. The caller
+    stops the server (``server.stop()`` in a ``finally``), so it stops even when this coroutine is
+    interrupted.
+    """
+    stop = stop or asyncio.Event()
+    with stop_on_signals(stop):
+        server.reserve()
+        api_socket = listen("127.0.0.1", api_port)
+        plugin = ChamviPlugin(app, settings=settings)
+        try:
+            await plugin.prepare()
+            await _serve_dev(server, settings, plugin, echo, stop, api_socket)
+        finally:
+            api_socket.sock.close()
+            await plugin.close()
+
+
+async def _serve_dev(
+    server: DevServer,
+    settings: Settings,
+    plugin: ChamviPlugin,
+    echo: Callable[[str], None],
+    stop: asyncio.Event,
+    api_socket: ApiSocket,
+) -> None:
+    server.start()
+    config = server.config
+    echo(
+        f"Temporal dev server (pid {server.pid}) starting at {config.address}, "
+        f"data in {config.data}, log in {config.log_path}"
+    )
+    await first_of(server.wait_ready(), stop.wait(), _watch(server))
+    if stop.is_set():
+        return
+    app = plugin.app
+    client = await connect(settings.with_overrides(temporal_address=config.address))
+    worker = build_worker(client, plugin, task_queue=settings.task_queue)
+    tokens, generated = dev_tokens(config.data)
+    api = build_api(
+        app,
+        client,
+        plugin.index,
+        tokens=tokens,
+        task_queue=settings.task_queue,
+        knowledge_model=settings.knowledge_model,
+    )
+    watcher = asyncio.ensure_future(_watch(server, stop))
+    try:
+        echo(f"Temporal UI at http://localhost:{config.ui} (namespace {config.namespace!r})")
+        echo(
+            f"worker for {settings.app} on task queue {settings.task_queue!r}, "
+            f"agents: {', '.join(app.agents) or 'none'}, knowledge in {index_location(settings)}. "
+            "Ctrl-C to stop."
+        )
+        echo(f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs)")
+        if generated is not None:
+            echo(f"API token (all permissions, in {config.data / 'api-token'}): {generated}")
+        await run_worker(worker, stop, echo, api_socket.serve(api))
+    finally:
+        watcher.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+    died = watcher.exception() if watcher.done() and not watcher.cancelled() else None
+    if died is not None:
+        raise died

@@ -1,0 +1,200 @@
+"""What a worker does around its run: open the knowledge index, check it, start collections, close it.
+
+``ChamviPlugin`` runs these for every worker (``chamvi worker``, ``chamvi dev``, ``worker.py``, a
+user's own worker, the tests). Starting never embeds, only asks: it refuses a declared name the index
+holds as a managed collection, marks collections the code no longer declares ``orphaned`` (kept,
+searchable by no agent), asks every collection for a pass (the pass itself runs in the background,
+in the collection's workflow), and keeps one Temporal Schedule per collection with a ``resync``, so
+the sources are read once per interval however many workers run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from qdrant_client import AsyncQdrantClient
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
+    ScheduleOverlapPolicy,
+    SchedulePolicy,
+    ScheduleSpec,
+    ScheduleUpdate,
+    ScheduleUpdateInput,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from chamvi import constants as c
+from chamvi.app import App
+from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
+from chamvi.knowledge.collections import KnowledgeCollection
+from chamvi.knowledge.index import KnowledgeIndex
+from chamvi.models.knowledge import CollectionStatus, SyncRequest
+from chamvi.settings import Settings
+from chamvi.starters import request_sync
+
+log = logging.getLogger("chamvi.knowledge")
+
+
+# qdrant-client's local mode locks its folder; a second client raises RuntimeError with this text
+_QDRANT_FOLDER_TAKEN = "already accessed by another instance"
+
+
+def index_location(settings: Settings) -> str:
+    """Where the knowledge index lives, for messages: the Qdrant URL or the local folder."""
+    return settings.qdrant_url or str(settings.data / "qdrant")
+
+
+def _one_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {' '.join(str(error).split()) or 'no detail'}"
+
+
+def open_index(settings: Settings) -> KnowledgeIndex:
+    """The knowledge index: the Qdrant server at ``QDRANT_URL``, else local mode in ``DATA/qdrant``.
+
+    Local mode allows one process per folder: the worker (and, in ``chamvi dev``, the API) own it.
+
+    Raises:
+        IndexUnavailableError: local mode and another process holds the folder, or the index cannot
+            be opened at all.
+    """
+    try:
+        if settings.qdrant_url:
+            client = AsyncQdrantClient(url=settings.qdrant_url)
+        else:
+            path = settings.data / "qdrant"
+            path.mkdir(parents=True, exist_ok=True)
+            client = AsyncQdrantClient(path=str(path))
+    except Exception as error:
+        if _QDRANT_FOLDER_TAKEN in str(error):
+            raise IndexUnavailableError(
+                f"another process (a `chamvi dev` or `chamvi worker`) uses the Qdrant folder "
+                f"{index_location(settings)}: stop it, pass another --data, or set QDRANT_URL to a Qdrant "
+                "server to run several processes"
+            ) from None
+        raise IndexUnavailableError(
+            f"cannot open the knowledge store at {index_location(settings)}: {_one_line(error)}"
+        ) from None
+    return KnowledgeIndex(client, prefix=settings.qdrant_prefix)
+
+
+def memory_index() -> KnowledgeIndex:
+    """An in-memory index: for apps without collections, tests and benchmarks."""
+    return KnowledgeIndex(AsyncQdrantClient(location=":memory:"))
+
+
+async def close_index(index: KnowledgeIndex) -> None:
+    """Closes the index's client; a failing close must not hide why the worker stops."""
+    with contextlib.suppress(Exception):
+        await index.client.close()
+
+
+async def check_index(app: App, index: KnowledgeIndex, location: str = "the knowledge store") -> None:
+    """Fails the boot for a declared name the index holds as a managed collection, or an index that
+    does not answer.
+
+    Raises:
+        InvalidAppError: a declared collection's name is taken by a managed one.
+        IndexUnavailableError: the index cannot be read (a Qdrant server that is down or refuses).
+    """
+    try:
+        metas = await index.all_meta()
+    except Exception as error:
+        raise IndexUnavailableError(
+            f"cannot read the knowledge store at {location}: {_one_line(error)}"
+        ) from None
+    for meta in metas:
+        if meta.name in app.collections and meta.kind == "managed":
+            raise InvalidAppError(
+                f"collection {meta.name!r} is declared in the code but exists as a managed collection: "
+                "rename one of them"
+            )
+
+
+async def start_collections(client: Client, app: App, store: KnowledgeIndex, task_queue: str) -> None:
+    """Asks every collection for a pass, marks undeclared ones orphaned, keeps the resync schedules."""
+    for meta in await store.all_meta():
+        if meta.kind == "managed":
+            try:
+                await request_sync(client, task_queue, meta.name)  # embeds whatever was left pending
+            except RPCError as error:
+                if error.status != RPCStatusCode.INVALID_ARGUMENT:
+                    raise
+                # the run refuses more signals (Temporal's 10 000 per run): it has a pass pending
+                # already, and continues as new after it
+                log.warning("knowledge %r: sync request refused: %s", meta.name, error.message)
+            continue
+        if meta.name not in app.collections and meta.kind == "declared":
+            if meta.status != CollectionStatus.ORPHANED:
+                meta.status = CollectionStatus.ORPHANED
+                await store.save_meta(meta)
+                log.warning(
+                    "knowledge %r is no longer declared: kept as orphaned, searchable by no agent", meta.name
+                )
+            await _delete_schedule(client, meta.name)
+    for collection in app.collections.values():
+        await request_sync(client, task_queue, collection.name)
+        await ensure_schedule(client, task_queue, collection)
+
+
+def _schedule(collection: KnowledgeCollection, task_queue: str) -> Schedule:
+    assert collection.resync is not None
+    return Schedule(
+        action=ScheduleActionStartWorkflow(
+            c.KNOWLEDGE_SYNC_REQUEST_WORKFLOW,
+            SyncRequest(name=collection.name),
+            id=f"knowledge-sync-request:{collection.name}",
+            task_queue=task_queue,
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=collection.resync)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+    )
+
+
+async def ensure_schedule(client: Client, task_queue: str, collection: KnowledgeCollection) -> None:
+    """Creates or updates the collection's resync schedule (deletes it when it has no ``resync``)."""
+    if collection.resync is None:
+        await _delete_schedule(client, collection.name)
+        return
+    schedule = _schedule(collection, task_queue)
+    schedule_id = c.KNOWLEDGE_SCHEDULE_PREFIX + collection.name
+    try:
+        await client.create_schedule(schedule_id, schedule)
+    except ScheduleAlreadyRunningError:
+
+        def update(_: ScheduleUpdateInput) -> ScheduleUpdate:
+            return ScheduleUpdate(schedule=schedule)
+
+        await client.get_schedule_handle(schedule_id).update(update)
+
+
+async def _delete_schedule(client: Client, name: str) -> None:
+    try:
+        await client.get_schedule_handle(c.KNOWLEDGE_SCHEDULE_PREFIX + name).delete()
+    except RPCError as error:
+        if error.status != RPCStatusCode.NOT_FOUND:
+            raise
+
+
+async def boot_collections(client: Client, app: App, index: KnowledgeIndex, task_queue: str) -> None:
+    """:func:`start_collections` in the background of a worker: reports a failure, never raises."""
+    try:
+        await start_collections(client, app, index, task_queue)
+    except asyncio.CancelledError:
+        raise
+    except Exception as error:
+        message = error.message if isinstance(error, ChamviError) else f"{type(error).__name__}: {error}"
+        log.error(
+            "knowledge error: starting the collections failed: %s (the worker goes on; "
+            "`chamvi knowledge sync NAME` asks a collection for a pass)",
+            message,
+        )
+        return
+    if app.collections:
+        names = ", ".join(app.collections)
+        log.info("knowledge: a pass over %s runs in the background (`chamvi knowledge list` shows it)", names)

@@ -1,0 +1,210 @@
+"""``ChamviPlugin``: everything a Temporal worker needs to serve a chamvi app, in one object.
+
+Add it to ``Client.connect(..., plugins=[ChamviPlugin(app)])`` and any ``Worker`` built on that
+client serves chamvi's workflows and activities beside your own; or pass it to one ``Worker(...,
+plugins=[...])``. ``chamvi worker``, ``chamvi dev``, ``python worker.py`` and the tests all start
+workers this way (``chamvi.runtime.build_worker``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+from temporalio.converter import DataConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from chamvi.activity_boundary import ActivityErrors
+from chamvi.app import App
+from chamvi.errors import ChamviError
+from chamvi.knowledge.index import KnowledgeIndex
+from chamvi.knowledge.indexing import Indexer
+from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
+from chamvi.lifecycle import boot_collections, check_index, close_index, index_location, open_index
+from chamvi.settings import Settings
+
+PLUGIN_NAME = "chamvi.ChamviPlugin"
+
+SANDBOX_PASSTHROUGH = (
+    "chamvi.constants",
+    "chamvi.errors",
+    "chamvi.models",
+    "chamvi.retry",
+    "chamvi.transcript",
+)
+"""chamvi's shared kernel, loaded once and shared with every workflow instance instead of being
+re-imported into each sandbox: it is pure data and functions (pydantic models, constants, error
+classes, digests), holds no state a workflow could change, and the pydantic models must be the same
+classes the data converter decodes into. ``pydantic`` and ``pydantic_core`` pass through already
+(temporalio's defaults). The workflow modules themselves never pass through: each run imports them
+afresh, as the sandbox intends."""
+
+HEARTBEAT_THROTTLE = timedelta(seconds=2)
+"""Heartbeats carry cancellation to a tool call; the SDK's default holds them back for up to 60 s."""
+
+
+def _data_converter(existing: DataConverter | None) -> DataConverter:
+    """Pydantic payloads (chamvi's inputs and results are pydantic models), keeping the rest of a
+    converter the user chose (codec, failure converter).
+    """
+    if existing is None or existing is DataConverter.default:
+        return pydantic_data_converter
+    if issubclass(existing.payload_converter_class, PydanticPayloadConverter):
+        return existing
+    return dataclasses.replace(existing, payload_converter_class=PydanticPayloadConverter)
+
+
+def _workflow_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
+    if existing is None:
+        existing = SandboxedWorkflowRunner()
+    if not isinstance(existing, SandboxedWorkflowRunner):
+        return existing  # an unsandboxed runner the user chose
+    restrictions = existing.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
+    return dataclasses.replace(existing, restrictions=restrictions)
+
+
+class ChamviPlugin(SimplePlugin):
+    """A temporalio plugin serving ``app``: data converter, workflows, activities, sandbox passthrough,
+    failure types, and the worker's lifecycle.
+
+    The lifecycle, around each worker's run: open the knowledge index (unless given) and check it
+    against the app before the worker polls; start the app's collections and their resync schedules
+    in the background once it runs; close the index it opened when the worker stops.
+
+    Args:
+        app: the app to serve.
+        index: the knowledge index (Qdrant); by default opened from ``settings``: ``QDRANT_URL``, else
+            Qdrant's local mode in the data folder.
+        settings: where the default index lives; ``Settings.from_env()`` when not given.
+        start_collections: start the app's collections when a worker runs (a pass each, resync
+            schedules); off, they wait for ``chamvi knowledge sync``.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        index: KnowledgeIndex | None = None,
+        settings: Settings | None = None,
+        start_collections: bool = True,
+    ) -> None:
+        self.app = app
+        self._index = index
+        self._owns_index = index is None
+        self._settings = settings
+        self._start_collections = start_collections
+        self._checked = False
+        self._boot: asyncio.Task[None] | None = None
+        self._booted = asyncio.Event()
+        super().__init__(
+            PLUGIN_NAME,
+            data_converter=_data_converter,
+            activities=self._with_activities,
+            workflows=self._with_workflows,
+            workflow_runner=_workflow_runner,
+            interceptors=[ActivityErrors()],
+            # a chamvi error raised in workflow code is a bug of a definition, not of a worker:
+            # it fails the workflow instead of retrying its task forever
+            workflow_failure_exception_types=[ChamviError],
+        )
+
+    @property
+    def index(self) -> KnowledgeIndex:
+        """The knowledge index, opened on first use when none was given."""
+        if self._index is None:
+            self._index = open_index(self._settings or Settings.from_env())
+        return self._index
+
+    async def prepare(self) -> None:
+        """Opens the index and checks it against the app, once; a worker's run does it if nobody did.
+
+        Raises:
+            IndexUnavailableError: the index cannot be opened or read.
+            InvalidAppError: a declared collection's name is held by a managed collection.
+        """
+        if self._checked:
+            return
+        location = index_location(self._settings) if self._settings is not None else "the knowledge store"
+        await check_index(self.app, self.index, location)
+        self._checked = True
+
+    async def collections_started(self) -> None:
+        """Returns once a running worker has asked every collection for a pass (or failed to)."""
+        if self._start_collections:
+            await self._booted.wait()
+
+    def _with_workflows(self, existing: Sequence[type] | None) -> Sequence[type]:
+        from chamvi.workflows import WORKFLOWS
+
+        return [*(existing or []), *WORKFLOWS]
+
+    def _with_activities(self, existing: Sequence[Callable[..., Any]] | None) -> Sequence[Callable[..., Any]]:
+        from chamvi.activities import (
+            AgentActivities,
+            KnowledgeActivities,
+            LockActivities,
+            ModelActivities,
+            ToolActivities,
+        )
+
+        app, index = self.app, self.index
+        search = KnowledgeSearch(index, app.embedders, retry=app.retry.embedding)
+        app.provided.set(KNOWLEDGE_SEARCH, search)
+        agents, model, tools = AgentActivities(app), ModelActivities(app), ToolActivities(app)
+        locks = LockActivities()
+        indexer = Indexer(index, app.embedders, retry=app.retry.embedding)
+        knowledge = KnowledgeActivities(app, index, indexer, search)
+        return [
+            *(existing or []),
+            agents.describe_agent,
+            model.call_model,
+            tools.call_tool,
+            locks.enqueue_lock,
+            locks.run_is_open,
+            knowledge.knowledge_pass,
+            knowledge.knowledge_request_sync,
+            knowledge.knowledge_search,
+        ]
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """Adds chamvi to the worker, and lets heartbeats carry cancellation within seconds."""
+        config = super().configure_worker(config)
+        throttle = config.get("max_heartbeat_throttle_interval") or HEARTBEAT_THROTTLE
+        config["max_heartbeat_throttle_interval"] = min(throttle, HEARTBEAT_THROTTLE)
+        return config
+
+    async def run_worker(self, worker: Worker, next: Callable[[Worker], Any]) -> None:
+        """The lifecycle around one worker's run (see the class)."""
+        try:
+            await self.prepare()
+            if self._start_collections:
+                task_queue = worker.config(active_config=True)["task_queue"]
+                self._booted.clear()
+                self._boot = asyncio.ensure_future(self._start(worker.client, task_queue))
+            await next(worker)
+        finally:
+            if self._boot is not None:
+                self._boot.cancel()
+                await asyncio.gather(self._boot, return_exceptions=True)
+            await self.close()
+
+    async def _start(self, client: Client, task_queue: str) -> None:
+        try:
+            await boot_collections(client, self.app, self.index, task_queue)
+        finally:
+            self._booted.set()
+
+    async def close(self) -> None:
+        """Closes the index if this plugin opened it (a later worker opens it again); safe to repeat."""
+        if self._owns_index and self._index is not None:
+            index, self._index = self._index, None
+            self._checked = False
+            await close_index(index)
+

@@ -1,0 +1,132 @@
+"""Retry policies: what chamvi retries, how often, and how long it waits, decided in one place.
+
+Activities never decide at a raise site: an activity raises a ``ChamviError`` and the activity
+boundary turns it into a failure typed by its code (``chamvi.activity_boundary``); every policy here
+lists ``NON_RETRYABLE_CODES``, so a deterministic mistake fails at once and a provider that is down
+is tried again, waiting as long as it asked (``retry_after``).
+
+Part of the shared kernel: workflows import it, so it loads no I/O client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TypeVar
+
+from temporalio.common import RetryPolicy
+
+from chamvi.errors import NON_RETRYABLE_CODES, ChamviError
+from chamvi.models.runs import RetrySpec
+
+T = TypeVar("T")
+
+DEFAULT_MODEL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=60),
+    maximum_attempts=10,
+)
+DEFAULT_TOOL_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=10,
+)
+"""Bounded: a tool call whose worker keeps dying, or that keeps timing out, fails the run in the end
+(a tool that raises is a tool error the model sees, and is never retried)."""
+DEFAULT_EMBEDDING_RETRY = RetryPolicy(maximum_attempts=1)
+"""One attempt per embedding call inside a pass or a search: a failed pass is retried as a whole on
+the collection's backoff (``backoff``), the seed's rule."""
+
+
+@dataclass(frozen=True)
+class RetryPolicies:
+    """How an app's model calls, tool calls and embedding calls are retried (Temporal's ``RetryPolicy``).
+
+    Args:
+        model: each model call (an activity).
+        tool: each tool call (an activity); a tool's own ``retry=`` wins over it.
+        embedding: each embedding call inside a knowledge pass or a search (retried in the activity,
+            honouring a provider's ``retry-after``).
+    """
+
+    model: RetryPolicy = field(default_factory=lambda: DEFAULT_MODEL_RETRY)
+    tool: RetryPolicy = field(default_factory=lambda: DEFAULT_TOOL_RETRY)
+    embedding: RetryPolicy = field(default_factory=lambda: DEFAULT_EMBEDDING_RETRY)
+
+
+def retry_spec(policy: RetryPolicy) -> RetrySpec:
+    """``policy`` as data for an ``AgentSpec``."""
+    return RetrySpec(
+        initial_interval_seconds=policy.initial_interval.total_seconds(),
+        backoff_coefficient=policy.backoff_coefficient,
+        maximum_interval_seconds=(
+            policy.maximum_interval.total_seconds() if policy.maximum_interval is not None else None
+        ),
+        maximum_attempts=policy.maximum_attempts,
+        non_retryable_error_types=list(policy.non_retryable_error_types or ()),
+    )
+
+
+def activity_policy(spec: RetrySpec | None, default: RetryPolicy) -> RetryPolicy:
+    """The policy an activity runs under: ``spec`` (or ``default``), never retrying chamvi's
+    non-retryable codes.
+    """
+    if spec is None:
+        spec = retry_spec(default)
+    return RetryPolicy(
+        initial_interval=timedelta(seconds=spec.initial_interval_seconds),
+        backoff_coefficient=spec.backoff_coefficient,
+        maximum_interval=(
+            timedelta(seconds=spec.maximum_interval_seconds)
+            if spec.maximum_interval_seconds is not None
+            else None
+        ),
+        maximum_attempts=spec.maximum_attempts,
+        non_retryable_error_types=sorted({*spec.non_retryable_error_types, *NON_RETRYABLE_CODES}),
+    )
+
+
+def is_retried(error: BaseException, policy: RetryPolicy) -> bool:
+    """Whether ``policy`` tries again after ``error``, as Temporal would for an activity."""
+    if isinstance(error, ChamviError):
+        return error.retryable and error.code not in (policy.non_retryable_error_types or ())
+    return isinstance(error, Exception)
+
+
+def delay_before(attempt: int, policy: RetryPolicy, retry_after: float | None = None) -> float:
+    """Seconds to wait after failed attempt ``attempt`` (1-based); a provider's ``retry_after`` wins."""
+    if retry_after is not None:
+        return retry_after
+    delay = policy.initial_interval.total_seconds() * policy.backoff_coefficient ** (attempt - 1)
+    if policy.maximum_interval is not None:
+        delay = min(delay, policy.maximum_interval.total_seconds())
+    return delay
+
+
+async def call_with_retry(
+    call: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> T:
+    """Runs ``call`` under ``policy`` inside one activity (embedding calls, which are not activities)."""
+    attempt = 1
+    while True:
+        try:
+            return await call()
+        except Exception as error:
+            exhausted = policy.maximum_attempts > 0 and attempt >= policy.maximum_attempts
+            if exhausted or not is_retried(error, policy):
+                raise
+            retry_after = error.retry_after if isinstance(error, ChamviError) else None
+            await sleep(delay_before(attempt, policy, retry_after))
+            attempt += 1
+
+
+def backoff(failures: int) -> timedelta:
+    """The seed's backoff for failed knowledge passes: 5 s, doubling, at most 5 min per failure in a row."""
+    return timedelta(seconds=min(5 * 2 ** (failures - 1), 300))

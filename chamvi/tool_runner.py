@@ -1,0 +1,200 @@
+"""One tool call, start to end: policy, input, hooks, the taint guard, approvals and effects.
+
+Independent of Temporal: what the call needs from its run (the trigger envelope, effects recorded
+by earlier calls) comes through :class:`RunAccess`, so the whole procedure is tested without a
+server and the tool activity only adapts it (``activities.tools``).
+
+The order is the seed's: the tool policy, the input's validation, ``before_tool_execution``, the
+taint guard on the final input, the recorded effect (then ``already_applied``), the tool, then
+``after_tool_execution``; a result that marks the run untrusted does so before the model sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+from pydantic import ValidationError as PydanticValidationError
+from pydantic_core import to_jsonable_python
+
+from chamvi.agents import AgentHooks, ToolCallInfo
+from chamvi.app import App
+from chamvi.channels import ChannelAccess
+from chamvi.constants import TOOL_RESULT_MAX_BYTES
+from chamvi.errors import (
+    ChamviError,
+    ChamviValidationError,
+    FatalToolError,
+    ToolDeniedError,
+    ToolNotAllowedError,
+    ToolResultTooLargeError,
+)
+from chamvi.models import ErrorInfo, ToolRequest, ToolResult, TriggerEnvelope
+from chamvi.permissions import PolicyRun
+from chamvi.run_context import ApprovalRequired, Approvals, EffectLedger, RunContext
+from chamvi.tools import Predicate, Tool, ToolContext, approve
+
+
+class RunAccess(Protocol):
+    """What a tool call reads from its run, outside the call's own input."""
+
+    async def trigger(self) -> TriggerEnvelope:
+        """The run's whole trigger envelope, payload included."""
+        ...
+
+    async def recorded_effect(self, key: str) -> tuple[bool, Any]:
+        """``(True, result)`` when an earlier call of the run recorded ``key``."""
+        ...
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+async def _holds(flag: Predicate, arguments: BaseModel, ctx: ToolContext) -> bool:
+    if isinstance(flag, bool):
+        return flag
+    return bool(await _maybe_await(flag(arguments, ctx)))
+
+
+def _error(error: BaseException) -> ErrorInfo:
+    if isinstance(error, ChamviError):
+        return ErrorInfo(code=error.code, message=error.message)
+    return ErrorInfo(code="tool_error", message=f"{type(error).__name__}: {error}")
+
+
+def _refused(error: ChamviError) -> ToolResult:
+    return ToolResult(status="error", error=_error(error))
+
+
+class ToolRunner:
+    """Runs the tool calls of ``app``'s agents."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+
+    async def run(self, request: ToolRequest, access: RunAccess, cancellation: asyncio.Event) -> ToolResult:
+        """The result of one tool call, as the workflow records it; never raises for a tool's failure."""
+        agent = self.app.agent(request.agent)
+        tool = agent.tools.get(request.call.name)
+        if tool is None:
+            offered = ", ".join(repr(n) for n in agent.tools) or "none"
+            return _refused(
+                ToolNotAllowedError(
+                    f"tool {request.call.name!r} is not available: this agent offers {offered}"
+                )
+            )
+        if not agent.allows(tool.name, PolicyRun(request.run_id, agent.name, request.trigger)):
+            return _refused(
+                ToolNotAllowedError(
+                    f"tool {tool.name!r} is not allowed for this run by the agent's tool policy"
+                )
+            )
+        try:
+            arguments = tool.parse_input(request.call.arguments)
+        except PydanticValidationError as error:
+            return _refused(ChamviValidationError(f"invalid input for {tool.name!r}: {error}"))
+        run = RunContext(
+            run_id=request.run_id,
+            agent=agent.name,
+            trigger=await access.trigger(),
+            cancellation=cancellation,
+            step=request.step,
+            tool_call_id=request.call.id,
+        )
+        effects = EffectLedger(access.recorded_effect)
+        approvals = Approvals(request.decisions)
+        ctx = ToolContext(
+            run=run,
+            channels=ChannelAccess(self.app.channels, run, effects, approvals),
+            effects=effects,
+            approvals=approvals,
+            provided=self.app.provided,
+        )
+        result = await self._call(agent.hooks, tool, arguments, ctx, request.tainted)
+        return _within_payload_limit(result, tool.name)
+
+    async def _call(
+        self, hooks: AgentHooks, tool: Tool, arguments: BaseModel, ctx: ToolContext, tainted: bool
+    ) -> ToolResult:
+        status: str = "ok"
+        output: Any = None
+        error: ErrorInfo | None = None
+        info = ToolCallInfo(tool.name, ctx.run.tool_call_id, arguments.model_dump(mode="json"))
+        try:
+            if hooks.before_tool_execution is not None:
+                rewritten = await _maybe_await(hooks.before_tool_execution(info, ctx))
+                arguments = tool.parse_input(rewritten)
+                info = ToolCallInfo(tool.name, ctx.run.tool_call_id, arguments.model_dump(mode="json"))
+            if tainted and await _holds(tool.trust.guard_when_tainted, arguments, ctx):
+                decision = await approve(
+                    ctx,
+                    title=f"The run read untrusted content: allow {tool.name!r}?",
+                    body=json.dumps(arguments.model_dump(mode="json"), indent=2),
+                )
+                if not decision.approved:
+                    raise ToolDeniedError(
+                        f"{tool.name!r} was denied: "
+                        f"{decision.reason or 'the run is tainted and nobody approved'}"
+                    )
+            output = await (_run_effect(tool, arguments, ctx) if tool.effect else tool.invoke(arguments, ctx))
+            if hooks.after_tool_execution is not None:
+                output = to_jsonable_python(await _maybe_await(hooks.after_tool_execution(info, output, ctx)))
+        except ApprovalRequired as required:
+            return ToolResult(status="approval", approval=required.request, effects=ctx.effects.new)
+        except FatalToolError as fatal:
+            status, error = "fatal", _error(fatal)
+        except Exception as failure:
+            status, error = "error", _error(failure)
+        if await _holds(tool.trust.taint, arguments, ctx):
+            ctx.mark_tainted(f"tool:{tool.name}")
+        return ToolResult(
+            status=status,  # type: ignore[arg-type]
+            output=output,
+            error=error,
+            effects=ctx.effects.new,
+            taint=ctx.taint,
+        )
+
+
+async def _run_effect(tool: Tool, arguments: BaseModel, ctx: ToolContext) -> Any:
+    """Recorded result first, then ``already_applied``, then the function; record on success."""
+    assert tool.effect is not None
+    key_fn = tool.effect.effect_key
+    key = key_fn(arguments, ctx) if key_fn is not None else tool.default_effect_key(ctx.run.run_id, arguments)
+    found, recorded = await ctx.effects.lookup(key)
+    if found:
+        return recorded
+    if tool.effect.already_applied is not None:
+        applied = await _maybe_await(tool.effect.already_applied(key, arguments))
+        if applied is not None:
+            ctx.effects.record(key, applied)
+            return applied
+    result = await tool.invoke(arguments, ctx)
+    ctx.effects.record(key, result)
+    return result
+
+
+def _within_payload_limit(result: ToolResult, tool: str) -> ToolResult:
+    """A result Temporal could not store becomes a tool error the model can act on.
+
+    Otherwise the activity's completion is refused by the server and the workflow task fails over
+    and over. The effect keys recorded stay (the side effect happened and must not happen again), with
+    a marker in place of results too large to keep.
+    """
+    size = len(result.model_dump_json().encode())
+    if size <= TOOL_RESULT_MAX_BYTES:
+        return result
+    error = ToolResultTooLargeError(
+        f"the result of {tool!r} is {size:,} bytes, over the limit of {TOOL_RESULT_MAX_BYTES:,} bytes "
+        "(Temporal stores every tool result in the run's history): return less, or a reference to "
+        "where the data is"
+    )
+    trimmed = result.model_copy(update={"status": "error", "output": None, "error": _error(error)})
+    if len(trimmed.model_dump_json().encode()) > TOOL_RESULT_MAX_BYTES:
+        marker = {"error": ToolResultTooLargeError.code}
+        trimmed = trimmed.model_copy(update={"effects": dict.fromkeys(result.effects, marker)})
+    return trimmed

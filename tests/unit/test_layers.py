@@ -1,0 +1,42 @@
+"""The layers hold: workflows load no I/O client, activities/ holds activities only."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import pkgutil
+import subprocess
+import sys
+
+import chamvi.activities
+import chamvi.workflows
+
+IO_CLIENTS = ("qdrant_client", "openai", "numpy", "fastembed", "httpx")
+
+
+def test_importing_every_workflow_module_loads_no_io_client() -> None:
+    workflows = [f"chamvi.workflows.{m.name}" for m in pkgutil.iter_modules(chamvi.workflows.__path__)]
+    probe = (
+        "import importlib, json, sys\n"
+        f"for name in {workflows!r}: importlib.import_module(name)\n"
+        f"print(json.dumps([m for m in {IO_CLIENTS!r} if m in sys.modules]))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
+    assert len(workflows) >= 3
+    assert json.loads(loaded.stdout) == []
+
+
+def test_the_activities_package_holds_activities_and_the_classes_that_own_them_only() -> None:
+    for info in pkgutil.iter_modules(chamvi.activities.__path__):
+        module = importlib.import_module(f"chamvi.activities.{info.name}")
+        for name, value in vars(module).items():
+            if name.startswith("_") or getattr(value, "__module__", None) != module.__name__:
+                continue
+            assert inspect.isclass(value), f"{module.__name__}.{name} is no activity class"
+            public = [m for n, m in vars(value).items() if not n.startswith("_") and callable(m)]
+            assert public, f"{module.__name__}.{name} defines no activity"
+            for method in public:
+                assert hasattr(method, "__temporal_activity_definition"), (
+                    f"{module.__name__}.{name}.{method.__name__} is no activity"
+                )
