@@ -188,9 +188,15 @@ class FileKnowledgeStore:
 
     def _check(self) -> CheckReport:
         snapshot = self._layout.scan()
-        overview = "" if OVERVIEW_FILE in snapshot.links else self._overview()
+        problems = list(snapshot.problems)
+        try:
+            overview = self._overview()
+        except PageFormatError as error:  # a link, or no regular file: reported, and check() goes on
+            overview = ""
+            if error.message not in problems:
+                problems.append(error.message)
         report = check_report(_pages(snapshot), self._types, overview, snapshot.unreadable)
-        return replace(report, problems=list(snapshot.problems))
+        return replace(report, problems=problems)
 
     async def overview(self) -> str:
         return await self._run(self._overview)

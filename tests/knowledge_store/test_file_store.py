@@ -328,3 +328,13 @@ async def test_a_page_or_folder_swapped_for_a_link_after_a_scan_is_not_read_thro
     with pytest.raises(PageFormatError, match=r"entity/: a symbolic link"):
         atomic_write(wiki, "entity/acme.md", "Written outside?")
     assert (tmp_path / "outside" / "acme.md").read_text() == "# Secret\n\nTop secret.\n"
+
+
+@pytest.mark.timeout(10)  # reading a FIFO would wait for a writer forever
+async def test_an_overview_that_is_no_regular_file_is_reported_never_waited_on(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "overview.md")
+    store = FileKnowledgeStore(tmp_path)
+    problem = "overview.md: not a regular file: put a markdown file here, or remove it"
+    assert (await store.check()).problems == [problem]
+    with pytest.raises(PageFormatError, match=problem):
+        await store.overview()
