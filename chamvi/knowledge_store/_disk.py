@@ -217,6 +217,7 @@ class Snapshot:
                     raise PageFormatError(self.links[place])
 
     def refuse(self, rel: str, error: PageFormatError) -> None:
+        """Records a link the scan did not follow, so writes refuse it and ``check()`` lists it."""
         self.links[rel] = error.message
         self.problems.append(error.message)
 
