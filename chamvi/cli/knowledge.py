@@ -103,6 +103,7 @@ def _collection_row(state: CollectionState) -> dict[str, Any]:
         "model": meta.model,
         "documents": meta.documents,
         "passages": meta.passages,
+        "skipped": _skipped(meta),
         "last_pass": meta.last_pass.isoformat() if meta.last_pass else None,
         "running": state.running,
         "queued": state.queued,
@@ -117,6 +118,11 @@ def _collection_row(state: CollectionState) -> dict[str, Any]:
     return row
 
 
+def _skipped(meta: CollectionMeta) -> int:
+    """What the last pass left out (links, FIFOs, large or non-UTF-8 files): the worker's log says why."""
+    return meta.last_stats.skipped if meta.last_stats is not None else 0
+
+
 def _activity(state: CollectionState) -> str:
     if state.running:
         return "running" + (", 1 queued" if state.queued else "")
@@ -126,7 +132,7 @@ def _activity(state: CollectionState) -> str:
 
 
 def _collections_table(states: list[CollectionState]) -> list[str]:
-    header = ("NAME", "STATUS", "GEN", "MODEL", "DOCS", "PASSAGES", "LAST PASS", "ACTIVITY")
+    header = ("NAME", "STATUS", "GEN", "MODEL", "DOCS", "PASSAGES", "SKIPPED", "LAST PASS", "ACTIVITY")
     cells = [header]
     for state in states:
         meta = state.meta or CollectionMeta(name=state.name)
@@ -141,6 +147,7 @@ def _collections_table(states: list[CollectionState]) -> list[str]:
                 meta.model or "-",
                 str(meta.documents),
                 str(meta.passages),
+                str(_skipped(meta)),
                 when(meta.last_pass),
                 _activity(state),
             )
@@ -154,7 +161,8 @@ def _collections_table(states: list[CollectionState]) -> list[str]:
 @json_option()
 @temporal_options()
 def list_collections(as_json: bool, settings: Settings) -> None:
-    """List the collections: status, generation, model, documents, passages, last pass, errors."""
+    """List the collections: status, generation, model, documents, passages, entries the last pass
+    skipped (the worker's log names each), last pass, errors."""
 
     async def go(client: Client) -> list[CollectionState]:
         names = await _collection_names(client, settings.task_queue)

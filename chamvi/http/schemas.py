@@ -136,6 +136,11 @@ class CollectionOut(BaseModel):
     error: str | None
     next_attempt: datetime | None = Field(description="When a failed pass is tried again")
     trusted: bool
+    skipped: int = Field(
+        0,
+        description="Entries the last pass left out: symbolic links, files that are no regular file, too "
+        "large or not UTF-8, invalid or repeated documents (the worker's log names each)",
+    )
 
     @classmethod
     def of(cls, meta: CollectionMeta) -> CollectionOut:
@@ -151,6 +156,7 @@ class CollectionOut(BaseModel):
             error=meta.error,
             next_attempt=meta.next_attempt,
             trusted=meta.trusted,
+            skipped=meta.last_stats.skipped if meta.last_stats is not None else 0,
         )
 
 

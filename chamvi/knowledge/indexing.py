@@ -155,6 +155,13 @@ def _report(collection: str, kind: str, message: str) -> None:
     log.warning("knowledge source %s of %r: %s", kind, collection, message)
 
 
+def _skip(stats: PassStats, collection: str, kind: str, message: str) -> None:
+    """A document or entry the pass leaves out: counted in the stats (people read those, not the
+    worker's log), whether the source reported it or the pass refused what the source yielded."""
+    stats.skipped += 1
+    _report(collection, kind, message)
+
+
 class Indexer:
     def __init__(
         self,
@@ -200,7 +207,7 @@ class Indexer:
         for source in collection.sources:
             context = SourceContext(
                 cancellation=cancellation or asyncio.Event(),
-                on_error=functools.partial(_report, name, source.kind),
+                on_error=functools.partial(_skip, stats, name, source.kind),
                 incomplete=functools.partial(_report, name, source.kind),
             )
             trusted = collection.source_trusted(source)
@@ -209,11 +216,9 @@ class Indexer:
                     document = validate_item(raw)
                 except InvalidDocumentError as error:
                     context.on_error(error.message)
-                    stats.skipped += 1
                     continue
                 if reading.holds(document.id):
                     context.on_error(_DUPLICATE.format(document.id))
-                    stats.skipped += 1
                     continue
                 stats.read += 1
                 reading.add((document, content_hash(document), trusted, context))
@@ -255,7 +260,6 @@ class Indexer:
             if entry is not None and entry.seen == run.mark:
                 context.on_error(_DUPLICATE.format(document.id))
                 run.stats.read -= 1
-                run.stats.skipped += 1
                 continue
             if (
                 entry is not None

@@ -8,6 +8,7 @@ source marked its read incomplete.
 from __future__ import annotations
 
 import asyncio
+import errno
 import inspect
 import logging
 import os
@@ -31,9 +32,9 @@ MAX_PATH_CHARS = 255
 # (and the activity's heartbeats) while a thread hop per file would cost more than the read
 _BATCH_FILES = 64
 _BATCH_BYTES = 4 * MAX_FILE_BYTES
-_OPEN_FLAGS = (
-    os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-)
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_LINK = "a symbolic link (never followed)"
 
 
 def _log_problem(message: str) -> None:
@@ -333,45 +334,83 @@ def _sort_key(entry: os.DirEntry[str]) -> str:
     return entry.name + "/" if is_dir else entry.name
 
 
-def _list(path: str) -> list[os.DirEntry[str]]:
-    with os.scandir(path) as entries:
+def _list(folder_fd: int) -> list[os.DirEntry[str]]:
+    with os.scandir(folder_fd) as entries:
         return sorted(entries, key=_sort_key)
 
 
 def _walk(root: str, extensions: tuple[str, ...]) -> Iterator[Document | _Problem]:
-    """Depth first, one folder's listing at a time: memory stays flat however large the tree."""
-    stack: list[tuple[str, Iterator[os.DirEntry[str]]]] = [("", iter(_list(root)))]
-    while stack:
-        prefix, entries = stack[-1]
-        entry = next(entries, None)
-        if entry is None:
-            stack.pop()
-            continue
-        if entry.name.startswith("."):
-            continue
-        rel = prefix + entry.name
-        wanted = entry.name.lower().endswith(extensions)
-        try:
-            if entry.is_symlink():
-                if wanted or entry.is_dir():
-                    yield _skipped(rel, "a symbolic link (never followed)")
+    """Depth first, one folder's listing at a time: memory stays flat however large the tree.
+
+    Every folder below the root and every file is opened relative to its parent's descriptor and
+    without following a link, so a folder swapped for a link after it was listed (or after its
+    parent was) cannot lead the walk out of the root: the swap is seen as a link, or the walk goes
+    on reading the folder it had opened. The root itself may be a link: the app named it.
+    """
+    root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    stack: list[tuple[str, int, Iterator[os.DirEntry[str]]]] = []
+    try:
+        stack.append(("", root_fd, iter(_list(root_fd))))
+    except BaseException:
+        os.close(root_fd)
+        raise
+    try:
+        while stack:
+            prefix, folder_fd, entries = stack[-1]
+            entry = next(entries, None)
+            if entry is None:
+                stack.pop()
+                os.close(folder_fd)
                 continue
-            is_dir = entry.is_dir(follow_symlinks=False)
-        except OSError as error:
-            yield _cannot(rel, "cannot be inspected", error)
-            continue
-        if is_dir:
+            if entry.name.startswith("."):
+                continue
+            rel = prefix + entry.name
+            wanted = entry.name.lower().endswith(extensions)
             try:
-                children = _list(entry.path)
+                if entry.is_symlink():
+                    if wanted or entry.is_dir():
+                        yield _skipped(rel, _LINK)
+                    continue
+                is_dir = entry.is_dir(follow_symlinks=False)
             except OSError as error:
-                yield _cannot(rel, "the folder cannot be listed", error)
+                yield _cannot(rel, "cannot be inspected", error)
                 continue
-            stack.append((rel + "/", iter(children)))
-        elif wanted:
-            yield _read(entry.path, rel)
+            if is_dir:
+                opened = _open_folder(folder_fd, entry.name, rel)
+                if isinstance(opened, _Problem):
+                    yield opened
+                else:
+                    stack.append((rel + "/", *opened))
+            elif wanted:
+                yield _read(folder_fd, entry.name, rel)
+    finally:
+        for _, folder_fd, _ in stack:
+            os.close(folder_fd)
 
 
-def _read(path: str, rel: str) -> Document | _Problem:
+def _open_folder(parent_fd: int, name: str, rel: str) -> tuple[int, Iterator[os.DirEntry[str]]] | _Problem:
+    """The folder's descriptor and its sorted listing, or the problem that stops the walk going in."""
+    try:
+        folder_fd = os.open(name, _FOLDER_FLAGS, dir_fd=parent_fd)
+    except OSError as error:
+        if error.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(parent_fd, name):
+            return _skipped(rel, _LINK)
+        return _cannot(rel, "the folder cannot be listed", error)
+    try:
+        return folder_fd, iter(_list(folder_fd))
+    except OSError as error:
+        os.close(folder_fd)
+        return _cannot(rel, "the folder cannot be listed", error)
+
+
+def _is_link(parent_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _read(folder_fd: int, name: str, rel: str) -> Document | _Problem:
     if len(rel) > MAX_PATH_CHARS:
         return _Problem(f"skipped {describe_id(rel)}: its relative path has {len(rel)} characters, over 255")
     try:
@@ -380,16 +419,18 @@ def _read(path: str, rel: str) -> Document | _Problem:
         return _skipped(rel, "its path is not UTF-8")
     try:
         # lstat first: opening a FIFO would block, opening a device may act on it
-        info = os.lstat(path)
+        info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
         if not _is_small_regular(info):
             return _refused(rel, info)
-        fd = os.open(path, _OPEN_FLAGS)
+        fd = os.open(name, _OPEN_FLAGS, dir_fd=folder_fd)
         with os.fdopen(fd, "rb") as file:
             opened = os.fstat(file.fileno())  # replaced since the lstat?
             if not _is_small_regular(opened):
                 return _refused(rel, opened)
             data = file.read(MAX_FILE_BYTES + 1)
     except OSError as error:
+        if error.errno == errno.ELOOP:  # swapped for a link since the lstat
+            return _skipped(rel, _LINK)
         return _cannot(rel, "the file cannot be read", error)
     if len(data) > MAX_FILE_BYTES:
         return _skipped(rel, "over 1 MiB")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import posixpath
 import re
@@ -11,6 +12,7 @@ import stat
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 from urllib.parse import quote, unquote
 
 from chamvi.errors import PageFormatError
@@ -42,6 +44,7 @@ RESERVED_ROOT_SLUGS = frozenset(name.removesuffix(".md") for name in ROOT_FILES)
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _NOTICE = re.compile(r"> \*\*(Superseded|Retired)\*\*")
 _HEADING = re.compile(r"#[ \t]+(.+?)[ \t#]*$")
+_DIRECTORY = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 
 _locks: dict[str, threading.RLock] = {}
 _locks_guard = threading.Lock()
@@ -54,26 +57,122 @@ def lock_for(directory: Path) -> threading.RLock:
         return _locks.setdefault(key, threading.RLock())
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Writes a temporary file next to ``path`` and renames it over: a reader sees old or new, never half.
+def link_refused(rel: str, *, folder: bool) -> PageFormatError:
+    """The error for a link inside the store's folder: following it would read or write elsewhere."""
+    what = "folder" if folder else "file"
+    return PageFormatError(
+        f"{rel}{'/' if folder else ''}: a symbolic link, and the store does not follow links out of its "
+        f"folder: put the {what} itself here"
+    )
+
+
+def open_folder(root: Path, folder: str, *, create: bool = False) -> int:
+    """A descriptor of ``folder`` (``""`` is the root) that no link inside the root can redirect.
+
+    The root itself may be a link: a person chose it. A link below it would take the store out of
+    its folder, so the folder is opened relative to the root's descriptor without following one,
+    and every file is then opened relative to the folder's descriptor: swapping either for a link
+    between a check and an open cannot lead outside.
+
+    Raises:
+        FileNotFoundError: the folder does not exist (and ``create`` is False).
+        PageFormatError: the folder is a link.
+    """
+    if create:
+        root.mkdir(parents=True, exist_ok=True)
+    root_fd = os.open(root, _DIRECTORY)
+    if not folder:
+        return root_fd
+    try:
+        if create:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(folder, dir_fd=root_fd)
+        try:
+            return os.open(folder, _DIRECTORY | os.O_NOFOLLOW, dir_fd=root_fd)
+        except NotADirectoryError:
+            if _is_link(folder, root_fd):
+                raise link_refused(folder, folder=True) from None
+            raise
+    finally:
+        os.close(root_fd)
+
+
+def open_file(root: Path, rel: str) -> BinaryIO:
+    """A regular file below ``root`` opened for reading, through no link (see :func:`open_folder`).
+
+    Raises:
+        FileNotFoundError: there is no such file.
+        PageFormatError: the file or its folder is a link, or the file is no regular file.
+    """
+    folder, _, name = rel.rpartition("/")
+    folder_fd = open_folder(root, folder)
+    try:
+        # O_NONBLOCK: opening a FIFO put in the file's place must not wait for a writer
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder_fd)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise link_refused(rel, folder=False) from None
+        raise
+    finally:
+        os.close(folder_fd)
+    file = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        file.close()
+        raise PageFormatError(f"{rel}: not a regular file: put a markdown file here, or remove it")
+    return file
+
+
+def read_text(root: Path, rel: str) -> str | None:
+    """The text of a file below ``root``, None when there is none; never read through a link."""
+    try:
+        with open_file(root, rel) as file:
+            return file.read().decode("utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def atomic_write(root: Path, rel: str, text: str) -> None:
+    """Writes a temporary file next to ``rel`` and renames it over: a reader sees old or new, never half.
 
     A new file gets the umask's permissions (as ``open()`` would give it); a replaced one keeps its own.
+    Both files are named relative to their folder's descriptor, so the write stays inside ``root``.
+
+    Raises:
+        PageFormatError: the file or its folder is a link.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    folder, _, name = rel.rpartition("/")
+    folder_fd = open_folder(root, folder, create=True)
+    temporary = f".{name}.{secrets.token_hex(6)}.tmp"
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        with contextlib.suppress(FileNotFoundError):
-            os.chmod(temporary, stat.S_IMODE(os.stat(path).st_mode))
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
+        try:
+            mode: int | None = os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is not None and stat.S_ISLNK(mode):
+            raise link_refused(rel, folder=False)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(temporary, flags, 0o666, dir_fd=folder_fd)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as file:
+                if mode is not None:
+                    os.fchmod(file.fileno(), stat.S_IMODE(mode))
+                file.write(text)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, name, src_dir_fd=folder_fd, dst_dir_fd=folder_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary, dir_fd=folder_fd)
+            raise
+    finally:
+        os.close(folder_fd)
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except FileNotFoundError:
+        return False
 
 
 def normal_content(content: str) -> str:
@@ -100,9 +199,27 @@ class Snapshot:
     pages: dict[str, Entry] = field(default_factory=dict)
     unreadable: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
+    links: dict[str, str] = field(default_factory=dict)
+    """Links the store refused (``concept`` for a folder, ``overview.md``), each with its problem."""
 
     def exists(self, page_id: str) -> bool:
         return page_id in self.pages or page_id in self.unreadable
+
+    def refuse_links(self, *rels: str) -> None:
+        """Raises before a write when a file it would replace, or that file's folder, is a link.
+
+        Raises:
+            PageFormatError: the first such link, with the problem ``check()`` reports for it.
+        """
+        for rel in rels:
+            for place in (rel.rpartition("/")[0], rel):
+                if place in self.links:
+                    raise PageFormatError(self.links[place])
+
+    def refuse(self, rel: str, error: PageFormatError) -> None:
+        """Records a link the scan did not follow, so writes refuse it and ``check()`` lists it."""
+        self.links[rel] = error.message
+        self.problems.append(error.message)
 
 
 class Layout:
@@ -220,14 +337,14 @@ class Layout:
         )
 
     def read_page(self, rel: str, page_id: str) -> KnowledgePage:
-        path = self.root / rel
         try:
-            info = path.stat()
-            key = (info.st_mtime_ns, info.st_size, info.st_ino)
-            cached = self._cache.get(rel)
-            if cached is not None and cached[0] == key and cached[1].id == page_id:
-                return cached[1]
-            text = path.read_text(encoding="utf-8")
+            with open_file(self.root, rel) as file:
+                info = os.fstat(file.fileno())
+                key = (info.st_mtime_ns, info.st_size, info.st_ino)
+                cached = self._cache.get(rel)
+                if cached is not None and cached[0] == key and cached[1].id == page_id:
+                    return cached[1]
+                text = file.read().decode("utf-8")
         except UnicodeDecodeError:
             raise PageFormatError(f"{rel}: not UTF-8 text") from None
         except OSError as error:
@@ -242,16 +359,25 @@ class Layout:
         if not self.root.is_dir():
             return snapshot
         for page_type in self.types:
-            folder = self.root / page_type.directory if page_type.directory else self.root
-            for name in _markdown_files(folder):
-                if not page_type.directory and name in ROOT_FILES:
+            directory = page_type.directory
+            try:
+                names, links = _markdown_files(self.root, directory)
+            except PageFormatError as error:
+                snapshot.refuse(directory, error)
+                continue
+            for name in links:
+                if directory or name not in ROOT_FILES:  # the root's own files are _stray's
+                    rel = f"{directory}/{name}" if directory else name
+                    snapshot.refuse(rel, link_refused(rel, folder=False))
+            for name in names:
+                if not directory and name in ROOT_FILES:
                     continue
-                rel = f"{page_type.directory}/{name}" if page_type.directory else name
+                rel = f"{directory}/{name}" if directory else name
                 page_id = self.id_for_path(rel)
                 if page_id is None:
                     snapshot.problems.append(f"{rel}: its name makes no slug, so it is no page")
                     continue
-                if not page_type.directory and parse_id(page_id)[1] in RESERVED_ROOT_SLUGS:
+                if not directory and parse_id(page_id)[1] in RESERVED_ROOT_SLUGS:
                     continue
                 if snapshot.exists(page_id):
                     other = snapshot.pages[page_id].path if page_id in snapshot.pages else "another file"
@@ -269,7 +395,9 @@ class Layout:
         for entry in sorted(os.scandir(self.root), key=lambda e: e.name):
             if entry.name.startswith("."):
                 continue
-            if entry.is_dir(follow_symlinks=False):
+            if entry.name in ROOT_FILES and entry.is_symlink():
+                snapshot.refuse(entry.name, link_refused(entry.name, folder=False))
+            elif entry.is_dir(follow_symlinks=False):
                 if entry.name not in self.by_folder:
                     snapshot.problems.append(
                         f"{entry.name}/: no page type keeps its pages in this folder, "
@@ -287,13 +415,27 @@ def _drop_blank(lines: list[str]) -> None:
         lines.pop(0)
 
 
-def _markdown_files(folder: Path) -> list[str]:
+def _markdown_files(root: Path, directory: str) -> tuple[list[str], list[str]]:
+    """The markdown files of a folder below ``root``, and the links named like them, each sorted.
+
+    Raises:
+        PageFormatError: the folder is a link.
+    """
     try:
-        entries = list(os.scandir(folder))
+        folder_fd = open_folder(root, directory)
     except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted(
-        e.name
-        for e in entries
-        if e.name.endswith(".md") and not e.name.startswith(".") and e.is_file(follow_symlinks=False)
-    )
+        return [], []
+    try:
+        entries = list(os.scandir(folder_fd))
+    finally:
+        os.close(folder_fd)
+    names: list[str] = []
+    links: list[str] = []
+    for entry in entries:
+        if not entry.name.endswith(".md") or entry.name.startswith("."):
+            continue
+        if entry.is_symlink():
+            links.append(entry.name)
+        elif entry.is_file(follow_symlinks=False):
+            names.append(entry.name)
+    return sorted(names), sorted(links)

@@ -17,6 +17,7 @@ _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_-]*):(?:[ \t]+(.*?))?[ \t]*$")
 _ITEM = re.compile(r"[ \t]*-(?:[ \t]+(.*?))?[ \t]*$")
 _PLAIN = re.compile(r"[^\s\"'\[\]{}#&*!|>%@`,?:-][^\n]*")
 _RESERVED_START = "{|>&*!%@`"
+_COMMENT_START = re.compile(r"[ \t]#")
 
 
 class FrontMatterError(ValueError):
@@ -141,7 +142,8 @@ def _quote(value: str, in_list: bool = False) -> str:
         _PLAIN.fullmatch(value) is not None
         and value == value.strip()
         and ": " not in value
-        and " #" not in value
+        # the reader ends a plain value at a space or a tab before '#' (a comment)
+        and _COMMENT_START.search(value) is None
         and not value.endswith(":")
         and not (in_list and any(c in value for c in ",[]{}"))
     )

@@ -17,6 +17,10 @@ or retired, then ``# Title``, then the content. Links between pages are written 
 An existing folder written by hand reads as pages too: files without front matter (the first ``#``
 heading is the title), relative links, and files directly in the root folder, which are pages of the
 type declared with ``folder=""`` (without such a type they are no pages and ``check()`` lists them).
+
+Symbolic links inside the folder are never followed, so the store reads and writes nothing outside
+it: a linked type folder, page file, ``index.md``, ``log.md`` or ``overview.md`` is no page,
+``check()`` lists it, and reading or writing through it fails with an error that names it.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from chamvi.knowledge_store._disk import (
     atomic_write,
     lock_for,
     normal_content,
+    read_text,
 )
 from chamvi.knowledge_store._ids import make_id, parse_id
 from chamvi.knowledge_store._rules import (
@@ -183,19 +188,22 @@ class FileKnowledgeStore:
 
     def _check(self) -> CheckReport:
         snapshot = self._layout.scan()
-        report = check_report(_pages(snapshot), self._types, self._overview(), snapshot.unreadable)
-        return replace(report, problems=list(snapshot.problems))
+        problems = list(snapshot.problems)
+        try:
+            overview = self._overview()
+        except PageFormatError as error:  # a link, or no regular file: reported, and check() goes on
+            overview = ""
+            if error.message not in problems:
+                problems.append(error.message)
+        report = check_report(_pages(snapshot), self._types, overview, snapshot.unreadable)
+        return replace(report, problems=problems)
 
     async def overview(self) -> str:
         return await self._run(self._overview)
 
     def _overview(self) -> str:
-        path = self.directory / OVERVIEW_FILE
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return ""
-        return self._layout.from_disk(normal_content(text), "")
+        text = read_text(self.directory, OVERVIEW_FILE)
+        return self._layout.from_disk(normal_content(text), "") if text is not None else ""
 
     async def recent_log(self, limit: int = 10) -> builtins.list[str]:
         """The latest log entries, newest first: ``[YYYY-MM-DD] operation | what (pages: ...)``."""
@@ -204,9 +212,8 @@ class FileKnowledgeStore:
         return await self._run(self._recent_log, limit)
 
     def _recent_log(self, limit: int) -> builtins.list[str]:
-        try:
-            text = (self.directory / LOG_FILE).read_text(encoding="utf-8")
-        except FileNotFoundError:
+        text = read_text(self.directory, LOG_FILE)
+        if text is None:
             return []
         entries: builtins.list[tuple[str, builtins.list[str]]] = []
         for line in text.splitlines():
@@ -265,8 +272,9 @@ class FileKnowledgeStore:
             path = self._layout.default_path(page_id)
             assert path is not None
             paths[page_id] = path
+        snapshot.refuse_links(*(paths[page_id] for page_id in batch), INDEX_FILE)
         for page in batch.values():
-            atomic_write(self.directory / paths[page.id], self._layout.render(page, paths))
+            atomic_write(self.directory, paths[page.id], self._layout.render(page, paths))
         self._write_index({**_pages(snapshot), **batch}, paths)
         return list(batch)
 
@@ -396,10 +404,8 @@ class FileKnowledgeStore:
             parse_id(page_id)
         snapshot = self._layout.scan()
         raise_link_problems([i for i in dict.fromkeys(pages) if not snapshot.exists(i)], [])
-        path = self.directory / LOG_FILE
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        text = read_text(self.directory, LOG_FILE)
+        if text is None:
             text = _LOG_HEADER
         date = self._clock().astimezone(UTC).strftime("%Y-%m-%d")
         entry = [f"## [{date}] {operation} | {what}"]
@@ -408,7 +414,7 @@ class FileKnowledgeStore:
                 "\n".join(f"- [{i}]({i})" for i in dict.fromkeys(pages)), "", _paths(snapshot)
             )
             entry += ["", links]
-        atomic_write(path, text.rstrip("\n") + "\n\n" + "\n".join(entry) + "\n")
+        atomic_write(self.directory, LOG_FILE, text.rstrip("\n") + "\n\n" + "\n".join(entry) + "\n")
 
     async def write_overview(self, content: str) -> None:
         await self._run(self._write_overview, content)
@@ -419,7 +425,7 @@ class FileKnowledgeStore:
         snapshot = self._layout.scan()
         content = normal_content(content)
         check_links(content, snapshot.exists, before=self._overview())
-        atomic_write(self.directory / OVERVIEW_FILE, self._layout.to_disk(content, "", _paths(snapshot)))
+        atomic_write(self.directory, OVERVIEW_FILE, self._layout.to_disk(content, "", _paths(snapshot)))
 
     # -- helpers ----------------------------------------------------------------------------------
 
@@ -429,6 +435,9 @@ class FileKnowledgeStore:
             raise PageFormatError(snapshot.unreadable[page_id])
         entry = snapshot.pages.get(page_id)
         if entry is None:
+            path = self._layout.default_path(page_id)
+            if path is not None:
+                snapshot.refuse_links(path)
             raise PageNotFoundError(f"page {page_id!r} does not exist: the index lists every page by id")
         return entry
 
@@ -442,18 +451,18 @@ class FileKnowledgeStore:
 
     def _write(self, snapshot: Snapshot, page: KnowledgePage) -> None:
         paths = _paths(snapshot)
-        atomic_write(self.directory / paths[page.id], self._layout.render(page, paths))
+        snapshot.refuse_links(paths[page.id], INDEX_FILE)
+        atomic_write(self.directory, paths[page.id], self._layout.render(page, paths))
         self._write_index({**_pages(snapshot), page.id: page}, paths)
 
     def _write_index(self, pages: dict[str, KnowledgePage], paths: dict[str, str]) -> None:
         text = self._layout.to_disk(render_index(pages.values(), self._types), "", paths)
-        path = self.directory / INDEX_FILE
         try:
-            if path.read_text(encoding="utf-8") == text:
+            if read_text(self.directory, INDEX_FILE) == text:
                 return
-        except (FileNotFoundError, UnicodeDecodeError):
+        except UnicodeDecodeError:
             pass
-        atomic_write(path, text)
+        atomic_write(self.directory, INDEX_FILE, text)
 
 
 def _pages(snapshot: Snapshot) -> dict[str, KnowledgePage]:

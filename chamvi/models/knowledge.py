@@ -29,6 +29,8 @@ class PassStats(BaseModel):
     passages: int = 0
     deleted: int = 0
     skipped: int = 0
+    """Entries left out: every problem a source reported (a link, a FIFO, a file too large or not
+    UTF-8) and every item the pass refused (invalid, or an id seen twice)."""
     failed: int = 0
     embedding_calls: int = 0
     incomplete: list[str] = Field(default_factory=list)

@@ -4,21 +4,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner, Result
 from temporalio.client import Client
 
+from activities.knowledge import request_sync
 from chamvi import App, define_agent
 from chamvi.cli import cli
+from chamvi.http import create_api
 from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
+from chamvi.knowledge.managed import ManagedCollections
 from chamvi.knowledge.sources import Source
 from tests.knowledge_helpers import knowledge_worker, new_store, wait_for_passes
+from tests.support.http_api import bearer, make_tokens, serving
 
 Cli = Callable[..., "asyncio.Future[Result]"]
 
@@ -103,10 +109,10 @@ async def test_knowledge_list_shows_a_ready_collection_with_its_counts(
     table = await chamvi_cli("knowledge", "list")
     assert table.exit_code == 0, table.output
     header, *rows = table.stdout.splitlines()
-    columns = ("NAME", "STATUS", "GEN", "MODEL", "DOCS", "PASSAGES", "LAST PASS", "ACTIVITY")
+    columns = ("NAME", "STATUS", "GEN", "MODEL", "DOCS", "PASSAGES", "SKIPPED", "LAST PASS", "ACTIVITY")
     assert re.split(r"\s{2,}", header) == list(columns)
     line = next(r for r in rows if r.startswith(name))
-    assert line.split()[:6] == [name, "ready", "1", "test/hash-64", "3", "3"]
+    assert line.split()[:7] == [name, "ready", "1", "test/hash-64", "3", "3", "0"]
     assert line.split()[-1] == "idle"
 
 
@@ -196,3 +202,57 @@ async def test_a_collection_that_is_not_ready_fails_search_and_sync_in_one_line(
         .splitlines()[-1]
         .startswith(f"Error: the pass over {name!r} failed: {error} (next attempt at ")
     )
+
+
+def add_entries_a_pass_skips(root: Path, outside: Path) -> int:
+    """Puts next to the handbook what a folder pass must skip, made for real; returns how many."""
+    (outside / "secret.md").parent.mkdir(parents=True)
+    (outside / "secret.md").write_text("# Secret\n\nNever indexed.\n")
+    (root / "linked-file.md").symlink_to(outside / "secret.md")
+    (root / "linked-folder").symlink_to(outside, target_is_directory=True)
+    (root / "nested").mkdir()
+    (root / "nested" / "linked.md").symlink_to(outside / "secret.md")
+    os.mkfifo(root / "pipe.md")
+    with (root / "huge.md").open("wb") as huge:
+        huge.truncate(50 * 1024 * 1024)  # 50 MB (sparse: no disk spent)
+    (root / "latin1.md").write_bytes("caf\u00e9".encode("latin-1"))
+    os.close(os.open(bytes(root) + b"/name-\xff.md", os.O_CREAT | os.O_WRONLY))
+    return 7
+
+
+async def test_entries_a_folder_pass_skips_are_counted_in_its_stats_the_list_and_the_http_view(
+    client: Client, chamvi_cli: Cli, task_queue: str, tmp_path: Path, name: str
+) -> None:
+    root = write_handbook(tmp_path / "handbook")
+    skipped = add_entries_a_pass_skips(root, tmp_path / "outside")
+    app = app_for(name, folder(root))
+    store = new_store()
+    managed = ManagedCollections(
+        store,
+        app.embedders,
+        default_model=None,
+        declared=app.collections,
+        request_sync=lambda n: request_sync(client, task_queue, n),
+    )
+    tokens = make_tokens(reader=["knowledge:read"])
+    api = create_api(tokens=list(tokens.values()), managed=managed, runs=None)
+    async with knowledge_worker(client, app, store, task_queue):
+        state = await wait_for_passes(client, name, 1)
+        row = await listed(chamvi_cli, name)
+        table = await chamvi_cli("knowledge", "list")
+        async with (
+            serving(api) as url,
+            httpx.AsyncClient(base_url=url, headers=bearer(tokens["reader"])) as http,
+        ):
+            shown = await http.get(f"/knowledge/collections/{name}")
+            every = await http.get("/knowledge/collections")
+
+    assert state.meta is not None and state.meta.last_stats is not None
+    assert (state.meta.last_stats.read, state.meta.last_stats.skipped) == (3, skipped)
+    assert row["documents"] == 3 and row["skipped"] == skipped
+    assert row["last_stats"]["skipped"] == skipped  # type: ignore[index]
+    header, *lines = (re.split(r"\s{2,}", line) for line in table.stdout.splitlines())
+    cells = next(cells for cells in lines if cells[0] == name)
+    assert cells[header.index("SKIPPED")] == str(skipped)
+    assert shown.status_code == 200 and shown.json()["skipped"] == skipped
+    assert [c["skipped"] for c in every.json()["data"] if c["name"] == name] == [skipped]

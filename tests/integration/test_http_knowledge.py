@@ -178,6 +178,7 @@ async def test_collections_are_created_listed_shown_and_deleted(stack: Stack, na
         "error": None,
         "next_attempt": None,
         "trusted": False,
+        "skipped": 0,
     }
     assert error_of(again) == (409, "conflict") and "already exists" in again.json()["error"]["message"]
     assert error_of(declared) == (409, "conflict") and "declared" in declared.json()["error"]["message"]

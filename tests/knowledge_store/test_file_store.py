@@ -20,6 +20,7 @@ from chamvi.knowledge_store import (
     PageFormatError,
     PageType,
 )
+from chamvi.knowledge_store._disk import atomic_write
 from tests.knowledge_store.contract import knowledge_store_contract, seed
 
 
@@ -260,3 +261,80 @@ async def test_files_get_ordinary_permissions_and_keep_their_own(tmp_path: Path)
     (tmp_path / "concept" / "a.md").chmod(0o640)
     await store.edit("concept/a", "Aa", "Bb")
     assert (tmp_path / "concept" / "a.md").stat().st_mode & 0o777 == 0o640
+
+
+def snapshot_of(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+async def test_links_in_the_store_folder_are_refused_never_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    write(outside, "secret.md", "# Secret\n\nTop secret.\n")
+    write(outside, "plan.md", "The outside plan.\n")
+    before = snapshot_of(outside)
+    wiki = tmp_path / "wiki"
+    write(wiki, "entity/acme.md", "# Acme\n\nA shop.\n")
+    (wiki / "concept").symlink_to(outside, target_is_directory=True)
+    (wiki / "entity" / "leak.md").symlink_to(outside / "secret.md")
+    (wiki / "overview.md").symlink_to(outside / "plan.md")
+    (wiki / "log.md").symlink_to(outside / "plan.md")
+    store = FileKnowledgeStore(wiki)
+
+    assert [p.id for p in await store.list()] == ["entity/acme"]
+    assert await store.read("concept/secret") is None and await store.read("entity/leak") is None
+    assert all("secret" not in hit.snippet.lower() for hit in await store.search("secret"))
+    with pytest.raises(PageFormatError, match=r"overview\.md: a symbolic link"):
+        await store.overview()
+    with pytest.raises(PageFormatError, match=r"log\.md: a symbolic link"):
+        await store.recent_log()
+    assert sorted((await store.check()).problems) == [
+        "concept/: a symbolic link, and the store does not follow links out of its folder: "
+        "put the folder itself here",
+        "entity/leak.md: a symbolic link, and the store does not follow links out of its folder: "
+        "put the file itself here",
+        "log.md: a symbolic link, and the store does not follow links out of its folder: "
+        "put the file itself here",
+        "overview.md: a symbolic link, and the store does not follow links out of its folder: "
+        "put the file itself here",
+    ]
+    with pytest.raises(PageFormatError, match=r"concept/: a symbolic link"):
+        await store.create("concept", "new", "New", "Written outside?")
+    with pytest.raises(PageFormatError, match=r"concept/: a symbolic link"):
+        await store.edit("concept/secret", "Top", "Not")
+    with pytest.raises(PageFormatError, match=r"overview\.md: a symbolic link"):
+        await store.write_overview("Start at [Acme](entity/acme).")
+    with pytest.raises(PageFormatError, match=r"log\.md: a symbolic link"):
+        await store.log("ingest", "Read something.")
+    await store.edit("entity/acme", "A shop.", "A shop in town.")  # the real page is still writable
+    assert snapshot_of(outside) == before
+    assert (wiki / "concept").is_symlink() and (wiki / "overview.md").is_symlink()
+
+
+async def test_a_page_or_folder_swapped_for_a_link_after_a_scan_is_not_read_through(tmp_path: Path) -> None:
+    write(tmp_path, "outside/acme.md", "# Secret\n\nTop secret.\n")
+    wiki = tmp_path / "wiki"
+    store = FileKnowledgeStore(wiki)
+    await store.create("entity", "acme", "Acme", "A shop.")
+    layout = store._layout  # reads what a scan found a moment before, as a raced read would
+    (wiki / "entity" / "acme.md").unlink()
+    (wiki / "entity" / "acme.md").symlink_to(tmp_path / "outside" / "acme.md")
+    with pytest.raises(PageFormatError, match=r"entity/acme\.md: a symbolic link"):
+        layout.read_page("entity/acme.md", "entity/acme")
+    (wiki / "entity" / "acme.md").unlink()
+    (wiki / "entity").rmdir()
+    (wiki / "entity").symlink_to(tmp_path / "outside", target_is_directory=True)
+    with pytest.raises(PageFormatError, match=r"entity/: a symbolic link"):
+        layout.read_page("entity/acme.md", "entity/acme")
+    with pytest.raises(PageFormatError, match=r"entity/: a symbolic link"):
+        atomic_write(wiki, "entity/acme.md", "Written outside?")
+    assert (tmp_path / "outside" / "acme.md").read_text() == "# Secret\n\nTop secret.\n"
+
+
+@pytest.mark.timeout(10)  # reading a FIFO would wait for a writer forever
+async def test_an_overview_that_is_no_regular_file_is_reported_never_waited_on(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "overview.md")
+    store = FileKnowledgeStore(tmp_path)
+    problem = "overview.md: not a regular file: put a markdown file here, or remove it"
+    assert (await store.check()).problems == [problem]
+    with pytest.raises(PageFormatError, match=problem):
+        await store.overview()

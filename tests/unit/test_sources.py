@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import socket
@@ -224,8 +225,9 @@ async def test_a_relative_path_over_255_characters_is_reported_and_skipped(tmp_p
 
 # --- folder(): failures that make the read incomplete ---------------------------------------------
 # The tests run as root, for whom chmod 000 denies nothing. So the failure is injected at the one
-# system call that would fail for another user: os.scandir (listing) or os.open (reading), for that
-# one path only, raising the PermissionError the kernel raises. Everything else is real.
+# system call that would fail for another user: os.open of the folder (to list it) or of the file (to
+# read it), each opened by name in its parent, for that one name only, raising the PermissionError the
+# kernel raises. Everything else is real.
 
 
 async def test_an_unlistable_folder_is_reported_and_marks_the_read_incomplete(
@@ -234,15 +236,14 @@ async def test_an_unlistable_folder_is_reported_and_marks_the_read_incomplete(
     write(tmp_path / "a.md")
     write(tmp_path / "locked/inside.md")
     write(tmp_path / "z.md")
-    locked = str(tmp_path / "locked")
-    real_scandir = os.scandir
+    real_open = os.open
 
-    def scandir(path: Any = ".") -> Any:
-        if os.fspath(path) == locked:
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), locked)
-        return real_scandir(path)
+    def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path) == "locked" and flags & os.O_DIRECTORY:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), "locked")
+        return real_open(path, flags, *args, **kwargs)
 
-    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "open", open_)
     result = await read(folder(tmp_path))
 
     assert result.ids == ["a.md", "z.md"]
@@ -257,12 +258,12 @@ async def test_an_unreadable_file_is_reported_and_marks_the_read_incomplete(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     write(tmp_path / "a.md")
-    unreadable = str(write(tmp_path / "b.md", SECRET))
+    write(tmp_path / "b.md", SECRET)
     real_open = os.open
 
     def open_(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
-        if os.fspath(path) == unreadable:
-            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), unreadable)
+        if os.fspath(path) == "b.md":
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), "b.md")
         return real_open(path, flags, *args, **kwargs)
 
     monkeypatch.setattr(os, "open", open_)
@@ -568,3 +569,43 @@ def test_source_context_defaults_work_outside_a_pass() -> None:
     ctx.incomplete("why")
     assert ctx.is_incomplete and ctx.reasons == ["why"]
     assert not ctx.cancellation.is_set()
+
+
+# --- folder(): a tree changed while it is read ------------------------------------------------------
+# A person (or an attacker) can swap a sub-folder for a link at any moment. The swap is made for real
+# from a hook on os.scandir, right after the walk's Nth listing: after the root's listing (between the
+# walk seeing 'sub' as a folder and listing it), or after sub's listing (before its file is read).
+
+
+@pytest.mark.parametrize("after_listings", [1, 2])
+async def test_a_folder_swapped_for_a_link_mid_walk_never_leads_outside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, after_listings: int
+) -> None:
+    write(tmp_path / "outside" / "page.md", SECRET)
+    root = tmp_path / "root"
+    write(root / "a.md", "inside a")
+    write(root / "sub" / "page.md", "inside sub")
+    listings = 0
+    real_scandir = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        nonlocal listings
+        entries = list(real_scandir(path))
+        listings += 1
+        if listings == after_listings:
+            (root / "sub").rename(tmp_path / "sub-moved-away")
+            (root / "sub").symlink_to(tmp_path / "outside", target_is_directory=True)
+        return contextlib.nullcontext(entries)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    result = await read(folder(root))
+
+    assert all(SECRET not in item.content for item in result.items)
+    if after_listings == 1:
+        assert result.ids == ["a.md"]
+        assert result.errors == ["skipped 'sub': a symbolic link (never followed)"]
+    else:  # the folder was opened before the swap: its own file is read, where it now is
+        assert [(d.id, d.content) for d in result.items] == [
+            ("a.md", "inside a"),
+            ("sub/page.md", "inside sub"),
+        ]
