@@ -1,7 +1,9 @@
-"""The server `chamvi api` runs, as a client and an operator meet it: its access log."""
+"""The server `chamvi api` runs, as a client and an operator meet it: raw requests and its access log."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +28,7 @@ def tokens() -> dict[str, Token]:
 
 @pytest.fixture
 def api(client: Client, task_queue: str, tokens: dict[str, Token]) -> FastAPI:
+    # no agent is served: a dispatch that got through would answer 404 without starting a run
     runs = ChamviClient(client, task_queue=task_queue)
     return create_api(tokens=list(tokens.values()), managed=None, runs=runs, agents=[])
 
@@ -56,3 +59,35 @@ async def test_the_access_log_never_carries_a_query_string(
     assert (refused.status_code, listed.status_code) == (401, 200)
     assert [line.split('"')[1] for line in lines] == ["GET /runs HTTP/1.1"] * 2
     assert SECRET not in caplog.text
+
+
+async def test_a_request_with_both_transfer_encoding_and_content_length_answers_400_and_closes(
+    api: FastAPI, tokens: dict[str, Token]
+) -> None:
+    body = json.dumps({"agent": "nobody"}).encode()
+    chunked = b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    authorization = f"Authorization: Bearer {tokens['admin'].value}\r\n".encode()
+    smuggled = b"GET /runs HTTP/1.1\r\nHost: api\r\n" + authorization + b"Connection: close\r\n\r\n"
+    request = (
+        b"POST /runs HTTP/1.1\r\nHost: api\r\n"
+        + authorization
+        + b"Content-Type: application/json\r\n"
+        + b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n" % len(chunked)
+        + chunked
+    )
+    async with serving(api) as url:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(request + smuggled)
+            await writer.drain()
+            # the server closes the connection: everything it sends ends in EOF
+            answered = await asyncio.wait_for(reader.read(), timeout=30)
+        finally:
+            writer.close()
+    head, _, content = answered.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 ") and answered.count(b"HTTP/1.1 ") == 1
+    assert b"connection: close" in head.lower()
+    error = json.loads(content)["error"]
+    assert error["code"] == "bad_request"
+    assert error["message"] == "the request has both Transfer-Encoding and Content-Length: send one of them"
