@@ -1,8 +1,8 @@
 """Dispatching, reading, approving and cancelling runs from any process.
 
 The same operations work with the ``temporal`` CLI (``workflow start --type AgentRun``, ``workflow
-signal --name approve``, ``workflow cancel``); this client adds idempotency and concurrency keys,
-clear errors and typed results.
+update execute --name answer_approval``, ``workflow cancel``); this client adds idempotency and
+concurrency keys, clear errors and typed results.
 """
 
 from __future__ import annotations
