@@ -38,7 +38,7 @@ from chamvi.app import App
 from chamvi.constants import SEARCH_ATTRIBUTES
 from chamvi.errors import ChamviError
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
-from chamvi.http import build_api
+from chamvi.http import Token, build_api
 from chamvi.http.process import ApiSocket, dev_tokens, listen
 from chamvi.knowledge.boot import check_store, start_knowledge
 from chamvi.knowledge.store import KnowledgeStore
@@ -483,13 +483,15 @@ async def serve(
     """
     stop = stop or asyncio.Event()
     with stop_on_signals(stop):
-        # the data folder, the ports and the knowledge store are checked before anything starts
+        # the data folder, the ports, the API's tokens and the knowledge store are checked before
+        # anything starts
         server.reserve()
         api_socket = listen("127.0.0.1", api_port)
         store = open_store(settings)
         try:
+            tokens = dev_tokens(server.config.data)
             await check_knowledge(app, store, settings)
-            await _serve(server, settings, app, store, echo, stop, api_socket)
+            await _serve(server, settings, app, store, echo, stop, api_socket, tokens)
         finally:
             api_socket.sock.close()
             await close_store(store)
@@ -503,7 +505,9 @@ async def _serve(
     echo: Callable[[str], None],
     stop: asyncio.Event,
     api_socket: ApiSocket,
+    tokens: tuple[list[Token], str | None],
 ) -> None:
+    """``tokens``: what ``dev_tokens`` answered, the API's tokens and the value it generated."""
     server.start()
     config = server.config
     echo(
@@ -515,12 +519,12 @@ async def _serve(
         return
     client = await connect(settings.with_overrides(temporal_address=config.address))
     worker = build_worker(client, app, task_queue=settings.task_queue, store=store)
-    tokens, generated = dev_tokens(config.data)
+    api_tokens, generated = tokens
     api = build_api(
         app,
         client,
         store,
-        tokens=tokens,
+        tokens=api_tokens,
         task_queue=settings.task_queue,
         knowledge_model=settings.knowledge_model,
     )

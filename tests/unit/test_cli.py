@@ -255,6 +255,23 @@ def test_dev_refuses_a_data_folder_another_dev_uses(tmp_path: Path, monkeypatch:
     assert not (tmp_path / "temporal.log").exists()
 
 
+def test_dev_refuses_two_tokens_with_the_same_id_and_starts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHAMVI_DATA", str(tmp_path))
+    tokens = [
+        {"value": "first-secret", "id": "ops", "permissions": ["*"]},
+        {"value": "second-secret", "id": "ops", "permissions": ["runs:read"]},
+    ]
+    monkeypatch.setenv("CHAMVI_TOKENS", json.dumps(tokens))
+    ports = ["--port", str(free_port()), "--ui-port", str(free_port()), "--api-port", str(free_port())]
+    result = invoke("dev", "--data", str(tmp_path), *ports)
+    assert one_line_error(result) == (
+        "Error: CHAMVI_TOKENS[0] and CHAMVI_TOKENS[1] have the same id 'ops': give every token its own id"
+    )
+    assert not (tmp_path / "temporal.log").exists()
+
+
 def test_worker_says_in_one_line_that_another_process_holds_the_qdrant_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
