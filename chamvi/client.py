@@ -1,8 +1,8 @@
 """Dispatching, reading, approving and cancelling runs from any process.
 
 The same operations work with the ``temporal`` CLI (``workflow start --type AgentRun``, ``workflow
-signal --name approve``, ``workflow cancel``); this client adds idempotency and concurrency keys,
-clear errors and typed results.
+update execute --name answer_approval``, ``workflow cancel``); this client adds idempotency and
+concurrency keys, clear errors and typed results.
 """
 
 from __future__ import annotations
@@ -156,12 +156,18 @@ class ChamviClient:
         return self.client.get_workflow_handle(run_id)
 
     async def _describe(self, run_id: str) -> Any:
+        """The run's description; a workflow of another type (a concurrency lock, a collection) is
+        no run: reading, approving, cancelling or waiting on it as one would break what it serves
+        (a cancelled lock never grants its key again)."""
         try:
-            return await self._handle(run_id).describe()
+            description = await self._handle(run_id).describe()
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
                 raise RunNotFoundError(f"no run {run_id!r}") from None
             raise
+        if description.workflow_type != c.AGENT_RUN_WORKFLOW:
+            raise RunNotFoundError(f"no run {run_id!r}")
+        return description
 
     async def get_run(self, run_id: str) -> RunView:
         """The run as its workflow knows it (a query); before the run's first task, from its attributes."""
@@ -190,6 +196,7 @@ class ChamviClient:
 
     async def wait(self, run_id: str) -> RunView:
         """Waits until the run settles, however it settles, and returns it."""
+        await self._describe(run_id)
         try:
             await self._handle(run_id).result()
         except WorkflowFailureError:

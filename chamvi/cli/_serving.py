@@ -20,7 +20,7 @@ from chamvi.app import App
 from chamvi.cli._common import connect_or_fail
 from chamvi.dev import DevServer
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
-from chamvi.http import build_api
+from chamvi.http import Token, build_api
 from chamvi.http.process import ApiSocket, dev_tokens, listen
 from chamvi.lifecycle import index_location
 from chamvi.plugin import ChamviPlugin
@@ -136,7 +136,8 @@ async def serve_dev(
 ) -> None:
     """Starts the server, waits for it, runs a worker for ``app`` and the HTTP API until SIGINT/SIGTERM.
 
-    The data folder, the ports and the knowledge index are checked before anything starts. The caller
+    The data folder, the ports, the API's tokens and the knowledge index are checked before anything
+    starts. The caller
     stops the server (``server.stop()`` in a ``finally``), so it stops even when this coroutine is
     interrupted.
     """
@@ -146,8 +147,9 @@ async def serve_dev(
         api_socket = listen("127.0.0.1", api_port)
         plugin = ChamviPlugin(app, settings=settings)
         try:
+            tokens = dev_tokens(server.config.data)
             await plugin.prepare()
-            await _serve_dev(server, settings, plugin, echo, stop, api_socket)
+            await _serve_dev(server, settings, plugin, echo, stop, api_socket, tokens)
         finally:
             api_socket.sock.close()
             await plugin.close()
@@ -160,7 +162,9 @@ async def _serve_dev(
     echo: Callable[[str], None],
     stop: asyncio.Event,
     api_socket: ApiSocket,
+    tokens: tuple[list[Token], str | None],
 ) -> None:
+    """``tokens``: what ``dev_tokens`` answered, the API's tokens and the value it generated."""
     server.start()
     config = server.config
     echo(
@@ -173,12 +177,12 @@ async def _serve_dev(
     app = plugin.app
     client = await connect(settings.with_overrides(temporal_address=config.address))
     worker = build_worker(client, plugin, task_queue=settings.task_queue)
-    tokens, generated = dev_tokens(config.data)
+    api_tokens, generated = tokens
     api = build_api(
         app,
         client,
         plugin.index,
-        tokens=tokens,
+        tokens=api_tokens,
         task_queue=settings.task_queue,
         knowledge_model=settings.knowledge_model,
     )

@@ -16,7 +16,7 @@ from chamvi.constants import TASK_QUEUE
 from chamvi.http.auth import AuthMiddleware, RoutePermissions, Token, principal
 from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
 from chamvi.http.knowledge_routes import knowledge_router
-from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware
+from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingMiddleware
 from chamvi.http.runs_routes import runs_router
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
@@ -94,9 +94,11 @@ def create_api(
     install_error_handlers(api)
     if not tokens:
         log.warning("no tokens (CHAMVI_TOKENS is empty): every route answers 401")
-    # the last added runs first: catch everything, then authenticate, then limit the body
+    # the last added runs first: catch everything, refuse ambiguous framing, then authenticate,
+    # then limit the body
     api.add_middleware(BodyLimitMiddleware, limit=body_limit)
     api.add_middleware(AuthMiddleware, routes=permissions, tokens=list(tokens))
+    api.add_middleware(FramingMiddleware)
     api.add_middleware(CatchAllMiddleware)
     return api
 

@@ -78,15 +78,24 @@ def tokens_from_env(value: str | None) -> list[Token]:
             'use [{"value": "<secret>", "id": "feeder", "permissions": ["knowledge:read"]}]'
         )
     tokens = [_token(index, item) for index, item in enumerate(raw)]
-    seen: dict[bytes, int] = {}
+    values: dict[bytes, int] = {}
+    ids: dict[str, int] = {}
     for index, token in enumerate(tokens):
         digest = _digest(token.value.encode())
-        if digest in seen:
+        if digest in values:
             raise InvalidTokensError(
-                f"CHAMVI_TOKENS[{seen[digest]}] and CHAMVI_TOKENS[{index}] have the same value: "
+                f"CHAMVI_TOKENS[{values[digest]}] and CHAMVI_TOKENS[{index}] have the same value: "
                 "give every token its own secret"
             )
-        seen[digest] = index
+        # the id is the principal runs record as invoker and approver: two tokens sharing it
+        # would be one person in every run's history
+        if token.id in ids:
+            raise InvalidTokensError(
+                f"CHAMVI_TOKENS[{ids[token.id]}] and CHAMVI_TOKENS[{index}] have the same id "
+                f"{token.id!r}: give every token its own id"
+            )
+        values[digest] = index
+        ids[token.id] = index
     return tokens
 
 

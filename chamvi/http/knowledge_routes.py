@@ -7,9 +7,11 @@ percent-encoded in the path (``a%2Fb`` is the id ``a/b``), hence the ``{document
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import unquote_to_bytes
 
-from fastapi import APIRouter, Body, Path, Query, Response
+from fastapi import APIRouter, Body, Depends, Path, Query, Request, Response
 
+from chamvi.errors import InvalidInputError
 from chamvi.http.auth import permission
 from chamvi.http.errors import error_responses
 from chamvi.http.schemas import (
@@ -31,15 +33,43 @@ WRITE = "knowledge:write"
 CollectionName = Annotated[
     str, Path(min_length=1, max_length=255, description="The collection's name", examples=["tickets"])
 ]
-DocumentId = Annotated[
+_DocumentIdPath = Annotated[
     str,
     Path(
         min_length=1,
         max_length=MAX_ID_CHARS,
-        description="1 to 255 characters, percent-encoded (a%2Fb is the id a/b)",
+        description="1 to 255 characters, percent-encoded UTF-8 (a%2Fb is the id a/b)",
         examples=["T-1042"],
     ),
 ]
+_DOCUMENTS_SEGMENT = b"/documents/"
+
+
+def _utf8_document_id(request: Request, document_id: _DocumentIdPath) -> str:
+    """The path's document id, refused when its percent-encoded bytes are not UTF-8.
+
+    The server decodes the path leniently: every invalid sequence becomes U+FFFD, so ``%FF%FE``
+    and ``%FE%FF`` would both name the id ``\ufffd\ufffd`` and one document would replace the
+    other. The raw path tells them apart (a U+FFFD sent as ``%EF%BF%BD`` stays a valid id).
+    """
+    raw = request.scope.get("raw_path")
+    if "\ufffd" not in document_id or not isinstance(raw, bytes):
+        return document_id
+    # the collection's name is one segment: the id is all that follows the segment after it
+    start = raw.find(_DOCUMENTS_SEGMENT, raw.find(b"/knowledge/collections/") + 1)
+    sent = raw[start + len(_DOCUMENTS_SEGMENT) :]
+    try:
+        unquote_to_bytes(sent).decode("utf-8")
+    except UnicodeDecodeError:
+        shown = sent.decode("ascii", "backslashreplace")
+        raise InvalidInputError(
+            f"document id {shown!r} is not UTF-8 once percent-decoded: "
+            "percent-encode the id's UTF-8 bytes (ü is %C3%BC)"
+        ) from None
+    return document_id
+
+
+DocumentId = Annotated[str, Depends(_utf8_document_id)]
 _WITH_NAME = (401, 403, 404, 422)
 _WITH_BODY = (400, 401, 403, 413, 422)
 

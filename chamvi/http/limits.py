@@ -1,16 +1,44 @@
-"""The body limit: a body over it answers 413 before anything parses it.
+"""How a request's body may arrive: framed one way only, and no larger than the body limit.
 
-A ``Content-Length`` over the limit is refused at once; a body without one (chunked) is counted as
-it arrives and refused as soon as it passes the limit, so at most ``limit`` bytes are ever held.
+A request with both ``Transfer-Encoding`` and ``Content-Length`` answers 400 and closes the
+connection: a proxy in front may frame the body by the other header than the server does, and read
+the rest as a request of its own (request smuggling). The server frames such a body as chunked, so
+a small ``Content-Length`` would also carry a chunked body of any size past the body limit.
+
+A body over the limit answers 413 before anything parses it. A ``Content-Length`` over the limit is
+refused at once; a body without one (chunked) is counted as it arrives and refused as soon as it
+passes the limit, so at most ``limit`` bytes are ever held.
 """
 
 from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from chamvi.http.errors import PAYLOAD_TOO_LARGE, ErrorResponse
+from chamvi.http.errors import BAD_REQUEST, PAYLOAD_TOO_LARGE, ErrorResponse
 
 DEFAULT_BODY_LIMIT = 1_048_576
+
+
+class FramingMiddleware:
+    """Refuses a request framed by both ``Transfer-Encoding`` and ``Content-Length`` (RFC 9112 6.3)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            names = {name for name, _ in scope.get("headers", ())}
+            if b"transfer-encoding" in names and b"content-length" in names:
+                response = ErrorResponse(
+                    400,
+                    BAD_REQUEST,
+                    "the request has both Transfer-Encoding and Content-Length: send one of them",
+                    # what follows on this connection cannot be trusted to start a request
+                    headers={"Connection": "close"},
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def _too_large(limit: int) -> ErrorResponse:

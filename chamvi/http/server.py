@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 from collections.abc import Iterator
 
@@ -10,6 +11,28 @@ import uvicorn
 from fastapi import FastAPI
 
 DEFAULT_PORT = 3000
+ACCESS_LOGGER = "uvicorn.access"
+
+
+class _WithoutQueryString(logging.Filter):
+    """Cuts the query string off the path of uvicorn's access log lines.
+
+    A client may put a secret in the URL (``?token=...``); the request is refused, but uvicorn logs
+    the URL whole. uvicorn logs ``(client, method, path, http version, status)`` with the path
+    percent-quoted, so the first ``?`` is where its query string starts.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, tuple) and len(args) == 5 and isinstance(args[2], str):
+            record.args = (args[0], args[1], args[2].partition("?")[0], *args[3:])
+        return True
+
+
+def _keep_query_strings_out_of_the_access_log() -> None:
+    logger = logging.getLogger(ACCESS_LOGGER)
+    if not any(isinstance(f, _WithoutQueryString) for f in logger.filters):
+        logger.addFilter(_WithoutQueryString())
 
 
 class _Server(uvicorn.Server):
@@ -25,7 +48,7 @@ def server(
 ) -> uvicorn.Server:
     """A uvicorn server for ``api``: ``await server(api).serve()``; set ``should_exit`` to stop it.
 
-    The access log shows paths and statuses, never headers, so tokens stay out of it.
+    The access log shows paths and statuses, never headers nor query strings, so tokens stay out of it.
     """
     config = uvicorn.Config(
         api,
@@ -37,6 +60,8 @@ def server(
         server_header=False,
         timeout_graceful_shutdown=5,
     )
+    # after the Config, which sets up uvicorn's loggers
+    _keep_query_strings_out_of_the_access_log()
     return _Server(config)
 
 

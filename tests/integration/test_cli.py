@@ -19,11 +19,12 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner, Result
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from chamvi import ChamviClient, RunNotFoundError, RunStatus, RunView
 from chamvi.cli import POLL_SECONDS, cli
 from chamvi.client import run_id_for
+from chamvi.constants import CONCURRENCY_LOCK_WORKFLOW, LOCK_ID_PREFIX
 from chamvi.models import RunInput
 from examples.support.app import app as support_app
 from tests.polling import eventually
@@ -197,6 +198,24 @@ async def test_an_unknown_run_is_a_one_line_error(chamvi_cli, client: Client, co
     assert result.exit_code != 0
     address = client.service_client.config.target_host
     assert result.output.strip() == f"Error: no run 'run-nobody-0000' in namespace 'default' at {address}"
+
+
+@pytest.mark.parametrize("command", [["runs", "show"], ["approve"], ["cancel"]])
+async def test_a_concurrency_lock_is_no_run_to_the_cli(
+    chamvi_cli, client: Client, task_queue: str, command: list[str]
+) -> None:
+    handle = await client.start_workflow(
+        CONCURRENCY_LOCK_WORKFLOW, id=f"{LOCK_ID_PREFIX}{uuid.uuid4().hex}", task_queue=task_queue
+    )
+    try:
+        result = await chamvi_cli(*command, handle.id)
+        description = await handle.describe()
+    finally:
+        await handle.terminate()
+    assert result.exit_code != 0
+    address = client.service_client.config.target_host
+    assert result.output.strip() == f"Error: no run {handle.id!r} in namespace 'default' at {address}"
+    assert description.status == WorkflowExecutionStatus.RUNNING
 
 
 # -- chamvi dev as a real process -----------------------------------------------------------------------

@@ -16,13 +16,13 @@ import pytest
 from click.testing import CliRunner, Result
 from temporalio.client import Client
 
-from activities.knowledge import request_sync
 from chamvi import App, define_agent
 from chamvi.cli import cli
 from chamvi.http import create_api
 from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.knowledge.sources import Source
+from chamvi.starters import request_sync
 from tests.knowledge_helpers import knowledge_worker, new_store, wait_for_passes
 from tests.support.http_api import bearer, make_tokens, serving
 

@@ -294,6 +294,25 @@ async def test_percent_encoded_ids_name_the_documents_they_encode(stack: Stack, 
     assert sorted(d["id"] for d in remaining["data"]) == sorted(set(ids) - {"a/b"})
 
 
+async def test_ids_that_are_not_utf8_once_percent_decoded_answer_422_naming_them(
+    stack: Stack, name: str
+) -> None:
+    async with stack.http() as http:
+        await http.post("/collections", json={"name": name})
+        first = await http.put(f"/collections/{name}/documents/%FF%FE", json={"content": "first"})
+        second = await http.put(f"/collections/{name}/documents/a/%FE%FF", json={"content": "second"})
+        shown = await http.get(f"/collections/{name}/documents/%C3%28")
+        deleted = await http.delete(f"/collections/{name}/documents/%FF%FE")
+        # U+FFFD itself is a character like any other when it is sent as its UTF-8 bytes
+        replacement = await http.put(doc(name, "\ufffd"), json={"content": "replacement character"})
+        listed = (await http.get(f"/collections/{name}/documents")).json()
+    for refused, sent in ((first, "%FF%FE"), (second, "a/%FE%FF"), (shown, "%C3%28"), (deleted, "%FF%FE")):
+        assert error_of(refused) == (422, "invalid_input")
+        assert f"document id {sent!r} is not UTF-8" in refused.json()["error"]["message"]
+    assert replacement.status_code == 202
+    assert [d["id"] for d in listed["data"]] == ["\ufffd"]
+
+
 async def test_documents_are_listed_by_status_with_paging(stack: Stack, name: str) -> None:
     async with stack.http() as http:
         await http.post("/collections", json={"name": name})

@@ -9,9 +9,10 @@ from typing import Any
 
 import httpx
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
 from chamvi import App, ChamviClient, ToolContext, approve, define_agent, tool
+from chamvi.constants import CONCURRENCY_LOCK_WORKFLOW, LOCK_ID_PREFIX
 from chamvi.http import Token, create_api
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
@@ -65,6 +66,7 @@ async def stack(client: Client, task_queue: str) -> AsyncIterator[Stack]:
         other=["runs:dispatch"],
         approver=["runs:approve"],
         reader=["runs:read"],
+        canceller=["runs:read", "runs:cancel"],
         knowledge=["knowledge:*"],
     )
     api = create_api(
@@ -206,6 +208,30 @@ async def test_unknown_runs_answer_404(stack: Stack) -> None:
     assert error_of(shown) == (404, "run_not_found") and "'run-nope'" in shown.text
     assert error_of(approved) == (404, "run_not_found")
     assert error_of(cancelled) == (404, "run_not_found")
+
+
+async def test_a_concurrency_lock_is_no_run_and_a_cancel_of_it_leaves_the_queued_run_to_start(
+    stack: Stack, client: Client
+) -> None:
+    key = f"deploys-{uuid.uuid4().hex[:8]}"
+    lock_id = LOCK_ID_PREFIX + key
+    async with stack.http() as admin, stack.http("canceller") as canceller:
+        holder = (await admin.post("/runs", json={"agent": stack.deployer, "concurrency_key": key})).json()
+        queued = (await admin.post("/runs", json={"agent": stack.echo, "concurrency_key": key})).json()
+        waiting = (await until_run(admin, holder["run_id"], "waiting"))["waiting"]
+        shown = await canceller.get(f"/runs/{lock_id}")
+        cancelled = await canceller.post(f"/runs/{lock_id}/cancel")
+        approved = await admin.post(f"/runs/{lock_id}/approve", json={"approval_id": "a", "approved": True})
+        lock = await client.get_workflow_handle(lock_id).describe()
+        await admin.post(
+            f"/runs/{holder['run_id']}/approve",
+            json={"approval_id": waiting["approval_id"], "approved": True},
+        )
+        await until_run(admin, queued["run_id"], "completed")
+    for refused in (shown, cancelled, approved):
+        assert error_of(refused) == (404, "run_not_found") and repr(lock_id) in refused.text
+    assert lock.workflow_type == CONCURRENCY_LOCK_WORKFLOW
+    assert lock.status == WorkflowExecutionStatus.RUNNING
 
 
 async def test_a_dispatch_is_checked_before_a_run_starts(stack: Stack) -> None:

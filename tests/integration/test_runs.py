@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
+import pytest
 from pydantic import BaseModel
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from chamvi import App, Budget, ChamviClient, FatalToolError, RunStatus, define_agent, tool
-from chamvi.constants import AGENT_RUN_WORKFLOW
+from chamvi import App, Budget, ChamviClient, FatalToolError, RunNotFoundError, RunStatus, define_agent, tool
+from chamvi.constants import AGENT_RUN_WORKFLOW, KNOWLEDGE_COLLECTION_WORKFLOW, KNOWLEDGE_ID_PREFIX
 from chamvi.models import RunSummary, Usage
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply
 from tests.polling import eventually
@@ -188,6 +192,31 @@ async def test_a_run_started_like_the_temporal_cli_runs(
         )
         run = await chamvi.wait(handle.id)
     assert run.status == RunStatus.COMPLETED and run.output == "42"
+
+
+async def test_the_client_acts_on_agent_runs_only_and_leaves_other_workflows_alone(
+    client: Client, chamvi: ChamviClient, task_queue: str
+) -> None:
+    # a collection's workflow, with no worker to run it: only its type tells it from a run
+    handle = await client.start_workflow(
+        KNOWLEDGE_COLLECTION_WORKFLOW, id=f"{KNOWLEDGE_ID_PREFIX}{uuid.uuid4().hex}", task_queue=task_queue
+    )
+    attempts: list[Callable[[], Awaitable[object]]] = [
+        lambda: chamvi.get_run(handle.id),
+        lambda: chamvi.approve(handle.id),
+        lambda: chamvi.approve(handle.id, approval_id="a"),
+        lambda: chamvi.cancel(handle.id),
+        lambda: asyncio.wait_for(chamvi.wait(handle.id), timeout=30),
+    ]
+    try:
+        for attempt in attempts:
+            with pytest.raises(RunNotFoundError, match=f"^no run {handle.id!r}$"):
+                await attempt()
+        history = await handle.fetch_history()
+    finally:
+        await handle.terminate()
+    cancel_requested = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED
+    assert cancel_requested not in {event.event_type for event in history.events}
 
 
 async def test_an_unknown_agent_fails_the_run_naming_it(

@@ -1,11 +1,12 @@
-"""Serving an ASGI app over real HTTP in a test: uvicorn on 127.0.0.1, a free port, this event loop.
+"""Serving the API over real HTTP in a test: the server ``chamvi api`` runs, on 127.0.0.1, a free port.
 
     async with serving(api) as base_url:
         async with httpx.AsyncClient(base_url=base_url) as http:
             ...
 
 The server runs as a task of the running loop, next to the worker the test started, so a test sees
-exactly what a client of ``chamvi api`` sees: real sockets, real HTTP parsing, real status lines.
+exactly what a client of ``chamvi api`` sees: real sockets, real HTTP parsing, real status lines,
+the same access log.
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ import secrets
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
-import uvicorn
-from starlette.types import ASGIApp
+from fastapi import FastAPI
 
 from chamvi.http import Token
-from chamvi.http.server import bind
+from chamvi.http.server import bind, server
 from tests.polling import eventually
 
 __all__ = ["bearer", "make_tokens", "serving"]
@@ -38,24 +38,18 @@ def bearer(token: Token) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def serving(app: ASGIApp, *, log_level: str = "warning") -> AsyncIterator[str]:
-    """Serves ``app`` until the block ends; yields its base URL, ``http://127.0.0.1:<port>``."""
+async def serving(app: FastAPI, *, log_level: str = "warning") -> AsyncIterator[str]:
+    """Serves ``app`` until the block ends; yields its base URL, ``http://127.0.0.1:<port>``.
+
+    ``log_level="info"`` lets the access log through.
+    """
     sock = bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app,
-        log_level=log_level,
-        access_log=False,
-        lifespan="off",
-        ws="none",
-        http="h11",
-        timeout_graceful_shutdown=1,
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve(sockets=[sock]), name=f"uvicorn:{port}")
+    running = server(app, log_level=log_level)
+    task = asyncio.create_task(running.serve(sockets=[sock]), name=f"uvicorn:{port}")
 
     async def started() -> bool | None:
-        if server.started:
+        if running.started:
             return True
         if task.done():
             task.result()  # raises what stopped it
@@ -66,6 +60,6 @@ async def serving(app: ASGIApp, *, log_level: str = "warning") -> AsyncIterator[
         await eventually(started, f"uvicorn starting on port {port}")
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.should_exit = True
+        running.should_exit = True
         await asyncio.wait_for(task, timeout=10)
         sock.close()

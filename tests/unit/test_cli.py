@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import threading
@@ -255,6 +256,23 @@ def test_dev_refuses_a_data_folder_another_dev_uses(tmp_path: Path, monkeypatch:
     assert not (tmp_path / "temporal.log").exists()
 
 
+def test_dev_refuses_two_tokens_with_the_same_id_and_starts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHAMVI_DATA", str(tmp_path))
+    tokens = [
+        {"value": "first-secret", "id": "ops", "permissions": ["*"]},
+        {"value": "second-secret", "id": "ops", "permissions": ["runs:read"]},
+    ]
+    monkeypatch.setenv("CHAMVI_TOKENS", json.dumps(tokens))
+    ports = ["--port", str(free_port()), "--ui-port", str(free_port()), "--api-port", str(free_port())]
+    result = invoke("dev", "--data", str(tmp_path), *ports)
+    assert one_line_error(result) == (
+        "Error: CHAMVI_TOKENS[0] and CHAMVI_TOKENS[1] have the same id 'ops': give every token its own id"
+    )
+    assert not (tmp_path / "temporal.log").exists()
+
+
 def test_worker_says_in_one_line_that_another_process_holds_the_qdrant_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -305,3 +323,19 @@ async def test_a_failing_knowledge_boot_is_logged_and_never_raises(caplog: pytes
         "knowledge error: starting the collections failed: ConnectionError: qdrant went away (the worker "
         "goes on; `chamvi knowledge sync NAME` asks a collection for a pass)"
     ]
+
+
+@pytest.mark.parametrize("field", ["id", "value"])
+def test_chamvi_api_refuses_two_tokens_with_the_same_id_or_value_in_one_line(
+    field: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tokens = [
+        {"value": "first-secret", "id": "ops", "permissions": ["*"]},
+        {"value": "second-secret", "id": "feeder", "permissions": ["knowledge:*"]},
+    ]
+    tokens[1][field] = tokens[0][field]
+    monkeypatch.setenv("CHAMVI_TOKENS", json.dumps(tokens))
+    result = invoke("api")
+    assert result.exit_code == 1
+    assert result.output.startswith(f"Error: CHAMVI_TOKENS[0] and CHAMVI_TOKENS[1] have the same {field}")
+    assert len(result.output.strip().splitlines()) == 1 and "first-secret" not in result.output

@@ -79,6 +79,17 @@ def test_no_tokens_configured_is_an_empty_list(raw: str | None) -> None:
             ),
             r"CHAMVI_TOKENS\[0\] and CHAMVI_TOKENS\[1\] have the same value",
         ),
+        (
+            json.dumps(
+                [
+                    {"value": SECRET, "id": "ops", "permissions": []},
+                    {"value": "other", "id": "feeder", "permissions": []},
+                    {"value": "third", "id": "ops", "permissions": ["*"]},
+                ]
+            ),
+            r"^CHAMVI_TOKENS\[0\] and CHAMVI_TOKENS\[2\] have the same id 'ops': "
+            r"give every token its own id$",
+        ),
     ],
 )
 def test_bad_tokens_are_refused_naming_the_field_never_the_secret(raw: str, message: str) -> None:
