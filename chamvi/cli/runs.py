@@ -92,14 +92,17 @@ def _outcome(view: RunView, as_json: bool) -> None:
 @click.argument("agent")
 @click.option("--payload", metavar="JSON", help="The trigger payload as JSON ('-' reads it from stdin).")
 @click.option("--channel", help="The channel the run came from.")
-@click.option("--address", "channel_address", help="The address within the channel (a thread, an issue).")
+@click.option(
+    "--channel-address",
+    help="The address within the channel (a thread, an issue); --address is Temporal's, as everywhere.",
+)
 @click.option("--idempotency-key", help="A redelivery with the same key returns the existing run.")
 @click.option("--concurrency-key", help="Runs sharing this key run one at a time, in dispatch order.")
 @click.option(
     "--wait", "wait_for_it", is_flag=True, help="Show progress until the run settles; print its outcome."
 )
 @json_option()
-@temporal_options(address_flags=("--temporal-address",))
+@temporal_options()
 def dispatch(
     agent: str,
     payload: str | None,

@@ -54,8 +54,7 @@ def chamvi_cli(client: Client, task_queue: str) -> Callable[..., asyncio.Future[
     address = client.service_client.config.target_host
 
     def run(*args: str) -> asyncio.Future[Result]:
-        flag = "--temporal-address" if args[0] == "dispatch" else "--address"
-        argv = [*args, flag, address, "--namespace", client.namespace, "--task-queue", task_queue]
+        argv = [*args, "--address", address, "--namespace", client.namespace, "--task-queue", task_queue]
         return asyncio.ensure_future(asyncio.to_thread(CliRunner().invoke, cli, argv))
 
     return run
@@ -95,6 +94,25 @@ async def test_dispatch_then_show_waiting_then_approve_completes_the_run(
     assert "refund_order -> Refunded 25.00 on order A-1001." in shown.stdout
     assert "approved (looks right)" in shown.stdout
     assert "ada@example.com" in (data_folder / "outbox.jsonl").read_text()
+
+
+async def test_dispatch_channel_address_is_the_runs_address_within_its_channel(
+    chamvi_cli, chamvi: ChamviClient, running_worker
+) -> None:
+    async with running_worker(support_app):
+        dispatched = await chamvi_cli(
+            "dispatch",
+            "support",
+            "--payload",
+            json.dumps(PAYLOAD),
+            "--channel",
+            "console",
+            "--channel-address",
+            "thread-7",
+        )
+        assert dispatched.exit_code == 0, dispatched.output
+        run = await until(chamvi, dispatched.stdout.strip(), RunStatus.WAITING)
+    assert run.trigger.channel == "console" and run.trigger.address == "thread-7"
 
 
 async def test_json_output_parses(chamvi_cli, chamvi: ChamviClient, running_worker) -> None:
@@ -308,7 +326,7 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
 
         address = f"localhost:{port}"
         dispatched = chamvi_process(
-            "dispatch", "support", "--payload", json.dumps(PAYLOAD), "--temporal-address", address, env=env
+            "dispatch", "support", "--payload", json.dumps(PAYLOAD), "--address", address, env=env
         )
         assert dispatched.returncode == 0, dispatched.stderr
         run_id = dispatched.stdout.strip()

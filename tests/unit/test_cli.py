@@ -56,6 +56,25 @@ def test_an_unreachable_server_names_the_address_and_the_fix() -> None:
     )
 
 
+def test_address_on_dispatch_is_the_temporal_address_as_on_every_command() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    for command in (
+        ("dispatch", "support"),
+        ("runs", "list"),
+        ("runs", "show", "run-x"),
+        ("cancel", "run-x"),
+    ):
+        message = one_line_error(invoke(*command, "--address", address))
+        assert f"cannot reach Temporal at {address}" in message, command
+
+
+def test_dispatch_takes_the_channel_address_as_channel_address() -> None:
+    result = invoke("dispatch", "--help")
+    assert result.exit_code == 0, result.output
+    assert "--channel-address TEXT" in result.output
+    assert "TEMPORAL_ADDRESS" in result.output
+
+
 def test_an_unknown_status_is_refused_by_the_parser() -> None:
     result = invoke("runs", "list", "--status", "sleeping")
     assert result.exit_code == 2
