@@ -481,6 +481,9 @@ class AgentRunWorkflow:
 
     def _settle(self, status: RunStatus) -> None:
         self._ended_at = workflow.now()
+        # a run cancelled during an approval wait never clears the wait itself: an ended run waits
+        # on nothing, so no view (`runs show`, the HTTP API) offers to answer it
+        self._waiting = None
         self._set_status(status)
 
     def _upsert(self, *, agent: str, channel: str | None) -> None:

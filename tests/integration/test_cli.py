@@ -115,6 +115,22 @@ async def test_dispatch_channel_address_is_the_runs_address_within_its_channel(
     assert run.trigger.channel == "console" and run.trigger.address == "thread-7"
 
 
+async def test_show_of_a_run_cancelled_while_waiting_offers_no_approval(
+    chamvi_cli, chamvi: ChamviClient, running_worker
+) -> None:
+    async with running_worker(support_app):
+        dispatched = await chamvi_cli("dispatch", "support", "--payload", json.dumps(PAYLOAD))
+        run_id = dispatched.stdout.strip()
+        await until(chamvi, run_id, RunStatus.WAITING)
+        cancelled = await chamvi_cli("cancel", run_id)
+        assert cancelled.exit_code == 0, cancelled.output
+        run = await until(chamvi, run_id, RunStatus.CANCELLED)
+        shown = await chamvi_cli("runs", "show", run_id)
+    assert run.waiting is None
+    assert "status    cancelled" in shown.stdout
+    assert "waiting" not in shown.stdout and "chamvi approve" not in shown.stdout
+
+
 async def test_json_output_parses(chamvi_cli, chamvi: ChamviClient, running_worker) -> None:
     async with running_worker(support_app):
         dispatched = await chamvi_cli("dispatch", "support", "--payload", json.dumps(PAYLOAD), "--json")
