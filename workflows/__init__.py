@@ -1,5 +1,6 @@
 """Temporal workflow code only: deterministic, no I/O, no clock, no randomness."""
 
+from workflows.agent_check import AgentCheckWorkflow
 from workflows.agent_run import AgentRunWorkflow
 from workflows.concurrency_lock import ConcurrencyLockWorkflow
 from workflows.knowledge import (
@@ -10,6 +11,7 @@ from workflows.knowledge import (
 
 WORKFLOWS = [
     AgentRunWorkflow,
+    AgentCheckWorkflow,
     ConcurrencyLockWorkflow,
     KnowledgeCollectionWorkflow,
     KnowledgeSyncRequestWorkflow,
@@ -18,6 +20,7 @@ WORKFLOWS = [
 
 __all__ = [
     "WORKFLOWS",
+    "AgentCheckWorkflow",
     "AgentRunWorkflow",
     "ConcurrencyLockWorkflow",
     "KnowledgeCollectionWorkflow",

@@ -19,9 +19,18 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner, Result
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
-from chamvi import ChamviClient, RunNotFoundError, RunStatus, RunView
+from chamvi import (
+    App,
+    ChamviClient,
+    FatalToolError,
+    RunNotFoundError,
+    RunStatus,
+    RunView,
+    define_agent,
+    tool,
+)
 from chamvi.cli import POLL_SECONDS, cli
 from chamvi.client import run_id_for
 from chamvi.models import RunInput
@@ -214,15 +223,45 @@ async def test_dispatch_wait_shows_progress_and_prints_the_outcome(
     assert "Done." in result.stdout and "Refunded 25.00 on order A-1001." in result.stdout
 
 
+@tool
+async def give_up() -> str:
+    """Fails the run."""
+    raise FatalToolError("the tool gave up")
+
+
 async def test_dispatch_wait_exits_non_zero_when_the_run_fails(chamvi_cli, running_worker) -> None:
-    async with running_worker(support_app):
-        result = await chamvi_cli("dispatch", "nobody", "--wait")
+    failing = define_agent(name="failing", model="local/demo", instructions="Fail.", tools=[give_up])
+    async with running_worker(App(agents=[failing])):
+        result = await chamvi_cli("dispatch", "failing", "--wait")
     assert result.exit_code == 1
     run_id = result.stdout.strip()
     assert result.stderr.strip().splitlines()[-1] == (
-        f"Error: run {run_id} failed: agent_not_found: unknown agent 'nobody': "
-        "this app serves 'support', 'librarian'"
+        f"Error: run {run_id} failed: fatal_tool_error: the tool gave up"
     )
+
+
+async def test_dispatch_of_an_agent_the_worker_does_not_serve_fails_at_once_as_over_http(
+    chamvi_cli, chamvi: ChamviClient, running_worker
+) -> None:
+    async with running_worker(support_app):
+        result = await chamvi_cli("dispatch", "nosuch", "--idempotency-key", "k-1", "--wait")
+    assert result.exit_code == 1
+    assert result.output.strip() == ("Error: unknown agent 'nosuch': this app serves 'librarian', 'support'")
+    with pytest.raises(RunNotFoundError):  # no run was started
+        await chamvi.get_run(run_id_for(RunInput(agent="nosuch", idempotency_key="k-1")))
+
+
+async def test_dispatch_with_no_worker_up_queues_the_run_and_says_so(
+    chamvi_cli, chamvi: ChamviClient, client: Client, task_queue: str
+) -> None:
+    result = await chamvi_cli("dispatch", "nosuch")
+    assert result.exit_code == 0, result.output
+    run_id = result.stdout.strip()
+    assert f"no worker answered on task queue {task_queue!r}" in result.stderr
+    assert "queued" in result.stderr
+    description = await client.get_workflow_handle(run_id).describe()
+    assert description.status == WorkflowExecutionStatus.RUNNING
+    await chamvi.cancel(run_id)
 
 
 @pytest.mark.parametrize("command", [["runs", "show"], ["approve"], ["cancel"]])

@@ -48,6 +48,14 @@ def test_a_bad_json_payload_fails_before_connecting() -> None:
     assert "--payload is not valid JSON" in one_line_error(result)
 
 
+@pytest.mark.parametrize("payload", ["[1, 2]", '"shipping"', "42", "null"])
+def test_a_payload_that_is_not_a_json_object_is_refused(payload: str) -> None:
+    result = invoke("dispatch", "support", "--payload", payload, "--address", "127.0.0.1:1")
+    message = one_line_error(result)
+    assert message.startswith("Error: --payload must be a JSON object")
+    assert 'e.g. --payload \'{"query": "shipping"}\'' in message
+
+
 def test_an_unreachable_server_names_the_address_and_the_fix() -> None:
     address = f"127.0.0.1:{free_port()}"
     message = one_line_error(invoke("runs", "list", "--address", address))
