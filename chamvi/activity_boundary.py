@@ -3,14 +3,20 @@
 An activity raises chamvi's own errors; this interceptor (added by ``ChamviPlugin``) turns each into
 an ``ApplicationError`` typed by its code, carrying the provider's ``retry-after`` as the next retry
 delay. It never marks a failure non-retryable: the retry policies decide, by code (``chamvi.retry``).
+
+A chamvi error is expected (an unknown agent, a provider that is down) and its message says all there
+is to say, so the worker logs it as one line naming the run, and the failure is marked benign so the
+SDK does not log it again with a traceback.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
-from temporalio.exceptions import ApplicationError
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from temporalio.worker import (
     ActivityInboundInterceptor,
     ExecuteActivityInput,
@@ -19,11 +25,15 @@ from temporalio.worker import (
 
 from chamvi.errors import ChamviError
 
+log = logging.getLogger("chamvi.activities")
+
 
 def as_failure(error: ChamviError) -> ApplicationError:
     """``error`` as Temporal sees it: type = its code, and the wait the other side asked for."""
     delay = timedelta(seconds=error.retry_after) if error.retry_after is not None else None
-    return ApplicationError(error.message, type=error.code, next_retry_delay=delay)
+    return ApplicationError(
+        error.message, type=error.code, next_retry_delay=delay, category=ApplicationErrorCategory.BENIGN
+    )
 
 
 class _TranslatingInbound(ActivityInboundInterceptor):
@@ -31,6 +41,8 @@ class _TranslatingInbound(ActivityInboundInterceptor):
         try:
             return await self.next.execute_activity(input)
         except ChamviError as error:
+            info = activity.info()
+            log.warning("%s %s: %s", info.workflow_type, info.workflow_id, error.message)
             raise as_failure(error) from None
 
 

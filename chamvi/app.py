@@ -147,7 +147,7 @@ class App:
     def agent(self, name: str) -> Agent:
         agent = self.agents.get(name)
         if agent is None:
-            known = ", ".join(repr(a) for a in self.agents) or "none"
+            known = ", ".join(repr(a) for a in sorted(self.agents)) or "none"
             raise AgentNotFoundError(f"unknown agent {name!r}: this app serves {known}")
         return agent
 

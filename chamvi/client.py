@@ -29,23 +29,37 @@ from temporalio.common import (
     WorkflowIDConflictPolicy,
     WorkflowIDReusePolicy,
 )
-from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlreadyStartedError
+from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
 from chamvi.agents import validate_agent_name
 from chamvi.errors import (
+    ERROR_CLASSES,
     ApprovalNotPendingError,
+    ChamviError,
     InvalidAgentDefinitionError,
     InvalidInputError,
     InvalidRunStateError,
     RunNotFoundError,
 )
-from chamvi.models import ApprovalAnswer, Invoker, LockRequest, RunInput, RunStatus, RunSummary, RunView
-from chamvi.models.knowledge import CollectionState
+from chamvi.models import (
+    ApprovalAnswer,
+    CollectionState,
+    DescribeAgentRequest,
+    Invoker,
+    LockRequest,
+    RunInput,
+    RunStatus,
+    RunSummary,
+    RunView,
+)
 from chamvi.starters import enqueue, request_sync
 
 QUERY_TIMEOUT = timedelta(seconds=5)
+AGENT_CHECK_TIMEOUT = timedelta(seconds=3)
+"""How long ``check_agent`` waits for a worker; a worker that is up answers within milliseconds."""
 
 _TEMPORAL_STATUS = {
     WorkflowExecutionStatus.COMPLETED: RunStatus.COMPLETED,
@@ -54,6 +68,9 @@ _TEMPORAL_STATUS = {
     WorkflowExecutionStatus.TERMINATED: RunStatus.CANCELLED,
     WorkflowExecutionStatus.TIMED_OUT: RunStatus.FAILED,
 }
+
+
+_ERRORS_BY_CODE = {cls.code: cls for cls in ERROR_CLASSES}
 
 
 @dataclass(frozen=True)
@@ -83,11 +100,16 @@ def run_id_for(run_input: RunInput) -> str:
     return f"{c.RUN_ID_PREFIX}{run_input.agent}-{digest}"
 
 
-def validate_run_input(run_input: RunInput) -> None:
+def _check_agent_name(agent: str) -> None:
+    """An agent name a caller gave: a malformed one is invalid input, not a bad definition."""
     try:
-        validate_agent_name(run_input.agent)
+        validate_agent_name(agent)
     except InvalidAgentDefinitionError as error:
         raise InvalidInputError(error.message) from None
+
+
+def validate_run_input(run_input: RunInput) -> None:
+    _check_agent_name(run_input.agent)
     for field in ("trigger", "channel", "subscription", "address", "idempotency_key", "concurrency_key"):
         _check_key(field, getattr(run_input, field))
     try:
@@ -151,6 +173,39 @@ class ChamviClient:
             # joining the queue here, not only from the run, keeps the key's order the dispatch order
             await enqueue(self.client, self.task_queue, LockRequest(key=concurrency_key, run_id=run_id))
         return DispatchResult(run_id=run_id, created=True)
+
+    async def check_agent(
+        self, agent: str, *, channel: str | None = None, timeout: timedelta = AGENT_CHECK_TIMEOUT
+    ) -> bool:
+        """Asks a worker on the task queue whether its app serves ``agent``, before a dispatch.
+
+        A process without the app (the CLI) learns of an unknown agent at once, with the app's
+        own message, rather than from a run that fails later. True when a worker said yes; False
+        when none answered within ``timeout`` (a run dispatched now waits in the queue for one).
+
+        Raises:
+            AgentNotFoundError: the worker's app does not serve ``agent`` (or another
+                ``ChamviError`` the app raised describing it).
+        """
+        _check_agent_name(agent)
+        try:
+            await self.client.execute_workflow(
+                c.AGENT_CHECK_WORKFLOW,
+                DescribeAgentRequest(agent=agent, channel=channel),
+                id=f"{c.AGENT_CHECK_ID_PREFIX}{uuid.uuid4().hex}",
+                task_queue=self.task_queue,
+                execution_timeout=timeout,
+            )
+        except WorkflowFailureError as error:
+            cause: BaseException | None = error.cause
+            while isinstance(cause, ActivityError) and cause.cause is not None:
+                cause = cause.cause
+            if isinstance(cause, TemporalTimeoutError):
+                return False
+            if isinstance(cause, ApplicationError) and cause.type in _ERRORS_BY_CODE:
+                raise _ERRORS_BY_CODE[cause.type](cause.message) from None
+            raise ChamviError(f"the worker could not describe agent {agent!r}: {cause}") from None
+        return True
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(run_id)

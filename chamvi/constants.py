@@ -9,6 +9,9 @@ from temporalio.common import SearchAttributeKey
 TASK_QUEUE = "chamvi"
 
 AGENT_RUN_WORKFLOW = "AgentRun"
+AGENT_CHECK_WORKFLOW = "AgentCheck"
+"""Asks a worker whether its app serves an agent, before a dispatch starts a run of it."""
+AGENT_CHECK_ID_PREFIX = "agent-check-"
 CONCURRENCY_LOCK_WORKFLOW = "ChamviConcurrencyLock"
 
 ACTIVITY_DESCRIBE_AGENT = "chamvi.describe_agent"

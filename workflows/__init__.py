@@ -1,5 +1,6 @@
 """Temporal workflow code only: deterministic, no I/O, no clock, no randomness."""
 
+from .agent_check import AgentCheckWorkflow
 from .agent_run import AgentRunWorkflow
 from .concurrency_lock import ConcurrencyLockWorkflow
 from .knowledge import (
@@ -10,6 +11,7 @@ from .knowledge import (
 
 WORKFLOWS = [
     AgentRunWorkflow,
+    AgentCheckWorkflow,
     ConcurrencyLockWorkflow,
     KnowledgeCollectionWorkflow,
     KnowledgeSyncRequestWorkflow,
@@ -18,6 +20,7 @@ WORKFLOWS = [
 
 __all__ = [
     "WORKFLOWS",
+    "AgentCheckWorkflow",
     "AgentRunWorkflow",
     "ConcurrencyLockWorkflow",
     "KnowledgeCollectionWorkflow",

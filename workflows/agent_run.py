@@ -17,6 +17,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError as PydanticValidationError
+
     from chamvi import constants as c
     from chamvi.errors import (
         NON_RETRYABLE_CODES,
@@ -91,6 +93,14 @@ def _failure(error: ActivityError | ApplicationError) -> RunFailed:
     return RunFailed("activity_failed", str(cause or error))
 
 
+def _input_problem(error: PydanticValidationError) -> str:
+    """What is wrong with a handler's input, on one line."""
+    return "; ".join(
+        ".".join(str(part) for part in e["loc"]) + ": " + e["msg"] if e["loc"] else e["msg"]
+        for e in error.errors()
+    )
+
+
 async def _cancel(task: asyncio.Task[None]) -> None:
     """Cancels the loop and collects how it ended, so nothing is reported as never retrieved."""
     task.cancel()
@@ -158,8 +168,24 @@ class AgentRunWorkflow:
         return EffectRecord(found=False)
 
     @workflow.signal(name=c.SIGNAL_APPROVE)
-    def approve(self, answer: ApprovalAnswer) -> None:
-        """The answer of a person; a stale or unknown approval id is logged and ignored."""
+    def approve(self, raw: Any = None) -> None:
+        """The answer of a person; a stale or unknown approval id is logged and ignored.
+
+        The input arrives as plain JSON and is read here: people type it (``temporal workflow signal
+        --name approve --input ...``), and a typo or a missing input must cost one log line that says
+        what to send, not the SDK's traceback for an argument it could not decode.
+        """
+        try:
+            answer = ApprovalAnswer.model_validate(raw)
+        except PydanticValidationError as error:
+            approval_id = self._waiting.approval_id if self._waiting is not None else "<approval id>"
+            workflow.logger.warning(
+                "signal %r ignored: its input is not an approval answer (%s); send %s",
+                c.SIGNAL_APPROVE,
+                _input_problem(error),
+                json.dumps({"approval_id": approval_id, "approved": True}),
+            )
+            return
         problem = self._answer_problem(answer)
         if problem is not None:
             workflow.logger.warning("approval answer rejected: %s", problem)
@@ -479,6 +505,9 @@ class AgentRunWorkflow:
 
     def _settle(self, status: RunStatus) -> None:
         self._ended_at = workflow.now()
+        # a run cancelled during an approval wait never clears the wait itself: an ended run waits
+        # on nothing, so no view (`runs show`, the HTTP API) offers to answer it
+        self._waiting = None
         self._set_status(status)
 
     def _upsert(self, *, agent: str, channel: str | None) -> None:

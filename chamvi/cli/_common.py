@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import click
@@ -30,12 +30,12 @@ POLL_SECONDS = 0.5
 # -- options ------------------------------------------------------------------------------------------
 
 
-def temporal_options(
-    address_flags: Sequence[str] = ("--address", "--temporal-address"),
-) -> Callable[[Callable[..., T]], Callable[..., T]]:
+def temporal_options() -> Callable[[Callable[..., T]], Callable[..., T]]:
     """``--address``, ``--namespace``, ``--task-queue``, read from the same env vars as Temporal's tools.
 
-    The command gets them as ``settings``: the environment's settings with these on top.
+    ``--address`` means what it means to the ``temporal`` CLI, the server's address, on every command
+    (``--temporal-address`` is the same option). The command gets them as ``settings``: the
+    environment's settings with these on top.
     """
 
     def decorate(function: Callable[..., T]) -> Callable[..., T]:
@@ -61,7 +61,8 @@ def temporal_options(
             help="Temporal namespace [default: Temporal's profile, else 'default'].",
         )(with_options)
         return click.option(
-            *address_flags,
+            "--address",
+            "--temporal-address",
             "temporal_address",
             envvar="TEMPORAL_ADDRESS",
             show_envvar=True,

@@ -17,21 +17,29 @@ from temporalio.service import RPCError
 
 from chamvi.cli._common import POLL_SECONDS, json_option, run_with_client, temporal_options
 from chamvi.cli._output import Spinner, columns, dump, echo_err, short, when
-from chamvi.client import ChamviClient
+from chamvi.client import AGENT_CHECK_TIMEOUT, ChamviClient
 from chamvi.errors import ChamviError
 from chamvi.models import Invoker, RunStatus, RunSummary, RunView, StepView
 from chamvi.settings import Settings
 
+_PAYLOAD_EXAMPLE = """--payload '{"query": "shipping"}'"""
 
-def _parse_payload(text: str | None) -> Any:
+
+def _parse_payload(text: str | None) -> dict[str, Any] | None:
+    """The payload as a JSON object: agents (and the demo model) read it by field name."""
     if text is None:
         return None
     if text == "-":
         text = sys.stdin.read()
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as error:
         raise click.ClickException(f"--payload is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise click.ClickException(
+            f"--payload must be a JSON object, e.g. {_PAYLOAD_EXAMPLE}: got {short(value, 40)}"
+        )
+    return value
 
 
 class _Progress(Spinner):
@@ -93,14 +101,17 @@ def _outcome(view: RunView, as_json: bool) -> None:
 @click.argument("agent")
 @click.option("--payload", metavar="JSON", help="The trigger payload as JSON ('-' reads it from stdin).")
 @click.option("--channel", help="The channel the run came from.")
-@click.option("--address", "channel_address", help="The address within the channel (a thread, an issue).")
+@click.option(
+    "--channel-address",
+    help="The address within the channel (a thread, an issue); --address is Temporal's, as everywhere.",
+)
 @click.option("--idempotency-key", help="A redelivery with the same key returns the existing run.")
 @click.option("--concurrency-key", help="Runs sharing this key run one at a time, in dispatch order.")
 @click.option(
     "--wait", "wait_for_it", is_flag=True, help="Show progress until the run settles; print its outcome."
 )
 @json_option()
-@temporal_options(address_flags=("--temporal-address",))
+@temporal_options()
 def dispatch(
     agent: str,
     payload: str | None,
@@ -112,11 +123,21 @@ def dispatch(
     as_json: bool,
     settings: Settings,
 ) -> None:
-    """Start a run of AGENT and print its id (with --wait: its outcome; non-zero exit unless it completes)."""
+    """Start a run of AGENT and print its id (with --wait: its outcome; non-zero exit unless it completes).
+
+    A worker on the task queue is asked first whether its app serves AGENT, so an unknown agent is
+    an error at once; with no worker up, the run is queued (and says so) until one starts.
+    """
     value = _parse_payload(payload)
     state: dict[str, str] = {}
 
     async def go(chamvi: ChamviClient) -> RunView | None:
+        if not await chamvi.check_agent(agent, channel=channel):
+            echo_err(
+                f"no worker answered on task queue {settings.task_queue!r} within "
+                f"{AGENT_CHECK_TIMEOUT.total_seconds():g} s: the run is queued and starts when a worker "
+                "is up (`chamvi dev` or `chamvi worker`)"
+            )
         result = await chamvi.dispatch(
             agent,
             value,

@@ -1,9 +1,11 @@
 """``local/...``: a deterministic offline chat model for demos. No weights, no network.
 
-It does not understand language. It calls each of the agent's tools once, one per step, with
-arguments taken from the trigger payload's fields of the same names (else the schema's default,
-else an empty value of the field's type), then answers with a summary of what the tools returned.
-With structured output it answers a JSON object built the same way. Use a real model
+It does not understand language. It calls each of the agent's tools whose required arguments the
+trigger payload has (fields of the same names), once, one per step, in the agent's order; other
+arguments come from the payload too, else the schema's default, else an empty value of the field's
+type. A tool the payload cannot fill is never called: a refund of 0.00 on order "" asked of a person
+helps nobody. It then answers with one short line per tool result, and names the tools it left
+out. With structured output it answers a JSON object built the same way. Use a real model
 (``openai/...``) for real work; use this one to try the engine on a laptop with no key.
 """
 
@@ -15,6 +17,9 @@ from typing import Any
 
 from chamvi.models import Message, ModelResponse, ToolCall, Usage
 from chamvi.providers._base import ChatRequest
+
+SUMMARY_LIMIT = 100
+"""The longest line the final answer gives one tool result."""
 
 _ENVELOPE = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
 _EMPTY: dict[str, Any] = {
@@ -53,6 +58,32 @@ def _arguments(schema: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any
     return arguments
 
 
+def _fillable(schema: dict[str, Any], payload: dict[str, Any]) -> bool:
+    return all(name in payload for name in schema.get("required", []))
+
+
+def _summary(content: str, limit: int = SUMMARY_LIMIT) -> str:
+    """A tool result on one line: a list as its length, an object as its scalar fields and list
+    lengths, text as its first line and how many lines follow."""
+    try:
+        value = json.loads(content)
+    except json.JSONDecodeError:
+        value = content
+    if isinstance(value, list):
+        text = f"{len(value)} result{'' if len(value) == 1 else 's'}"
+    elif isinstance(value, dict):
+        text = ", ".join(
+            f"{key}: {len(item) if isinstance(item, list | dict) else item}" for key, item in value.items()
+        )
+    else:
+        lines = [line.strip() for line in str(value).splitlines() if line.strip()]
+        more = len(lines) - 1
+        text = (lines[0] if lines else "") + (
+            f" (+{more} more line{'' if more == 1 else 's'})" if more else ""
+        )
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _tokens(messages: list[Message]) -> int:
     return sum(len((m.content or "").split()) for m in messages)
 
@@ -66,7 +97,7 @@ class LocalChatModel:
         called = {c.name for m in request.messages for c in m.tool_calls}
         usage = Usage(input_tokens=_tokens(request.messages), output_tokens=0)
         for tool in request.tools:
-            if tool.name not in called:
+            if tool.name not in called and _fillable(tool.parameters, payload):
                 call = ToolCall(
                     id=f"local_{request.step}", name=tool.name, arguments=_arguments(tool.parameters, payload)
                 )
@@ -79,11 +110,14 @@ class LocalChatModel:
             text = json.dumps(_arguments(request.output_schema, payload))
         else:
             results = [
-                f"- {m.name}: {'error: ' if m.is_error else ''}{m.content}"
+                f"- {m.name}: {'error: ' if m.is_error else ''}{_summary(m.content or '')}"
                 for m in request.messages
                 if m.role == "tool"
             ]
-            text = "\n".join(["Done.", *results]) if results else "Done."
+            left_out = [tool.name for tool in request.tools if tool.name not in called]
+            if left_out:
+                results.append(f"Not called (the payload lacks their required fields): {', '.join(left_out)}")
+            text = "\n".join(["Done.", *results])
         usage = usage.model_copy(update={"output_tokens": len(text.split())})
         return ModelResponse(
             message=Message(role="assistant", content=text), usage=usage, finish_reason="stop"

@@ -1,10 +1,11 @@
 """The support example: an agent that searches the support handbook, looks up an order, refunds it
 after a person approves, and replies to the customer exactly once.
 
-Runs offline with the ``local/demo`` model (deterministic, no weights: it calls each tool once, in
-the order below, with arguments from the payload's fields of the same names: ``query``, ``order_id``,
-``amount``, ``to``, ``body``) and the ``local/all-minilm-l6-v2`` embedding model shipped with chamvi.
-Set ``CHAMVI_SUPPORT_MODEL=openai/gpt-4o-mini`` and ``OPENAI_API_KEY`` to run it on a real model,
+Runs offline with the ``local/demo`` model (deterministic, no weights: it calls each tool whose
+required arguments the payload has, once, in the order below, with arguments from the payload's
+fields of the same names: ``query``, ``order_id``, ``amount``, ``to``, ``body``) and the
+``local/all-minilm-l6-v2`` embedding model shipped with chamvi. Set
+``CHAMVI_SUPPORT_MODEL=openai/gpt-4o-mini`` and ``OPENAI_API_KEY`` to run it on a real model,
 ``CHAMVI_HANDBOOK_MODEL=openai/text-embedding-3-small`` to embed the handbook with OpenAI.
 """
 

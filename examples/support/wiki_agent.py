@@ -1,13 +1,14 @@
 """The librarian: an agent that keeps the support team's wiki, a folder of linked markdown pages
 (``examples/support/wiki/``) it reads and writes through the knowledge base tools.
 
-It runs offline with the ``local/demo`` model, which calls each tool once with arguments from the
-payload's fields of the same names, so a demo dispatch only reads: with
-``{"id": "concept/refund-window", "query": "refund", "type": "concept"}`` it reads the index, the
-page and the search results, answers the concept template, and every write it tries without content
-is refused with a message. Set ``CHAMVI_WIKI_MODEL=openai/gpt-4o-mini`` (and ``OPENAI_API_KEY``) to
-let a real model keep the wiki; ``CHAMVI_SUPPORT_WIKI`` moves the folder (the default is the one in
-this repository, which a real model then edits). Retiring a page asks a person first.
+It runs offline with the ``local/demo`` model, which calls each tool whose required arguments the
+payload has, once, with arguments from the payload's fields of the same names, so a demo dispatch
+only reads: with ``{"id": "concept/refund-window", "query": "refund", "type": "concept"}`` it reads
+the index, the page and the search results and checks the wiki; the writing tools need fields that
+payload lacks (a slug, a text, a reason), so it calls none of them. Set
+``CHAMVI_WIKI_MODEL=openai/gpt-4o-mini`` (and ``OPENAI_API_KEY``) to let a real model keep the wiki;
+``CHAMVI_SUPPORT_WIKI`` moves the folder (the default is the one in this repository, which a real
+model then edits). Retiring a page asks a person first.
 """
 
 from __future__ import annotations

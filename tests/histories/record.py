@@ -7,6 +7,7 @@ then fails any later change that would break runs already in flight.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import uuid
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from qdrant_client import AsyncQdrantClient
+from temporalio.client import WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -30,6 +32,7 @@ from chamvi import (
     tool,
 )
 from chamvi.constants import (
+    AGENT_CHECK_WORKFLOW,
     KNOWLEDGE_ID_PREFIX,
     KNOWLEDGE_SEARCH_WORKFLOW,
     KNOWLEDGE_SYNC_REQUEST_WORKFLOW,
@@ -38,6 +41,7 @@ from chamvi.constants import (
 )
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.index import KnowledgeIndex
+from chamvi.models import DescribeAgentRequest
 from chamvi.models.knowledge import SearchRequest, SyncRequest
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, ScriptedModel, call, calls, reply
@@ -148,6 +152,19 @@ async def _record_knowledge(env: WorkflowEnvironment, task_queue: str, recorded:
     recorded["knowledge-search"] = "record-search"
 
 
+async def _record_agent_checks(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """Asks the worker about an agent its app serves and about one it does not."""
+    for name, agent in (("agent-check", "tools"), ("agent-check-unknown", "nosuch")):
+        with contextlib.suppress(WorkflowFailureError):
+            await env.client.execute_workflow(
+                AGENT_CHECK_WORKFLOW,
+                DescribeAgentRequest(agent=agent),
+                id=f"record-{name}",
+                task_queue=task_queue,
+            )
+        recorded[name] = f"record-{name}"
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=shutil.which("temporal"),
@@ -173,6 +190,7 @@ async def main() -> None:
         for run_id in [*recorded.values(), *locked]:
             await chamvi.wait(run_id)
         recorded["lock"] = LOCK_ID_PREFIX + "k"
+        await _record_agent_checks(env, task_queue, recorded)
         await _record_knowledge(env, f"{task_queue}-knowledge", recorded)
         for name, workflow_id in recorded.items():
             history = await env.client.get_workflow_handle(workflow_id).fetch_history()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import shlex
 import shutil
 from pathlib import Path
@@ -24,7 +25,7 @@ from chamvi import (
 from chamvi.constants import SIGNAL_APPROVE, UPDATE_ANSWER_APPROVAL
 from chamvi.errors import InvalidRunStateError, RunNotFoundError
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
-from tests.polling import until_status
+from tests.polling import eventually, until_status
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -183,6 +184,36 @@ async def test_the_readmes_update_command_refuses_a_wrong_approval_id_and_resume
     assert right[0] == 0, right[1]
     assert run.status == RunStatus.COMPLETED
     assert next(s for s in run.steps if s.kind == "tool").output == "deployed 1.2 (approved by someone)"
+
+
+async def test_an_approve_signal_with_invalid_input_logs_one_line_and_is_ignored(
+    client: Client, chamvi: ChamviClient, running_worker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+
+    async def logged() -> list[logging.LogRecord] | None:
+        found = [r for r in caplog.records if "signal 'approve'" in r.getMessage()]
+        return found if len(found) == 2 else None
+
+    async with running_worker(make_app()):
+        run_id = (await chamvi.dispatch("deployer")).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+        handle = client.get_workflow_handle(run_id)
+        # `temporal workflow signal --name approve --input '"yes"'`, then without --input
+        await handle.signal(SIGNAL_APPROVE, "yes")
+        await handle.signal(SIGNAL_APPROVE)
+        records = await eventually(logged, "both invalid signals logged")
+        assert (await chamvi.get_run(run_id)).status == RunStatus.WAITING
+        await chamvi.approve(run_id)
+        run = await chamvi.wait(run_id)
+    assert run.status == RunStatus.COMPLETED
+    hint = 'send {"approval_id": "0:call-1:0", "approved": true}'
+    # one line each: the message, then the SDK's run details in parentheses
+    for record in records:
+        message = record.getMessage()
+        assert "\n" not in message and hint in message
+        assert message.startswith("signal 'approve' ignored: its input is not an approval answer (")
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []
 
 
 async def test_cancel_settles_a_waiting_run_cancelled(chamvi: ChamviClient, running_worker) -> None:

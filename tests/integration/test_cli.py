@@ -21,7 +21,16 @@ import pytest
 from click.testing import CliRunner, Result
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from chamvi import ChamviClient, RunNotFoundError, RunStatus, RunView
+from chamvi import (
+    App,
+    ChamviClient,
+    FatalToolError,
+    RunNotFoundError,
+    RunStatus,
+    RunView,
+    define_agent,
+    tool,
+)
 from chamvi.cli import POLL_SECONDS, cli
 from chamvi.client import run_id_for
 from chamvi.constants import CONCURRENCY_LOCK_WORKFLOW, LOCK_ID_PREFIX
@@ -55,8 +64,7 @@ def chamvi_cli(client: Client, task_queue: str) -> Callable[..., asyncio.Future[
     address = client.service_client.config.target_host
 
     def run(*args: str) -> asyncio.Future[Result]:
-        flag = "--temporal-address" if args[0] == "dispatch" else "--address"
-        argv = [*args, flag, address, "--namespace", client.namespace, "--task-queue", task_queue]
+        argv = [*args, "--address", address, "--namespace", client.namespace, "--task-queue", task_queue]
         return asyncio.ensure_future(asyncio.to_thread(CliRunner().invoke, cli, argv))
 
     return run
@@ -96,6 +104,41 @@ async def test_dispatch_then_show_waiting_then_approve_completes_the_run(
     assert "refund_order -> Refunded 25.00 on order A-1001." in shown.stdout
     assert "approved (looks right)" in shown.stdout
     assert "ada@example.com" in (data_folder / "outbox.jsonl").read_text()
+
+
+async def test_dispatch_channel_address_is_the_runs_address_within_its_channel(
+    chamvi_cli, chamvi: ChamviClient, running_worker
+) -> None:
+    async with running_worker(support_app):
+        dispatched = await chamvi_cli(
+            "dispatch",
+            "support",
+            "--payload",
+            json.dumps(PAYLOAD),
+            "--channel",
+            "console",
+            "--channel-address",
+            "thread-7",
+        )
+        assert dispatched.exit_code == 0, dispatched.output
+        run = await until(chamvi, dispatched.stdout.strip(), RunStatus.WAITING)
+    assert run.trigger.channel == "console" and run.trigger.address == "thread-7"
+
+
+async def test_show_of_a_run_cancelled_while_waiting_offers_no_approval(
+    chamvi_cli, chamvi: ChamviClient, running_worker
+) -> None:
+    async with running_worker(support_app):
+        dispatched = await chamvi_cli("dispatch", "support", "--payload", json.dumps(PAYLOAD))
+        run_id = dispatched.stdout.strip()
+        await until(chamvi, run_id, RunStatus.WAITING)
+        cancelled = await chamvi_cli("cancel", run_id)
+        assert cancelled.exit_code == 0, cancelled.output
+        run = await until(chamvi, run_id, RunStatus.CANCELLED)
+        shown = await chamvi_cli("runs", "show", run_id)
+    assert run.waiting is None
+    assert "status    cancelled" in shown.stdout
+    assert "waiting" not in shown.stdout and "chamvi approve" not in shown.stdout
 
 
 async def test_json_output_parses(chamvi_cli, chamvi: ChamviClient, running_worker) -> None:
@@ -181,15 +224,45 @@ async def test_dispatch_wait_shows_progress_and_prints_the_outcome(
     assert "Done." in result.stdout and "Refunded 25.00 on order A-1001." in result.stdout
 
 
+@tool
+async def give_up() -> str:
+    """Fails the run."""
+    raise FatalToolError("the tool gave up")
+
+
 async def test_dispatch_wait_exits_non_zero_when_the_run_fails(chamvi_cli, running_worker) -> None:
-    async with running_worker(support_app):
-        result = await chamvi_cli("dispatch", "nobody", "--wait")
+    failing = define_agent(name="failing", model="local/demo", instructions="Fail.", tools=[give_up])
+    async with running_worker(App(agents=[failing])):
+        result = await chamvi_cli("dispatch", "failing", "--wait")
     assert result.exit_code == 1
     run_id = result.stdout.strip()
     assert result.stderr.strip().splitlines()[-1] == (
-        f"Error: run {run_id} failed: agent_not_found: unknown agent 'nobody': "
-        "this app serves 'support', 'librarian'"
+        f"Error: run {run_id} failed: fatal_tool_error: the tool gave up"
     )
+
+
+async def test_dispatch_of_an_agent_the_worker_does_not_serve_fails_at_once_as_over_http(
+    chamvi_cli, chamvi: ChamviClient, running_worker
+) -> None:
+    async with running_worker(support_app):
+        result = await chamvi_cli("dispatch", "nosuch", "--idempotency-key", "k-1", "--wait")
+    assert result.exit_code == 1
+    assert result.output.strip() == ("Error: unknown agent 'nosuch': this app serves 'librarian', 'support'")
+    with pytest.raises(RunNotFoundError):  # no run was started
+        await chamvi.get_run(run_id_for(RunInput(agent="nosuch", idempotency_key="k-1")))
+
+
+async def test_dispatch_with_no_worker_up_queues_the_run_and_says_so(
+    chamvi_cli, chamvi: ChamviClient, client: Client, task_queue: str
+) -> None:
+    result = await chamvi_cli("dispatch", "nosuch")
+    assert result.exit_code == 0, result.output
+    run_id = result.stdout.strip()
+    assert f"no worker answered on task queue {task_queue!r}" in result.stderr
+    assert "queued" in result.stderr
+    description = await client.get_workflow_handle(run_id).describe()
+    assert description.status == WorkflowExecutionStatus.RUNNING
+    await chamvi.cancel(run_id)
 
 
 @pytest.mark.parametrize("command", [["runs", "show"], ["approve"], ["cancel"]])
@@ -327,7 +400,7 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
 
         address = f"localhost:{port}"
         dispatched = chamvi_process(
-            "dispatch", "support", "--payload", json.dumps(PAYLOAD), "--temporal-address", address, env=env
+            "dispatch", "support", "--payload", json.dumps(PAYLOAD), "--address", address, env=env
         )
         assert dispatched.returncode == 0, dispatched.stderr
         run_id = dispatched.stdout.strip()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 
 import pytest
 
@@ -166,3 +167,16 @@ async def test_the_key_is_released_when_a_run_times_out(chamvi: ChamviClient, ru
         after = await chamvi.wait(following.run_id)
     assert timed_out.error is not None and timed_out.error.code == "timeout"
     assert after.status == RunStatus.COMPLETED
+
+
+async def test_an_unknown_agent_logs_one_line_in_the_worker_not_a_traceback(
+    chamvi: ChamviClient, running_worker, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    async with running_worker(make_app([])):
+        run = await chamvi.wait((await chamvi.dispatch("nosuch")).run_id)
+    assert run.status == RunStatus.FAILED and run.error is not None
+    assert run.error.message == "unknown agent 'nosuch': this app serves 'keys'"
+    lines = [r.getMessage() for r in caplog.records if "unknown agent 'nosuch'" in r.getMessage()]
+    assert lines == [f"AgentRun {run.run_id}: unknown agent 'nosuch': this app serves 'keys'"]
+    assert [r.getMessage() for r in caplog.records if r.exc_info] == []

@@ -148,14 +148,8 @@ async def test_the_demo_model_on_the_example_wiki_reads_and_writes_nothing(
     assert "- [Refund window](concept/refund-window)" in steps["knowledge_index"].output
     assert steps["knowledge_read"].output.startswith("# Refund window\n")
     assert steps["knowledge_search"].output[0]["id"] == "concept/refund-window"
-    assert steps["knowledge_create"].output.startswith("No content given")
     assert steps["knowledge_check"].output["ok"] is True
-    refused = [name for name, s in steps.items() if s.error is not None]
-    assert refused == [
-        "knowledge_edit",
-        "knowledge_rewrite",
-        "knowledge_supersede",
-        "knowledge_log",
-        "knowledge_retire",
-    ]
+    # the writing tools need fields this payload lacks (a slug, a text, a reason): never called
+    assert list(steps) == ["knowledge_read", "knowledge_index", "knowledge_search", "knowledge_check"]
+    assert all(s.error is None for s in steps.values())
     assert {p: p.read_bytes() for p in (tmp_path / "wiki").rglob("*") if p.is_file()} == before

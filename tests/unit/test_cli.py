@@ -50,12 +50,39 @@ def test_a_bad_json_payload_fails_before_connecting() -> None:
     assert "--payload is not valid JSON" in one_line_error(result)
 
 
+@pytest.mark.parametrize("payload", ["[1, 2]", '"shipping"', "42", "null"])
+def test_a_payload_that_is_not_a_json_object_is_refused(payload: str) -> None:
+    result = invoke("dispatch", "support", "--payload", payload, "--address", "127.0.0.1:1")
+    message = one_line_error(result)
+    assert message.startswith("Error: --payload must be a JSON object")
+    assert 'e.g. --payload \'{"query": "shipping"}\'' in message
+
+
 def test_an_unreachable_server_names_the_address_and_the_fix() -> None:
     address = f"127.0.0.1:{free_port()}"
     message = one_line_error(invoke("runs", "list", "--address", address))
     assert message == (
         f"Error: cannot reach Temporal at {address}: start it with `chamvi dev` or set TEMPORAL_ADDRESS"
     )
+
+
+def test_address_on_dispatch_is_the_temporal_address_as_on_every_command() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    for command in (
+        ("dispatch", "support"),
+        ("runs", "list"),
+        ("runs", "show", "run-x"),
+        ("cancel", "run-x"),
+    ):
+        message = one_line_error(invoke(*command, "--address", address))
+        assert f"cannot reach Temporal at {address}" in message, command
+
+
+def test_dispatch_takes_the_channel_address_as_channel_address() -> None:
+    result = invoke("dispatch", "--help")
+    assert result.exit_code == 0, result.output
+    assert "--channel-address TEXT" in result.output
+    assert "TEMPORAL_ADDRESS" in result.output
 
 
 def test_an_unknown_status_is_refused_by_the_parser() -> None:

@@ -1,0 +1,32 @@
+"""The ``AgentCheck`` workflow: does the worker's app serve this agent?
+
+``chamvi dispatch`` does not load the app, so it asks a worker before it starts a run: an unknown
+agent then fails at once, with the message the HTTP API gives, instead of a run that fails a moment
+later. The answer comes from the same ``describe_agent`` activity a run starts with.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+
+with workflow.unsafe.imports_passed_through():
+    from chamvi import constants as c
+    from chamvi.errors import NON_RETRYABLE_CODES
+    from chamvi.models import AgentSpec, DescribeAgentRequest
+
+
+@workflow.defn(name=c.AGENT_CHECK_WORKFLOW)
+class AgentCheckWorkflow:
+    @workflow.run
+    async def run(self, request: DescribeAgentRequest) -> None:
+        """Completes when the app serves ``request.agent``; fails with the app's error otherwise."""
+        await workflow.execute_local_activity(
+            c.ACTIVITY_DESCRIBE_AGENT,
+            request,
+            result_type=AgentSpec,
+            start_to_close_timeout=timedelta(seconds=10),
+            retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=list(NON_RETRYABLE_CODES)),
+        )
