@@ -16,7 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from chamvi import constants as c
 from chamvi.app import App
 from chamvi.errors import ChamviError, InvalidAgentDefinitionError, InvalidAppError
-from chamvi.knowledge.backoff import backoff
+from chamvi.knowledge.backoff import PASS_HEARTBEAT_INTERVAL, backoff
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KnowledgeSearch
 from chamvi.knowledge.state import (
@@ -31,8 +31,6 @@ from chamvi.knowledge.state import (
 from chamvi.knowledge.store import KnowledgeStore
 
 log = logging.getLogger("chamvi.knowledge")
-
-HEARTBEAT_SECONDS = 10.0
 
 
 async def request_sync(client: Client, task_queue: str, name: str) -> bool:
@@ -147,7 +145,7 @@ class KnowledgeActivities:
         """Reports the pass's counts while it runs (visible in the Temporal UI as heartbeat details)."""
         while True:
             activity.heartbeat(latest().model_dump())
-            await asyncio.sleep(HEARTBEAT_SECONDS)
+            await asyncio.sleep(PASS_HEARTBEAT_INTERVAL.total_seconds())
 
     @activity.defn(name=c.ACTIVITY_KNOWLEDGE_REQUEST_SYNC)
     async def knowledge_request_sync(self, request: SyncRequest) -> None:

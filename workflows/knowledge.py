@@ -21,7 +21,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from chamvi import constants as c
-    from chamvi.knowledge.backoff import backoff
+    from chamvi.knowledge.backoff import PASS_HEARTBEAT_TIMEOUT, backoff
     from chamvi.knowledge.state import (
         CollectionInput,
         CollectionMeta,
@@ -83,7 +83,7 @@ class KnowledgeCollectionWorkflow:
                     PassRequest(name=collection.name, failures=self._state.failures),
                     result_type=CollectionMeta,
                     start_to_close_timeout=timedelta(hours=24),
-                    heartbeat_timeout=timedelta(minutes=2),
+                    heartbeat_timeout=PASS_HEARTBEAT_TIMEOUT,
                     retry_policy=PASS_ATTEMPTS,
                     summary=f"pass over {collection.name}",
                 )
