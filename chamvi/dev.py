@@ -41,6 +41,7 @@ from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.http import build_api
 from chamvi.http.process import ApiSocket, dev_tokens, listen
 from chamvi.knowledge.boot import check_store, start_knowledge
+from chamvi.knowledge.embedders import DEFAULT_EMBEDDING_MODEL
 from chamvi.knowledge.store import KnowledgeStore
 from chamvi.runtime import build_worker, connect, open_qdrant
 from chamvi.settings import Settings
@@ -145,6 +146,16 @@ async def boot_knowledge(
     if app.collections:
         names = ", ".join(app.collections)
         echo(f"knowledge: a pass over {names} runs in the background (`chamvi knowledge list` shows it)")
+
+
+def dev_knowledge_model(settings: Settings, app: App) -> str:
+    """The managed collections' model in ``chamvi dev``: ``CHAMVI_KNOWLEDGE_MODEL``, else the app's
+    ``embedding_model``, else the offline model shipped with chamvi.
+
+    The laptop stack works without a choice, so the README's tour creates a collection at once;
+    ``chamvi api`` still requires one (a production collection's model is not picked by default).
+    """
+    return settings.knowledge_model or app.embedding_model or DEFAULT_EMBEDDING_MODEL
 
 
 def search_attribute_specs(keys: Sequence[SearchAttributeKey[Any]] = SEARCH_ATTRIBUTES) -> list[str]:
@@ -522,7 +533,7 @@ async def _serve(
         store,
         tokens=tokens,
         task_queue=settings.task_queue,
-        knowledge_model=settings.knowledge_model,
+        knowledge_model=dev_knowledge_model(settings, app),
     )
     watcher = asyncio.ensure_future(_watch(server, stop))
     try:
