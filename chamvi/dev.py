@@ -130,9 +130,12 @@ async def close_store(store: KnowledgeStore) -> None:
 async def boot_knowledge(
     client: Client, app: App, store: KnowledgeStore, task_queue: str, echo: Callable[[str], None]
 ) -> None:
-    """Starts the app's collections (a pass each, resync schedules); reports a failure, never raises."""
+    """Starts the app's collections (a pass each, resync schedules); reports a failure, never raises.
+
+    It names only the collections whose pass runs on this worker's task queue: a collection bound to
+    another queue where workers poll has had its own warning."""
     try:
-        await start_knowledge(client, app, store, task_queue)
+        elsewhere = await start_knowledge(client, app, store, task_queue)
     except asyncio.CancelledError:
         raise
     except Exception as error:
@@ -143,8 +146,9 @@ async def boot_knowledge(
             message,
         )
         return
-    if app.collections:
-        names = ", ".join(app.collections)
+    here = [name for name in app.collections if name not in elsewhere]  # the others were named in a warning
+    if here:
+        names = ", ".join(here)
         echo(f"knowledge: a pass over {names} runs in the background (`chamvi knowledge list` shows it)")
 
 

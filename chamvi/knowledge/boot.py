@@ -5,12 +5,20 @@ longer declares ``orphaned`` (kept, searchable by no agent), asks every declared
 pass (the pass itself runs in the background, in the collection's workflow), and keeps one
 Temporal Schedule per collection with a ``resync``, so the sources are read once per interval
 however many workers run.
+
+A collection's workflow keeps the task queue it started on. When it runs on another queue than this
+worker's, no pass of it runs here: where no worker polls that queue it is moved here (the README's
+procedure: end the workflow, start it again on this queue); where workers do poll it, it is theirs,
+and the worker says in one line how to move it.
 """
 
 from __future__ import annotations
 
 import logging
 
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     Schedule,
@@ -22,6 +30,7 @@ from temporalio.client import (
     ScheduleSpec,
     ScheduleUpdate,
     ScheduleUpdateInput,
+    WorkflowExecutionStatus,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -46,10 +55,16 @@ async def check_store(app: App, store: KnowledgeStore) -> None:
             )
 
 
-async def start_knowledge(client: Client, app: App, store: KnowledgeStore, task_queue: str) -> None:
+async def start_knowledge(client: Client, app: App, store: KnowledgeStore, task_queue: str) -> set[str]:
+    """Starts the collections on ``task_queue``; returns the names left on another queue, where
+    workers poll (their passes run there, not here)."""
     await check_store(app, store)
+    elsewhere: set[str] = set()
     for meta in await store.all_meta():
         if meta.kind == "managed":
+            if not await _bound_here(client, meta.name, task_queue):
+                elsewhere.add(meta.name)
+                continue
             try:
                 await request_sync(client, task_queue, meta.name)  # embeds whatever was left pending
             except RPCError as error:
@@ -68,8 +83,67 @@ async def start_knowledge(client: Client, app: App, store: KnowledgeStore, task_
                 )
             await _delete_schedule(client, meta.name)
     for collection in app.collections.values():
-        await request_sync(client, task_queue, collection.name)
+        if await _bound_here(client, collection.name, task_queue):
+            await request_sync(client, task_queue, collection.name)
+        else:
+            elsewhere.add(collection.name)
         await ensure_schedule(client, task_queue, collection)
+    return elsewhere
+
+
+async def _bound_here(client: Client, name: str, task_queue: str) -> bool:
+    """Whether the passes of ``name`` can run on ``task_queue``, moving its workflow here when that
+    is safe.
+
+    Moving is safe when no worker has polled the old queue lately (the server remembers pollers for
+    a few minutes): nothing can be running a pass there, and the collection's state lives in the
+    store, so a workflow started afresh here loses nothing and re-embeds nothing. Where workers do
+    poll, they may be mid-pass, or serve another app that shares the namespace: the collection stays.
+    """
+    workflow_id = c.KNOWLEDGE_ID_PREFIX + name
+    try:
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return True
+        raise
+    if described.status != WorkflowExecutionStatus.RUNNING or described.task_queue == task_queue:
+        return True
+    old = described.task_queue
+    if await _polled(client, old):
+        log.warning(
+            "knowledge %r runs on task queue %r, where other workers poll, not on %r: its passes run "
+            "there; to move it here, stop those workers, run `temporal workflow terminate --workflow-id "
+            "%s`, and restart this worker",
+            name,
+            old,
+            task_queue,
+            workflow_id,
+        )
+        return False
+    try:
+        # this run only: a worker booting beside this one may have moved it already
+        await client.get_workflow_handle(workflow_id, run_id=described.run_id).terminate(
+            f"moved to task queue {task_queue!r}: no worker polls {old!r}"
+        )
+    except RPCError as error:
+        if error.status != RPCStatusCode.NOT_FOUND:
+            raise
+    log.warning("knowledge %r: moved from task queue %r, where no worker polls, to %r", name, old, task_queue)
+    return True
+
+
+async def _polled(client: Client, task_queue: str) -> bool:
+    """Whether a worker polled ``task_queue`` (for workflow or activity tasks) in the last minutes."""
+    for kind in (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
+        described = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace, task_queue=TaskQueue(name=task_queue), task_queue_type=kind
+            )
+        )
+        if described.pollers:
+            return True
+    return False
 
 
 def _schedule(collection: KnowledgeCollection, task_queue: str) -> Schedule:
