@@ -14,12 +14,12 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime, TelemetryConfig
 
 from chamvi import App, ChamviClient, RunStatus
-from chamvi.constants import KNOWLEDGE_COLLECTION_WORKFLOW, KNOWLEDGE_ID_PREFIX
+from chamvi.constants import KNOWLEDGE_COLLECTION_WORKFLOW, KNOWLEDGE_ID_PREFIX, UPDATE_KNOWLEDGE_SEARCH
 from chamvi.dev import boot_knowledge
 from chamvi.knowledge import define_source, folder, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.sources import Source, SourceContext
-from chamvi.knowledge.state import CollectionInput
+from chamvi.knowledge.state import CollectionInput, SearchRequest
 from chamvi.knowledge.store import KnowledgeStore
 from chamvi.providers import call, reply
 from chamvi.runtime import build_worker
@@ -34,6 +34,7 @@ from tests.knowledge_helpers import (
     wait_for_passes,
 )
 from tests.polling import eventually
+from workflows.knowledge import SEARCHES_BEFORE_CONTINUE_AS_NEW
 
 
 @pytest.fixture
@@ -152,6 +153,36 @@ async def test_a_collection_bound_to_a_task_queue_no_worker_polls_moves_to_the_n
         described = await client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + name).describe()
     assert described.task_queue == task_queue
     assert state.meta is not None and state.meta.documents == 3
+
+
+async def test_a_collection_answers_many_searches_and_starts_afresh_before_its_history_grows_large(
+    client: Client, task_queue: str, tmp_path: Path, name: str
+) -> None:
+    store, _ = await handbook_indexed_once(client, task_queue, tmp_path, name)
+    handle = client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + name)
+    first_run = (await handle.describe()).run_id
+    request = SearchRequest(collections=[name], query="refunds paid", top_k=1)
+    async with knowledge_worker(
+        client, app_for(name, [folder(tmp_path)], CountingEmbedder()), store, task_queue
+    ):
+        for _ in range(SEARCHES_BEFORE_CONTINUE_AS_NEW // 10):
+            answers = await asyncio.gather(
+                *(
+                    handle.execute_update(UPDATE_KNOWLEDGE_SEARCH, request, result_type=dict)
+                    for _ in range(10)
+                )
+            )
+            assert {a["matches"][0]["document"] for a in answers} == {"refunds.md"}
+
+        async def next_run() -> str | None:
+            run_id = (await handle.describe()).run_id
+            return run_id if run_id != first_run else None
+
+        await eventually(next_run, "the collection continuing as new")
+        after = await handle.execute_update(UPDATE_KNOWLEDGE_SEARCH, request, result_type=dict)
+        state = await collection_state(client, name)
+    assert after["matches"][0]["document"] == "refunds.md"
+    assert state.meta is not None and state.meta.documents == 3  # carried into the new run
 
 
 async def test_a_changed_file_is_reembedded_alone_and_a_removed_one_is_deleted(
