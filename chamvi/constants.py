@@ -38,6 +38,7 @@ ACTIVITY_KNOWLEDGE_REQUEST_SYNC = "chamvi.knowledge_request_sync"
 ACTIVITY_KNOWLEDGE_SEARCH = "chamvi.knowledge_search"
 SIGNAL_KNOWLEDGE_SYNC = "sync"
 QUERY_KNOWLEDGE_STATE = "state"
+UPDATE_KNOWLEDGE_SEARCH = "search"
 MEMO_KNOWLEDGE_QUEUED = "queued"
 """A collection workflow's memo: True while a pass is owed and has not begun, so a sync request
 (every PUT over REST makes one) reads it instead of adding a signal to the history."""

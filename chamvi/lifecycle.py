@@ -6,6 +6,11 @@ holds as a managed collection, marks collections the code no longer declares ``o
 searchable by no agent), asks every collection for a pass (the pass itself runs in the background,
 in the collection's workflow), and keeps one Temporal Schedule per collection with a ``resync``, so
 the sources are read once per interval however many workers run.
+
+A collection's workflow keeps the task queue it started on. When it runs on another queue than this
+worker's, no pass of it runs here: where no worker polls that queue it is moved here (the README's
+procedure: end the workflow, start it again on this queue); where workers do poll it, it is theirs,
+and the worker says in one line how to move it.
 """
 
 from __future__ import annotations
@@ -15,6 +20,9 @@ import contextlib
 import logging
 
 from qdrant_client import AsyncQdrantClient
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import (
     Client,
     Schedule,
@@ -26,6 +34,7 @@ from temporalio.client import (
     ScheduleSpec,
     ScheduleUpdate,
     ScheduleUpdateInput,
+    WorkflowExecutionStatus,
 )
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -116,10 +125,18 @@ async def check_index(app: App, index: KnowledgeIndex, location: str = "the know
             )
 
 
-async def start_collections(client: Client, app: App, store: KnowledgeIndex, task_queue: str) -> None:
-    """Asks every collection for a pass, marks undeclared ones orphaned, keeps the resync schedules."""
+async def start_collections(client: Client, app: App, store: KnowledgeIndex, task_queue: str) -> set[str]:
+    """Asks every collection for a pass, marks undeclared ones orphaned, keeps the resync schedules.
+
+    Returns:
+        The names left on another task queue, where workers poll (their passes run there, not here).
+    """
+    elsewhere: set[str] = set()
     for meta in await store.all_meta():
         if meta.kind == "managed":
+            if not await _bound_here(client, meta.name, task_queue):
+                elsewhere.add(meta.name)
+                continue
             try:
                 await request_sync(client, task_queue, meta.name)  # embeds whatever was left pending
             except RPCError as error:
@@ -138,8 +155,67 @@ async def start_collections(client: Client, app: App, store: KnowledgeIndex, tas
                 )
             await _delete_schedule(client, meta.name)
     for collection in app.collections.values():
-        await request_sync(client, task_queue, collection.name)
+        if await _bound_here(client, collection.name, task_queue):
+            await request_sync(client, task_queue, collection.name)
+        else:
+            elsewhere.add(collection.name)
         await ensure_schedule(client, task_queue, collection)
+    return elsewhere
+
+
+async def _bound_here(client: Client, name: str, task_queue: str) -> bool:
+    """Whether the passes of ``name`` can run on ``task_queue``, moving its workflow here when that
+    is safe.
+
+    Moving is safe when no worker has polled the old queue lately (the server remembers pollers for
+    a few minutes): nothing can be running a pass there, and the collection's state lives in the
+    store, so a workflow started afresh here loses nothing and re-embeds nothing. Where workers do
+    poll, they may be mid-pass, or serve another app that shares the namespace: the collection stays.
+    """
+    workflow_id = c.KNOWLEDGE_ID_PREFIX + name
+    try:
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as error:
+        if error.status == RPCStatusCode.NOT_FOUND:
+            return True
+        raise
+    if described.status != WorkflowExecutionStatus.RUNNING or described.task_queue == task_queue:
+        return True
+    old = described.task_queue
+    if await _polled(client, old):
+        log.warning(
+            "knowledge %r runs on task queue %r, where other workers poll, not on %r: its passes run "
+            "there; to move it here, stop those workers, run `temporal workflow terminate --workflow-id "
+            "%s`, and restart this worker",
+            name,
+            old,
+            task_queue,
+            workflow_id,
+        )
+        return False
+    try:
+        # this run only: a worker booting beside this one may have moved it already
+        await client.get_workflow_handle(workflow_id, run_id=described.run_id).terminate(
+            f"moved to task queue {task_queue!r}: no worker polls {old!r}"
+        )
+    except RPCError as error:
+        if error.status != RPCStatusCode.NOT_FOUND:
+            raise
+    log.warning("knowledge %r: moved from task queue %r, where no worker polls, to %r", name, old, task_queue)
+    return True
+
+
+async def _polled(client: Client, task_queue: str) -> bool:
+    """Whether a worker polled ``task_queue`` (for workflow or activity tasks) in the last minutes."""
+    for kind in (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
+        described = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace, task_queue=TaskQueue(name=task_queue), task_queue_type=kind
+            )
+        )
+        if described.pollers:
+            return True
+    return False
 
 
 def _schedule(collection: KnowledgeCollection, task_queue: str) -> Schedule:
@@ -182,9 +258,13 @@ async def _delete_schedule(client: Client, name: str) -> None:
 
 
 async def boot_collections(client: Client, app: App, index: KnowledgeIndex, task_queue: str) -> None:
-    """:func:`start_collections` in the background of a worker: reports a failure, never raises."""
+    """:func:`start_collections` in the background of a worker: reports a failure, never raises.
+
+    It names only the collections whose pass runs on this worker's task queue: a collection bound to
+    another queue where workers poll has had its own warning.
+    """
     try:
-        await start_collections(client, app, index, task_queue)
+        elsewhere = await start_collections(client, app, index, task_queue)
     except asyncio.CancelledError:
         raise
     except Exception as error:
@@ -195,6 +275,7 @@ async def boot_collections(client: Client, app: App, index: KnowledgeIndex, task
             message,
         )
         return
-    if app.collections:
-        names = ", ".join(app.collections)
+    here = [name for name in app.collections if name not in elsewhere]
+    if here:
+        names = ", ".join(here)
         log.info("knowledge: a pass over %s runs in the background (`chamvi knowledge list` shows it)", names)

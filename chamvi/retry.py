@@ -127,6 +127,15 @@ async def call_with_retry(
             attempt += 1
 
 
+PASS_HEARTBEAT_INTERVAL = timedelta(seconds=10)
+"""A running knowledge pass reports its counts this often (the Temporal UI shows them as heartbeat
+details)."""
+PASS_HEARTBEAT_TIMEOUT = timedelta(seconds=30)
+"""A pass silent this long is lost (its worker was killed): the workflow fails it and, after the
+backoff, runs the next attempt on whichever worker polls. Three intervals, so one late heartbeat on
+a loaded machine is no loss, and a killed worker's pass resumes within about half a minute."""
+
+
 def backoff(failures: int) -> timedelta:
     """The seed's backoff for failed knowledge passes: 5 s, doubling, at most 5 min per failure in a row."""
     return timedelta(seconds=min(5 * 2 ** (failures - 1), 300))

@@ -8,6 +8,14 @@ a request adds nothing, so a stream of PUTs during a long pass or a backoff cost
 not one each (a run takes at most 10 000 signals). A failed pass is retried after 5 s doubling to
 5 min, a timer that holds across workers and restarts. Only counts travel through history, never
 documents.
+
+``chamvi knowledge search`` asks the collection's workflow itself, through the update ``search``,
+which runs the search as an activity on the worker that holds Qdrant. A workflow per search (what
+``KnowledgeSearch`` was) left one finished workflow in the Temporal UI's list per search; an update
+leaves none, needs no id of its own, reaches the queue that serves the collection, and fails at once
+for a collection that does not run. Adding an update handler changes no recorded history, so runs
+saved before it replay unchanged; each search adds its events and its result to the collection's
+history, so the run starts afresh after ``SEARCHES_BEFORE_CONTINUE_AS_NEW`` of them.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         SearchRequest,
         SyncRequest,
     )
-    from chamvi.retry import backoff
+    from chamvi.retry import PASS_HEARTBEAT_TIMEOUT, backoff
 
 # one attempt per activity: the workflow owns the backoff so its state shows the error and the
 # time of the next attempt; a timer holds across workers and restarts
@@ -40,6 +48,10 @@ PASSES_BEFORE_CONTINUE_AS_NEW = 100
 SYNC_REQUESTS_BEFORE_CONTINUE_AS_NEW = 2_000
 """Temporal refuses a run's 10 001st signal ("exceeded workflow execution limit for signal events") and
 every PUT over REST sends one: a run starts afresh long before, however few passes it made."""
+SEARCHES_BEFORE_CONTINUE_AS_NEW = 100
+"""A search adds about ten events and its result (up to 20 000 characters, twice: the activity's and
+the update's) to the history: a hundred stay well under Temporal's history limits."""
+SEARCH_RETRIES = RetryPolicy(maximum_attempts=3, non_retryable_error_types=list(NON_RETRYABLE_CODES))
 
 
 @workflow.defn(name=c.KNOWLEDGE_COLLECTION_WORKFLOW)
@@ -47,6 +59,7 @@ class KnowledgeCollectionWorkflow:
     def __init__(self) -> None:
         self._requested = False
         self._sync_requests = 0
+        self._searches = 0
         self._state = CollectionState(name="")
 
     @workflow.signal(name=c.SIGNAL_KNOWLEDGE_SYNC)
@@ -65,6 +78,28 @@ class KnowledgeCollectionWorkflow:
     def state(self) -> CollectionState:
         return self._state
 
+    @workflow.update(name=c.UPDATE_KNOWLEDGE_SEARCH)
+    async def search(self, request: SearchRequest) -> dict[str, Any]:
+        """Searches this collection, beside a pass if one runs (searches read the current generation)."""
+        self._searches += 1
+        return await _search(request)
+
+    @search.validator
+    def _search_this_collection(self, request: SearchRequest) -> None:
+        # from the id, not the state: an update may be validated before ``run`` has begun
+        workflow_id = workflow.info().workflow_id
+        name = workflow_id.removeprefix(c.KNOWLEDGE_ID_PREFIX)
+        if request.collections != [name]:
+            raise ApplicationError(
+                f"the search update of {workflow_id!r} searches {name!r} only, not "
+                f"{request.collections!r}: ask each collection's own workflow",
+                type="validation_error",
+                non_retryable=True,
+            )
+
+    def _searches_due(self) -> bool:
+        return self._searches >= SEARCHES_BEFORE_CONTINUE_AS_NEW
+
     @workflow.run
     async def run(self, collection: CollectionInput) -> None:
         self._state.name = collection.name
@@ -73,36 +108,16 @@ class KnowledgeCollectionWorkflow:
         self._state.failures = collection.failures
         self._set_queued(self._requested)
         while True:
-            await workflow.wait_condition(lambda: self._requested)
-            self._requested = False
-            self._set_queued(False)
-            self._state.running = True
-            retry_in: timedelta | None = None
-            try:
-                self._state.meta = await workflow.execute_activity(
-                    c.ACTIVITY_KNOWLEDGE_PASS,
-                    PassRequest(name=collection.name, failures=self._state.failures),
-                    result_type=CollectionMeta,
-                    start_to_close_timeout=timedelta(hours=24),
-                    heartbeat_timeout=timedelta(minutes=2),
-                    retry_policy=PASS_ATTEMPTS,
-                    summary=f"pass over {collection.name}",
-                )
-                self._state.error = None
-                self._state.failures = 0
-                self._state.next_attempt = None
-            except ActivityError as error:
-                retry_in = self._failed(collection.name, error)
-            finally:
-                self._state.running = False
-                self._state.passes += 1
-            if retry_in is not None:
-                self._requested = True
-                self._set_queued(True)  # the attempt after the backoff reads what arrives meanwhile
-                await workflow.sleep(retry_in)
+            await workflow.wait_condition(lambda: self._requested or self._searches_due())
+            if self._requested:
+                await self._pass(collection.name)
             if (
-                self._state.passes >= PASSES_BEFORE_CONTINUE_AS_NEW and not self._requested
-            ) or self._sync_requests >= SYNC_REQUESTS_BEFORE_CONTINUE_AS_NEW:
+                (self._state.passes >= PASSES_BEFORE_CONTINUE_AS_NEW and not self._requested)
+                or self._sync_requests >= SYNC_REQUESTS_BEFORE_CONTINUE_AS_NEW
+                or self._searches_due()
+            ):
+                if not workflow.all_handlers_finished():  # a search under way answers first
+                    await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(
                     CollectionInput(
                         name=collection.name,
@@ -111,6 +126,35 @@ class KnowledgeCollectionWorkflow:
                         failures=self._state.failures,
                     )
                 )
+
+    async def _pass(self, name: str) -> None:
+        """One pass, and on failure the backoff before the next attempt (which stays requested)."""
+        self._requested = False
+        self._set_queued(False)
+        self._state.running = True
+        retry_in: timedelta | None = None
+        try:
+            self._state.meta = await workflow.execute_activity(
+                c.ACTIVITY_KNOWLEDGE_PASS,
+                PassRequest(name=name, failures=self._state.failures),
+                result_type=CollectionMeta,
+                start_to_close_timeout=timedelta(hours=24),
+                heartbeat_timeout=PASS_HEARTBEAT_TIMEOUT,
+                retry_policy=PASS_ATTEMPTS,
+                summary=f"pass over {name}",
+            )
+            self._state.error = None
+            self._state.failures = 0
+            self._state.next_attempt = None
+        except ActivityError as error:
+            retry_in = self._failed(name, error)
+        finally:
+            self._state.running = False
+            self._state.passes += 1
+        if retry_in is not None:
+            self._requested = True
+            self._set_queued(True)  # the attempt after the backoff reads what arrives meanwhile
+            await workflow.sleep(retry_in)
 
     def _failed(self, name: str, error: ActivityError) -> timedelta | None:
         """Stores the failure; the next attempt comes after 5 s doubling to 5 min per failure in a
@@ -144,17 +188,24 @@ class KnowledgeSyncRequestWorkflow:
         )
 
 
+async def _search(request: SearchRequest) -> dict[str, Any]:
+    """The search activity, as the collection's ``search`` update and ``KnowledgeSearch`` run it."""
+    result: dict[str, Any] = await workflow.execute_activity(
+        c.ACTIVITY_KNOWLEDGE_SEARCH,
+        request,
+        result_type=dict,
+        start_to_close_timeout=timedelta(seconds=90),
+        retry_policy=SEARCH_RETRIES,
+    )
+    return result
+
+
 @workflow.defn(name=c.KNOWLEDGE_SEARCH_WORKFLOW)
 class KnowledgeSearchWorkflow:
-    """A search from outside a run (``chamvi knowledge search``): the worker holds Qdrant, not the CLI."""
+    """A search from outside a run, a workflow of its own: what ``chamvi knowledge search`` started
+    before it asked the collection's workflow (the ``search`` update). Kept registered so that saved
+    histories and searches started by an older CLI still run."""
 
     @workflow.run
     async def run(self, request: SearchRequest) -> dict[str, Any]:
-        found: dict[str, Any] = await workflow.execute_activity(
-            c.ACTIVITY_KNOWLEDGE_SEARCH,
-            request,
-            result_type=dict,
-            start_to_close_timeout=timedelta(seconds=90),
-            retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=list(NON_RETRYABLE_CODES)),
-        )
-        return found
+        return await _search(request)

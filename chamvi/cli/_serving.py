@@ -22,6 +22,7 @@ from chamvi.dev import DevServer
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.http import Token, build_api
 from chamvi.http.process import ApiSocket, dev_tokens, listen
+from chamvi.knowledge.embedders import DEFAULT_EMBEDDING_MODEL
 from chamvi.lifecycle import index_location
 from chamvi.plugin import ChamviPlugin
 from chamvi.runtime import build_worker, connect
@@ -114,6 +115,16 @@ async def serve_worker(
             await plugin.close()
 
 
+def dev_knowledge_model(settings: Settings, app: App) -> str:
+    """The managed collections' model in ``chamvi dev``: ``CHAMVI_KNOWLEDGE_MODEL``, else the app's
+    ``embedding_model``, else the offline model shipped with chamvi.
+
+    The laptop stack works without a choice, so the README's tour creates a collection at once;
+    ``chamvi api`` still requires one (a production collection's model is not picked by default).
+    """
+    return settings.knowledge_model or app.embedding_model or DEFAULT_EMBEDDING_MODEL
+
+
 async def _watch(server: DevServer, stop: asyncio.Event | None = None) -> None:
     """Raises when the server exits; with ``stop``, sets it first so the worker drains."""
     while True:
@@ -184,7 +195,7 @@ async def _serve_dev(
         plugin.index,
         tokens=api_tokens,
         task_queue=settings.task_queue,
-        knowledge_model=settings.knowledge_model,
+        knowledge_model=dev_knowledge_model(settings, app),
     )
     watcher = asyncio.ensure_future(_watch(server, stop))
     try:

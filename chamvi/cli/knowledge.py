@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
 import click
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError
-from temporalio.exceptions import ActivityError, ChildWorkflowError
-from temporalio.exceptions import TimeoutError as TemporalTimeoutError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.exceptions import ActivityError
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
@@ -300,9 +303,9 @@ def sync_collection(name: str, wait_for_it: bool, as_json: bool, settings: Setti
         raise click.ClickException(f"the pass over {name!r} failed: {short(state.error, 500)}{retry}")
 
 
-def _root_cause(error: WorkflowFailureError) -> BaseException:
+def _root_cause(error: WorkflowUpdateFailedError) -> BaseException:
     cause: BaseException = error
-    while isinstance(cause, WorkflowFailureError | ActivityError | ChildWorkflowError) and cause.cause:
+    while isinstance(cause, WorkflowUpdateFailedError | ActivityError) and cause.cause:
         cause = cause.cause
     return cause
 
@@ -338,22 +341,21 @@ def search_collection(
 
     async def go(client: Client) -> dict[str, Any]:
         await _require_collection(client, settings, name)
+        # an update of the collection's own workflow: a workflow per search would stay in the list
+        search = client.get_workflow_handle(c.KNOWLEDGE_ID_PREFIX + name).execute_update(
+            c.UPDATE_KNOWLEDGE_SEARCH,
+            SearchRequest(collections=[name], query=query, top_k=top_k),
+            result_type=dict,
+        )
         try:
-            result: dict[str, Any] = await client.execute_workflow(
-                c.KNOWLEDGE_SEARCH_WORKFLOW,
-                SearchRequest(collections=[name], query=query, top_k=top_k),
-                id=f"knowledge-search-{uuid.uuid4().hex}",
-                task_queue=settings.task_queue,
-                result_type=dict,
-                execution_timeout=timedelta(seconds=timeout),
-            )
-        except WorkflowFailureError as error:
+            result: dict[str, Any] = await asyncio.wait_for(search, timeout)
+        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):  # the SDK names a cancelled wait so
+            raise click.ClickException(
+                f"no worker answered the search within {timeout:g} s on task queue "
+                f"{settings.task_queue!r}: start one with `chamvi dev` or `chamvi worker`"
+            ) from None
+        except WorkflowUpdateFailedError as error:
             cause = _root_cause(error)
-            if isinstance(cause, TemporalTimeoutError):
-                raise click.ClickException(
-                    f"no worker answered the search within {timeout:g} s on task queue "
-                    f"{settings.task_queue!r}: start one with `chamvi dev` or `chamvi worker`"
-                ) from None
             raise click.ClickException(str(getattr(cause, "message", None) or cause)) from None
         return result
 

@@ -38,6 +38,7 @@ from chamvi.constants import (
     KNOWLEDGE_SYNC_REQUEST_WORKFLOW,
     LOCK_ID_PREFIX,
     SEARCH_ATTRIBUTES,
+    UPDATE_KNOWLEDGE_SEARCH,
 )
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.index import KnowledgeIndex
@@ -122,7 +123,8 @@ async def _pages() -> AsyncIterator[dict[str, str]]:
 
 
 async def _record_knowledge(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
-    """Runs a collection through a failed pass, its backoff, a sync request and a search."""
+    """Runs a collection through a failed pass, its backoff, a sync request, a search workflow and a
+    search update of the collection's workflow."""
     app = App(
         agents=[],
         collections=[
@@ -145,6 +147,9 @@ async def _record_knowledge(env: WorkflowEnvironment, task_queue: str, recorded:
             SearchRequest(collections=["recorded"], query="refunds"),
             id="record-search",
             task_queue=task_queue,
+        )
+        await env.client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + "recorded").execute_update(
+            UPDATE_KNOWLEDGE_SEARCH, SearchRequest(collections=["recorded"], query="refunds")
         )
         await asyncio.sleep(1)
     recorded["knowledge-collection"] = KNOWLEDGE_ID_PREFIX + "recorded"

@@ -346,7 +346,8 @@ def assert_the_handbook_gets_indexed(address: str, env: dict[str, str]) -> None:
 
 
 def assert_the_api_answers(api_port: int, run_id: str, token: str) -> None:
-    """The HTTP API runs beside the worker, with the dev token kept in the data folder."""
+    """The HTTP API runs beside the worker, with the dev token kept in the data folder; a managed
+    collection is created without CHAMVI_KNOWLEDGE_MODEL (the offline model is the dev default)."""
     base = f"http://127.0.0.1:{api_port}"
     assert httpx.get(f"{base}/openapi.json", timeout=10).status_code == 200
     assert httpx.get(f"{base}/runs/{run_id}", timeout=10).status_code == 401
@@ -356,6 +357,13 @@ def assert_the_api_answers(api_port: int, run_id: str, token: str) -> None:
         f"{base}/knowledge/collections", headers={"Authorization": f"Bearer {token}"}, timeout=10
     )
     assert [c["name"] for c in listed.json()["data"]] == ["handbook"]
+    created = httpx.post(
+        f"{base}/knowledge/collections",
+        headers={"Authorization": f"Bearer {token}"},
+        json={"name": "tickets"},
+        timeout=10,
+    )
+    assert created.status_code == 201, created.text
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])

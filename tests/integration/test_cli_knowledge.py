@@ -18,10 +18,12 @@ from temporalio.client import Client
 
 from chamvi import App, define_agent
 from chamvi.cli import cli
+from chamvi.constants import ACTIVITY_KNOWLEDGE_SEARCH, KNOWLEDGE_COLLECTION_WORKFLOW, KNOWLEDGE_ID_PREFIX
 from chamvi.http import create_api
 from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.knowledge.sources import Source
+from chamvi.models.knowledge import CollectionInput
 from chamvi.starters import request_sync
 from tests.knowledge_helpers import knowledge_worker, new_store, wait_for_passes
 from tests.support.http_api import bearer, make_tokens, serving
@@ -130,6 +132,38 @@ async def test_knowledge_search_finds_the_right_document(handbook: Path, chamvi_
     matches = json.loads(as_json.stdout)["matches"]
     assert matches[0]["document"] == "shipping.md" and matches[0]["collection"] == name
     assert [m["score"] for m in matches] == sorted((m["score"] for m in matches), reverse=True)
+
+
+async def test_a_search_from_the_cli_asks_the_collections_workflow_and_leaves_no_workflow_in_the_list(
+    handbook: Path, client: Client, chamvi_cli: Cli, task_queue: str, name: str
+) -> None:
+    found = await chamvi_cli("knowledge", "search", name, "refunds", "--top-k", "1")
+    assert found.exit_code == 0, found.output
+    history = await client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + name).fetch_history()
+    searched = [
+        e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    assert ACTIVITY_KNOWLEDGE_SEARCH in searched
+    listed = [w.workflow_type async for w in client.list_workflows(f'TaskQueue = "{task_queue}"')]
+    assert listed == [KNOWLEDGE_COLLECTION_WORKFLOW]
+
+
+async def test_a_search_that_no_worker_answers_in_time_says_so_in_one_line(
+    client: Client, chamvi_cli: Cli, task_queue: str, name: str
+) -> None:
+    await client.start_workflow(  # running, but no worker polls its queue
+        KNOWLEDGE_COLLECTION_WORKFLOW,
+        CollectionInput(name=name),
+        id=KNOWLEDGE_ID_PREFIX + name,
+        task_queue=task_queue,
+    )
+    result = await chamvi_cli("knowledge", "search", name, "refunds", "--timeout", "1")
+    assert one_line_error(result) == (
+        f"Error: no worker answered the search within 1 s on task queue {task_queue!r}: start one with "
+        "`chamvi dev` or `chamvi worker`"
+    )
 
 
 async def test_knowledge_sync_wait_runs_a_pass_and_reports_its_counts(

@@ -9,17 +9,21 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from chamvi.workflows.knowledge import SEARCHES_BEFORE_CONTINUE_AS_NEW
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime, TelemetryConfig
 
 from chamvi import App, ChamviClient, RunStatus
-from chamvi.constants import KNOWLEDGE_ID_PREFIX
+from chamvi.constants import KNOWLEDGE_COLLECTION_WORKFLOW, KNOWLEDGE_ID_PREFIX, UPDATE_KNOWLEDGE_SEARCH
 from chamvi.knowledge import define_source, folder, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.sources import Source, SourceContext
+from chamvi.lifecycle import boot_collections
+from chamvi.models.knowledge import CollectionInput, SearchRequest
 from chamvi.providers import call, reply
+from chamvi.runtime import build_worker
 from tests.knowledge_helpers import (
     CountingEmbedder,
     collection_state,
@@ -108,6 +112,82 @@ async def test_a_collection_moved_to_another_task_queue_as_the_readme_says_embed
     assert described.task_queue == f"{task_queue}-moved" and moved.calls == 0
     assert state.meta is not None and state.meta.last_stats is not None
     assert (state.meta.last_stats.unchanged, state.meta.documents) == (3, 3)
+
+
+async def test_a_collection_whose_task_queue_workers_poll_stays_there_and_the_new_worker_says_how_to_move_it(
+    client: Client, task_queue: str, tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="chamvi.knowledge")
+    write_handbook(tmp_path)
+    theirs, ours = new_store(), new_store()
+    app = app_for(name, [folder(tmp_path)], CountingEmbedder())
+    async with knowledge_worker(client, app, theirs, task_queue):
+        await wait_for_passes(client, name, 1)
+        other = app_for(name, [folder(tmp_path)], CountingEmbedder())
+        before = len(caplog.records)
+        async with build_worker(client, other, task_queue=f"{task_queue}-new", index=ours):
+            await boot_collections(client, other, ours, f"{task_queue}-new")
+        described = await client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + name).describe()
+    assert described.task_queue == task_queue  # still served by the workers that poll it
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "chamvi.knowledge" and r.levelno >= logging.WARNING
+    ]
+    assert len(warnings) == 1, warnings
+    warning = warnings[0]
+    assert f"runs on task queue {task_queue!r}, where other workers poll" in warning
+    assert f"temporal workflow terminate --workflow-id {KNOWLEDGE_ID_PREFIX}{name}" in warning
+    assert "\n" not in warning
+    assert not any("runs in the background" in r.getMessage() for r in caplog.records[before:])
+
+
+async def test_a_collection_bound_to_a_task_queue_no_worker_polls_moves_to_the_new_workers_queue(
+    client: Client, task_queue: str, tmp_path: Path, name: str
+) -> None:
+    write_handbook(tmp_path)
+    await client.start_workflow(  # as a worker on a queue since renamed left it
+        KNOWLEDGE_COLLECTION_WORKFLOW,
+        CollectionInput(name=name),
+        id=KNOWLEDGE_ID_PREFIX + name,
+        task_queue=f"{task_queue}-renamed",
+    )
+    embedder = CountingEmbedder()
+    async with knowledge_worker(client, app_for(name, [folder(tmp_path)], embedder), new_store(), task_queue):
+        state = await wait_for_passes(client, name, 1)
+        described = await client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + name).describe()
+    assert described.task_queue == task_queue
+    assert state.meta is not None and state.meta.documents == 3
+
+
+async def test_a_collection_answers_many_searches_and_starts_afresh_before_its_history_grows_large(
+    client: Client, task_queue: str, tmp_path: Path, name: str
+) -> None:
+    store, _ = await handbook_indexed_once(client, task_queue, tmp_path, name)
+    handle = client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + name)
+    first_run = (await handle.describe()).run_id
+    request = SearchRequest(collections=[name], query="refunds paid", top_k=1)
+    async with knowledge_worker(
+        client, app_for(name, [folder(tmp_path)], CountingEmbedder()), store, task_queue
+    ):
+        for _ in range(SEARCHES_BEFORE_CONTINUE_AS_NEW // 10):
+            answers = await asyncio.gather(
+                *(
+                    handle.execute_update(UPDATE_KNOWLEDGE_SEARCH, request, result_type=dict)
+                    for _ in range(10)
+                )
+            )
+            assert {a["matches"][0]["document"] for a in answers} == {"refunds.md"}
+
+        async def next_run() -> str | None:
+            run_id = (await handle.describe()).run_id
+            return run_id if run_id != first_run else None
+
+        await eventually(next_run, "the collection continuing as new")
+        after = await handle.execute_update(UPDATE_KNOWLEDGE_SEARCH, request, result_type=dict)
+        state = await collection_state(client, name)
+    assert after["matches"][0]["document"] == "refunds.md"
+    assert state.meta is not None and state.meta.documents == 3  # carried into the new run
 
 
 async def test_a_changed_file_is_reembedded_alone_and_a_removed_one_is_deleted(

@@ -1,4 +1,4 @@
-"""Real worker processes: SIGKILL mid-run, a new worker finishes; SIGTERM drains in-flight work."""
+"""Real worker processes: SIGKILL mid-run or mid-pass, the next worker finishes; SIGTERM drains."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi import ChamviClient, RunStatus
+from chamvi.models.knowledge import CollectionState, CollectionStatus
+from tests.knowledge_helpers import collection_state
 from tests.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,14 +27,19 @@ def spawn_worker(temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: P
     processes: list[subprocess.Popen[bytes]] = []
     address = temporal_env.client.service_client.config.target_host
 
-    def spawn() -> subprocess.Popen[bytes]:
-        env = {**os.environ, "CHAMVI_TEST_DIR": str(tmp_path), "CHAMVI_DATA": str(tmp_path / "data")}
+    def spawn(app: str = "tests.apps.crash:app", **env_vars: str) -> subprocess.Popen[bytes]:
+        env = {
+            **os.environ,
+            "CHAMVI_TEST_DIR": str(tmp_path),
+            "CHAMVI_DATA": str(tmp_path / "data"),
+            **env_vars,
+        }
         process = subprocess.Popen(
             [
                 sys.executable,
                 "worker.py",
                 "--app",
-                "tests.apps.crash:app",
+                app,
                 "--address",
                 address,
                 "--task-queue",
@@ -98,3 +106,24 @@ async def test_a_graceful_shutdown_drains_the_tool_call_in_flight(
     run = await asyncio.wait_for(chamvi.wait(run_id), timeout=60)
     assert run.status == RunStatus.COMPLETED
     assert events.read_text().count("drain-started") == 1
+
+
+async def test_a_pass_on_a_killed_worker_is_taken_up_and_finished_by_the_next_worker(
+    chamvi: ChamviClient, spawn_worker, tmp_path: Path
+) -> None:
+    name = f"killed-{uuid.uuid4().hex[:8]}"
+    first = spawn_worker("tests.apps.indexing:app", CHAMVI_TEST_COLLECTION=name)
+    await _until_event(tmp_path / "events.txt", "embed-started")
+    first.send_signal(signal.SIGKILL)  # mid-pass: its heartbeats stop, nothing reports the end
+    first.wait()
+
+    spawn_worker("tests.apps.indexing:app", CHAMVI_TEST_COLLECTION=name)
+
+    async def finished() -> CollectionState | None:
+        state = await collection_state(chamvi.client, name)
+        return state if state.meta is not None and state.meta.status == CollectionStatus.READY else None
+
+    # the patience is the suite's usual one, well short of the two minutes a lost pass used to wait
+    state = await eventually(finished, f"the next worker finishing the pass over {name!r}")
+    assert state.meta is not None and state.meta.documents == 5
+    assert state.passes == 2 and state.error is None  # the lost pass, then the one that finished
