@@ -66,8 +66,8 @@ class KnowledgeIndex:
     """Qdrant as the knowledge store: the one place that knows the naming rule of the module docstring.
 
     Args:
-        client: The Qdrant client; local mode and a server both work.
-        prefix: Starts every Qdrant collection and alias name, so several apps can share one Qdrant.
+        client: the Qdrant client; local mode and a server both work.
+        prefix: starts every Qdrant collection and alias name, so several apps can share one Qdrant.
     """
 
     def __init__(self, client: AsyncQdrantClient, prefix: str = "chamvi") -> None:
