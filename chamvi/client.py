@@ -58,6 +58,8 @@ _TEMPORAL_STATUS = {
 
 @dataclass(frozen=True)
 class DispatchResult:
+    """What :meth:`ChamviClient.dispatch` answers: the run's id, and whether this call started it."""
+
     run_id: str
     created: bool
     """False when an idempotency key matched an existing run (a redelivery)."""
@@ -84,6 +86,11 @@ def run_id_for(run_input: RunInput) -> str:
 
 
 def validate_run_input(run_input: RunInput) -> None:
+    """Refuses, before anything reaches Temporal, an input the workflow would fail on anyway.
+
+    Raises:
+        InvalidInputError: a bad agent name, a key too long or holding NUL, or a payload that is not JSON.
+    """
     try:
         validate_agent_name(run_input.agent)
     except InvalidAgentDefinitionError as error:
@@ -97,6 +104,16 @@ def validate_run_input(run_input: RunInput) -> None:
 
 
 class ChamviClient:
+    """Runs and knowledge collections through Temporal, for the API, the CLI and your own code.
+
+    Every call is a Temporal request; none needs a worker, except that a running run's view is a query
+    a worker answers (without one, the view falls back to the run's search attributes).
+
+    Args:
+        client: a connected Temporal client.
+        task_queue: the workers' task queue, where runs are started.
+    """
+
     def __init__(self, client: Client, task_queue: str = c.TASK_QUEUE) -> None:
         self.client = client
         self.task_queue = task_queue
@@ -203,6 +220,11 @@ class ChamviClient:
     async def list_runs(
         self, *, agent: str | None = None, status: str | None = None, limit: int = 20
     ) -> list[RunSummary]:
+        """The most recent runs first, from search attributes: no worker needed.
+
+        Raises:
+            InvalidInputError: ``status`` is not a :class:`~chamvi.models.RunStatus` value.
+        """
         clauses = [f'WorkflowType = "{c.AGENT_RUN_WORKFLOW}"']
         if agent is not None:
             clauses.append(f'{c.SA_AGENT.name} = "{_quote(agent)}"')
@@ -278,6 +300,12 @@ class ChamviClient:
             raise
 
     async def cancel(self, run_id: str) -> None:
+        """Requests cancellation; the run settles ``cancelled`` once its workflow handles it.
+
+        Raises:
+            RunNotFoundError: no run has this id.
+            InvalidRunStateError: the run has ended already.
+        """
         description = await self._describe(run_id)
         if description.status != WorkflowExecutionStatus.RUNNING:
             status = _TEMPORAL_STATUS.get(description.status)
