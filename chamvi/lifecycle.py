@@ -95,8 +95,10 @@ async def close_index(index: KnowledgeIndex) -> None:
 
 
 async def check_index(app: App, index: KnowledgeIndex, location: str = "the knowledge store") -> None:
-    """Fails the boot for a declared name the index holds as a managed collection, or an index that
-    does not answer.
+    """Fails the boot, before the worker polls, on an index the app cannot run against.
+
+    That is a declared name the index holds as a managed collection, or an index that does not
+    answer.
 
     Raises:
         InvalidAppError: a declared collection's name is taken by a managed one.
