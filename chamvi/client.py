@@ -106,8 +106,8 @@ def validate_run_input(run_input: RunInput) -> None:
 class ChamviClient:
     """Runs and knowledge collections through Temporal, for the API, the CLI and your own code.
 
-    Every call is a Temporal request; none needs a worker, except that a running run's view is a query
-    a worker answers (without one, the view falls back to the run's search attributes).
+    A run's view is a query a worker answers; with no worker polling, ``get_run`` falls back to the
+    run's search attributes instead of hanging.
 
     Args:
         client: a connected Temporal client.

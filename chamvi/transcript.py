@@ -54,7 +54,7 @@ class TranscriptCache:
         return entry.messages
 
     def store(self, run_id: str, messages: list[Message], digest: str) -> None:
-        """Keeps a run's transcript for its next model call; past ``max_runs``, the oldest used go."""
+        """Keeps a run's transcript for its next model call; past ``max_runs``, the least recent go first."""
         self._entries[run_id] = _Entry(count=len(messages), digest=digest, messages=messages)
         self._entries.move_to_end(run_id)
         while len(self._entries) > self.max_runs:

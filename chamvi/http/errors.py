@@ -180,7 +180,7 @@ async def _on_rpc_error(request: Request, error: Exception) -> Response:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    """Answers every error a route can raise in the one error shape (``ErrorBody``), with a stable code."""
+    """Makes HTTP, validation, chamvi and Temporal errors answer in the one error shape (``ErrorBody``)."""
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(ChamviError, _on_chamvi_error)

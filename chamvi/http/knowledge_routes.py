@@ -106,7 +106,7 @@ def knowledge_router(managed: ManagedCollections) -> APIRouter:
         summary="Run a pass now",
     )
     async def sync_collection(name: CollectionName) -> CollectionOut:
-        """Asks for a pass now, rather than at the collection's next scheduled one.
+        """Asks for a pass now, whatever the collection's resync schedule.
 
         A managed collection embeds its pending documents, and when stale is re-embedded into a new
         generation with the default model (switching once complete).

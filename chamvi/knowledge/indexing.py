@@ -157,7 +157,7 @@ def _report(collection: str, kind: str, message: str) -> None:
 
 
 class Indexer:
-    """Runs indexing passes, declared and managed, outside Temporal so tests can drive one directly.
+    """Runs indexing passes, declared and managed, independent of Temporal.
 
     The ``chamvi.knowledge_pass`` activity holds one and wraps each pass.
 

@@ -97,8 +97,6 @@ class ManagedCollections:
     async def create(self, name: str) -> CollectionMeta:
         """Creates an empty, untrusted managed collection embedded with the default model.
 
-        Nothing is indexed until its first document arrives.
-
         Raises:
             InvalidInputError: the name breaks the naming rule.
             ConflictError: the code declares the name, it exists already, or there is no default model.

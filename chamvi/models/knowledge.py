@@ -16,8 +16,8 @@ from pydantic import BaseModel, Field
 class CollectionStatus(StrEnum):
     """Whether searches can read a collection, and why not.
 
-    ``stale``: the data or model changed and a pass will rebuild it; ``orphaned``: no longer declared
-    by the app, kept until someone deletes it.
+    ``stale``: searches read a generation of an older model or chunker until a new one is complete;
+    ``orphaned``: no longer declared by the app, kept (and searched by no agent) until deleted.
     """
 
     PENDING = "pending"
