@@ -28,6 +28,7 @@ class Budget:
     timeout: timedelta = DEFAULT_TIMEOUT
 
     def spec(self) -> BudgetSpec:
+        """The budget as the workflow receives it, with the timeout in seconds so it serialises."""
         return BudgetSpec(
             max_steps=self.max_steps, max_tokens=self.max_tokens, timeout_seconds=self.timeout.total_seconds()
         )
@@ -35,6 +36,8 @@ class Budget:
 
 @dataclass(frozen=True)
 class ToolCallInfo:
+    """The tool call a hook is looking at: which tool, the model's call id, and the input it would get."""
+
     tool_name: str
     tool_call_id: str
     input: dict[str, Any]
@@ -46,8 +49,10 @@ AfterToolExecution = Callable[[ToolCallInfo, Any, ToolContext], Any]
 
 @dataclass(frozen=True)
 class AgentHooks:
-    """Around every tool call: ``before`` may rewrite the input, call ``approve()`` or raise
-    ``ToolDeniedError``; ``after`` may rewrite the output. Both run inside the tool activity.
+    """Functions run around every tool call of an agent, inside the tool activity.
+
+    ``before`` may rewrite the input, call ``approve()`` or raise ``ToolDeniedError``; ``after`` may
+    rewrite the output.
     """
 
     before_tool_execution: BeforeToolExecution | None = None
@@ -56,6 +61,8 @@ class AgentHooks:
 
 @dataclass(frozen=True)
 class Agent:
+    """An agent as :func:`define_agent` checked it: what the app serves and the worker runs."""
+
     name: str
     model: str | None
     instructions: tuple[Message, ...]
@@ -67,10 +74,16 @@ class Agent:
     hooks: AgentHooks = AgentHooks()
 
     def allows(self, tool: str, run: PolicyRun) -> bool:
+        """Whether ``tool_policy`` offers ``tool`` to this run; without a policy every tool is offered."""
         return self.tool_policy is None or self.tool_policy(tool, run)
 
 
 def validate_agent_name(name: Any) -> str:
+    """Checks the naming rule that agent, collection and other names share, and returns the name.
+
+    Raises:
+        InvalidAgentDefinitionError: the name breaks the rule or is too long.
+    """
     if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or len(name) > NAME_MAX_LENGTH:
         raise InvalidAgentDefinitionError(
             f"agent name {name!r} is invalid: use lowercase letters and digits in words joined by single "

@@ -145,6 +145,11 @@ class App:
                 )
 
     def agent(self, name: str) -> Agent:
+        """The agent named ``name``.
+
+        Raises:
+            AgentNotFoundError: the app serves no such agent.
+        """
         agent = self.agents.get(name)
         if agent is None:
             known = ", ".join(repr(a) for a in sorted(self.agents)) or "none"
@@ -152,6 +157,7 @@ class App:
         return agent
 
     def model_for(self, agent: Agent) -> tuple[str, ChatModel]:
+        """The agent's model ref (its own, else the app's default) and the chat model serving it."""
         ref = agent.model or self.model
         assert ref is not None  # checked at construction
         return ref, self.models.resolve(ref)

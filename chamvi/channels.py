@@ -37,24 +37,39 @@ class Channel(Protocol):
     """Read-only members, so a channel whose default address is always set still is a Channel."""
 
     @property
-    def name(self) -> str: ...
+    def name(self) -> str:
+        """The name agents subscribe by and runs record as their ``channel``."""
+        ...
 
     @property
-    def default_address(self) -> str | None: ...
+    def default_address(self) -> str | None:
+        """Where a message goes when neither the tool nor the run's trigger names an address."""
+        ...
 
     @property
-    def untrusted(self) -> bool: ...
+    def untrusted(self) -> bool:
+        """Whether what arrives through this channel is untrusted: a run it starts is tainted."""
+        ...
 
-    async def out(self, message: ChannelMessage) -> None: ...
+    async def out(self, message: ChannelMessage) -> None:
+        """Delivers one message; ``message.key`` is the same on a retry, for the receiver to dedupe."""
+        ...
 
 
 @dataclass(frozen=True)
 class ChannelSubscription:
+    """An agent's subscription to a registered channel; ``id``, when given, must be unique per agent."""
+
     channel: str
     id: str | None = None
 
 
 def validate_channel_name(name: str) -> None:
+    """Checks a channel's name against the shared naming rule, when the app registers it.
+
+    Raises:
+        InvalidAgentDefinitionError: the name breaks the rule or is too long.
+    """
     if not isinstance(name, str) or len(name) > NAME_MAX_LENGTH or not re.match(NAME_PATTERN, name):
         raise InvalidAgentDefinitionError(
             f"channel name {name!r} is invalid: use lowercase words joined by '-', at most {NAME_MAX_LENGTH}"
@@ -73,6 +88,7 @@ class ConsoleChannel:
         self._write = write
 
     async def out(self, message: ChannelMessage) -> None:
+        """Writes the message as lines; a failed write is reported on stderr, never raised."""
         header = f"[{self.name} -> {message.address}]" + (f" {message.title}" if message.title else "")
         for line in [header, *message.body.splitlines()]:
             try:
@@ -89,6 +105,7 @@ def console_channel(name: str = "console", write: Callable[[str], Any] | None = 
 
 
 def emit_key(run_id: str, channel: str, address: str, title: str | None, body: str) -> str:
+    """The effect key of an emit without a key of its own, so one message to one place sends once per run."""
     canonical = json.dumps({"address": address, "title": title, "body": body}, sort_keys=True)
     return f"{run_id}:emit:{channel}:{hashlib.sha256(canonical.encode()).hexdigest()}"
 

@@ -75,6 +75,8 @@ _ERRORS_BY_CODE = {cls.code: cls for cls in ERROR_CLASSES}
 
 @dataclass(frozen=True)
 class DispatchResult:
+    """What :meth:`ChamviClient.dispatch` answers: the run's id, and whether this call started it."""
+
     run_id: str
     created: bool
     """False when an idempotency key matched an existing run (a redelivery)."""
@@ -109,6 +111,11 @@ def _check_agent_name(agent: str) -> None:
 
 
 def validate_run_input(run_input: RunInput) -> None:
+    """Refuses, before anything reaches Temporal, an input the workflow would fail on anyway.
+
+    Raises:
+        InvalidInputError: a bad agent name, a key too long or holding NUL, or a payload that is not JSON.
+    """
     _check_agent_name(run_input.agent)
     for field in ("trigger", "channel", "subscription", "address", "idempotency_key", "concurrency_key"):
         _check_key(field, getattr(run_input, field))
@@ -119,6 +126,16 @@ def validate_run_input(run_input: RunInput) -> None:
 
 
 class ChamviClient:
+    """Runs and knowledge collections through Temporal, for the API, the CLI and your own code.
+
+    A run's view is a query a worker answers; with no worker polling, ``get_run`` falls back to the
+    run's search attributes instead of hanging.
+
+    Args:
+        client: a connected Temporal client.
+        task_queue: the workers' task queue, where runs are started.
+    """
+
     def __init__(self, client: Client, task_queue: str = c.TASK_QUEUE) -> None:
         self.client = client
         self.task_queue = task_queue
@@ -211,9 +228,11 @@ class ChamviClient:
         return self.client.get_workflow_handle(run_id)
 
     async def _describe(self, run_id: str) -> Any:
-        """The run's description; a workflow of another type (a concurrency lock, a collection) is
-        no run: reading, approving, cancelling or waiting on it as one would break what it serves
-        (a cancelled lock never grants its key again)."""
+        """The run's description, refusing a workflow of another type as no run.
+
+        A concurrency lock or a collection is no run: reading, approving, cancelling or waiting on it
+        as one would break what it serves (a cancelled lock never grants its key again).
+        """
         try:
             description = await self._handle(run_id).describe()
         except RPCError as error:
@@ -265,6 +284,11 @@ class ChamviClient:
     async def list_runs(
         self, *, agent: str | None = None, status: str | None = None, limit: int = 20
     ) -> list[RunSummary]:
+        """The most recent runs first, from search attributes: no worker needed.
+
+        Raises:
+            InvalidInputError: ``status`` is not a :class:`~chamvi.models.RunStatus` value.
+        """
         clauses = [f'WorkflowType = "{c.AGENT_RUN_WORKFLOW}"']
         if agent is not None:
             clauses.append(f'{c.SA_AGENT.name} = "{_quote(agent)}"')
@@ -340,6 +364,12 @@ class ChamviClient:
             raise
 
     async def cancel(self, run_id: str) -> None:
+        """Requests cancellation; the run settles ``cancelled`` once its workflow handles it.
+
+        Raises:
+            RunNotFoundError: no run has this id.
+            InvalidRunStateError: the run has ended already.
+        """
         description = await self._describe(run_id)
         if description.status != WorkflowExecutionStatus.RUNNING:
             status = _TEMPORAL_STATUS.get(description.status)

@@ -15,6 +15,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, eq=False)
 class ContextKey(Generic[T]):
+    """A typed name for a shared value; keys compare by identity, so two libraries never collide."""
+
     name: str
 
 
@@ -30,6 +32,11 @@ class Provided:
         self._values: dict[ContextKey[Any], Any] = {}
 
     def provide(self, key: ContextKey[T], value: T) -> None:
+        """Gives ``key`` its value, once, so no later code silently replaces what a tool relies on.
+
+        Raises:
+            InvalidAppError: ``key`` is no context key, ``value`` is None, or the key has a value already.
+        """
         if not isinstance(key, ContextKey):
             raise InvalidAppError(f"{key!r} is not a context key: make one with define_context_key()")
         if value is None:
@@ -43,6 +50,7 @@ class Provided:
         self._values[key] = value
 
     def get(self, key: ContextKey[T]) -> T | None:
+        """The value provided for ``key``, or None when nothing was."""
         return self._values.get(key)
 
 
@@ -50,7 +58,9 @@ class HasProvided(Protocol):
     """A tool call's context (``ToolContext``), as far as injection needs it."""
 
     @property
-    def provided(self) -> Provided: ...
+    def provided(self) -> Provided:
+        """The values the app provides."""
+        ...
 
 
 def try_inject(ctx: HasProvided, key: ContextKey[T]) -> T | None:

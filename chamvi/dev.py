@@ -69,6 +69,8 @@ def find_temporal() -> str:
 
 @dataclass(frozen=True)
 class DevServerConfig:
+    """Where and how ``chamvi dev`` runs its Temporal dev server; its state lives under ``data``."""
+
     data: Path
     port: int = DEFAULT_PORT
     ui_port: int | None = None
@@ -76,21 +78,26 @@ class DevServerConfig:
 
     @property
     def address(self) -> str:
+        """The gRPC address workers and clients connect to."""
         return f"localhost:{self.port}"
 
     @property
     def ui(self) -> int:
+        """The Temporal UI's port: ``ui_port`` when given, else one derived from ``port``."""
         return self.ui_port if self.ui_port is not None else self.port + UI_PORT_OFFSET
 
     @property
     def db_path(self) -> Path:
+        """The server's SQLite file, so runs survive a restart of ``chamvi dev``."""
         return self.data / "temporal.db"
 
     @property
     def log_path(self) -> Path:
+        """Where the server's output goes; errors point people to it."""
         return self.data / "temporal.log"
 
     def command(self, binary: str) -> list[str]:
+        """The command line that starts the server with chamvi's search attributes already registered."""
         command = [
             binary,
             "server",
@@ -146,6 +153,7 @@ class DevServer:
 
     @property
     def pid(self) -> int | None:
+        """The server's process id while it runs, else None."""
         return self.process.pid if self.process is not None else None
 
     def _take_data_folder(self) -> None:
@@ -187,6 +195,11 @@ class DevServer:
                 )
 
     def start(self) -> None:
+        """Starts the server in the background; ``wait_ready`` tells when it answers.
+
+        Raises:
+            DevStackError: no ``temporal`` binary, the data folder is in use, or a port is taken.
+        """
         binary = self.binary or find_temporal()
         self.reserve()
         command = self.config.command(binary)

@@ -104,8 +104,10 @@ async def close_index(index: KnowledgeIndex) -> None:
 
 
 async def check_index(app: App, index: KnowledgeIndex, location: str = "the knowledge store") -> None:
-    """Fails the boot for a declared name the index holds as a managed collection, or an index that
-    does not answer.
+    """Fails the boot, before the worker polls, on an index the app cannot run against.
+
+    That is a declared name the index holds as a managed collection, or an index that does not
+    answer.
 
     Raises:
         InvalidAppError: a declared collection's name is taken by a managed one.
@@ -164,8 +166,7 @@ async def start_collections(client: Client, app: App, store: KnowledgeIndex, tas
 
 
 async def _bound_here(client: Client, name: str, task_queue: str) -> bool:
-    """Whether the passes of ``name`` can run on ``task_queue``, moving its workflow here when that
-    is safe.
+    """Whether the passes of ``name`` can run on ``task_queue``, moving its workflow here if safe.
 
     Moving is safe when no worker has polled the old queue lately (the server remembers pollers for
     a few minutes): nothing can be running a pass there, and the collection's state lives in the

@@ -1,5 +1,7 @@
-"""Permissions are ':'-separated. ``*`` alone grants everything, a ``*`` segment matches one
-segment, and segment counts must match (the seed's rule, shared with the HTTP API's tokens).
+"""Permissions of invokers and tokens, and tool policies that read them.
+
+Permissions are ':'-separated. ``*`` alone grants everything, a ``*`` segment matches one segment,
+and segment counts must match (the seed's rule, shared with the HTTP API's tokens).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ ToolPolicy = Callable[[str, PolicyRun], bool]
 
 
 def matches_permission(granted: str, required: str) -> bool:
+    """Whether the permission ``granted`` covers ``required`` under the rule of this module."""
     if granted == "*":
         return True
     granted_parts, required_parts = granted.split(":"), required.split(":")
@@ -33,10 +36,12 @@ def matches_permission(granted: str, required: str) -> bool:
 
 
 def has_permission(permissions: Iterable[str], required: str) -> bool:
+    """Whether any of ``permissions`` covers ``required``."""
     return any(matches_permission(granted, required) for granted in permissions)
 
 
 def tool_permission(agent: str, tool: str) -> str:
+    """The permission an invoker needs for ``tool`` of ``agent`` under :func:`require_tool_permission`."""
     return f"tool:{agent}:{tool}"
 
 

@@ -51,8 +51,9 @@ HEARTBEAT_THROTTLE = timedelta(seconds=2)
 
 
 def _data_converter(existing: DataConverter | None) -> DataConverter:
-    """Pydantic payloads (chamvi's inputs and results are pydantic models), keeping the rest of a
-    converter the user chose (codec, failure converter).
+    """A converter for pydantic payloads, since chamvi's inputs and results are pydantic models.
+
+    The rest of a converter the user chose (codec, failure converter) is kept.
     """
     if existing is None or existing is DataConverter.default:
         return pydantic_data_converter
@@ -71,8 +72,10 @@ def _workflow_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
 
 
 class ChamviPlugin(SimplePlugin):
-    """A temporalio plugin serving ``app``: data converter, workflows, activities, sandbox passthrough,
-    failure types, and the worker's lifecycle.
+    """A temporalio plugin that hands a worker everything it needs to serve ``app``.
+
+    That is the data converter, workflows, activities, sandbox passthrough, failure types, and the
+    worker's lifecycle.
 
     The lifecycle, around each worker's run: open the knowledge index (unless given) and check it
     against the app before the worker polls; start the app's collections and their resync schedules

@@ -72,8 +72,9 @@ def retry_spec(policy: RetryPolicy) -> RetrySpec:
 
 
 def activity_policy(spec: RetrySpec | None, default: RetryPolicy) -> RetryPolicy:
-    """The policy an activity runs under: ``spec`` (or ``default``), never retrying chamvi's
-    non-retryable codes.
+    """The policy an activity runs under: ``spec`` (or ``default``) plus chamvi's non-retryable codes.
+
+    A user's policy can add codes but not drop chamvi's, so a deterministic mistake is never retried.
     """
     if spec is None:
         spec = retry_spec(default)

@@ -32,6 +32,10 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Settings from environment variables (``os.environ`` unless ``env`` is given).
+
+        Unset or empty variables take the defaults.
+        """
         env = os.environ if env is None else env
         return cls(
             temporal_address=env.get("TEMPORAL_ADDRESS") or None,
@@ -45,4 +49,5 @@ class Settings:
         )
 
     def with_overrides(self, **changes: object) -> Settings:
+        """A copy with the given fields replaced; None keeps a field, so unset CLI options change nothing."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})  # type: ignore[arg-type]

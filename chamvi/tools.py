@@ -92,6 +92,8 @@ AlreadyAppliedFn = Callable[[str, Any], Awaitable[Any] | Any]
 
 @dataclass(frozen=True)
 class EffectSpec:
+    """How an :func:`effect_tool` finds its effect key and asks whether the effect happened already."""
+
     effect_key: EffectKeyFn | None = None
     already_applied: AlreadyAppliedFn | None = None
 
@@ -106,6 +108,8 @@ class Trust:
 
 @dataclass(frozen=True)
 class Tool:
+    """A tool as :func:`tool` or :func:`effect_tool` built it: what the model sees and the worker runs."""
+
     name: str
     description: str
     fn: Callable[..., Any]
@@ -127,13 +131,24 @@ class Tool:
         return copy.deepcopy(self._schema)
 
     def parse_input(self, arguments: dict[str, Any]) -> BaseModel:
+        """The model's arguments checked against the tool's input model.
+
+        Raises:
+            pydantic.ValidationError: the arguments do not fit; the tool runner hands the model the error.
+        """
         return self.input_model.model_validate(arguments)
 
     def default_effect_key(self, run_id: str, arguments: BaseModel) -> str:
+        """The key an effect is recorded under without an ``effect_key``: the run, the tool, the input."""
         canonical = json.dumps(arguments.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
         return f"{run_id}:{self.name}:{hashlib.sha256(canonical.encode()).hexdigest()}"
 
     async def invoke(self, arguments: BaseModel, ctx: ToolContext) -> Any:
+        """Calls the function and returns its result as JSON-able data.
+
+        The function gets the input's fields (or the whole model) and the context; a plain function runs
+        in a thread so it never blocks the worker's event loop.
+        """
         kwargs: dict[str, Any]
         if self.model_param is not None:
             kwargs = {self.model_param: arguments}

@@ -46,6 +46,7 @@ class TranscriptCache:
     _entries: OrderedDict[str, _Entry] = field(default_factory=OrderedDict)
 
     def prefix(self, run_id: str, count: int, digest: str) -> list[Message] | None:
+        """The cached transcript of ``run_id`` if it is exactly the prefix the workflow described."""
         entry = self._entries.get(run_id)
         if entry is None or entry.count != count or entry.digest != digest:
             return None
@@ -53,6 +54,7 @@ class TranscriptCache:
         return entry.messages
 
     def store(self, run_id: str, messages: list[Message], digest: str) -> None:
+        """Keeps a run's transcript for its next model call; past ``max_runs``, the least recent go first."""
         self._entries[run_id] = _Entry(count=len(messages), digest=digest, messages=messages)
         self._entries.move_to_end(run_id)
         while len(self._entries) > self.max_runs:

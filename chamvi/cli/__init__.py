@@ -1,5 +1,6 @@
-"""The ``chamvi`` command line: the local stack, workers, runs (dispatch, list, show, approve, cancel),
-and knowledge collections.
+"""The ``chamvi`` command line: the local stack, workers, runs and knowledge collections.
+
+Runs can be dispatched, listed, shown, approved and cancelled.
 
 Every run operation goes through ``ChamviClient``; the same runs are visible in the Temporal UI
 and the ``temporal`` CLI. Failures a person can fix are one line and a non-zero exit.

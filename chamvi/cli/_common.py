@@ -1,5 +1,6 @@
-"""What the commands share: the Temporal, app and JSON options, the settings they build, and
-connecting to Temporal with failures turned into one-line errors.
+"""What the commands share: options, the settings they build, and connecting to Temporal.
+
+The Temporal, app and JSON options live here, and connection failures become one-line errors.
 """
 
 from __future__ import annotations

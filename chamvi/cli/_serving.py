@@ -116,10 +116,10 @@ async def serve_worker(
 
 
 def dev_knowledge_model(settings: Settings, app: App) -> str:
-    """The managed collections' model in ``chamvi dev``: ``CHAMVI_KNOWLEDGE_MODEL``, else the app's
-    ``embedding_model``, else the offline model shipped with chamvi.
+    """The managed collections' model in ``chamvi dev``, which works without a choice.
 
-    The laptop stack works without a choice, so the README's tour creates a collection at once;
+    ``CHAMVI_KNOWLEDGE_MODEL``, else the app's ``embedding_model``, else the offline model shipped
+    with chamvi. The laptop stack works without a choice, so the README's tour creates a collection at once;
     ``chamvi api`` still requires one (a production collection's model is not picked by default).
     """
     return settings.knowledge_model or app.embedding_model or DEFAULT_EMBEDDING_MODEL

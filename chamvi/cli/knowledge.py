@@ -164,8 +164,10 @@ def _collections_table(states: list[CollectionState]) -> list[str]:
 @json_option()
 @temporal_options()
 def list_collections(as_json: bool, settings: Settings) -> None:
-    """List the collections: status, generation, model, documents, passages, entries the last pass
-    skipped (the worker's log names each), last pass, errors."""
+    """List the collections: status, generation, model, counts, last pass, errors.
+
+    The counts include the entries the last pass skipped (the worker's log names each).
+    """
 
     async def go(client: Client) -> list[CollectionState]:
         names = await _collection_names(client, settings.task_queue)

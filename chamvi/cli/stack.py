@@ -1,5 +1,7 @@
-"""The local stack: ``chamvi dev`` (a Temporal dev server and a worker), ``chamvi worker``, and
-``chamvi check`` (load the app and report problems, starting nothing).
+"""The local stack: ``chamvi dev``, ``chamvi worker`` and ``chamvi check``.
+
+``chamvi dev`` runs a Temporal dev server and a worker; ``chamvi check`` loads the app and reports
+problems, starting nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from chamvi.settings import Settings
 
 
 def api_port_option(function: F) -> F:
+    """``--api-port``, read from ``CHAMVI_API_PORT``: one option so ``chamvi api`` and ``dev`` agree."""
     return click.option(
         "--api-port",
         type=click.IntRange(0, 65535),

@@ -117,8 +117,15 @@ def build_api(
     """``create_api`` for an app, as ``chamvi api`` and ``chamvi dev`` serve it.
 
     Args:
+        app: the app whose agents ``/runs`` dispatches and whose collections ``/knowledge`` shows.
+        client: the Temporal client runs are started and sync requests sent with.
+        store: the Qdrant knowledge index the collections live in.
+        tokens: the bearer tokens; none: every route answers 401.
+        task_queue: the workers' task queue, where runs and passes are started.
         knowledge_model: ``CHAMVI_KNOWLEDGE_MODEL``; else the app's ``embedding_model`` is the managed
             collections' default model.
+        body_limit: bodies over this many bytes answer 413 before anything parses them.
+        base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
     """
     managed = ManagedCollections(
         store,

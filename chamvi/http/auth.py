@@ -154,6 +154,7 @@ class Authenticator:
         return len(self._tokens)
 
     def authenticate(self, presented: bytes) -> Token | None:
+        """The token whose value is ``presented``, or None; timing says nothing of which one matched."""
         digest = _digest(presented)
         found: Token | None = None
         for expected, token in self._tokens:
@@ -224,6 +225,7 @@ class AuthMiddleware:
         self.authenticator = Authenticator(tokens)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answers 401 or 403 in the error shape, or passes the request on with its token in the scope."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -104,6 +104,7 @@ class ErrorResponse(JSONResponse):
         super().__init__({"error": {"code": code, "message": message}}, status_code, headers=headers)
 
     def render(self, content: Any) -> bytes:
+        """The JSON body, with ASCII escapes when a lone surrogate makes UTF-8 encoding fail."""
         try:
             return super().render(content)
         except ValueError:  # UnicodeEncodeError: escape instead of failing the answer
@@ -179,6 +180,7 @@ async def _on_rpc_error(request: Request, error: Exception) -> Response:
 
 
 def install_error_handlers(app: FastAPI) -> None:
+    """Makes HTTP, validation, chamvi and Temporal errors answer in the one error shape (``ErrorBody``)."""
     app.add_exception_handler(StarletteHTTPException, _on_http_exception)
     app.add_exception_handler(RequestValidationError, _on_validation_error)
     app.add_exception_handler(ChamviError, _on_chamvi_error)
@@ -186,14 +188,16 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 class CatchAllMiddleware:
-    """The outermost layer: whatever escapes every handler still answers a 500 in the error shape,
-    and is logged once with its traceback (Starlette's own handler would re-raise it).
+    """The outermost layer: whatever escapes every handler still answers a 500 in the error shape.
+
+    The error is logged once with its traceback (Starlette's own handler would re-raise it).
     """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Passes the request on; an exception that escapes becomes a logged 500 in the error shape."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -75,6 +75,7 @@ _WITH_BODY = (400, 401, 403, 413, 422)
 
 
 def knowledge_router(managed: ManagedCollections) -> APIRouter:
+    """The ``/knowledge`` routes over ``managed``: collections and their documents."""
     router = APIRouter(prefix="/knowledge", tags=["knowledge"])
 
     @router.post(
@@ -86,8 +87,9 @@ def knowledge_router(managed: ManagedCollections) -> APIRouter:
         summary="Create a managed collection",
     )
     async def create_collection(body: Annotated[CreateCollection, Body()]) -> CollectionOut:
-        """Creates an empty, untrusted collection embedded with the default model
-        (`CHAMVI_KNOWLEDGE_MODEL`, else the app's `embedding_model`; neither: 409).
+        """Creates an empty, untrusted collection embedded with the default model.
+
+        The default model is `CHAMVI_KNOWLEDGE_MODEL`, else the app's `embedding_model`; neither: 409.
         """
         return CollectionOut.of(await managed.create(body.name))
 
@@ -134,8 +136,10 @@ def knowledge_router(managed: ManagedCollections) -> APIRouter:
         summary="Run a pass now",
     )
     async def sync_collection(name: CollectionName) -> CollectionOut:
-        """Asks for a pass now: a managed collection embeds its pending documents, and when stale is
-        re-embedded into a new generation with the default model (switching once complete).
+        """Asks for a pass now, whatever the collection's resync schedule.
+
+        A managed collection embeds its pending documents, and when stale is re-embedded into a new
+        generation with the default model (switching once complete).
         """
         await managed.sync(name)
         return CollectionOut.of(await managed.get(name))
@@ -157,9 +161,10 @@ def knowledge_router(managed: ManagedCollections) -> APIRouter:
         body: Annotated[PutDocument, Body()],
         response: Response,
     ) -> PutResult:
-        """Stores the document and answers 202 (`pending`): it is embedded in the background, and its
-        previous content keeps answering searches until then. The same content again answers 200 and
-        embeds nothing; a failed document is tried again by any new PUT.
+        """Stores the document and answers 202 (`pending`): it is embedded in the background.
+
+        Its previous content keeps answering searches until then. The same content again answers 200
+        and embeds nothing; a failed document is tried again by any new PUT.
         """
         entry, accepted = await managed.put(
             name,

@@ -26,6 +26,7 @@ class FramingMiddleware:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answers 400 to a request framed two ways; passes every other one on."""
         if scope["type"] == "http":
             names = {name for name, _ in scope.get("headers", ())}
             if b"transfer-encoding" in names and b"content-length" in names:
@@ -50,6 +51,16 @@ def _too_large(limit: int) -> ErrorResponse:
 
 
 class BodyLimitMiddleware:
+    """Refuses a body over ``limit`` bytes with 413 before any route reads it (see the module docstring).
+
+    Args:
+        app: the ASGI app the middleware wraps.
+        limit: the largest body accepted, in bytes.
+
+    Raises:
+        ValueError: ``limit`` is below one byte.
+    """
+
     def __init__(self, app: ASGIApp, *, limit: int = DEFAULT_BODY_LIMIT) -> None:
         if limit < 1:
             raise ValueError(f"body_limit must be at least 1 byte, not {limit}")
@@ -57,6 +68,7 @@ class BodyLimitMiddleware:
         self.limit = limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Passes the request on, or answers 413 as soon as its body is known to be over the limit."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -23,10 +23,16 @@ class ApiSocket:
     url: str
 
     async def serve(self, api: FastAPI) -> None:
+        """Serves ``api`` on this socket until the server is told to exit."""
         await server(api).serve(sockets=[self.sock])
 
 
 def listen(host: str, port: int) -> ApiSocket:
+    """Binds the API's socket now, so a port in use fails before a worker or a dev server starts.
+
+    Raises:
+        ApiPortError: the address cannot be bound (most often: the port is taken).
+    """
     try:
         sock = bind(host, port)
     except OSError as error:

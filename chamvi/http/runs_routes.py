@@ -37,6 +37,13 @@ Principal = Annotated[Token, Depends(principal)]
 
 
 def runs_router(runs: ChamviClient, agents: Collection[str] | None = None) -> APIRouter:
+    """The ``/runs`` routes: dispatch, list, show, approve and cancel runs through ``runs``.
+
+    Args:
+        runs: the client that talks to Temporal.
+        agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
+            it, such a run is accepted and fails in the worker).
+    """
     router = APIRouter(prefix="/runs", tags=["runs"])
     known = sorted(agents) if agents is not None else None
 
@@ -63,8 +70,9 @@ def runs_router(runs: ChamviClient, agents: Collection[str] | None = None) -> AP
     async def dispatch_run(
         body: Annotated[DispatchRun, Body()], token: Principal, response: Response
     ) -> DispatchResultOut:
-        """Starts a run of `agent` with `payload`; 202 with its id. With an `idempotency_key` seen
-        before from the same token, 200 with the existing run instead.
+        """Starts a run of `agent` with `payload`; 202 with its id.
+
+        With an `idempotency_key` seen before from the same token, 200 with the existing run instead.
         """
         check_agent(body.agent)
         result = await runs.dispatch(
@@ -127,6 +135,7 @@ def runs_router(runs: ChamviClient, agents: Collection[str] | None = None) -> AP
         run_id: RunId, body: Annotated[ApproveRun, Body()], token: Principal
     ) -> ApprovalOut:
         """Approves or denies `approval_id`; the token's principal is recorded as the approver.
+
         An id the run is not waiting on (stale, unknown or answered) is 409.
         """
         try:

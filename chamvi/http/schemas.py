@@ -20,8 +20,13 @@ DocumentStatus = Literal["pending", "ready", "failed"]
 
 
 def check_json(value: Any, what: str, *, int64: bool = False) -> Any:
-    """Refuses what JSON or the stores cannot carry: NaN/Infinity, lone surrogates, nesting deeper than
-    64 levels, and (``int64``) integers a Qdrant payload cannot hold.
+    """Refuses what JSON or the stores cannot carry, so a bad body is a 422 rather than a failed write.
+
+    Refused: NaN/Infinity, lone surrogates, nesting deeper than 64 levels, and (``int64``) integers
+    a Qdrant payload cannot hold.
+
+    Raises:
+        ValueError: naming ``what`` and the problem (pydantic turns it into a validation error).
     """
 
     def walk(item: Any, level: int) -> None:
@@ -53,6 +58,8 @@ def _check_text(value: str | None, field: str) -> str | None:
 
 
 class ErrorDetail(BaseModel):
+    """The machine-readable code and the human message of an error answer."""
+
     code: str = Field(description="A stable code: unauthorized, forbidden, not_found, ...")
     message: str = Field(description="What went wrong and what to do, for a person")
 
@@ -71,6 +78,8 @@ class _Body(BaseModel):
 
 
 class CreateCollection(_Body):
+    """Body of ``POST /knowledge/collections``: the name of a new managed collection."""
+
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"name": "tickets"}]})
 
     name: str = Field(
@@ -85,6 +94,8 @@ class CreateCollection(_Body):
 
 
 class PutDocument(_Body):
+    """Body of ``PUT /knowledge/collections/{name}/documents/{id}``: one document to store and embed."""
+
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
@@ -118,6 +129,8 @@ class PutDocument(_Body):
 
 
 class PutResult(BaseModel):
+    """Answer of a document PUT: whether the content waits to be embedded or was embedded already."""
+
     status: DocumentStatus = Field(
         description="pending: stored, embedded in the background; ready/failed: the same content was "
         "already embedded (or is already pending)"
@@ -125,6 +138,8 @@ class PutResult(BaseModel):
 
 
 class CollectionOut(BaseModel):
+    """A knowledge collection as the API shows it: status, embedding model, generation and counts."""
+
     name: str
     kind: Literal["declared", "managed"]
     status: Literal["pending", "ready", "stale", "orphaned"]
@@ -144,6 +159,7 @@ class CollectionOut(BaseModel):
 
     @classmethod
     def of(cls, meta: CollectionMeta) -> CollectionOut:
+        """The public fields of ``meta``; the building generation and pass bookkeeping stay inside."""
         return cls(
             name=meta.name,
             kind=meta.kind,
@@ -161,10 +177,14 @@ class CollectionOut(BaseModel):
 
 
 class CollectionList(BaseModel):
+    """Answer of ``GET /knowledge/collections``: every collection, declared and managed."""
+
     data: list[CollectionOut]
 
 
 class DocumentOut(BaseModel):
+    """A document of a collection's registry as the API shows it: its state and fields, never its content."""
+
     id: str
     status: DocumentStatus
     error: str | None = Field(description="The provider's refusal, when failed")
@@ -180,17 +200,22 @@ class DocumentOut(BaseModel):
 
 
 class PageMeta(BaseModel):
+    """Where a page of a listing sits: the total and the ``limit`` and ``offset`` that were asked for."""
+
     total: int
     limit: int
     offset: int
 
 
 class DocumentList(BaseModel):
+    """Answer of ``GET /knowledge/collections/{name}/documents``: one page of documents."""
+
     data: list[DocumentOut]
     meta: PageMeta
 
     @classmethod
     def of(cls, page: DocumentPage) -> DocumentList:
+        """The answer for one page of registry entries, as ``ManagedCollections.documents`` returned it."""
         return cls(
             data=[DocumentOut.of(e) for e in page.data],
             meta=PageMeta(total=page.total, limit=page.limit, offset=page.offset),
@@ -204,6 +229,8 @@ _Key = Field(default=None, min_length=1, max_length=TRIGGER_KEY_MAX_LENGTH)
 
 
 class DispatchRun(_Body):
+    """Body of ``POST /runs``: the agent to run, its payload, and the keys that dedupe or queue runs."""
+
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
@@ -246,21 +273,29 @@ class DispatchRun(_Body):
 
 
 class DispatchResultOut(BaseModel):
+    """Answer of ``POST /runs``: the run's id, and whether this request started it."""
+
     run_id: str
     created: bool = Field(description="False for a redelivery: the idempotency key matched this run")
 
 
 class RunListMeta(BaseModel):
+    """Where a page of the run listing sits: the ``limit`` and ``offset`` that were asked for."""
+
     limit: int
     offset: int
 
 
 class RunList(BaseModel):
+    """Answer of ``GET /runs``: one page of runs, newest first."""
+
     data: list[RunSummary]
     meta: RunListMeta
 
 
 class ApproveRun(_Body):
+    """Body of ``POST /runs/{run_id}/approve``: a person's answer to the approval the run waits on."""
+
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
@@ -279,11 +314,15 @@ class ApproveRun(_Body):
 
 
 class ApprovalOut(BaseModel):
+    """Answer of ``POST /runs/{run_id}/approve``: the approval the answer was recorded for."""
+
     run_id: str
     approval_id: str
     approved: bool
 
 
 class CancelOut(BaseModel):
+    """Answer of ``POST /runs/{run_id}/cancel``: cancellation was requested; the run settles later."""
+
     run_id: str
     status: Literal["cancelling"] = "cancelling"

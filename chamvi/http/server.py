@@ -46,7 +46,9 @@ class _Server(uvicorn.Server):
 def server(
     api: FastAPI, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, log_level: str = "info"
 ) -> uvicorn.Server:
-    """A uvicorn server for ``api``: ``await server(api).serve()``; set ``should_exit`` to stop it.
+    """A uvicorn server for ``api`` that leaves signal handling to the process around it.
+
+    Run it with ``await server(api).serve()``; set ``should_exit`` to stop it.
 
     The access log shows paths and statuses, never headers nor query strings, so tokens stay out of it.
     """

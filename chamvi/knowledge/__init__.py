@@ -1,5 +1,6 @@
-"""Knowledge collections: documents fed by sources, indexed in the background into Qdrant, searched
-by meaning through the ``knowledge_search`` tool.
+"""Knowledge collections: what an agent searches by meaning through the ``knowledge_search`` tool.
+
+Documents are fed by sources and indexed in the background into Qdrant.
 """
 
 from chamvi.errors import InvalidDocumentError, KnowledgeNotReadyError

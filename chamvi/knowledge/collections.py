@@ -15,6 +15,8 @@ MIN_RESYNC = timedelta(minutes=1)
 
 @dataclass(frozen=True)
 class KnowledgeCollection:
+    """A declared knowledge collection, checked by :func:`knowledge_collection`, for ``App(collections=)``."""
+
     name: str
     model: str
     sources: tuple[Source, ...]
@@ -29,6 +31,7 @@ class KnowledgeCollection:
 
     @property
     def is_trusted(self) -> bool:
+        """Whether every source is trusted; else a search of the collection taints the run."""
         return all(self.source_trusted(s) for s in self.sources)
 
 

@@ -28,11 +28,14 @@ _SCROLL_PAGE = 10_000  # local mode re-sorts every id per page: large pages keep
 
 
 def point_id(*parts: str) -> str:
+    """A stable Qdrant point id for ``parts``: writing the same thing again overwrites, never copies."""
     return str(uuid.uuid5(_NAMESPACE, "\0".join(parts)))
 
 
 @dataclass(frozen=True)
 class Passage:
+    """One chunk of a document as it is embedded and stored; ``index`` is its position in the document."""
+
     document: str
     index: int
     text: str
@@ -42,6 +45,8 @@ class Passage:
 
 @dataclass(frozen=True)
 class Hit:
+    """One passage a vector search returned, with the collection it came from and its score."""
+
     collection: str
     document: str
     index: int
@@ -58,6 +63,13 @@ def _document_filter(document_ids: Sequence[str]) -> models.Filter:
 
 
 class KnowledgeIndex:
+    """Qdrant as the knowledge store: the one place that knows the naming rule of the module docstring.
+
+    Args:
+        client: the Qdrant client; local mode and a server both work.
+        prefix: starts every Qdrant collection and alias name, so several apps can share one Qdrant.
+    """
+
     def __init__(self, client: AsyncQdrantClient, prefix: str = "chamvi") -> None:
         self.client = client
         self.prefix = prefix
@@ -65,9 +77,11 @@ class KnowledgeIndex:
     # ---- names ----------------------------------------------------------------------------
 
     def alias(self, name: str) -> str:
+        """The name searches read; it points at the collection's complete generation."""
         return f"{self.prefix}_{name}"
 
     def generation_collection(self, name: str, generation: int) -> str:
+        """The Qdrant collection that holds one generation's passages."""
         return f"{self.prefix}_{name}_g{generation}"
 
     def _registry(self, name: str) -> str:
@@ -86,12 +100,14 @@ class KnowledgeIndex:
     # ---- collection meta ------------------------------------------------------------------
 
     async def meta(self, name: str) -> CollectionMeta | None:
+        """The stored meta of a collection, or None for a collection never indexed (or deleted)."""
         if not await self.client.collection_exists(self._meta):
             return None
         points = await self.client.retrieve(self._meta, ids=[point_id("meta", name)], with_payload=True)
         return CollectionMeta.model_validate(points[0].payload) if points else None
 
     async def save_meta(self, meta: CollectionMeta) -> None:
+        """Stores ``meta`` where every process reads it, replacing the previous one."""
         await self._ensure_payload_collection(self._meta)
         await self.client.upsert(
             self._meta,
@@ -103,6 +119,7 @@ class KnowledgeIndex:
         )
 
     async def all_meta(self) -> list[CollectionMeta]:
+        """The meta of every collection this store knows, declared or managed, orphaned ones included."""
         if not await self.client.collection_exists(self._meta):
             return []
         return [CollectionMeta.model_validate(p) async for p in self._scroll_payloads(self._meta)]
@@ -123,6 +140,10 @@ class KnowledgeIndex:
     # ---- generations ----------------------------------------------------------------------
 
     async def ensure_generation(self, name: str, generation: int, dimensions: int) -> None:
+        """Creates the generation's collection for vectors of ``dimensions``, unless it exists.
+
+        Idempotent, so a pass retried after a crash can call it again.
+        """
         collection = self.generation_collection(name, generation)
         if not await self.client.collection_exists(collection):
             await self.client.create_collection(
@@ -136,6 +157,7 @@ class KnowledgeIndex:
                 )
 
     async def generation_exists(self, name: str, generation: int) -> bool:
+        """Whether the generation's collection exists (a pass checks it before writing into it)."""
         return await self.client.collection_exists(self.generation_collection(name, generation))
 
     async def switch_alias(self, name: str, generation: int) -> None:
@@ -155,6 +177,7 @@ class KnowledgeIndex:
         await self.client.update_collection_aliases(change_aliases_operations=operations)
 
     async def delete_generation(self, name: str, generation: int) -> None:
+        """Drops a generation's collection once searches no longer read it; a missing one is not an error."""
         collection = self.generation_collection(name, generation)
         if await self.client.collection_exists(collection):
             await self.client.delete_collection(collection)
@@ -164,8 +187,10 @@ class KnowledgeIndex:
     async def write_passages(
         self, name: str, generation: int, passages: Sequence[Passage], vectors: Sequence[Sequence[float]]
     ) -> None:
-        """Writes passages; a document's passage ``i`` always has the same point id, so this
-        overwrites its previous passages (``delete_passage_points`` removes any past the new count).
+        """Writes passages, overwriting the ones a previous version of their document left.
+
+        A document's passage ``i`` always has the same point id, so this overwrites its previous
+        passages (``delete_passage_points`` removes any past the new count).
         """
         collection = self.generation_collection(name, generation)
         points = [
@@ -186,8 +211,9 @@ class KnowledgeIndex:
             await self.client.upsert(collection, points=points)
 
     async def delete_passage_points(self, name: str, generation: int, passages: Mapping[str, range]) -> None:
-        """Deletes passages by point id: no scan, whatever the collection's size (local mode scans
-        every point for a delete by filter).
+        """Deletes passages by point id: no scan, whatever the collection's size.
+
+        Qdrant's local mode scans every point for a delete by filter, which a large collection feels.
         """
         ids: list[models.ExtendedPointId] = [
             point_id(document, str(index)) for document, indexes in passages.items() for index in indexes
@@ -197,6 +223,7 @@ class KnowledgeIndex:
             await self.client.delete(collection, points_selector=models.PointIdsList(points=ids))
 
     async def delete_passages(self, name: str, generation: int, document_ids: Sequence[str]) -> None:
+        """Removes every passage of these documents by filter (documents gone, or moved elsewhere)."""
         collection = self.generation_collection(name, generation)
         if document_ids and await self.client.collection_exists(collection):
             await self.client.delete(
@@ -204,12 +231,14 @@ class KnowledgeIndex:
             )
 
     async def count_passages(self, name: str, generation: int) -> int:
+        """How many passages a generation holds (0 when it does not exist), counted exactly."""
         collection = self.generation_collection(name, generation)
         if not await self.client.collection_exists(collection):
             return 0
         return (await self.client.count(collection, exact=True)).count
 
     async def search(self, name: str, generation: int, vector: Sequence[float], limit: int) -> list[Hit]:
+        """The ``limit`` passages of a generation nearest to ``vector``, best first."""
         result = await self.client.query_points(
             self.generation_collection(name, generation), query=list(vector), limit=limit, with_payload=True
         )
@@ -230,6 +259,7 @@ class KnowledgeIndex:
     # ---- registry -------------------------------------------------------------------------
 
     async def entry(self, name: str, document_id: str) -> DocumentEntry | None:
+        """The registry entry of one document, or None when the collection never had it."""
         registry = self._registry(name)
         if not await self.client.collection_exists(registry):
             return None
@@ -237,6 +267,7 @@ class KnowledgeIndex:
         return DocumentEntry.model_validate(points[0].payload) if points else None
 
     async def entries(self, name: str) -> AsyncIterator[DocumentEntry]:
+        """Every registry entry of a collection, page by page, so a large registry is never held at once."""
         registry = self._registry(name)
         if not await self.client.collection_exists(registry):
             return
@@ -244,6 +275,7 @@ class KnowledgeIndex:
             yield DocumentEntry.model_validate(payload)
 
     async def entries_by_id(self, name: str, document_ids: Sequence[str]) -> dict[str, DocumentEntry]:
+        """The registry entries of these documents in one request; ids without an entry are left out."""
         registry = self._registry(name)
         if not document_ids or not await self.client.collection_exists(registry):
             return {}
@@ -278,6 +310,7 @@ class KnowledgeIndex:
         return [DocumentEntry.model_validate(p.payload) for p in points if p.payload is not None]
 
     async def count_entries(self, name: str, *, untrusted: bool = False) -> int:
+        """How many documents the registry holds; ``untrusted`` counts only those marked untrusted."""
         registry = self._registry(name)
         if not await self.client.collection_exists(registry):
             return 0
@@ -289,6 +322,7 @@ class KnowledgeIndex:
         return (await self.client.count(registry, count_filter=condition, exact=True)).count
 
     async def put_entries(self, name: str, entries: Iterable[DocumentEntry]) -> None:
+        """Creates or replaces these documents' registry entries."""
         registry = self._registry(name)
         points = [
             models.PointStruct(
@@ -301,6 +335,7 @@ class KnowledgeIndex:
             await self.client.upsert(registry, points=points)
 
     async def delete_entries(self, name: str, document_ids: Sequence[str]) -> None:
+        """Removes these documents from the registry (their passages are deleted separately)."""
         registry = self._registry(name)
         if document_ids and await self.client.collection_exists(registry):
             await self.client.delete(

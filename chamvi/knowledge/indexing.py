@@ -89,8 +89,9 @@ def _entry(
     now: datetime,
     error: str | None = None,
 ) -> DocumentEntry:
-    """What the registry keeps of a document this pass embedded (or that failed): a managed
-    collection keeps its content too, since its pass embeds from the registry.
+    """What the registry keeps of a document this pass embedded (or that failed).
+
+    A managed collection keeps its content too, since its pass embeds from the registry.
     """
     return DocumentEntry(
         id=item.document.id,
@@ -156,13 +157,28 @@ def _report(collection: str, kind: str, message: str) -> None:
 
 
 def _skip(stats: PassStats, collection: str, kind: str, message: str) -> None:
-    """A document or entry the pass leaves out: counted in the stats (people read those, not the
-    worker's log), whether the source reported it or the pass refused what the source yielded."""
+    """Counts a document or entry the pass leaves out, and logs why.
+
+    Counted in the stats because people read those, not the worker's log; whether the source reported
+    it or the pass refused what the source yielded.
+    """
     stats.skipped += 1
     _report(collection, kind, message)
 
 
 class Indexer:
+    """Runs indexing passes, declared and managed, independent of Temporal.
+
+    The ``chamvi.knowledge_pass`` activity holds one and wraps each pass.
+
+    Args:
+        store: the Qdrant knowledge index passes read and write.
+        embedders: resolves a collection's model name to its embedder.
+        batch_size: passages per embedding call.
+        call_timeout: seconds one embedding call may take before it is retried.
+        retry: the retry policy of one embedding call, applied inside the pass.
+    """
+
     def __init__(
         self,
         store: KnowledgeIndex,
@@ -184,6 +200,21 @@ class Indexer:
         progress: Callable[[PassStats], None] = lambda _: None,
         cancellation: asyncio.Event | None = None,
     ) -> CollectionMeta:
+        """One pass over a declared collection: read its sources, embed what changed, delete what is gone.
+
+        Args:
+            collection: the collection as the app declares it.
+            progress: called with the running counts as batches finish (the activity heartbeats them).
+            cancellation: set to make the sources stop reading early.
+
+        Returns:
+            The collection's meta after the pass, as stored.
+
+        Raises:
+            InvalidAppError: the name belongs to a managed collection.
+            ModelNotFoundError: no provider serves the collection's model.
+            KnowledgePassError: the read was incomplete, so a new generation cannot replace the current one.
+        """
         name = collection.name
         meta = await self.store.meta(name) or CollectionMeta(name=name, trusted=collection.is_trusted)
         if meta.kind == "managed":
@@ -248,9 +279,10 @@ class Indexer:
         return await self._settle(meta, run)
 
     async def _compare(self, reading: _Reading, progress: Callable[[PassStats], None]) -> None:
-        """Compares a chunk of read documents with their registry entries (one lookup per chunk, so
-        memory stays flat however large the sources), marks the unchanged ones seen, and batches
-        the rest for embedding.
+        """Compares a chunk of read documents with their registry entries, one lookup per chunk.
+
+        One lookup per chunk keeps memory flat however large the sources. The unchanged documents are
+        marked seen, and the rest batched for embedding.
         """
         run = reading.run
         previous = await self.store.entries_by_id(run.name, [d.id for d, _, _, _ in reading.waiting])
@@ -297,8 +329,10 @@ class Indexer:
     async def run_managed_pass(
         self, name: str, progress: Callable[[PassStats], None] = lambda _: None
     ) -> CollectionMeta | None:
-        """Embeds a managed collection's pending documents (from the content kept in its registry),
-        or all of them into a new generation when a sync asked for another model or chunker.
+        """Embeds a managed collection's pending documents from the content kept in its registry.
+
+        When a sync asked for another model or chunker, every document is embedded into a new
+        generation instead. A collection deleted meanwhile (None) or not managed is returned as is.
         """
         meta = await self.store.meta(name)
         if meta is None or meta.kind != "managed":
@@ -433,8 +467,10 @@ class Indexer:
 
     @staticmethod
     def _outgrown(run: _Pass, items: list[_Pending]) -> dict[str, range]:
-        """Passages of the previous content past the new content's count: the upsert overwrites the
-        rest (point ids are document and index), so no delete has to scan the collection.
+        """Passages of the previous content past the new content's count, to delete by point id.
+
+        The upsert overwrites the rest (point ids are document and index), so no delete has to scan
+        the collection.
         """
         outgrown: dict[str, range] = {}
         for item in items:
@@ -448,8 +484,10 @@ class Indexer:
         return outgrown
 
     async def _still_current(self, run: _Pass, items: list[_Pending]) -> list[_Pending]:
-        """A managed document may have been replaced or deleted over REST while it was embedded:
-        those results are dropped (a replaced one is pending again and its PUT asked for a pass).
+        """The items whose registry entry still holds the content that was embedded.
+
+        A managed document may have been replaced or deleted over REST while it was embedded: those
+        results are dropped (a replaced one is pending again and its PUT asked for a pass).
         """
         current: list[_Pending] = []
         for item in items:
@@ -466,8 +504,9 @@ class Indexer:
         return vectors
 
     async def _fail(self, run: _Pass, item: _Pending, error: str) -> None:
-        """The provider refused this document (400/413/422): it fails alone, tried again when it
-        changes (or, in a managed collection, with its next PUT).
+        """Records a document the provider refused (400/413/422), so it fails alone, not the pass.
+
+        It is tried again when it changes (or, in a managed collection, with its next PUT).
         """
         if run.managed and not await self._still_current(run, [item]):
             return

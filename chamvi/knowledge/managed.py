@@ -33,6 +33,8 @@ DocumentStatus = Literal["pending", "ready", "failed"]
 
 @dataclass(frozen=True)
 class DocumentPage:
+    """One page of a collection's registry, by id, with the total the listing was cut from."""
+
     data: list[DocumentEntry]
     total: int
     limit: int
@@ -78,15 +80,27 @@ class ManagedCollections:
         return meta
 
     async def list(self) -> list[CollectionMeta]:
+        """Every collection, declared and managed, by name; managed ones behind the default show ``stale``."""
         return [self._shown(m) for m in sorted(await self.store.all_meta(), key=lambda m: m.name)]
 
     async def get(self, name: str) -> CollectionMeta:
+        """One collection, shown ``stale`` when it is managed and behind the default model or chunker.
+
+        Raises:
+            NotFoundError: no collection has this name.
+        """
         meta = await self.store.meta(name)
         if meta is None:
             raise NotFoundError(f"no knowledge collection {name!r}")
         return self._shown(meta)
 
     async def create(self, name: str) -> CollectionMeta:
+        """Creates an empty, untrusted managed collection embedded with the default model.
+
+        Raises:
+            InvalidInputError: the name breaks the naming rule.
+            ConflictError: the code declares the name, it exists already, or there is no default model.
+        """
         try:
             validate_agent_name(name)
         except InvalidAgentDefinitionError:
@@ -109,14 +123,25 @@ class ManagedCollections:
         return meta
 
     async def delete(self, name: str) -> None:
+        """Removes a managed (or orphaned) collection with its generations, registry and meta.
+
+        Raises:
+            NotFoundError: no collection has this name.
+            ConflictError: the code declares it; remove it from the code first.
+        """
         meta = await self.get(name)
         if name in self.declared or (meta.kind == "declared" and meta.status != CollectionStatus.ORPHANED):
             raise ConflictError(f"collection {name!r} is declared in the code: remove it from the code first")
         await self.store.delete_collection(name)
 
     async def sync(self, name: str) -> None:
-        """Runs a pass now (the seed's on-demand sync, for declared collections too): a managed one
-        embeds its pending documents and, when stale, re-embeds into a new generation with the default.
+        """Asks for a pass now (the seed's on-demand sync, for declared collections too).
+
+        A managed one embeds its pending documents and, when stale, re-embeds into a new generation
+        with the default model.
+
+        Raises:
+            NotFoundError: no collection has this name.
         """
         meta = await self.get(name)
         if meta.kind == "managed" and meta.status == CollectionStatus.STALE and self.default_model:
@@ -144,8 +169,16 @@ class ManagedCollections:
         source: str | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> tuple[DocumentEntry, bool]:
-        """Stores a document; returns it and whether it was accepted for embedding (False: the same
-        content is already embedded, nothing to do).
+        """Stores a document and asks for a pass before answering, so an accepted document is never lost.
+
+        Returns:
+            The registry entry, and whether it was accepted for embedding (False: the same content is
+            already embedded or pending, nothing to do).
+
+        Raises:
+            NotFoundError: no collection has this name.
+            ConflictError: the collection is declared in the code; its sources decide its documents.
+            InvalidInputError: the content is too long, or the id or a field is invalid.
         """
         await self._managed(name)
         if isinstance(content, str) and len(content) > MAX_CONTENT_CHARS:
@@ -184,6 +217,11 @@ class ManagedCollections:
         return entry, True
 
     async def document(self, name: str, document_id: str) -> DocumentEntry:
+        """A document's registry entry: its status, fields and, when it failed, the provider's error.
+
+        Raises:
+            NotFoundError: no such collection, or no such document in it.
+        """
         await self.get(name)
         entry = await self.store.entry(name, document_id)
         if entry is None:
@@ -193,6 +231,11 @@ class ManagedCollections:
     async def documents(
         self, name: str, *, status: DocumentStatus | None = None, limit: int = 50, offset: int = 0
     ) -> DocumentPage:
+        """One page of a collection's documents, sorted by id, optionally only those of one ``status``.
+
+        Raises:
+            NotFoundError: no collection has this name.
+        """
         await self.get(name)
         entries = [e async for e in self.store.entries(name) if status is None or e.status == status]
         entries.sort(key=lambda e: e.id)
@@ -201,6 +244,12 @@ class ManagedCollections:
         )
 
     async def delete_document(self, name: str, document_id: str) -> None:
+        """Removes a document's passages from every generation searches read or a pass builds, then its entry.
+
+        Raises:
+            NotFoundError: no such collection, or no such document in it.
+            ConflictError: the collection is declared in the code; its sources decide its documents.
+        """
         meta = await self._managed(name)
         if await self.store.entry(name, document_id) is None:
             raise NotFoundError(f"collection {name!r} has no document {document_id!r}")

@@ -32,6 +32,8 @@ QUERY_TIMEOUT_SECONDS = 60.0
 
 
 class Match(BaseModel):
+    """One passage a knowledge search found, as the ``knowledge_search`` tool hands it to the model."""
+
     collection: str
     document: str
     index: int
@@ -42,6 +44,11 @@ class Match(BaseModel):
 
 
 class SearchResult(BaseModel):
+    """Result of a knowledge search (and of the ``chamvi.knowledge_search`` activity): the best passages.
+
+    ``truncated`` says the passages were cut to stay under the result's character budget.
+    """
+
     matches: list[Match] = Field(default_factory=list)
     truncated: bool = False
     untrusted: bool = Field(default=False, exclude=True)
@@ -64,6 +71,15 @@ class KnowledgeSearch:
     async def search(
         self, collections: Sequence[str], query: str, *, top_k: int = 5, min_score: float | None = None
     ) -> SearchResult:
+        """The ``top_k`` passages across ``collections`` nearest in meaning to ``query``, best first.
+
+        Collections embedded by the same model share one query embedding.
+
+        Raises:
+            ChamviValidationError: the query is empty, or a collection is orphaned.
+            KnowledgeNotReadyError: a collection has no complete generation yet, or its model is not
+                available in this process.
+        """
         if not query.strip():
             raise ChamviValidationError("the query is empty: say what to look for")
         metas = [await self._searchable(name) for name in collections]

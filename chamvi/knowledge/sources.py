@@ -73,6 +73,7 @@ class SourceContext:
 
     @property
     def is_incomplete(self) -> bool:
+        """Whether anything marked this read incomplete, in which case the pass deletes nothing."""
         return bool(self.reasons)
 
 
@@ -87,14 +88,25 @@ class Source(Protocol):
     """
 
     @property
-    def kind(self) -> str: ...
+    def kind(self) -> str:
+        """What the source is (``folder``, ``custom``, ...), named in the problems a pass logs."""
+        ...
 
     @property
-    def trusted(self) -> bool | None: ...
+    def trusted(self) -> bool | None:
+        """False marks content from outside the deploy; None counts as trusted.
 
-    def check(self) -> None: ...
+        A collection's own ``trusted``, when set, overrides it.
+        """
+        ...
 
-    def documents(self, ctx: SourceContext) -> AsyncIterator[object]: ...
+    def check(self) -> None:
+        """Raises :class:`~chamvi.errors.InvalidAgentDefinitionError` for a bad configuration, at boot."""
+        ...
+
+    def documents(self, ctx: SourceContext) -> AsyncIterator[object]:
+        """Every document of the source, on every pass; problems go to ``ctx``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -108,10 +120,16 @@ class CustomSource:
     takes_context: bool = True
 
     def check(self) -> None:
+        """Runs the configuration check given to :func:`define_source`, if any, at boot."""
         if self.check_fn is not None:
             self.check_fn()
 
     async def documents(self, ctx: SourceContext) -> AsyncIterator[object]:
+        """The documents your function yields, stopping (and marking the read incomplete) once cancelled.
+
+        Raises:
+            InvalidAgentDefinitionError: the function returned a coroutine or no async iterable.
+        """
         produced = self.documents_fn(ctx) if self.takes_context else self.documents_fn()
         if inspect.iscoroutine(produced):
             produced.close()
@@ -205,6 +223,11 @@ class FolderSource:
     kind: str = "folder"
 
     def check(self) -> None:
+        """Refuses at boot a path that is not a directory, rather than at the first pass.
+
+        Raises:
+            InvalidAgentDefinitionError: ``path`` is not a directory.
+        """
         if not self.path.is_dir():
             raise InvalidAgentDefinitionError(f"folder() path {str(self.path)!r} is not a directory")
 

@@ -132,6 +132,7 @@ class FileKnowledgeStore:
         return f"FileKnowledgeStore({str(self.directory)!r})"
 
     def types(self) -> tuple[PageType, ...]:
+        """The built-in page types and the app's, each with the folder its pages live in."""
         return self._types
 
     async def _run(self, operation: Callable[..., T], *args: Any) -> T:
@@ -144,6 +145,7 @@ class FileKnowledgeStore:
     # -- reading ----------------------------------------------------------------------------------
 
     async def list(self) -> builtins.list[PageInfo]:
+        """Every page but the retired ones, by id, read from the folder as it is now."""
         return await self._run(self._list)
 
     def _list(self) -> builtins.list[PageInfo]:
@@ -151,6 +153,11 @@ class FileKnowledgeStore:
         return [pages[i].page.info() for i in sorted(pages) if pages[i].page.status != RETIRED]
 
     async def read(self, page_id: str) -> KnowledgePage | None:
+        """The page (retired ones too) with the pages linking to it, or None when there is no such file.
+
+        Raises:
+            PageFormatError: the file exists but cannot be read as a page.
+        """
         return await self._run(self._read, page_id)
 
     def _read(self, page_id: str) -> KnowledgePage | None:
@@ -175,15 +182,18 @@ class FileKnowledgeStore:
         return [pages[i] for i in sorted(pages) if pages[i].status != RETIRED]
 
     async def search(self, query: str, limit: int = 10) -> builtins.list[SearchHit]:
+        """The live pages that best match ``query`` by keywords, best first."""
         return await self._run(self._search, query, limit)
 
     def _search(self, query: str, limit: int) -> builtins.list[SearchHit]:
         return keyword_search(_pages(self._layout.scan()).values(), query, limit)
 
     async def index(self) -> str:
+        """The catalogue of live pages as markdown linked by id (``index.md``, with ids for paths)."""
         return await self._run(lambda: render_index(_pages(self._layout.scan()).values(), self._types))
 
     async def check(self) -> CheckReport:
+        """Broken links, orphan pages, links to retired pages, and files that are no pages."""
         return await self._run(self._check)
 
     def _check(self) -> CheckReport:
@@ -199,6 +209,7 @@ class FileKnowledgeStore:
         return replace(report, problems=problems)
 
     async def overview(self) -> str:
+        """The content of ``overview.md`` with its links as ids, or "" before one is written."""
         return await self._run(self._overview)
 
     def _overview(self) -> str:
@@ -233,10 +244,22 @@ class FileKnowledgeStore:
     async def create(
         self, type: str, slug: str, title: str, content: str, fields: FieldChanges | None = None
     ) -> str:
+        """Writes a new page file and the index, and returns the page's id.
+
+        Raises:
+            PageExistsError: the id is taken (by a retired page too: ids are never reused).
+            MissingLinksError: the content links to pages that do not exist; nothing is written.
+        """
         created = await self._run(self._create_many, [NewPage(type, slug, title, content, fields)])
         return created[0]
 
     async def create_many(self, pages: Sequence[NewPage]) -> builtins.list[str]:
+        """Creates pages that may link to each other: all of them or none, under one lock.
+
+        Raises:
+            PageExistsError: one of the ids is taken; nothing is written.
+            MissingLinksError: a link resolves to no existing or new page; nothing is written.
+        """
         pages = list(pages)
         for page in pages:
             if not isinstance(page, NewPage):
@@ -305,6 +328,13 @@ class FileKnowledgeStore:
     async def edit(
         self, page_id: str, old_text: str, new_text: str, fields: FieldChanges | None = None
     ) -> None:
+        """Replaces the one occurrence of ``old_text`` in the page's content.
+
+        Raises:
+            PageNotFoundError: no page has this id.
+            PageStatusError: the page is retired, kept only as a record.
+            EditMismatchError: ``old_text`` occurs zero times or more than once.
+        """
         await self._run(self._edit, page_id, old_text, new_text, fields)
 
     def _edit(self, page_id: str, old_text: str, new_text: str, fields: FieldChanges | None) -> None:
@@ -315,6 +345,12 @@ class FileKnowledgeStore:
         self._save(snapshot, page, content, fields, ingest=False)
 
     async def rewrite(self, page_id: str, content: str, fields: FieldChanges | None = None) -> None:
+        """Replaces the page's whole content; a summary's ``ingested`` time is set anew.
+
+        Raises:
+            PageNotFoundError: no page has this id.
+            PageStatusError: the page is retired, kept only as a record.
+        """
         await self._run(self._rewrite, page_id, content, fields)
 
     def _rewrite(self, page_id: str, content: str, fields: FieldChanges | None) -> None:
@@ -344,6 +380,11 @@ class FileKnowledgeStore:
         self._write(snapshot, replace(page, title=title or page.title, content=content, fields=fields))
 
     async def supersede(self, page_id: str, by: str, reason: str | None = None) -> None:
+        """Marks the page superseded by page ``by``: a notice on the page points readers to ``by``.
+
+        Raises:
+            PageStatusError: either page is retired, or the page is superseded already.
+        """
         await self._run(self._supersede, page_id, by, reason)
 
     def _supersede(self, page_id: str, by: str, reason: str | None) -> None:
@@ -366,6 +407,11 @@ class FileKnowledgeStore:
         self._mark(snapshot, page, SUPERSEDED, (reason or "").strip() or None, by)
 
     async def retire(self, page_id: str, reason: str) -> None:
+        """Marks the page retired with ``reason``: it leaves the listings, the index and search, not the disk.
+
+        Raises:
+            PageStatusError: the page is retired already.
+        """
         await self._run(self._retire, page_id, reason)
 
     def _retire(self, page_id: str, reason: str) -> None:
@@ -396,6 +442,7 @@ class FileKnowledgeStore:
         self._write(snapshot, replace(page, fields=fields))
 
     async def log(self, operation: str, what: str, pages: Sequence[str] = ()) -> None:
+        """Appends ``## [YYYY-MM-DD] operation | what`` to ``log.md``, with links to the pages it touched."""
         await self._run(self._log, operation, what, list(pages))
 
     def _log(self, operation: str, what: str, pages: builtins.list[str]) -> None:
@@ -417,6 +464,7 @@ class FileKnowledgeStore:
         atomic_write(self.directory, LOG_FILE, text.rstrip("\n") + "\n\n" + "\n".join(entry) + "\n")
 
     async def write_overview(self, content: str) -> None:
+        """Replaces ``overview.md``; its links must resolve like a page's."""
         await self._run(self._write_overview, content)
 
     def _write_overview(self, content: str) -> None:

@@ -61,7 +61,9 @@ class Searcher(Protocol):
 
     async def search(
         self, collections: Sequence[str], query: str, *, top_k: int = 5, min_score: float | None = None
-    ) -> SearchResult: ...
+    ) -> SearchResult:
+        """The ``top_k`` passages of ``collections`` nearest in meaning to ``query``, best first."""
+        ...
 
 
 SearcherRef = Searcher | Callable[[], Searcher | None]
@@ -120,24 +122,35 @@ class VectorKnowledgeStore:
         return f"VectorKnowledgeStore({self.inner!r}, collection={self.collection!r})"
 
     def types(self) -> tuple[PageType, ...]:
+        """The inner store's page types (the index adds none)."""
         return self.inner.types()
 
     async def list(self) -> builtins.list[PageInfo]:
+        """The inner store's live pages."""
         return await self.inner.list()
 
     async def read(self, page_id: str) -> KnowledgePage | None:
+        """The inner store's page, retired ones too."""
         return await self.inner.read(page_id)
 
     async def index(self) -> str:
+        """The inner store's catalogue of live pages."""
         return await self.inner.index()
 
     async def check(self) -> CheckReport:
+        """The inner store's link check; the index is not checked."""
         return await self.inner.check()
 
     async def overview(self) -> str:
+        """The inner store's overview page."""
         return await self.inner.overview()
 
     async def recent_log(self, limit: int = 10) -> builtins.list[str]:
+        """The inner store's latest log entries, newest first.
+
+        Raises:
+            LogUnavailableError: the inner store keeps no log it can show.
+        """
         reader = getattr(self.inner, "recent_log", None)
         if reader is None:
             raise LogUnavailableError("this knowledge store cannot show its log")
@@ -145,19 +158,23 @@ class VectorKnowledgeStore:
         return entries
 
     async def log(self, operation: str, what: str, pages: Sequence[str] = ()) -> None:
+        """Records finished work in the inner store's log; the log is not indexed, so no pass is asked for."""
         await self.inner.log(operation, what, pages)
 
     async def write_overview(self, content: str) -> None:
+        """Replaces the inner store's overview; the overview is not indexed, so no pass is asked for."""
         await self.inner.write_overview(content)
 
     async def create(
         self, type: str, slug: str, title: str, content: str, fields: FieldChanges | None = None
     ) -> str:
+        """Creates the page in the inner store, then asks the collection to index it."""
         page_id = await self.inner.create(type, slug, title, content, fields)
         await self._changed()
         return page_id
 
     async def create_many(self, pages: Sequence[NewPage]) -> builtins.list[str]:
+        """Creates the pages in the inner store (all or none), then asks the collection to index them."""
         ids = await self.inner.create_many(pages)
         if ids:
             await self._changed()
@@ -166,18 +183,22 @@ class VectorKnowledgeStore:
     async def edit(
         self, page_id: str, old_text: str, new_text: str, fields: FieldChanges | None = None
     ) -> None:
+        """Edits the page in the inner store, then asks the collection to index the new text."""
         await self.inner.edit(page_id, old_text, new_text, fields)
         await self._changed()
 
     async def rewrite(self, page_id: str, content: str, fields: FieldChanges | None = None) -> None:
+        """Rewrites the page in the inner store, then asks the collection to index the new text."""
         await self.inner.rewrite(page_id, content, fields)
         await self._changed()
 
     async def supersede(self, page_id: str, by: str, reason: str | None = None) -> None:
+        """Marks the page superseded in the inner store, then asks the collection for a pass."""
         await self.inner.supersede(page_id, by, reason)
         await self._changed()
 
     async def retire(self, page_id: str, reason: str) -> None:
+        """Retires the page in the inner store, then asks the collection to drop it from the index."""
         await self.inner.retire(page_id, reason)
         await self._changed()
 
@@ -204,6 +225,13 @@ class VectorKnowledgeStore:
         return ref  # type: ignore[return-value]
 
     async def search(self, query: str, limit: int = 10) -> builtins.list[SearchHit]:
+        """The live pages whose passages are nearest in meaning to ``query``, one hit per page, best first.
+
+        Falls back to the inner store's own search until the collection finished its first pass.
+
+        Raises:
+            InvalidPageError: the query is empty or ``limit`` is not a positive integer.
+        """
         if not isinstance(query, str) or not query.strip():
             raise InvalidPageError("the query is empty: say what to look for")
         if not isinstance(limit, int) or limit < 1:

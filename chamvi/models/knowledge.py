@@ -14,6 +14,12 @@ from pydantic import BaseModel, Field
 
 
 class CollectionStatus(StrEnum):
+    """Whether searches can read a collection, and why not.
+
+    ``stale``: searches read a generation of an older model or chunker until a new one is complete;
+    ``orphaned``: no longer declared by the app, kept (and searched by no agent) until deleted.
+    """
+
     PENDING = "pending"
     READY = "ready"
     STALE = "stale"
@@ -37,6 +43,8 @@ class PassStats(BaseModel):
 
 
 class CollectionMeta(BaseModel):
+    """The state of one knowledge collection: its generations, model, chunker and last pass."""
+
     name: str
     kind: Literal["declared", "managed"] = "declared"
     status: CollectionStatus = CollectionStatus.PENDING
@@ -98,6 +106,8 @@ class CollectionInput(BaseModel):
 
 
 class PassRequest(BaseModel):
+    """Input of the ``chamvi.knowledge_pass`` activity: one indexing pass of one collection."""
+
     name: str
     failures: int = 0
     """Failed passes in a row before this one: sets the backoff if this one fails too."""
@@ -117,10 +127,14 @@ class CollectionState(BaseModel):
 
 
 class SyncRequest(BaseModel):
+    """Input of the ``KnowledgeSyncRequest`` workflow and its activity: asks a collection for a pass."""
+
     name: str
 
 
 class SearchRequest(BaseModel):
+    """Input of the ``KnowledgeSearch`` workflow and the ``chamvi.knowledge_search`` activity."""
+
     collections: list[str]
     query: str
     top_k: int = 5

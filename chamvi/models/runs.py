@@ -15,6 +15,8 @@ from pydantic import BaseModel, Field
 
 
 class RunStatus(StrEnum):
+    """Where a run stands; stored in the ``ChamviStatus`` search attribute that ``chamvi runs`` lists."""
+
     QUEUED = "queued"
     RUNNING = "running"
     WAITING = "waiting"
@@ -24,6 +26,7 @@ class RunStatus(StrEnum):
 
     @property
     def settled(self) -> bool:
+        """Whether the run has ended, so its view (output, error, usage) is final."""
         return self in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED)
 
 
@@ -61,6 +64,7 @@ class RunInput(BaseModel):
     concurrency_key: str | None = None
 
     def envelope(self) -> TriggerEnvelope:
+        """The trigger as the run's first user message and tool policies see it."""
         return TriggerEnvelope(
             trigger=self.trigger,
             channel=self.channel,
@@ -72,6 +76,8 @@ class RunInput(BaseModel):
 
 
 class ToolCall(BaseModel):
+    """One call the model asked for; ``id`` pairs it with the tool message that answers it."""
+
     id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
@@ -89,11 +95,14 @@ class Message(BaseModel):
 
 
 class Usage(BaseModel):
+    """Tokens a provider reported; the workflow sums them to enforce ``max_tokens``."""
+
     input_tokens: int = 0
     output_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
+        """Input plus output tokens, the figure a token budget is measured against."""
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
@@ -104,11 +113,15 @@ class Usage(BaseModel):
 
 
 class ErrorInfo(BaseModel):
+    """A failure as a run or a step records it: a stable ``code`` from ``chamvi.errors`` and its message."""
+
     code: str
     message: str
 
 
 class BudgetSpec(BaseModel):
+    """An agent's budget as the workflow enforces it: steps, tokens and wall-clock time of one run."""
+
     max_steps: int
     max_tokens: int | None = None
     timeout_seconds: float
@@ -158,6 +171,8 @@ class AgentSpec(BaseModel):
 
 
 class DescribeAgentRequest(BaseModel):
+    """Input of the ``chamvi.describe_agent`` activity: which agent a run needs, seen from which channel."""
+
     agent: str
     channel: str | None = None
 
@@ -176,6 +191,8 @@ class ModelRequest(BaseModel):
 
 
 class ModelResponse(BaseModel):
+    """Result of the ``chamvi.call_model`` activity: the assistant's message and what the step cost."""
+
     message: Message
     usage: Usage = Field(default_factory=Usage)
     finish_reason: Literal["stop", "tool_calls", "length", "other"] = "stop"
@@ -184,6 +201,8 @@ class ModelResponse(BaseModel):
 
 
 class ApprovalDecision(BaseModel):
+    """A person's answer as the workflow hands it to the tool call that asked, on its next attempt."""
+
     approved: bool
     reason: str | None = None
     approver: Invoker | None = None
@@ -198,16 +217,21 @@ class ApprovalAnswer(BaseModel):
     approver: Invoker | None = None
 
     def decision(self) -> ApprovalDecision:
+        """The answer without its approval id, which only the workflow needs to match it to its wait."""
         return ApprovalDecision(approved=self.approved, reason=self.reason, approver=self.approver)
 
 
 class ApprovalRequest(BaseModel):
+    """What a tool call asks a person to decide; the run waits on it for at most ``timeout_seconds``."""
+
     title: str
     body: str | None = None
     timeout_seconds: float
 
 
 class ToolRequest(BaseModel):
+    """Input of the ``chamvi.call_tool`` activity: one tool call of one step."""
+
     run_id: str
     agent: str
     step: int
@@ -219,6 +243,12 @@ class ToolRequest(BaseModel):
 
 
 class ToolResult(BaseModel):
+    """Result of the ``chamvi.call_tool`` activity.
+
+    ``error`` goes back to the model, ``fatal`` fails the run, and ``approval`` makes the run wait for
+    a person before the call runs again. ``effects`` and ``taint`` are stored by the workflow.
+    """
+
     status: Literal["ok", "error", "fatal", "approval"]
     output: Any = None
     error: ErrorInfo | None = None
@@ -228,19 +258,27 @@ class ToolResult(BaseModel):
 
 
 class TranscriptQuery(BaseModel):
+    """Argument of the ``transcript`` query: the length of the prefix a model call already has."""
+
     upto: int
 
 
 class EffectQuery(BaseModel):
+    """Argument of the ``effect`` query: the key under which a tool call kept an effect's result."""
+
     key: str
 
 
 class EffectRecord(BaseModel):
+    """Answer of the ``effect`` query; ``found`` tells a stored None from a missing key."""
+
     found: bool
     result: Any = None
 
 
 class WaitPoint(BaseModel):
+    """The approval a run is waiting on, shown in ``RunView.waiting`` until answered or ``until`` passes."""
+
     approval_id: str
     title: str
     body: str | None = None
@@ -250,11 +288,15 @@ class WaitPoint(BaseModel):
 
 
 class Taint(BaseModel):
+    """When and through what untrusted content first entered a run (a channel or a tool's output)."""
+
     at: datetime
     source: str
 
 
 class StepView(BaseModel):
+    """One step of a run as ``RunView`` shows it: a model call, a tool call or a wait for approval."""
+
     index: int
     kind: Literal["llm", "tool", "wait"]
     started_at: datetime
@@ -302,6 +344,8 @@ class RunSummary(BaseModel):
 
 
 class LockRequest(BaseModel):
+    """A run asking for, or handing back, the lock of its concurrency key (the lock workflow's signals)."""
+
     key: str
     run_id: str
 
@@ -315,4 +359,6 @@ class LockState(BaseModel):
 
 
 class RunIsOpenRequest(BaseModel):
+    """Input of the ``chamvi.run_is_open`` activity: lets the lock free a key whose holder is gone."""
+
     run_id: str

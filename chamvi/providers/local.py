@@ -63,8 +63,11 @@ def _fillable(schema: dict[str, Any], payload: dict[str, Any]) -> bool:
 
 
 def _summary(content: str, limit: int = SUMMARY_LIMIT) -> str:
-    """A tool result on one line: a list as its length, an object as its scalar fields and list
-    lengths, text as its first line and how many lines follow."""
+    """A tool result on one line.
+
+    A list as its length, an object as its scalar fields and list lengths, text as its first line
+    and how many lines follow.
+    """
     try:
         value = json.loads(content)
     except json.JSONDecodeError:
@@ -89,10 +92,13 @@ def _tokens(messages: list[Message]) -> int:
 
 
 class LocalChatModel:
+    """The ``local/<id>`` chat model: a scripted stand-in (see the module docstring) to try chamvi offline."""
+
     def __init__(self, model_id: str = "demo") -> None:
         self.model_id = model_id
 
     async def complete(self, request: ChatRequest) -> ModelResponse:
+        """Calls the next tool not yet called, then answers a summary of tool results (or a JSON object)."""
         payload = _payload(request.messages)
         called = {c.name for m in request.messages for c in m.tool_calls}
         usage = Usage(input_tokens=_tokens(request.messages), output_tokens=0)

@@ -94,6 +94,7 @@ def to_wire_message(message: Message) -> dict[str, Any]:
 
 
 def to_wire_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
+    """The agent's tools as the Chat Completions API's ``tools`` parameter."""
     return [
         {
             "type": "function",
@@ -104,7 +105,7 @@ def to_wire_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
 
 
 def to_response_format(schema: dict[str, Any]) -> dict[str, Any]:
-    """A ``json_schema`` response format named after the schema's title (OpenAI allows ``[\\w-]{1,64}``)."""
+    r"""A ``json_schema`` response format named after the schema's title (OpenAI allows ``[\w-]{1,64}``)."""
     name = re.sub(r"[^A-Za-z0-9_-]", "_", str(schema.get("title") or ""))[:64] or "output"
     return {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
 
@@ -195,8 +196,9 @@ def translated_errors(
     service: str,
     retried_by: str,
 ) -> Iterator[None]:
-    """Turns the SDK's errors into chamvi's, one rule for chat and embeddings (``provider_http_error``):
-    each names the model, the server and what to check.
+    """Turns the SDK's errors into chamvi's, one rule for chat and embeddings (``provider_http_error``).
+
+    Each error names the model, the server and what to check, so the person reading it can act.
     """
     try:
         yield
@@ -234,15 +236,24 @@ class OpenAIChatModel:
 
     @property
     def ref(self) -> str:
+        """The name agents declare this model by, and that runs record."""
         return f"openai/{self.model_id}"
 
     @property
     def client(self) -> openai.AsyncOpenAI:
+        """The OpenAI client, built on first use so that resolving a ref needs no API key."""
         if not isinstance(self._client, openai.AsyncOpenAI):
             self._client = self._client()
         return self._client
 
     async def complete(self, request: ChatRequest) -> ModelResponse:
+        """One Chat Completions call for one step of a run.
+
+        Raises:
+            ProviderHTTPError: the server refused the request (not retried: the request is at fault).
+            ProviderUnavailableError: the server could not be reached, did not answer in time, or
+                answered a status worth retrying.
+        """
         client = self.client
         params: dict[str, Any] = {
             "model": self.model_id,
@@ -263,9 +274,10 @@ class OpenAIChatModel:
 
 
 def new_openai_client(api_key: str | None, base_url: str | None, timeout: float) -> openai.AsyncOpenAI | None:
-    """A client with the SDK's retries off (Temporal retries), from the arguments or the
-    environment; None when no key is set for OpenAI's own API (a base URL alone, such as a local
-    Ollama, gets a placeholder key).
+    """A client with the SDK's retries off (Temporal retries), from the arguments or the environment.
+
+    Returns None when no key is set for OpenAI's own API; a base URL alone, such as a local Ollama,
+    gets a placeholder key.
     """
     api_key = api_key or os.environ.get("OPENAI_API_KEY")
     base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None

@@ -17,6 +17,8 @@ from chamvi.providers._base import ChatRequest
 
 @dataclass(frozen=True)
 class ScriptedTurn:
+    """One prepared answer: text, tool calls, or both, with the usage and finish reason to report."""
+
     text: str | None = None
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=lambda: Usage(input_tokens=10, output_tokens=5))
@@ -52,6 +54,11 @@ class ScriptedModel:
         self.requests: list[ChatRequest] = []
 
     async def complete(self, request: ChatRequest) -> ModelResponse:
+        """The turn for ``request.step``, recorded in ``requests`` so a test can inspect what the model saw.
+
+        Raises:
+            RuntimeError: no turn for this step (and ``repeat_last`` is off).
+        """
         self.requests.append(request)
         index = request.step
         if index >= len(self.turns):

@@ -59,10 +59,12 @@ class HashEmbedder:
 
     @property
     def ref(self) -> str:
+        """The name collections declare this model by; it is stored in their meta."""
         return f"test/hash-{self._dimensions}"
 
     @property
     def dimensions(self) -> int:
+        """The vector size, fixed by the ref, so a generation's collection can be created before any call."""
         return self._dimensions
 
     def vector(self, text: str) -> list[float]:
@@ -82,4 +84,5 @@ class HashEmbedder:
         buckets[digest % self._dimensions] += sign * weight
 
     async def embed(self, texts: list[str]) -> list[list[float]]:
+        """One unit vector per text, in order, computed here: no model, no network, same answer every time."""
         return [self.vector(text) for text in texts]

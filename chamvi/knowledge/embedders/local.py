@@ -55,6 +55,7 @@ class LocalModel:
 
     @property
     def files_dir(self) -> Path:
+        """Where the package keeps this model's tokenizer and config files (the ONNX file is a dependency)."""
         return MODELS_DIR / self.name
 
 
@@ -178,14 +179,17 @@ class FastEmbedEmbedder:
 
     @property
     def ref(self) -> str:
+        """The name collections declare this model by; it is stored in their meta."""
         return self._ref
 
     @property
     def dimensions(self) -> int | None:
+        """The vector size: known before loading for the shipped models, else once the model is loaded."""
         return self._dimensions
 
     @property
     def loaded(self) -> bool:
+        """Whether the model is in memory already, so the next ``embed`` pays no loading time."""
         return self._model is not None
 
     def load(self) -> None:

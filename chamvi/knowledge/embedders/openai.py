@@ -45,6 +45,7 @@ class OpenAIEmbedder:
 
     @property
     def ref(self) -> str:
+        """The name collections declare this model by; it is stored in their meta."""
         return f"openai/{self.model_id}"
 
     @property
@@ -54,6 +55,7 @@ class OpenAIEmbedder:
 
     @property
     def client(self) -> openai.AsyncOpenAI:
+        """The OpenAI client, built on first use so that resolving a ref needs no API key."""
         if not isinstance(self._client, openai.AsyncOpenAI):
             self._client = self._client()
         return self._client
