@@ -253,6 +253,7 @@ class AgentRunWorkflow:
         except RunFailed as failure:
             self._error = ErrorInfo(code=failure.code, message=failure.message)
             self._settle(RunStatus.FAILED)
+            # the run's own end, not an activity's: a run started with a retry policy is not run again
             raise ApplicationError(
                 failure.message, {"code": failure.code}, type=failure.code, non_retryable=True
             ) from None

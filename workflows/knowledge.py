@@ -29,7 +29,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from chamvi import constants as c
-    from chamvi.errors import NON_RETRYABLE_CODES
+    from chamvi.errors import NON_RETRYABLE_CODES, ChamviValidationError
     from chamvi.models.knowledge import (
         CollectionInput,
         CollectionMeta,
@@ -93,8 +93,7 @@ class KnowledgeCollectionWorkflow:
             raise ApplicationError(
                 f"the search update of {workflow_id!r} searches {name!r} only, not "
                 f"{request.collections!r}: ask each collection's own workflow",
-                type="validation_error",
-                non_retryable=True,
+                type=ChamviValidationError.code,
             )
 
     def _searches_due(self) -> bool:

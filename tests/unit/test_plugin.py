@@ -1,0 +1,48 @@
+"""ChamviPlugin's configuration: what it adds to a client, and what of the user's choices it keeps."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from temporalio.api.common.v1 import Payload
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import DataConverter, PayloadCodec
+from temporalio.worker import UnsandboxedWorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from chamvi import App, ChamviPlugin
+from chamvi.lifecycle import memory_index
+from chamvi.plugin import SANDBOX_PASSTHROUGH
+
+
+class Reversing(PayloadCodec):
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [Payload(metadata=p.metadata, data=p.data[::-1]) for p in payloads]
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return await self.encode(payloads)
+
+
+def plugin() -> ChamviPlugin:
+    return ChamviPlugin(App(agents=[]), index=memory_index())
+
+
+def test_a_client_gets_pydantic_payloads_and_keeps_the_users_codec() -> None:
+    plain = plugin().configure_client({})  # type: ignore[typeddict-item]
+    assert plain["data_converter"].payload_converter_class is PydanticPayloadConverter
+    mine = dataclasses.replace(DataConverter.default, payload_codec=Reversing())
+    kept = plugin().configure_client({"data_converter": mine})  # type: ignore[typeddict-item]
+    assert kept["data_converter"].payload_converter_class is PydanticPayloadConverter
+    assert isinstance(kept["data_converter"].payload_codec, Reversing)
+
+
+def test_the_sandbox_passes_the_shared_kernel_through_and_an_unsandboxed_runner_stays() -> None:
+    configure = plugin().workflow_runner
+    assert callable(configure)
+    runner = configure(None)
+    assert isinstance(runner, SandboxedWorkflowRunner)
+    assert set(SANDBOX_PASSTHROUGH) <= set(runner.restrictions.passthrough_modules)
+    assert "chamvi.workflows" not in runner.restrictions.passthrough_modules
+    unsandboxed = UnsandboxedWorkflowRunner()
+    assert configure(unsandboxed) is unsandboxed
