@@ -21,7 +21,6 @@ with workflow.unsafe.imports_passed_through():
 
     from chamvi import constants as c
     from chamvi.errors import (
-        NON_RETRYABLE_CODES,
         ApprovalNotPendingError,
         BudgetExceededError,
         ChamviError,
@@ -56,10 +55,18 @@ with workflow.unsafe.imports_passed_through():
         Usage,
         WaitPoint,
     )
-    from chamvi.retry import DEFAULT_MODEL_RETRY, DEFAULT_TOOL_RETRY, activity_policy
+    from chamvi.retry import (
+        AGENT_LOOKUP_FAILURES,
+        DEFAULT_MODEL_RETRY,
+        DEFAULT_TOOL_RETRY,
+        MODEL_CALL_FAILURES,
+        TOOL_CALL_FAILURES,
+        activity_policy,
+        non_retryable,
+    )
     from chamvi.transcript import EMPTY_DIGEST, chain_digest
 
-LOCAL_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=list(NON_RETRYABLE_CODES))
+LOCAL_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=non_retryable(AGENT_LOOKUP_FAILURES))
 
 
 class RunFailed(Exception):
@@ -364,7 +371,7 @@ class AgentRunWorkflow:
                 ),
                 result_type=ModelResponse,
                 start_to_close_timeout=timedelta(seconds=spec.model_timeout_seconds),
-                retry_policy=activity_policy(spec.model_retry, DEFAULT_MODEL_RETRY),
+                retry_policy=activity_policy(spec.model_retry, DEFAULT_MODEL_RETRY, MODEL_CALL_FAILURES),
                 summary=f"step {step}: {spec.model}",
             )
         except (ActivityError, ApplicationError) as error:
@@ -487,7 +494,7 @@ class AgentRunWorkflow:
     @staticmethod
     def _tool_retry(spec: AgentSpec, name: str) -> RetryPolicy:
         own = next((t.retry for t in spec.tools if t.name == name and t.retry is not None), None)
-        return activity_policy(own or spec.tool_retry, DEFAULT_TOOL_RETRY)
+        return activity_policy(own or spec.tool_retry, DEFAULT_TOOL_RETRY, TOOL_CALL_FAILURES)
 
     # ---- state ----------------------------------------------------------------------------
 
