@@ -366,3 +366,16 @@ def test_chamvi_api_refuses_two_tokens_with_the_same_id_or_value_in_one_line(
     assert result.exit_code == 1
     assert result.output.startswith(f"Error: CHAMVI_TOKENS[0] and CHAMVI_TOKENS[1] have the same {field}")
     assert len(result.output.strip().splitlines()) == 1 and "first-secret" not in result.output
+
+
+def test_dev_gives_managed_collections_the_offline_model_unless_one_is_chosen() -> None:
+    from chamvi import App
+    from chamvi.cli._serving import dev_knowledge_model
+    from chamvi.settings import Settings
+
+    assert dev_knowledge_model(Settings(), App(agents=[])) == "local/all-minilm-l6-v2"
+    app = App(agents=[], embedding_model="test/hash-8")
+    assert dev_knowledge_model(Settings(), app) == "test/hash-8"
+    assert dev_knowledge_model(Settings(knowledge_model="openai/text-embedding-3-small"), app) == (
+        "openai/text-embedding-3-small"
+    )
