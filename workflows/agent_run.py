@@ -134,6 +134,8 @@ class AgentRunWorkflow:
         self._taint: Taint | None = None
         self._effects: dict[str, Any] = {}
         self._granted = False
+        self._policies: dict[str | None, RetryPolicy] = {}
+        """Retry policies by tool name (None: the model call), built once per run from its spec."""
         self._created_at = workflow.now()
         self._started_at: Any = None
         self._ended_at: Any = None
@@ -371,7 +373,7 @@ class AgentRunWorkflow:
                 ),
                 result_type=ModelResponse,
                 start_to_close_timeout=timedelta(seconds=spec.model_timeout_seconds),
-                retry_policy=activity_policy(spec.model_retry, DEFAULT_MODEL_RETRY, MODEL_CALL_FAILURES),
+                retry_policy=self._retry_policy(spec, None),
                 summary=f"step {step}: {spec.model}",
             )
         except (ActivityError, ApplicationError) as error:
@@ -411,7 +413,7 @@ class AgentRunWorkflow:
                     result_type=ToolResult,
                     start_to_close_timeout=timedelta(seconds=spec.tool_timeout_seconds),
                     heartbeat_timeout=timedelta(seconds=spec.tool_heartbeat_seconds),
-                    retry_policy=self._tool_retry(spec, call.name),
+                    retry_policy=self._retry_policy(spec, call.name),
                     summary=f"step {step}: {call.name}",
                 )
             except (ActivityError, ApplicationError) as error:
@@ -491,10 +493,16 @@ class AgentRunWorkflow:
         self._set_status(RunStatus.RUNNING)
         return decision
 
-    @staticmethod
-    def _tool_retry(spec: AgentSpec, name: str) -> RetryPolicy:
-        own = next((t.retry for t in spec.tools if t.name == name and t.retry is not None), None)
-        return activity_policy(own or spec.tool_retry, DEFAULT_TOOL_RETRY, TOOL_CALL_FAILURES)
+    def _retry_policy(self, spec: AgentSpec, tool: str | None) -> RetryPolicy:
+        policy = self._policies.get(tool)
+        if policy is None:
+            if tool is None:
+                policy = activity_policy(spec.model_retry, DEFAULT_MODEL_RETRY, MODEL_CALL_FAILURES)
+            else:
+                own = next((t.retry for t in spec.tools if t.name == tool and t.retry is not None), None)
+                policy = activity_policy(own or spec.tool_retry, DEFAULT_TOOL_RETRY, TOOL_CALL_FAILURES)
+            self._policies[tool] = policy
+        return policy
 
     # ---- state ----------------------------------------------------------------------------
 
