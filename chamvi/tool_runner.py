@@ -165,14 +165,14 @@ async def _run_effect(tool: Tool, arguments: BaseModel, ctx: ToolContext) -> Any
     assert tool.effect is not None
     key_fn = tool.effect.effect_key
     key = key_fn(arguments, ctx) if key_fn is not None else tool.default_effect_key(ctx.run.run_id, arguments)
+    ctx.effect_key = key
     found, recorded = await ctx.effects.lookup(key)
     if found:
         return recorded
-    if tool.effect.already_applied is not None:
-        applied = await _maybe_await(tool.effect.already_applied(key, arguments))
-        if applied is not None:
-            ctx.effects.record(key, applied)
-            return applied
+    applied = await tool.effect.ask_applied(key, arguments, ctx)
+    if applied is not None:
+        ctx.effects.record(key, applied)
+        return applied
     result = await tool.invoke(arguments, ctx)
     ctx.effects.record(key, result)
     return result

@@ -188,6 +188,12 @@ def check(app_ref: str) -> None:
             warnings.append(
                 f"agent {name!r} uses {ref!r} but neither OPENAI_API_KEY nor OPENAI_BASE_URL is set"
             )
+        warnings.extend(
+            f"agent {name!r}: effect tool {t.name!r} has no already_applied: a worker that dies after "
+            "its side effect and before its result is recorded makes it run again"
+            for t in agent.tools.values()
+            if t.effect is not None and t.effect.already_applied is None
+        )
         tools = ", ".join(
             f"{t.name}{' (effect)' if t.effect is not None else ''}" for t in agent.tools.values()
         )

@@ -131,6 +131,12 @@ def test_check_of_the_example_lists_its_agent_tools_and_collection(monkeypatch: 
         "knowledge_supersede (effect), knowledge_log (effect), knowledge_check, knowledge_retire (effect)",
         "  collection handbook: model local/all-minilm-l6-v2, sources: folder examples/support/handbook",
     ]
+    assert result.stderr.splitlines() == [
+        "warning: agent 'support': effect tool 'refund_order' has no already_applied: a worker that dies "
+        "after its side effect and before its result is recorded makes it run again",
+        "warning: agent 'librarian': effect tool 'knowledge_log' has no already_applied: a worker that dies "
+        "after its side effect and before its result is recorded makes it run again",
+    ]
 
 
 # an app module with one agent and the collections below it; {docs} is a folder that exists

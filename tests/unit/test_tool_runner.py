@@ -10,7 +10,19 @@ from typing import Any
 
 import pytest
 
-from chamvi import AgentHooks, App, ToolCallInfo, ToolContext, Trust, approve, define_agent, effect_tool, tool
+from chamvi import (
+    AgentHooks,
+    App,
+    ToolCallInfo,
+    ToolContext,
+    Trust,
+    approve,
+    define_agent,
+    define_context_key,
+    effect_tool,
+    inject,
+    tool,
+)
 from chamvi.channels import ChannelMessage, console_channel
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
 from chamvi.errors import FatalToolError, InvalidInputError
@@ -217,3 +229,22 @@ async def test_approve_asks_once_then_returns_recorded_decisions_in_order() -> N
         request_approval(Approvals(), title="x", timeout=timedelta(days=30))
     with pytest.raises(InvalidInputError, match="needs the ToolContext"):
         await approve("not a context", title="x")  # type: ignore[arg-type]
+
+
+async def test_already_applied_and_the_tool_see_the_calls_context_and_its_effect_key() -> None:
+    ledger = define_context_key("ledger")
+    seen: list[tuple[str, str, str]] = []
+
+    def already(key: str, arguments: Any, ctx: ToolContext) -> None:
+        seen.append((key, ctx.run.run_id, inject(ctx, ledger)))
+
+    @effect_tool(already_applied=already, effect_key=lambda arguments, ctx: f"pay:{arguments.order_id}")
+    async def pay(order_id: str, ctx: ToolContext) -> str:
+        """Pays an order."""
+        return f"paid with idempotency key {ctx.effect_key}"
+
+    app = clerk(pay)
+    app.provide(ledger, "the ledger")
+    result = await call(app, request("pay", {"order_id": "A1"}))
+    assert result.output == "paid with idempotency key pay:A1"
+    assert seen == [("pay:A1", "run-1", "the ledger")]
