@@ -6,7 +6,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
@@ -16,7 +16,7 @@ from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH
 from chamvi.errors import InvalidAgentDefinitionError
 from chamvi.models import BudgetSpec, Message
 from chamvi.permissions import PolicyRun, ToolPolicy
-from chamvi.tools import Tool, ToolContext
+from chamvi.tools import Tool, ToolContext, Trust
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,25 @@ class AgentHooks:
 
 
 @dataclass(frozen=True)
+class AgentTrust:
+    """How an agent treats untrusted content, whatever its tools say of themselves.
+
+    Args:
+        on_tainted: what a guarded tool call does once the run is tainted: ``"approve"`` asks a person,
+            ``"deny"`` refuses it as a tool error and never asks.
+        tools: a classification by tool name that replaces the tool's own ``trust=`` (for third-party
+            tools, and ``knowledge_search``).
+    """
+
+    on_tainted: Literal["approve", "deny"] = "approve"
+    tools: Mapping[str, Trust] = field(default_factory=dict)
+
+    def of(self, tool: Tool) -> Trust:
+        """The classification this agent gives ``tool``."""
+        return self.tools.get(tool.name, tool.trust)
+
+
+@dataclass(frozen=True)
 class Agent:
     """An agent as :func:`define_agent` checked it: what the app serves and the worker runs."""
 
@@ -72,6 +91,7 @@ class Agent:
     channels: tuple[ChannelSubscription, ...] = field(default_factory=tuple)
     tool_policy: ToolPolicy | None = None
     hooks: AgentHooks = AgentHooks()
+    trust: AgentTrust = AgentTrust()
 
     def allows(self, tool: str, run: PolicyRun) -> bool:
         """Whether ``tool_policy`` offers ``tool`` to this run; without a policy every tool is offered."""
@@ -168,12 +188,14 @@ def define_agent(
     channels: Sequence[str | ChannelSubscription] = (),
     tool_policy: ToolPolicy | None = None,
     hooks: AgentHooks | None = None,
+    trust: AgentTrust | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
     ``tool_policy(tool_name, run)`` decides per run which tools are offered (e.g.
     ``require_tool_permission()``); a refused tool the model calls anyway is a
-    ``tool_not_allowed`` tool error.
+    ``tool_not_allowed`` tool error. ``trust`` classifies tools by name and says whether a guarded
+    call once tainted asks a person or is denied.
 
     Raises:
         InvalidAgentDefinitionError: naming what is wrong.
@@ -185,14 +207,38 @@ def define_agent(
         )
     if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
         raise InvalidAgentDefinitionError(f"agent {name!r}: output must be a pydantic model class or None")
+    checked_tools = _tools(name, tools)
     return Agent(
         name=name,
         model=model,
         instructions=_instructions(name, instructions),
-        tools=_tools(name, tools),
+        tools=checked_tools,
         budget=_budget(name, budget or Budget()),
         output=output,
         channels=_subscriptions(name, channels),
         tool_policy=tool_policy,
         hooks=hooks or AgentHooks(),
+        trust=_trust(name, trust or AgentTrust(), checked_tools),
     )
+
+
+def _trust(name: str, trust: AgentTrust, tools: Mapping[str, Tool]) -> AgentTrust:
+    if not isinstance(trust, AgentTrust):
+        raise InvalidAgentDefinitionError(f"agent {name!r}: trust must be an AgentTrust(...)")
+    if trust.on_tainted not in ("approve", "deny"):
+        raise InvalidAgentDefinitionError(
+            f"agent {name!r}: on_tainted {trust.on_tainted!r} must be 'approve' or 'deny'"
+        )
+    unknown = sorted(set(trust.tools) - set(tools))
+    if unknown:
+        offered = ", ".join(repr(t) for t in tools) or "none"
+        raise InvalidAgentDefinitionError(
+            f"agent {name!r}: trust names tools it does not have: {', '.join(map(repr, unknown))} "
+            f"(its tools are {offered})"
+        )
+    for tool_name, classification in trust.tools.items():
+        if not isinstance(classification, Trust):
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: trust of {tool_name!r} must be a Trust(...), not {classification!r}"
+            )
+    return trust

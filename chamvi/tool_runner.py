@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_jsonable_python
 
-from chamvi.agents import AgentHooks, ToolCallInfo
+from chamvi.agents import Agent, ToolCallInfo
 from chamvi.app import App
 from chamvi.channels import ChannelAccess
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
@@ -114,12 +114,13 @@ class ToolRunner:
             approvals=approvals,
             provided=self.app.provided,
         )
-        result = await self._call(agent.hooks, tool, arguments, ctx, request.tainted)
+        result = await self._call(agent, tool, arguments, ctx, request.tainted)
         return _within_payload_limit(result, tool.name)
 
     async def _call(
-        self, hooks: AgentHooks, tool: Tool, arguments: BaseModel, ctx: ToolContext, tainted: bool
+        self, agent: Agent, tool: Tool, arguments: BaseModel, ctx: ToolContext, tainted: bool
     ) -> ToolResult:
+        hooks, trust = agent.hooks, agent.trust.of(tool)
         status: str = "ok"
         output: Any = None
         error: ErrorInfo | None = None
@@ -129,7 +130,12 @@ class ToolRunner:
                 rewritten = await _maybe_await(hooks.before_tool_execution(info, ctx))
                 arguments = tool.parse_input(rewritten)
                 info = ToolCallInfo(tool.name, ctx.run.tool_call_id, arguments.model_dump(mode="json"))
-            if tainted and await _holds(tool.trust.guard_when_tainted, arguments, ctx):
+            if tainted and await _holds(trust.guard_when_tainted, arguments, ctx):
+                if agent.trust.on_tainted == "deny":
+                    raise ToolDeniedError(
+                        f"{tool.name!r} was denied: the run read untrusted content, and this agent "
+                        "refuses guarded tools from then on"
+                    )
                 decision = await approve(
                     ctx,
                     title=f"The run read untrusted content: allow {tool.name!r}?",
@@ -149,7 +155,7 @@ class ToolRunner:
             status, error = "fatal", _error(fatal)
         except Exception as failure:
             status, error = "error", _error(failure)
-        if await _holds(tool.trust.taint, arguments, ctx):
+        if await _holds(trust.taint, arguments, ctx):
             ctx.mark_tainted(f"tool:{tool.name}")
         return ToolResult(
             status=status,  # type: ignore[arg-type]
