@@ -7,6 +7,7 @@ from temporalio import activity
 from chamvi.app import App
 from chamvi.constants import ACTIVITY_DESCRIBE_AGENT
 from chamvi.models import AgentSpec, DescribeAgentRequest
+from chamvi.permissions import PolicyRun
 
 
 class AgentActivities:
@@ -15,4 +16,9 @@ class AgentActivities:
 
     @activity.defn(name=ACTIVITY_DESCRIBE_AGENT)
     async def describe_agent(self, request: DescribeAgentRequest) -> AgentSpec:
-        return self.app.spec(request.agent)
+        run = (
+            PolicyRun(request.run_id, request.agent, request.trigger)
+            if request.run_id is not None and request.trigger is not None
+            else None
+        )
+        return self.app.spec(request.agent, run)

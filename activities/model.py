@@ -40,6 +40,7 @@ class ModelActivities:
     async def call_model(self, request: ModelRequest) -> ModelResponse:
         agent = self.app.agent(request.agent)
         _, model = self.app.model_for(agent)
+        run = PolicyRun(request.run_id, agent.name, request.trigger)
         transcript = await self._transcript(request)
         chat = ChatRequest(
             run_id=request.run_id,
@@ -48,8 +49,8 @@ class ModelActivities:
             messages=[*agent.instructions, *transcript],
             tools=[
                 ToolSchema(t.name, t.description, t.json_schema())
-                for t in agent.tools.values()
-                if agent.allows(t.name, PolicyRun(request.run_id, agent.name, request.trigger))
+                for t in self.app.tools_for(agent, run).values()
+                if agent.allows(t.name, run)
             ],
             output_schema=agent.output.model_json_schema() if agent.output is not None else None,
         )

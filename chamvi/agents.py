@@ -78,6 +78,10 @@ class AgentTrust:
         return self.tools.get(tool.name, tool.trust)
 
 
+ToolFactory = Callable[[PolicyRun], Sequence[Tool]]
+"""Builds a run's tool set from who and where the run comes from (its trigger without the payload)."""
+
+
 @dataclass(frozen=True)
 class Agent:
     """An agent as :func:`define_agent` checked it: what the app serves and the worker runs."""
@@ -92,6 +96,32 @@ class Agent:
     tool_policy: ToolPolicy | None = None
     hooks: AgentHooks = AgentHooks()
     trust: AgentTrust = AgentTrust()
+    tool_factory: ToolFactory | None = None
+
+    def build_tools(self, run: PolicyRun) -> dict[str, Tool]:
+        """The run's tools: the agent's own, or what its factory builds for this run.
+
+        Raises:
+            InvalidAgentDefinitionError: the factory failed or built something that is not a tool set.
+        """
+        if self.tool_factory is None:
+            return dict(self.tools)
+        try:
+            built = self.tool_factory(run)
+        except InvalidAgentDefinitionError:
+            raise
+        except Exception as error:
+            raise InvalidAgentDefinitionError(
+                f"agent {self.name!r}: its tool factory failed for run {run.run_id!r}: "
+                f"{type(error).__name__}: {error}"
+            ) from None
+        if isinstance(built, Tool) or not isinstance(built, Sequence | Mapping):
+            raise InvalidAgentDefinitionError(
+                f"agent {self.name!r}: its tool factory must return a list of tools, not {built!r}"
+            )
+        tools = _tools(self.name, built)
+        _check_trust_names(self.name, self.trust, tools)
+        return tools
 
     def allows(self, tool: str, run: PolicyRun) -> bool:
         """Whether ``tool_policy`` offers ``tool`` to this run; without a policy every tool is offered."""
@@ -182,7 +212,7 @@ def define_agent(
     name: str,
     instructions: str | Sequence[Message | Mapping[str, Any]],
     model: str | None = None,
-    tools: Sequence[Tool] | Mapping[str, Tool] = (),
+    tools: Sequence[Tool] | Mapping[str, Tool] | ToolFactory = (),
     budget: Budget | None = None,
     output: type[BaseModel] | None = None,
     channels: Sequence[str | ChannelSubscription] = (),
@@ -207,7 +237,8 @@ def define_agent(
         )
     if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
         raise InvalidAgentDefinitionError(f"agent {name!r}: output must be a pydantic model class or None")
-    checked_tools = _tools(name, tools)
+    factory = tools if callable(tools) and not isinstance(tools, Tool) else None
+    checked_tools = {} if factory is not None else _tools(name, tools)  # type: ignore[arg-type]
     return Agent(
         name=name,
         model=model,
@@ -218,17 +249,30 @@ def define_agent(
         channels=_subscriptions(name, channels),
         tool_policy=tool_policy,
         hooks=hooks or AgentHooks(),
-        trust=_trust(name, trust or AgentTrust(), checked_tools),
+        trust=_trust(name, trust or AgentTrust(), checked_tools if factory is None else None),
+        tool_factory=factory,
     )
 
 
-def _trust(name: str, trust: AgentTrust, tools: Mapping[str, Tool]) -> AgentTrust:
+def _trust(name: str, trust: AgentTrust, tools: Mapping[str, Tool] | None) -> AgentTrust:
+    """Checks ``trust``; its tool names against ``tools`` unless a factory builds them per run."""
     if not isinstance(trust, AgentTrust):
         raise InvalidAgentDefinitionError(f"agent {name!r}: trust must be an AgentTrust(...)")
     if trust.on_tainted not in ("approve", "deny"):
         raise InvalidAgentDefinitionError(
             f"agent {name!r}: on_tainted {trust.on_tainted!r} must be 'approve' or 'deny'"
         )
+    for tool_name, classification in trust.tools.items():
+        if not isinstance(classification, Trust):
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: trust of {tool_name!r} must be a Trust(...), not {classification!r}"
+            )
+    if tools is not None:
+        _check_trust_names(name, trust, tools)
+    return trust
+
+
+def _check_trust_names(name: str, trust: AgentTrust, tools: Mapping[str, Tool]) -> None:
     unknown = sorted(set(trust.tools) - set(tools))
     if unknown:
         offered = ", ".join(repr(t) for t in tools) or "none"
@@ -236,9 +280,3 @@ def _trust(name: str, trust: AgentTrust, tools: Mapping[str, Tool]) -> AgentTrus
             f"agent {name!r}: trust names tools it does not have: {', '.join(map(repr, unknown))} "
             f"(its tools are {offered})"
         )
-    for tool_name, classification in trust.tools.items():
-        if not isinstance(classification, Trust):
-            raise InvalidAgentDefinitionError(
-                f"agent {name!r}: trust of {tool_name!r} must be a Trust(...), not {classification!r}"
-            )
-    return trust

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -14,10 +15,15 @@ from chamvi.errors import AgentNotFoundError, InvalidAgentDefinitionError, Inval
 from chamvi.knowledge.collections import KnowledgeCollection
 from chamvi.knowledge.embedders import EmbeddingRegistry, default_embedding_registry
 from chamvi.models import AgentSpec, ToolSpec
+from chamvi.permissions import PolicyRun
 from chamvi.providers import ChatModel, ModelRegistry, default_registry
 from chamvi.retry import RetryPolicies, retry_spec
+from chamvi.tools import Tool
 
 T = TypeVar("T")
+
+TOOL_SETS_KEPT = 256
+"""Runs whose factory-built tool sets a worker keeps (the least recently used go first)."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,7 @@ class App:
         for collection in collections:
             self._check_collection(collection)
             self.collections[collection.name] = collection
+        self._tool_sets: OrderedDict[str, dict[str, Tool]] = OrderedDict()
         self.agents: dict[str, Agent] = {}
         for agent in agents:
             if not isinstance(agent, Agent):
@@ -162,10 +169,34 @@ class App:
         assert ref is not None  # checked at construction
         return ref, self.models.resolve(ref)
 
-    def spec(self, name: str) -> AgentSpec:
-        """The serialisable description the workflow runs on; it never imports the app."""
+    def tools_for(self, agent: Agent, run: PolicyRun) -> dict[str, Tool]:
+        """The run's tool set, built once per run and worker when the agent has a tool factory.
+
+        Every activity of the run (describe, model, tool calls) asks here, so a factory runs once per
+        run on each worker that serves it rather than at every step.
+        """
+        if agent.tool_factory is None:
+            return dict(agent.tools)
+        key = f"{agent.name}\0{run.run_id}"
+        tools = self._tool_sets.get(key)
+        if tools is None:
+            tools = agent.build_tools(run)
+            self._tool_sets[key] = tools
+            while len(self._tool_sets) > TOOL_SETS_KEPT:
+                self._tool_sets.popitem(last=False)
+        self._tool_sets.move_to_end(key)
+        return tools
+
+    def spec(self, name: str, run: PolicyRun | None = None) -> AgentSpec:
+        """The serialisable description the workflow runs on; it never imports the app.
+
+        Args:
+            name: the agent.
+            run: the run it is for; an agent with a tool factory lists its tools only for a run.
+        """
         agent = self.agent(name)
         ref, _ = self.model_for(agent)
+        tools = self.tools_for(agent, run) if run is not None else dict(agent.tools)
         return AgentSpec(
             name=agent.name,
             model=ref,
@@ -178,7 +209,7 @@ class App:
                     guard_when_tainted=bool(agent.trust.of(t).guard_when_tainted),
                     retry=retry_spec(t.retry) if t.retry is not None else None,
                 )
-                for t in agent.tools.values()
+                for t in tools.values()
             ],
             structured_output=agent.output is not None,
             channels=[s.channel for s in agent.channels],

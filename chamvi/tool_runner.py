@@ -79,15 +79,17 @@ class ToolRunner:
     async def run(self, request: ToolRequest, access: RunAccess, cancellation: asyncio.Event) -> ToolResult:
         """The result of one tool call, as the workflow records it; never raises for a tool's failure."""
         agent = self.app.agent(request.agent)
-        tool = agent.tools.get(request.call.name)
+        policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
+        tools = self.app.tools_for(agent, policy_run)
+        tool = tools.get(request.call.name)
         if tool is None:
-            offered = ", ".join(repr(n) for n in agent.tools) or "none"
+            offered = ", ".join(repr(n) for n in tools) or "none"
             return _refused(
                 ToolNotAllowedError(
                     f"tool {request.call.name!r} is not available: this agent offers {offered}"
                 )
             )
-        if not agent.allows(tool.name, PolicyRun(request.run_id, agent.name, request.trigger)):
+        if not agent.allows(tool.name, policy_run):
             return _refused(
                 ToolNotAllowedError(
                     f"tool {tool.name!r} is not allowed for this run by the agent's tool policy"

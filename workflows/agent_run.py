@@ -237,7 +237,12 @@ class AgentRunWorkflow:
             try:
                 self._spec = await workflow.execute_local_activity(
                     c.ACTIVITY_DESCRIBE_AGENT,
-                    DescribeAgentRequest(agent=run_input.agent, channel=run_input.channel),
+                    DescribeAgentRequest(
+                        agent=run_input.agent,
+                        channel=run_input.channel,
+                        run_id=run_id,
+                        trigger=run_input.envelope().model_copy(update={"payload": None}),
+                    ),
                     result_type=AgentSpec,
                     start_to_close_timeout=timedelta(seconds=30),
                     retry_policy=LOCAL_RETRY,

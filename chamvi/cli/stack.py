@@ -197,6 +197,8 @@ def check(app_ref: str) -> None:
         tools = ", ".join(
             f"{t.name}{' (effect)' if t.effect is not None else ''}" for t in agent.tools.values()
         )
+        if agent.tool_factory is not None:
+            tools = "built for each run by a tool factory"
         lines.append(f"  agent {name}: model {ref}, tools: {tools or 'none'}")
     if not app.agents:
         problems.append("the app has no agents")

@@ -175,6 +175,9 @@ class DescribeAgentRequest(BaseModel):
 
     agent: str
     channel: str | None = None
+    run_id: str | None = None
+    """With ``trigger``, the run a tool factory builds the tool set for (None: no run, e.g. a check)."""
+    trigger: TriggerEnvelope | None = None
 
 
 class ModelRequest(BaseModel):
