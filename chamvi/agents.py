@@ -13,7 +13,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from chamvi.channels import ChannelSubscription
 from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
-from chamvi.errors import InvalidAgentDefinitionError
+from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError
 from chamvi.models import BudgetSpec, Message
 from chamvi.permissions import PolicyRun, ToolPolicy
 from chamvi.tools import Tool, ToolContext, Trust
@@ -97,6 +97,8 @@ class Agent:
     hooks: AgentHooks = AgentHooks()
     trust: AgentTrust = AgentTrust()
     tool_factory: ToolFactory | None = None
+    tools_context: Mapping[str, BaseModel] = field(default_factory=dict)
+    """Third-party tools' configuration, validated by each tool's ``context_schema``, kept by reference."""
 
     def build_tools(self, run: PolicyRun) -> dict[str, Tool]:
         """The run's tools: the agent's own, or what its factory builds for this run.
@@ -219,13 +221,16 @@ def define_agent(
     tool_policy: ToolPolicy | None = None,
     hooks: AgentHooks | None = None,
     trust: AgentTrust | None = None,
+    tools_context: Mapping[str, Any] | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
     ``tool_policy(tool_name, run)`` decides per run which tools are offered (e.g.
     ``require_tool_permission()``); a refused tool the model calls anyway is a
     ``tool_not_allowed`` tool error. ``trust`` classifies tools by name and says whether a guarded
-    call once tainted asks a person or is denied.
+    call once tainted asks a person or is denied. ``tools_context`` hands third-party tools their
+    configuration (an API client's settings, say) by reference, each checked by the tool's
+    ``context_schema``.
 
     Raises:
         InvalidAgentDefinitionError: naming what is wrong.
@@ -251,7 +256,37 @@ def define_agent(
         hooks=hooks or AgentHooks(),
         trust=_trust(name, trust or AgentTrust(), checked_tools if factory is None else None),
         tool_factory=factory,
+        tools_context=_tools_context(name, tools_context or {}, checked_tools),
     )
+
+
+def _tools_context(name: str, values: Mapping[str, Any], tools: Mapping[str, Tool]) -> dict[str, BaseModel]:
+    """Each entry checked by its tool's schema; a rejection names the fields, never the value."""
+    checked: dict[str, BaseModel] = {}
+    for tool_name, value in values.items():
+        target = tools.get(tool_name)
+        if target is None:
+            offered = ", ".join(repr(t) for t in tools) or "none"
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: tools_context names {tool_name!r}, which is none of its tools ({offered})"
+            )
+        if target.is_chamvi_tool or target.context_schema is None:
+            why = "a chamvi tool" if target.is_chamvi_tool else "a tool that declares no context_schema"
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: tools_context names {tool_name!r}, {why}: it takes no configuration"
+            )
+        try:
+            checked[tool_name] = target.context_schema.model_validate(value)
+        except PydanticValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in e['loc']) or 'value'}: {e['msg']}"
+                for e in error.errors(include_input=False)
+            )
+            raise ChamviValidationError(
+                f"agent {name!r}: tools_context for {tool_name!r} does not match its context schema: "
+                f"{problems}"
+            ) from None
+    return checked
 
 
 def _trust(name: str, trust: AgentTrust, tools: Mapping[str, Tool] | None) -> AgentTrust:

@@ -116,6 +116,7 @@ class ToolRunner:
             effects=effects,
             approvals=approvals,
             provided=self.app.provided,
+            tool_context=agent.tools_context.get(tool.name),
         )
         result = await self._call(agent, tool, arguments, ctx, request.tainted)
         return _within_payload_limit(result, tool.name)

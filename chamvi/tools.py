@@ -47,6 +47,8 @@ class ToolContext:
     effects: EffectLedger
     approvals: Approvals = field(default_factory=Approvals)
     provided: Provided = field(default_factory=Provided)
+    tool_context: Any = None
+    """The configuration the agent handed this tool (``tools_context``), validated by its schema."""
     _taint: str | None = field(default=None, init=False)
     effect_key: str | None = field(default=None, init=False)
     """The effect key of this call of an effect tool, to pass on as a remote API's idempotency key."""
@@ -131,6 +133,13 @@ class Tool:
     effect: EffectSpec | None = None
     trust: Trust = Trust()
     retry: RetryPolicy | None = None
+    context_schema: type[BaseModel] | None = None
+    """The configuration an agent hands this tool (``define_agent(tools_context=...)``), if it takes one."""
+
+    @property
+    def is_chamvi_tool(self) -> bool:
+        """Whether chamvi itself defines this tool (``knowledge_search``, the wiki's tools)."""
+        return self.fn.__module__.split(".")[0] == "chamvi"
 
     @functools.cached_property
     def _schema(self) -> dict[str, Any]:
@@ -183,6 +192,7 @@ def _build_tool(
     effect: EffectSpec | None,
     trust: Trust,
     retry: RetryPolicy | None = None,
+    context_schema: type[BaseModel] | None = None,
 ) -> Tool:
     tool_name = name or fn.__name__
     if not TOOL_NAME_PATTERN.match(tool_name):
@@ -229,6 +239,7 @@ def _build_tool(
         effect=effect,
         trust=trust,
         retry=retry,
+        context_schema=context_schema,
     )
 
 
@@ -241,6 +252,7 @@ def tool(
     description: str | None = None,
     trust: Trust = Trust(),
     retry: RetryPolicy | None = None,
+    context_schema: type[BaseModel] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -250,6 +262,7 @@ def tool(
     description: str | None = None,
     trust: Trust = Trust(),
     retry: RetryPolicy | None = None,
+    context_schema: type[BaseModel] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Makes a function a tool; use bare (``@tool``) or with options (``@tool(name=...)``).
 
@@ -260,11 +273,19 @@ def tool(
         trust: whether its results taint the run, and whether it is guarded once tainted.
         retry: how its activity is retried when it fails (a timeout, a worker that died); the app's
             tool policy by default. A tool that raises is a tool error, not retried.
+        context_schema: the configuration an agent may hand the tool (``define_agent(tools_context=
+            {name: value})``, checked against this model); the tool reads it as ``ctx.tool_context``.
     """
     if fn is not None:
         return _build_tool(fn, name=None, description=None, effect=None, trust=trust)
     return lambda f: _build_tool(
-        f, name=name, description=description, effect=None, trust=trust, retry=retry
+        f,
+        name=name,
+        description=description,
+        effect=None,
+        trust=trust,
+        retry=retry,
+        context_schema=context_schema,
     )
 
 

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import Any, Literal
 
 import pytest
+from pydantic import BaseModel
 
 from chamvi import (
     AgentHooks,
@@ -26,7 +27,13 @@ from chamvi import (
 )
 from chamvi.channels import ChannelMessage, console_channel
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
-from chamvi.errors import FatalToolError, InvalidAgentDefinitionError, InvalidInputError
+from chamvi.errors import (
+    ChamviValidationError,
+    FatalToolError,
+    InvalidAgentDefinitionError,
+    InvalidInputError,
+)
+from chamvi.knowledge import knowledge_tools
 from chamvi.models import ApprovalDecision, ToolCall, ToolRequest, ToolResult, TriggerEnvelope
 from chamvi.run_context import ApprovalRequired, Approvals, request_approval
 from chamvi.tool_runner import ToolRunner
@@ -320,3 +327,49 @@ async def test_a_decision_applies_only_to_the_input_it_was_given_for() -> None:
     assert other.status == "approval" and other.approval is not None
     assert (other.approval.index, other.approval.input) == (0, {"amount": 99})
     assert other.approval.input_digest != asked.approval.input_digest
+
+
+class CrmSettings(BaseModel):
+    base_url: str
+    api_key: str
+
+
+@tool(context_schema=CrmSettings)
+async def crm_lookup(customer: str, ctx: ToolContext) -> str:
+    """Looks a customer up in the CRM (a third-party tool configured per agent)."""
+    settings = ctx.tool_context
+    assert isinstance(settings, CrmSettings)
+    return f"{customer} at {settings.base_url}"
+
+
+async def test_a_third_party_tool_reads_the_configuration_its_agent_hands_it() -> None:
+    config = {"base_url": "https://crm.example", "api_key": "s3cret"}
+    agent = define_agent(
+        name="clerk",
+        instructions="x",
+        model="local/demo",
+        tools=[crm_lookup],
+        tools_context={"crm_lookup": config},
+    )
+    result = await call(App(agents=[agent]), request("crm_lookup", {"customer": "ada"}))
+    assert result.output == "ada at https://crm.example"
+
+
+def test_a_tools_context_entry_is_checked_and_its_value_never_quoted() -> None:
+    def agent_with(context: dict[str, Any], *tools: Any) -> Any:
+        return define_agent(
+            name="clerk", instructions="x", model="local/demo", tools=list(tools), tools_context=context
+        )
+
+    with pytest.raises(ChamviValidationError) as rejected:
+        agent_with({"crm_lookup": {"base_url": "https://crm.example", "api_key": 12345}}, crm_lookup)
+    stated = "tools_context for 'crm_lookup' does not match its context schema: api_key:"
+    assert stated in rejected.value.message
+    assert "12345" not in rejected.value.message
+    with pytest.raises(InvalidAgentDefinitionError, match="names 'crm', which is none of its tools"):
+        agent_with({"crm": {}}, crm_lookup)
+    with pytest.raises(InvalidAgentDefinitionError, match="'send_mail', a tool that declares no context"):
+        agent_with({"send_mail": {}}, send_mail)
+    search = knowledge_tools(collections=["docs"])
+    with pytest.raises(InvalidAgentDefinitionError, match="'knowledge_search', a chamvi tool"):
+        agent_with({"knowledge_search": {}}, *search)
