@@ -64,6 +64,11 @@ if TYPE_CHECKING:
         knowledge_collection,
         knowledge_tools,
     )
+    from chamvi.mcp import (
+        McpServer,
+        mcp_server,
+        mcp_tools,
+    )
     from chamvi.models import (
         ApprovalDecision,
         Invoker,
@@ -91,6 +96,7 @@ if TYPE_CHECKING:
         build_worker,
     )
     from chamvi.tools import (
+        EffectSpec,
         Tool,
         ToolContext,
         Trust,
@@ -120,6 +126,7 @@ _EXPORTS: dict[str, str] = {
     "ContextKey": "chamvi.context",
     "ContextNotProvidedError": "chamvi.errors",
     "DispatchResult": "chamvi.client",
+    "EffectSpec": "chamvi.tools",
     "ErrorCode": "chamvi.errors",
     "FatalToolError": "chamvi.errors",
     "IncompleteResponseError": "chamvi.errors",
@@ -127,6 +134,7 @@ _EXPORTS: dict[str, str] = {
     "InvalidInputError": "chamvi.errors",
     "InvalidRunStateError": "chamvi.errors",
     "Invoker": "chamvi.models",
+    "McpServer": "chamvi.mcp",
     "ModelError": "chamvi.errors",
     "ModelRegistry": "chamvi.providers",
     "PolicyRun": "chamvi.permissions",
@@ -159,6 +167,8 @@ _EXPORTS: dict[str, str] = {
     "knowledge_collection": "chamvi.knowledge",
     "knowledge_tools": "chamvi.knowledge",
     "matches_permission": "chamvi.permissions",
+    "mcp_server": "chamvi.mcp",
+    "mcp_tools": "chamvi.mcp",
     "require_tool_permission": "chamvi.permissions",
     "tool": "chamvi.tools",
     "try_inject": "chamvi.context",
@@ -198,6 +208,7 @@ __all__ = [
     "ContextKey",
     "ContextNotProvidedError",
     "DispatchResult",
+    "EffectSpec",
     "ErrorCode",
     "FatalToolError",
     "IncompleteResponseError",
@@ -205,6 +216,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidRunStateError",
     "Invoker",
+    "McpServer",
     "ModelError",
     "ModelRegistry",
     "PolicyRun",
@@ -237,6 +249,8 @@ __all__ = [
     "knowledge_collection",
     "knowledge_tools",
     "matches_permission",
+    "mcp_server",
+    "mcp_tools",
     "require_tool_permission",
     "tool",
     "try_inject",

@@ -14,6 +14,7 @@ from pydantic import ValidationError as PydanticValidationError
 from chamvi.channels import ChannelSubscription
 from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.errors import InvalidAgentDefinitionError
+from chamvi.mcp import McpTools
 from chamvi.models import BudgetSpec, Message
 from chamvi.permissions import PolicyRun, ToolPolicy
 from chamvi.tools import Tool, ToolContext
@@ -72,6 +73,8 @@ class Agent:
     channels: tuple[ChannelSubscription, ...] = field(default_factory=tuple)
     tool_policy: ToolPolicy | None = None
     hooks: AgentHooks = AgentHooks()
+    mcp_servers: tuple[str, ...] = ()
+    """The declared MCP servers whose tools the agent uses (``mcp_tools(name)``)."""
 
     def allows(self, tool: str, run: PolicyRun) -> bool:
         """Whether ``tool_policy`` offers ``tool`` to this run; without a policy every tool is offered."""
@@ -117,10 +120,21 @@ def _instructions(name: str, instructions: Any) -> tuple[Message, ...]:
     return tuple(messages)
 
 
-def _tools(name: str, tools: Sequence[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
+def _tools(
+    name: str, tools: Sequence[Tool | McpTools] | Mapping[str, Tool]
+) -> tuple[dict[str, Tool], tuple[str, ...]]:
+    """The agent's own tools by name, and the MCP servers whose tools it uses."""
     items = list(tools.values()) if isinstance(tools, Mapping) else list(tools)
     by_name: dict[str, Tool] = {}
+    servers: list[str] = []
     for item in items:
+        if isinstance(item, McpTools):
+            if item.server in servers:
+                raise InvalidAgentDefinitionError(
+                    f"agent {name!r}: mcp_tools({item.server!r}) is given twice"
+                )
+            servers.append(item.server)
+            continue
         if not isinstance(item, Tool):
             raise InvalidAgentDefinitionError(
                 f"agent {name!r}: {item!r} is not a tool: decorate the function with @tool or @effect_tool"
@@ -128,7 +142,7 @@ def _tools(name: str, tools: Sequence[Tool] | Mapping[str, Tool]) -> dict[str, T
         if item.name in by_name:
             raise InvalidAgentDefinitionError(f"agent {name!r}: two tools are named {item.name!r}")
         by_name[item.name] = item
-    return by_name
+    return by_name, tuple(servers)
 
 
 def _budget(name: str, budget: Budget) -> Budget:
@@ -162,7 +176,7 @@ def define_agent(
     name: str,
     instructions: str | Sequence[Message | Mapping[str, Any]],
     model: str | None = None,
-    tools: Sequence[Tool] | Mapping[str, Tool] = (),
+    tools: Sequence[Tool | McpTools] | Mapping[str, Tool] = (),
     budget: Budget | None = None,
     output: type[BaseModel] | None = None,
     channels: Sequence[str | ChannelSubscription] = (),
@@ -170,6 +184,9 @@ def define_agent(
     hooks: AgentHooks | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
+
+    ``tools`` holds the agent's own tools and, through ``*mcp_tools(name)``, the tools of MCP
+    servers the App declares.
 
     ``tool_policy(tool_name, run)`` decides per run which tools are offered (e.g.
     ``require_tool_permission()``); a refused tool the model calls anyway is a
@@ -185,14 +202,16 @@ def define_agent(
         )
     if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
         raise InvalidAgentDefinitionError(f"agent {name!r}: output must be a pydantic model class or None")
+    own_tools, mcp_servers = _tools(name, tools)
     return Agent(
         name=name,
         model=model,
         instructions=_instructions(name, instructions),
-        tools=_tools(name, tools),
+        tools=own_tools,
         budget=_budget(name, budget or Budget()),
         output=output,
         channels=_subscriptions(name, channels),
         tool_policy=tool_policy,
         hooks=hooks or AgentHooks(),
+        mcp_servers=mcp_servers,
     )

@@ -20,7 +20,8 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_jsonable_python
 
-from chamvi.agents import AgentHooks, ToolCallInfo
+from chamvi._mcp_client import as_tool
+from chamvi.agents import Agent, AgentHooks, ToolCallInfo
 from chamvi.app import App
 from chamvi.channels import ChannelAccess
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
@@ -79,12 +80,13 @@ class ToolRunner:
     async def run(self, request: ToolRequest, access: RunAccess, cancellation: asyncio.Event) -> ToolResult:
         """The result of one tool call, as the workflow records it; never raises for a tool's failure."""
         agent = self.app.agent(request.agent)
-        tool = agent.tools.get(request.call.name)
+        tool = agent.tools.get(request.call.name) or self._mcp_tool(agent, request)
         if tool is None:
             offered = ", ".join(repr(n) for n in agent.tools) or "none"
+            servers = "".join(f", and the tools MCP server {s!r} listed" for s in agent.mcp_servers)
             return _refused(
                 ToolNotAllowedError(
-                    f"tool {request.call.name!r} is not available: this agent offers {offered}"
+                    f"tool {request.call.name!r} is not available: this agent offers {offered}{servers}"
                 )
             )
         if not agent.allows(tool.name, PolicyRun(request.run_id, agent.name, request.trigger)):
@@ -116,6 +118,14 @@ class ToolRunner:
         )
         result = await self._call(agent.hooks, tool, arguments, ctx, request.tainted)
         return _within_payload_limit(result, tool.name)
+
+    def _mcp_tool(self, agent: Agent, request: ToolRequest) -> Tool | None:
+        """The MCP tool the run listed under this name, if the agent still uses that server and tool."""
+        server = request.mcp_server
+        if server is None or server not in agent.mcp_servers or server not in self.app.mcp_servers:
+            return None
+        declared = self.app.mcp_servers[server]
+        return as_tool(declared, request.call.name) if declared.offers(request.call.name) else None
 
     async def _call(
         self, hooks: AgentHooks, tool: Tool, arguments: BaseModel, ctx: ToolContext, tainted: bool

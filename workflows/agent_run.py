@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         ChamviValidationError,
         FatalToolError,
         IncompleteResponseError,
+        InvalidAgentDefinitionError,
         RunTimeoutError,
     )
     from chamvi.models import (
@@ -40,6 +41,9 @@ with workflow.unsafe.imports_passed_through():
         EffectRecord,
         ErrorInfo,
         LockRequest,
+        McpListRequest,
+        McpToolInfo,
+        McpToolList,
         Message,
         ModelRequest,
         ModelResponse,
@@ -126,6 +130,7 @@ class AgentRunWorkflow:
         self._answer: ApprovalDecision | None = None
         self._taint: Taint | None = None
         self._effects: dict[str, Any] = {}
+        self._mcp_tools: list[McpToolInfo] = []
         self._granted = False
         self._created_at = workflow.now()
         self._started_at: Any = None
@@ -166,6 +171,10 @@ class AgentRunWorkflow:
         if query.key in self._effects:
             return EffectRecord(found=True, result=self._effects[query.key])
         return EffectRecord(found=False)
+
+    @workflow.query(name=c.QUERY_MCP_TOOLS)
+    def mcp_tools(self) -> list[McpToolInfo]:
+        return self._mcp_tools
 
     @workflow.signal(name=c.SIGNAL_APPROVE)
     def approve(self, raw: Any = None) -> None:
@@ -304,6 +313,7 @@ class AgentRunWorkflow:
         await loop
 
     async def _loop(self, spec: AgentSpec) -> None:
+        await self._list_mcp_tools(spec)
         step = 0
         while True:
             response = await self._call_model(spec, step)
@@ -334,6 +344,37 @@ class AgentRunWorkflow:
                         "the model still wanted to call tools"
                     )
                 )
+
+    async def _list_mcp_tools(self, spec: AgentSpec) -> None:
+        """Lists each MCP server's tools once, so the run offers the same tools from first step to last.
+
+        A name taken twice (by the agent's own tool or another server) would make calls ambiguous:
+        the run fails naming both. An agent without MCP servers schedules nothing here, so runs
+        recorded before MCP tools existed replay unchanged.
+        """
+        owners = {t.name: "the agent's own tools" for t in spec.tools}
+        for server in spec.mcp_servers:
+            try:
+                listing: McpToolList = await workflow.execute_activity(
+                    c.ACTIVITY_LIST_MCP_TOOLS,
+                    McpListRequest(server=server),
+                    result_type=McpToolList,
+                    start_to_close_timeout=timedelta(seconds=spec.tool_timeout_seconds),
+                    retry_policy=activity_policy(spec.tool_retry, DEFAULT_TOOL_RETRY),
+                    summary=f"list the tools of MCP server {server}",
+                )
+            except (ActivityError, ApplicationError) as error:
+                raise _failure(error) from None
+            for tool in listing.tools:
+                if tool.name in owners:
+                    raise RunFailed.of(
+                        InvalidAgentDefinitionError(
+                            f"tool {tool.name!r} of MCP server {server!r} has the name of one of "
+                            f"{owners[tool.name]}: leave one out with mcp_server(tools=[...])"
+                        )
+                    )
+                owners[tool.name] = f"the tools of MCP server {server!r}"
+                self._mcp_tools.append(tool)
 
     def _finish(self, spec: AgentSpec, response: ModelResponse) -> None:
         if not spec.structured_output:
@@ -400,6 +441,7 @@ class AgentRunWorkflow:
                         trigger=self._require_input().envelope().model_copy(update={"payload": None}),
                         decisions=decisions,
                         tainted=self._taint is not None,
+                        mcp_server=next((t.server for t in self._mcp_tools if t.name == call.name), None),
                     ),
                     result_type=ToolResult,
                     start_to_close_timeout=timedelta(seconds=spec.tool_timeout_seconds),
