@@ -122,7 +122,9 @@ def mcp_server(
             f"MCP server {name!r}: command must be a non-empty list of strings, e.g. ['npx', 'my-server']"
         )
     if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
-        raise InvalidAgentDefinitionError(f"MCP server {name!r}: url {url!r} must start with http:// or https://")
+        raise InvalidAgentDefinitionError(
+            f"MCP server {name!r}: url {url!r} must start with http:// or https://"
+        )
     if headers and url is None:
         raise InvalidAgentDefinitionError(f"MCP server {name!r}: headers= applies to url= servers only")
     if env and command is None:

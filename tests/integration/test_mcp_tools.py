@@ -319,3 +319,15 @@ async def test_an_mcp_tool_named_like_one_of_the_agents_own_tools_fails_the_run_
     assert run.status == RunStatus.FAILED
     assert run.error is not None and run.error.code == "invalid_agent_definition"
     assert "'lookup'" in run.error.message and "'handbook'" in run.error.message
+
+
+async def test_a_tool_named_in_tools_that_the_server_does_not_list_fails_the_run_naming_what_it_lists(
+    chamvi: ChamviClient, running_worker, tmp_path: Path
+) -> None:
+    server = stdio_server(tmp_path, tools=["lookup", "delete_everything"])
+    async with running_worker(one_agent_app(server, ScriptedModel([reply("never asked")]))):
+        run = await chamvi.wait((await chamvi.dispatch("mcp")).run_id)
+    assert run.status == RunStatus.FAILED
+    assert run.error is not None and run.error.code == "invalid_agent_definition"
+    assert "lists no tool 'delete_everything'" in run.error.message
+    assert "'lookup'" in run.error.message
