@@ -169,9 +169,9 @@ def _needs_openai_key(ref: str) -> bool:
 def check(app_ref: str) -> None:
     """Load the app and report problems, without starting anything.
 
-    Loading checks the agents (models, tools, channels) and the knowledge collections (names
-    declared once, embedding models that resolve, folder() paths that are directories, sources'
-    own check()).
+    Loading checks the agents (models, tools, channels, MCP servers declared) and the knowledge
+    collections (names declared once, embedding models that resolve, folder() paths that are
+    directories, sources' own check()). MCP servers are not contacted: a run lists their tools.
     """
     app = load_app_or_fail(app_ref)
     problems: list[str] = []
@@ -191,7 +191,10 @@ def check(app_ref: str) -> None:
         tools = ", ".join(
             f"{t.name}{' (effect)' if t.effect is not None else ''}" for t in agent.tools.values()
         )
-        lines.append(f"  agent {name}: model {ref}, tools: {tools or 'none'}")
+        servers = "".join(
+            f", the tools of MCP server {s} ({app.mcp_servers[s].where})" for s in agent.mcp_servers
+        )
+        lines.append(f"  agent {name}: model {ref}, tools: {tools or 'none'}{servers}")
     if not app.agents:
         problems.append("the app has no agents")
     for collection in app.collections.values():

@@ -7,9 +7,17 @@ from typing import Any
 
 import pytest
 
-from chamvi import App, EffectSpec, InvalidAgentDefinitionError, define_agent, mcp_server, mcp_tools
+from chamvi import (
+    App,
+    EffectSpec,
+    InvalidAgentDefinitionError,
+    define_agent,
+    mcp_server,
+    mcp_tools,
+    require_tool_permission,
+)
 from chamvi.errors import InvalidAppError
-from chamvi.models import ToolCall, ToolRequest, TriggerEnvelope
+from chamvi.models import Invoker, ToolCall, ToolRequest, TriggerEnvelope
 from chamvi.tool_runner import ToolRunner
 from tests.unit.test_tool_runner import InMemoryRun
 
@@ -67,19 +75,23 @@ def test_the_agent_spec_names_the_mcp_servers_a_run_lists() -> None:
     assert app.spec("a").mcp_servers == ["gh"]
 
 
-def _app(**server_options: Any) -> App:
-    agent = define_agent(name="clerk", model="local/demo", instructions="x", tools=mcp_tools("gh"))
+def _app(tool_policy: Any = None, **server_options: Any) -> App:
+    agent = define_agent(
+        name="clerk", model="local/demo", instructions="x", tools=mcp_tools("gh"), tool_policy=tool_policy
+    )
     other = define_agent(name="other", model="local/demo", instructions="x")
     return App(agents=[agent, other], mcp_servers=[mcp_server("gh", url=NOWHERE, **server_options)])
 
 
-def _request(agent: str, tool: str, server: str | None = "gh", **arguments: Any) -> ToolRequest:
+def _request(
+    agent: str, tool: str, server: str | None = "gh", invoker: Invoker | None = None, **arguments: Any
+) -> ToolRequest:
     return ToolRequest(
         run_id="run-1",
         agent=agent,
         step=0,
         call=ToolCall(id="call-1", name=tool, arguments=arguments),
-        trigger=TriggerEnvelope(),
+        trigger=TriggerEnvelope(invoker=invoker),
         mcp_server=server,
     )
 
@@ -113,3 +125,18 @@ async def test_an_unreachable_mcp_server_is_a_tool_error_naming_it() -> None:
         "MCP server 'gh' (http://127.0.0.1:9/mcp) failed during the call to 'create_issue'"
         in result.error.message
     )
+
+
+@pytest.mark.parametrize(
+    ("permissions", "code"),
+    [([], "tool_not_allowed"), (["tool:clerk:create_issue"], "mcp_server_unavailable")],
+)
+async def test_require_tool_permission_covers_mcp_tools_by_their_names(
+    permissions: list[str], code: str
+) -> None:
+    app = _app(tool_policy=require_tool_permission())
+    invoker = Invoker(id="u1", kind="user", permissions=permissions)
+    result = await ToolRunner(app).run(
+        _request("clerk", "create_issue", invoker=invoker), InMemoryRun(), asyncio.Event()
+    )
+    assert result.error is not None and result.error.code == code  # allowed: the call reaches for the server
