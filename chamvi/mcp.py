@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.errors import InvalidAgentDefinitionError
@@ -38,8 +39,14 @@ class McpServer:
 
     @property
     def where(self) -> str:
-        """The server's URL, or the command that starts it, for messages."""
-        return self.url if self.url is not None else " ".join(self.command or ())
+        """The server's URL without credentials, or the command that starts it, for messages.
+
+        Messages end up in run histories, so a token in a URL's user part stays out of them.
+        """
+        if self.url is None:
+            return " ".join(self.command or ())
+        parts = urlsplit(self.url)
+        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
     def offers(self, tool: str) -> bool:
         """Whether the app uses ``tool`` of this server (its ``tools=`` filter, if any)."""

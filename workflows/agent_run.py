@@ -360,6 +360,7 @@ class AgentRunWorkflow:
                     McpListRequest(server=server),
                     result_type=McpToolList,
                     start_to_close_timeout=timedelta(seconds=spec.tool_timeout_seconds),
+                    heartbeat_timeout=timedelta(seconds=spec.tool_heartbeat_seconds),
                     retry_policy=activity_policy(spec.tool_retry, DEFAULT_TOOL_RETRY),
                     summary=f"list the tools of MCP server {server}",
                 )

@@ -140,3 +140,9 @@ async def test_require_tool_permission_covers_mcp_tools_by_their_names(
         _request("clerk", "create_issue", invoker=invoker), InMemoryRun(), asyncio.Event()
     )
     assert result.error is not None and result.error.code == code  # allowed: the call reaches for the server
+
+
+def test_a_servers_place_in_messages_leaves_out_the_credentials_of_its_url() -> None:
+    server = mcp_server("gh", url="https://user:s3cret@mcp.example.com/mcp?x=1")
+    assert server.where == "https://mcp.example.com/mcp?x=1"
+    assert mcp_server("notes", command=["python", "notes.py"]).where == "python notes.py"
