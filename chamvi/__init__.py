@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from chamvi.agents import (
         Agent,
         AgentHooks,
+        AgentTrust,
         Budget,
         ToolCallInfo,
         define_agent,
@@ -110,6 +111,7 @@ _EXPORTS: dict[str, str] = {
     "ActivityTimeouts": "chamvi.app",
     "Agent": "chamvi.agents",
     "AgentHooks": "chamvi.agents",
+    "AgentTrust": "chamvi.agents",
     "App": "chamvi.app",
     "ApprovalDecision": "chamvi.models",
     "ApprovalNotPendingError": "chamvi.errors",
@@ -192,6 +194,7 @@ __all__ = [
     "ActivityTimeouts",
     "Agent",
     "AgentHooks",
+    "AgentTrust",
     "App",
     "ApprovalDecision",
     "ApprovalNotPendingError",

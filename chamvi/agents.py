@@ -6,7 +6,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
@@ -17,7 +17,7 @@ from chamvi.errors import InvalidAgentDefinitionError
 from chamvi.mcp import McpTools
 from chamvi.models import BudgetSpec, Message
 from chamvi.permissions import PolicyRun, ToolPolicy
-from chamvi.tools import Tool, ToolContext
+from chamvi.tools import Tool, ToolContext, Trust
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,25 @@ class AgentHooks:
 
 
 @dataclass(frozen=True)
+class AgentTrust:
+    """How an agent treats untrusted content, whatever its tools say of themselves.
+
+    Args:
+        on_tainted: what a guarded tool call does once the run is tainted: ``"approve"`` asks a person,
+            ``"deny"`` refuses it as a tool error and never asks.
+        tools: a classification by tool name that replaces the tool's own ``trust=`` (for third-party
+            tools, and ``knowledge_search``).
+    """
+
+    on_tainted: Literal["approve", "deny"] = "approve"
+    tools: Mapping[str, Trust] = field(default_factory=dict)
+
+    def of(self, tool: Tool) -> Trust:
+        """The classification this agent gives ``tool``."""
+        return self.tools.get(tool.name, tool.trust)
+
+
+@dataclass(frozen=True)
 class Agent:
     """An agent as :func:`define_agent` checked it: what the app serves and the worker runs."""
 
@@ -73,6 +92,7 @@ class Agent:
     channels: tuple[ChannelSubscription, ...] = field(default_factory=tuple)
     tool_policy: ToolPolicy | None = None
     hooks: AgentHooks = AgentHooks()
+    trust: AgentTrust = AgentTrust()
     mcp_servers: tuple[str, ...] = ()
     """The declared MCP servers whose tools the agent uses (``mcp_tools(name)``)."""
 
@@ -182,6 +202,7 @@ def define_agent(
     channels: Sequence[str | ChannelSubscription] = (),
     tool_policy: ToolPolicy | None = None,
     hooks: AgentHooks | None = None,
+    trust: AgentTrust | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
@@ -190,7 +211,8 @@ def define_agent(
 
     ``tool_policy(tool_name, run)`` decides per run which tools are offered (e.g.
     ``require_tool_permission()``); a refused tool the model calls anyway is a
-    ``tool_not_allowed`` tool error.
+    ``tool_not_allowed`` tool error. ``trust`` classifies tools by name and says whether a guarded
+    call once tainted asks a person or is denied.
 
     Raises:
         InvalidAgentDefinitionError: naming what is wrong.
@@ -202,16 +224,39 @@ def define_agent(
         )
     if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
         raise InvalidAgentDefinitionError(f"agent {name!r}: output must be a pydantic model class or None")
-    own_tools, mcp_servers = _tools(name, tools)
+    checked_tools, mcp_servers = _tools(name, tools)
     return Agent(
         name=name,
         model=model,
         instructions=_instructions(name, instructions),
-        tools=own_tools,
+        tools=checked_tools,
         budget=_budget(name, budget or Budget()),
         output=output,
         channels=_subscriptions(name, channels),
         tool_policy=tool_policy,
         hooks=hooks or AgentHooks(),
+        trust=_trust(name, trust or AgentTrust(), checked_tools),
         mcp_servers=mcp_servers,
     )
+
+
+def _trust(name: str, trust: AgentTrust, tools: Mapping[str, Tool]) -> AgentTrust:
+    if not isinstance(trust, AgentTrust):
+        raise InvalidAgentDefinitionError(f"agent {name!r}: trust must be an AgentTrust(...)")
+    if trust.on_tainted not in ("approve", "deny"):
+        raise InvalidAgentDefinitionError(
+            f"agent {name!r}: on_tainted {trust.on_tainted!r} must be 'approve' or 'deny'"
+        )
+    unknown = sorted(set(trust.tools) - set(tools))
+    if unknown:
+        offered = ", ".join(repr(t) for t in tools) or "none"
+        raise InvalidAgentDefinitionError(
+            f"agent {name!r}: trust names tools it does not have: {', '.join(map(repr, unknown))} "
+            f"(its tools are {offered})"
+        )
+    for tool_name, classification in trust.tools.items():
+        if not isinstance(classification, Trust):
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: trust of {tool_name!r} must be a Trust(...), not {classification!r}"
+            )
+    return trust

@@ -204,8 +204,8 @@ class App:
                 ToolSpec(
                     name=t.name,
                     effect=t.effect is not None,
-                    taint=bool(t.trust.taint),
-                    guard_when_tainted=bool(t.trust.guard_when_tainted),
+                    taint=bool(agent.trust.of(t).taint),
+                    guard_when_tainted=bool(agent.trust.of(t).guard_when_tainted),
                     retry=retry_spec(t.retry) if t.retry is not None else None,
                 )
                 for t in agent.tools.values()

@@ -2,9 +2,9 @@
 
 Codes travel through Temporal as the ``type`` of an ``ApplicationError`` so a failed run reads the
 same in the Temporal UI, in ``chamvi runs show`` and in the HTTP API. Whether Temporal retries an
-activity that failed with one of them is decided in one place: each class says whether it is
-``retryable``, and every retry policy chamvi builds lists the codes of those that are not
-(``NON_RETRYABLE_CODES``) as ``non_retryable_error_types``. Raise sites never decide.
+activity that failed with one of them is decided by the retry policies: each class says whether it
+is ``retryable``, and each policy lists, as ``non_retryable_error_types``, the codes of the
+non-retryable errors its activity can raise (``chamvi.retry``). Raise sites never decide.
 
 This module is part of the shared kernel that workflows import: it loads no I/O client.
 """
@@ -406,8 +406,3 @@ KNOWLEDGE_STORE_ERRORS: tuple[type[KnowledgeStoreError], ...] = tuple(
 
 ErrorCode: dict[str, str] = {cls.__name__: cls.code for cls in ERROR_CLASSES}
 """The code of every error above, by class name (the seed's ``ErrorCode`` object)."""
-
-NON_RETRYABLE_CODES: tuple[str, ...] = tuple(
-    sorted({cls.code for cls in ERROR_CLASSES if not cls.retryable})
-)
-"""What every retry policy lists as ``non_retryable_error_types``."""

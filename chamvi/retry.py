@@ -2,7 +2,9 @@
 
 Activities never decide at a raise site: an activity raises a ``ChamviError`` and the activity
 boundary turns it into a failure typed by its code (``chamvi.activity_boundary``); every policy here
-lists ``NON_RETRYABLE_CODES``, so a deterministic mistake fails at once and a provider that is down
+lists the codes of the non-retryable errors its activity can raise (kept short: every scheduled
+activity carries its policy into the run's history), so a deterministic mistake fails at once and a
+provider that is down
 is tried again, waiting as long as it asked (``retry_after``).
 
 Part of the shared kernel: workflows import it, so it loads no I/O client.
@@ -18,10 +20,51 @@ from typing import TypeVar
 
 from temporalio.common import RetryPolicy
 
-from chamvi.errors import NON_RETRYABLE_CODES, ChamviError
+from chamvi.errors import (
+    AgentNotFoundError,
+    ChamviError,
+    ChamviValidationError,
+    InvalidAgentDefinitionError,
+    InvalidAppError,
+    KnowledgeNotReadyError,
+    ModelError,
+    ModelNotFoundError,
+)
 from chamvi.models.runs import RetrySpec
 
 T = TypeVar("T")
+
+AGENT_LOOKUP_FAILURES: tuple[type[ChamviError], ...] = (
+    AgentNotFoundError,
+    ModelNotFoundError,
+    InvalidAgentDefinitionError,
+    InvalidAppError,
+)
+"""What describing an agent fails with for good: an agent or model the app does not have."""
+MODEL_CALL_FAILURES: tuple[type[ChamviError], ...] = (ModelError,)
+"""What a model call fails with for good: a provider's refusal. An agent the worker does not know
+mid-run is retried, as is a provider that may answer later: in a rolling deploy, the next attempt may
+reach a worker that has the agent."""
+TOOL_CALL_FAILURES: tuple[type[ChamviError], ...] = ()
+"""Nothing: the tool runner reports a tool's own failures as results, and an agent unknown mid-run is
+retried (a rolling deploy)."""
+MCP_LISTING_FAILURES: tuple[type[ChamviError], ...] = (InvalidAgentDefinitionError,)
+"""What listing an MCP server's tools fails with for good: a tool the app names that the server does
+not list, or one under a name models refuse. A server that is down is tried again, and so is a server
+the worker's app does not declare (a rolling deploy)."""
+SEARCH_FAILURES: tuple[type[ChamviError], ...] = (
+    *AGENT_LOOKUP_FAILURES,
+    KnowledgeNotReadyError,
+    ChamviValidationError,
+    ModelError,
+)
+"""What a knowledge search fails with for good: a collection not ready, a bad query, a refused embedding."""
+
+
+def non_retryable(failures: tuple[type[ChamviError], ...]) -> list[str]:
+    """The codes of ``failures`` that retrying cannot fix, for ``non_retryable_error_types``."""
+    return sorted({error.code for error in failures if not error.retryable})
+
 
 DEFAULT_MODEL_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
@@ -71,8 +114,10 @@ def retry_spec(policy: RetryPolicy) -> RetrySpec:
     )
 
 
-def activity_policy(spec: RetrySpec | None, default: RetryPolicy) -> RetryPolicy:
-    """The policy an activity runs under: ``spec`` (or ``default``) plus chamvi's non-retryable codes.
+def activity_policy(
+    spec: RetrySpec | None, default: RetryPolicy, failures: tuple[type[ChamviError], ...]
+) -> RetryPolicy:
+    """The policy an activity runs under: ``spec`` (or ``default``), never retrying ``failures``.
 
     A user's policy can add codes but not drop chamvi's, so a deterministic mistake is never retried.
     """
@@ -87,7 +132,7 @@ def activity_policy(spec: RetrySpec | None, default: RetryPolicy) -> RetryPolicy
             else None
         ),
         maximum_attempts=spec.maximum_attempts,
-        non_retryable_error_types=sorted({*spec.non_retryable_error_types, *NON_RETRYABLE_CODES}),
+        non_retryable_error_types=sorted({*spec.non_retryable_error_types, *non_retryable(failures)}),
     )
 
 

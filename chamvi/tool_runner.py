@@ -21,7 +21,7 @@ from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_jsonable_python
 
 from chamvi._mcp_client import as_tool
-from chamvi.agents import Agent, AgentHooks, ToolCallInfo
+from chamvi.agents import Agent, ToolCallInfo
 from chamvi.app import App
 from chamvi.channels import ChannelAccess
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
@@ -116,7 +116,7 @@ class ToolRunner:
             approvals=approvals,
             provided=self.app.provided,
         )
-        result = await self._call(agent.hooks, tool, arguments, ctx, request.tainted)
+        result = await self._call(agent, tool, arguments, ctx, request.tainted)
         return _within_payload_limit(result, tool.name)
 
     def _mcp_tool(self, agent: Agent, request: ToolRequest) -> Tool | None:
@@ -128,8 +128,9 @@ class ToolRunner:
         return as_tool(declared, request.call.name) if declared.offers(request.call.name) else None
 
     async def _call(
-        self, hooks: AgentHooks, tool: Tool, arguments: BaseModel, ctx: ToolContext, tainted: bool
+        self, agent: Agent, tool: Tool, arguments: BaseModel, ctx: ToolContext, tainted: bool
     ) -> ToolResult:
+        hooks, trust = agent.hooks, agent.trust.of(tool)
         status: str = "ok"
         output: Any = None
         error: ErrorInfo | None = None
@@ -139,7 +140,12 @@ class ToolRunner:
                 rewritten = await _maybe_await(hooks.before_tool_execution(info, ctx))
                 arguments = tool.parse_input(rewritten)
                 info = ToolCallInfo(tool.name, ctx.run.tool_call_id, arguments.model_dump(mode="json"))
-            if tainted and await _holds(tool.trust.guard_when_tainted, arguments, ctx):
+            if tainted and await _holds(trust.guard_when_tainted, arguments, ctx):
+                if agent.trust.on_tainted == "deny":
+                    raise ToolDeniedError(
+                        f"{tool.name!r} was denied: the run read untrusted content, and this agent "
+                        "refuses guarded tools from then on"
+                    )
                 decision = await approve(
                     ctx,
                     title=f"The run read untrusted content: allow {tool.name!r}?",
@@ -159,7 +165,7 @@ class ToolRunner:
             status, error = "fatal", _error(fatal)
         except Exception as failure:
             status, error = "error", _error(failure)
-        if await _holds(tool.trust.taint, arguments, ctx):
+        if await _holds(trust.taint, arguments, ctx):
             ctx.mark_tainted(f"tool:{tool.name}")
         return ToolResult(
             status=status,  # type: ignore[arg-type]
@@ -175,14 +181,14 @@ async def _run_effect(tool: Tool, arguments: BaseModel, ctx: ToolContext) -> Any
     assert tool.effect is not None
     key_fn = tool.effect.effect_key
     key = key_fn(arguments, ctx) if key_fn is not None else tool.default_effect_key(ctx.run.run_id, arguments)
+    ctx.effect_key = key
     found, recorded = await ctx.effects.lookup(key)
     if found:
         return recorded
-    if tool.effect.already_applied is not None:
-        applied = await _maybe_await(tool.effect.already_applied(key, arguments))
-        if applied is not None:
-            ctx.effects.record(key, applied)
-            return applied
+    applied = await tool.effect.ask_applied(key, arguments, ctx)
+    if applied is not None:
+        ctx.effects.record(key, applied)
+        return applied
     result = await tool.invoke(arguments, ctx)
     ctx.effects.record(key, result)
     return result

@@ -48,6 +48,8 @@ class ToolContext:
     approvals: Approvals = field(default_factory=Approvals)
     provided: Provided = field(default_factory=Provided)
     _taint: str | None = field(default=None, init=False)
+    effect_key: str | None = field(default=None, init=False)
+    """The effect key of this call of an effect tool, to pass on as a remote API's idempotency key."""
 
     @property
     def taint(self) -> str | None:
@@ -87,7 +89,8 @@ def effect_marker(key: str) -> str:
 
 
 EffectKeyFn = Callable[[Any, ToolContext], str]
-AlreadyAppliedFn = Callable[[str, Any], Awaitable[Any] | Any]
+AlreadyAppliedFn = Callable[..., Awaitable[Any] | Any]
+"""``already_applied(key, input, ctx)``; the two-argument form ``(key, input)`` is accepted too."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,15 @@ class EffectSpec:
 
     effect_key: EffectKeyFn | None = None
     already_applied: AlreadyAppliedFn | None = None
+
+    async def ask_applied(self, key: str, arguments: Any, ctx: ToolContext) -> Any:
+        """``already_applied``'s answer (None: not applied), with the tool's context when it takes one."""
+        if self.already_applied is None:
+            return None
+        wants_context = len(inspect.signature(self.already_applied).parameters) >= 3
+        applied = self.already_applied
+        answer = applied(key, arguments, ctx) if wants_context else applied(key, arguments)
+        return await answer if inspect.isawaitable(answer) else answer
 
 
 @dataclass(frozen=True)
@@ -281,10 +293,15 @@ def effect_tool(
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """A tool with a side effect, applied once per effect key.
 
-    Each call tries the recorded result first, then ``already_applied(key, input)`` (a non-None
+    Each call tries the recorded result first, then ``already_applied(key, input, ctx)`` (a non-None
     answer is taken as the result), then the function. The result is recorded after the function
     returns; a function that raises records nothing. The key defaults to
-    ``<run_id>:<tool>:<sha256 of input>``; ``effect_key(input, ctx)`` replaces it.
+    ``<run_id>:<tool>:<sha256 of input>``; ``effect_key(input, ctx)`` replaces it, and the tool reads it
+    as ``ctx.effect_key`` (to hand a remote API as its idempotency key).
+
+    Exactly once means: a call whose result was recorded never runs again. A worker that dies after
+    the side effect and before the result is recorded leaves nothing recorded, so the call runs again:
+    ``already_applied`` is how it finds out, in the system it changed, that the effect happened.
     """
     spec = EffectSpec(effect_key=effect_key, already_applied=already_applied)
     if fn is not None:

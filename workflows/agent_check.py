@@ -14,8 +14,8 @@ from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
     from chamvi import constants as c
-    from chamvi.errors import NON_RETRYABLE_CODES
     from chamvi.models import AgentSpec, DescribeAgentRequest
+    from chamvi.retry import AGENT_LOOKUP_FAILURES, non_retryable
 
 
 @workflow.defn(name=c.AGENT_CHECK_WORKFLOW)
@@ -28,5 +28,7 @@ class AgentCheckWorkflow:
             request,
             result_type=AgentSpec,
             start_to_close_timeout=timedelta(seconds=10),
-            retry_policy=RetryPolicy(maximum_attempts=3, non_retryable_error_types=list(NON_RETRYABLE_CODES)),
+            retry_policy=RetryPolicy(
+                maximum_attempts=3, non_retryable_error_types=non_retryable(AGENT_LOOKUP_FAILURES)
+            ),
         )

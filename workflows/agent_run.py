@@ -21,7 +21,6 @@ with workflow.unsafe.imports_passed_through():
 
     from chamvi import constants as c
     from chamvi.errors import (
-        NON_RETRYABLE_CODES,
         ApprovalNotPendingError,
         BudgetExceededError,
         ChamviError,
@@ -60,10 +59,19 @@ with workflow.unsafe.imports_passed_through():
         Usage,
         WaitPoint,
     )
-    from chamvi.retry import DEFAULT_MODEL_RETRY, DEFAULT_TOOL_RETRY, activity_policy
+    from chamvi.retry import (
+        AGENT_LOOKUP_FAILURES,
+        DEFAULT_MODEL_RETRY,
+        DEFAULT_TOOL_RETRY,
+        MCP_LISTING_FAILURES,
+        MODEL_CALL_FAILURES,
+        TOOL_CALL_FAILURES,
+        activity_policy,
+        non_retryable,
+    )
     from chamvi.transcript import EMPTY_DIGEST, chain_digest
 
-LOCAL_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=list(NON_RETRYABLE_CODES))
+LOCAL_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=non_retryable(AGENT_LOOKUP_FAILURES))
 
 
 class RunFailed(Exception):
@@ -132,6 +140,8 @@ class AgentRunWorkflow:
         self._effects: dict[str, Any] = {}
         self._mcp_tools: list[McpToolInfo] = []
         self._granted = False
+        self._policies: dict[str | None, RetryPolicy] = {}
+        """Retry policies by tool name (None: the model call), built once per run from its spec."""
         self._created_at = workflow.now()
         self._started_at: Any = None
         self._ended_at: Any = None
@@ -361,7 +371,7 @@ class AgentRunWorkflow:
                     result_type=McpToolList,
                     start_to_close_timeout=timedelta(seconds=spec.tool_timeout_seconds),
                     heartbeat_timeout=timedelta(seconds=spec.tool_heartbeat_seconds),
-                    retry_policy=activity_policy(spec.tool_retry, DEFAULT_TOOL_RETRY),
+                    retry_policy=activity_policy(spec.tool_retry, DEFAULT_TOOL_RETRY, MCP_LISTING_FAILURES),
                     summary=f"list the tools of MCP server {server}",
                 )
             except (ActivityError, ApplicationError) as error:
@@ -406,7 +416,7 @@ class AgentRunWorkflow:
                 ),
                 result_type=ModelResponse,
                 start_to_close_timeout=timedelta(seconds=spec.model_timeout_seconds),
-                retry_policy=activity_policy(spec.model_retry, DEFAULT_MODEL_RETRY),
+                retry_policy=self._retry_policy(spec, None),
                 summary=f"step {step}: {spec.model}",
             )
         except (ActivityError, ApplicationError) as error:
@@ -447,7 +457,7 @@ class AgentRunWorkflow:
                     result_type=ToolResult,
                     start_to_close_timeout=timedelta(seconds=spec.tool_timeout_seconds),
                     heartbeat_timeout=timedelta(seconds=spec.tool_heartbeat_seconds),
-                    retry_policy=self._tool_retry(spec, call.name),
+                    retry_policy=self._retry_policy(spec, call.name),
                     summary=f"step {step}: {call.name}",
                 )
             except (ActivityError, ApplicationError) as error:
@@ -527,10 +537,16 @@ class AgentRunWorkflow:
         self._set_status(RunStatus.RUNNING)
         return decision
 
-    @staticmethod
-    def _tool_retry(spec: AgentSpec, name: str) -> RetryPolicy:
-        own = next((t.retry for t in spec.tools if t.name == name and t.retry is not None), None)
-        return activity_policy(own or spec.tool_retry, DEFAULT_TOOL_RETRY)
+    def _retry_policy(self, spec: AgentSpec, tool: str | None) -> RetryPolicy:
+        policy = self._policies.get(tool)
+        if policy is None:
+            if tool is None:
+                policy = activity_policy(spec.model_retry, DEFAULT_MODEL_RETRY, MODEL_CALL_FAILURES)
+            else:
+                own = next((t.retry for t in spec.tools if t.name == tool and t.retry is not None), None)
+                policy = activity_policy(own or spec.tool_retry, DEFAULT_TOOL_RETRY, TOOL_CALL_FAILURES)
+            self._policies[tool] = policy
+        return policy
 
     # ---- state ----------------------------------------------------------------------------
 

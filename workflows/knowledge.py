@@ -29,7 +29,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from chamvi import constants as c
-    from chamvi.errors import NON_RETRYABLE_CODES, ChamviValidationError
+    from chamvi.errors import ChamviValidationError
     from chamvi.models.knowledge import (
         CollectionInput,
         CollectionMeta,
@@ -38,7 +38,7 @@ with workflow.unsafe.imports_passed_through():
         SearchRequest,
         SyncRequest,
     )
-    from chamvi.retry import PASS_HEARTBEAT_TIMEOUT, backoff
+    from chamvi.retry import PASS_HEARTBEAT_TIMEOUT, SEARCH_FAILURES, backoff, non_retryable
 
 # one attempt per activity: the workflow owns the backoff so its state shows the error and the
 # time of the next attempt; a timer holds across workers and restarts
@@ -51,7 +51,7 @@ every PUT over REST sends one: a run starts afresh long before, however few pass
 SEARCHES_BEFORE_CONTINUE_AS_NEW = 100
 """A search adds about ten events and its result (up to 20 000 characters, twice: the activity's and
 the update's) to the history: a hundred stay well under Temporal's history limits."""
-SEARCH_RETRIES = RetryPolicy(maximum_attempts=3, non_retryable_error_types=list(NON_RETRYABLE_CODES))
+SEARCH_RETRIES = RetryPolicy(maximum_attempts=3, non_retryable_error_types=non_retryable(SEARCH_FAILURES))
 
 
 @workflow.defn(name=c.KNOWLEDGE_COLLECTION_WORKFLOW)

@@ -188,6 +188,20 @@ def check(app_ref: str) -> None:
             warnings.append(
                 f"agent {name!r} uses {ref!r} but neither OPENAI_API_KEY nor OPENAI_BASE_URL is set"
             )
+        effect_tools = [
+            *((repr(t.name), t.effect) for t in agent.tools.values() if t.effect is not None),
+            *(
+                (f"{tool!r} of MCP server {server!r}", spec)
+                for server in agent.mcp_servers
+                for tool, spec in app.mcp_servers[server].effects.items()
+            ),
+        ]
+        warnings.extend(
+            f"agent {name!r}: effect tool {label} has no already_applied: a worker that dies after "
+            "its side effect and before its result is recorded makes it run again"
+            for label, spec in effect_tools
+            if spec.already_applied is None
+        )
         tools = ", ".join(
             f"{t.name}{' (effect)' if t.effect is not None else ''}" for t in agent.tools.values()
         )

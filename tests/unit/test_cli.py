@@ -131,14 +131,20 @@ def test_check_of_the_example_lists_its_agent_tools_and_collection(monkeypatch: 
         "knowledge_supersede (effect), knowledge_log (effect), knowledge_check, knowledge_retire (effect)",
         "  collection handbook: model local/all-minilm-l6-v2, sources: folder examples/support/handbook",
     ]
+    assert result.stderr.splitlines() == [
+        "warning: agent 'support': effect tool 'refund_order' has no already_applied: a worker that dies "
+        "after its side effect and before its result is recorded makes it run again",
+        "warning: agent 'librarian': effect tool 'knowledge_log' has no already_applied: a worker that dies "
+        "after its side effect and before its result is recorded makes it run again",
+    ]
 
 
 def test_check_names_the_mcp_servers_an_agent_uses_without_contacting_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "chamvi_mcp_app.py").write_text(
-        "from chamvi import App, define_agent, mcp_server, mcp_tools\n"
-        "gh = mcp_server('github', url='http://127.0.0.1:9/mcp')\n"
+        "from chamvi import App, EffectSpec, define_agent, mcp_server, mcp_tools\n"
+        "gh = mcp_server('github', url='http://127.0.0.1:9/mcp', effects={'create_issue': EffectSpec()})\n"
         "agent = define_agent(name='triage', model='local/demo', instructions='x',\n"
         "                     tools=mcp_tools('github'))\n"
         "app = App(agents=[agent], mcp_servers=[gh])\n"
@@ -148,6 +154,10 @@ def test_check_names_the_mcp_servers_an_agent_uses_without_contacting_them(
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[1] == (
         "  agent triage: model local/demo, tools: none, the tools of MCP server github (http://127.0.0.1:9/mcp)"
+    )
+    assert (
+        "warning: agent 'triage': effect tool 'create_issue' of MCP server 'github' has no already_applied"
+        in result.stderr
     )
 
 
@@ -384,3 +394,16 @@ def test_chamvi_api_refuses_two_tokens_with_the_same_id_or_value_in_one_line(
     assert result.exit_code == 1
     assert result.output.startswith(f"Error: CHAMVI_TOKENS[0] and CHAMVI_TOKENS[1] have the same {field}")
     assert len(result.output.strip().splitlines()) == 1 and "first-secret" not in result.output
+
+
+def test_dev_gives_managed_collections_the_offline_model_unless_one_is_chosen() -> None:
+    from chamvi import App
+    from chamvi.cli._serving import dev_knowledge_model
+    from chamvi.settings import Settings
+
+    assert dev_knowledge_model(Settings(), App(agents=[])) == "local/all-minilm-l6-v2"
+    app = App(agents=[], embedding_model="test/hash-8")
+    assert dev_knowledge_model(Settings(), app) == "test/hash-8"
+    assert dev_knowledge_model(Settings(knowledge_model="openai/text-embedding-3-small"), app) == (
+        "openai/text-embedding-3-small"
+    )

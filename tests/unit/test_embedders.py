@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from chamvi.errors import (
-    NON_RETRYABLE_CODES,
     ModelNotFoundError,
     ProviderHTTPError,
     ProviderUnavailableError,
@@ -32,6 +31,7 @@ from chamvi.knowledge.embedders import (
     normalise,
 )
 from chamvi.knowledge.embedders.local import assemble_model_dir
+from chamvi.retry import MODEL_CALL_FAILURES, non_retryable
 
 ROOT = Path(__file__).resolve().parents[2]
 MINILM = "local/all-minilm-l6-v2"
@@ -180,7 +180,7 @@ def test_one_rule_for_chat_and_embeddings_says_what_is_retried_and_what_is_the_i
 ) -> None:
     error = provider_http_error(status, f"embedding provider answered {status}: no", retry_after=2.0)
     assert error.retryable is retryable
-    assert (error.code in NON_RETRYABLE_CODES) is not retryable
+    assert (error.code in non_retryable(MODEL_CALL_FAILURES)) is not retryable
     assert (isinstance(error, ProviderHTTPError) and error.input_refused is input_refused) or (
         isinstance(error, ProviderUnavailableError) and not input_refused and error.retry_after == 2.0
     )

@@ -6,14 +6,27 @@ import asyncio
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
-from chamvi import AgentHooks, App, ToolCallInfo, ToolContext, Trust, approve, define_agent, effect_tool, tool
+from chamvi import (
+    AgentHooks,
+    AgentTrust,
+    App,
+    ToolCallInfo,
+    ToolContext,
+    Trust,
+    approve,
+    define_agent,
+    define_context_key,
+    effect_tool,
+    inject,
+    tool,
+)
 from chamvi.channels import ChannelMessage, console_channel
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
-from chamvi.errors import FatalToolError, InvalidInputError
+from chamvi.errors import FatalToolError, InvalidAgentDefinitionError, InvalidInputError
 from chamvi.models import ApprovalDecision, ToolCall, ToolRequest, ToolResult, TriggerEnvelope
 from chamvi.run_context import ApprovalRequired, Approvals, request_approval
 from chamvi.tool_runner import ToolRunner
@@ -217,3 +230,73 @@ async def test_approve_asks_once_then_returns_recorded_decisions_in_order() -> N
         request_approval(Approvals(), title="x", timeout=timedelta(days=30))
     with pytest.raises(InvalidInputError, match="needs the ToolContext"):
         await approve("not a context", title="x")  # type: ignore[arg-type]
+
+
+async def test_already_applied_and_the_tool_see_the_calls_context_and_its_effect_key() -> None:
+    ledger = define_context_key("ledger")
+    seen: list[tuple[str, str, str]] = []
+
+    def already(key: str, arguments: Any, ctx: ToolContext) -> None:
+        seen.append((key, ctx.run.run_id, inject(ctx, ledger)))
+
+    @effect_tool(already_applied=already, effect_key=lambda arguments, ctx: f"pay:{arguments.order_id}")
+    async def pay(order_id: str, ctx: ToolContext) -> str:
+        """Pays an order."""
+        return f"paid with idempotency key {ctx.effect_key}"
+
+    app = clerk(pay)
+    app.provide(ledger, "the ledger")
+    result = await call(app, request("pay", {"order_id": "A1"}))
+    assert result.output == "paid with idempotency key pay:A1"
+    assert seen == [("pay:A1", "run-1", "the ledger")]
+
+
+@tool
+async def fetch_page(url: str) -> str:
+    """Reads a web page (a third-party tool that says nothing of trust)."""
+    return f"the page at {url}"
+
+
+@tool
+async def send_mail(to: str) -> str:
+    """Sends an e-mail."""
+    return f"sent to {to}"
+
+
+def careful(on_tainted: Literal["approve", "deny"]) -> App:
+    trust = AgentTrust(
+        on_tainted=on_tainted,
+        tools={"fetch_page": Trust(taint=True), "send_mail": Trust(guard_when_tainted=True)},
+    )
+    agent = define_agent(
+        name="clerk", instructions="x", model="local/demo", tools=[fetch_page, send_mail], trust=trust
+    )
+    return App(agents=[agent])
+
+
+async def test_the_agents_trust_classifies_tools_that_say_nothing_of_themselves() -> None:
+    fetched = await call(careful("approve"), request("fetch_page", {"url": "https://x"}))
+    assert fetched.taint == "tool:fetch_page"
+    asked = await call(careful("approve"), request("send_mail", {"to": "a@b"}, tainted=True))
+    assert asked.status == "approval"
+    assert careful("approve").spec("clerk").tools[1].guard_when_tainted
+
+
+async def test_deny_refuses_a_guarded_call_once_tainted_and_never_asks_a_person() -> None:
+    denied = await call(careful("deny"), request("send_mail", {"to": "a@b"}, tainted=True))
+    assert denied.status == "error" and denied.approval is None and denied.error is not None
+    assert denied.error.code == "tool_denied"
+    assert "refuses guarded tools" in denied.error.message
+    untainted = await call(careful("deny"), request("send_mail", {"to": "a@b"}))
+    assert untainted.output == "sent to a@b"
+
+
+def test_a_trust_entry_naming_no_tool_of_the_agent_is_refused() -> None:
+    with pytest.raises(InvalidAgentDefinitionError, match=r"trust names tools it does not have: 'fetch'"):
+        define_agent(
+            name="clerk",
+            instructions="x",
+            model="local/demo",
+            tools=[fetch_page],
+            trust=AgentTrust(tools={"fetch": Trust(taint=True)}),
+        )
