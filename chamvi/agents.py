@@ -235,12 +235,15 @@ def define_agent(
         channels=_subscriptions(name, channels),
         tool_policy=tool_policy,
         hooks=hooks or AgentHooks(),
-        trust=_trust(name, trust or AgentTrust(), checked_tools),
+        trust=_trust(name, trust or AgentTrust(), checked_tools, mcp_servers),
         mcp_servers=mcp_servers,
     )
 
 
-def _trust(name: str, trust: AgentTrust, tools: Mapping[str, Tool]) -> AgentTrust:
+def _trust(
+    name: str, trust: AgentTrust, tools: Mapping[str, Tool], mcp_servers: Sequence[str]
+) -> AgentTrust:
+    """Checks the classification; names of MCP tools are checked when a run lists them."""
     if not isinstance(trust, AgentTrust):
         raise InvalidAgentDefinitionError(f"agent {name!r}: trust must be an AgentTrust(...)")
     if trust.on_tainted not in ("approve", "deny"):
@@ -248,7 +251,7 @@ def _trust(name: str, trust: AgentTrust, tools: Mapping[str, Tool]) -> AgentTrus
             f"agent {name!r}: on_tainted {trust.on_tainted!r} must be 'approve' or 'deny'"
         )
     unknown = sorted(set(trust.tools) - set(tools))
-    if unknown:
+    if unknown and not mcp_servers:
         offered = ", ".join(repr(t) for t in tools) or "none"
         raise InvalidAgentDefinitionError(
             f"agent {name!r}: trust names tools it does not have: {', '.join(map(repr, unknown))} "

@@ -219,4 +219,5 @@ class App:
             model_retry=retry_spec(self.retry.model),
             tool_retry=retry_spec(self.retry.tool),
             mcp_servers=list(agent.mcp_servers),
+            classified_tools=sorted(agent.trust.tools),
         )

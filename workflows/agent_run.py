@@ -359,8 +359,9 @@ class AgentRunWorkflow:
         """Lists each MCP server's tools once, so the run offers the same tools from first step to last.
 
         A name taken twice (by the agent's own tool or another server) would make calls ambiguous:
-        the run fails naming both. An agent without MCP servers schedules nothing here, so runs
-        recorded before MCP tools existed replay unchanged.
+        the run fails naming both, as it does when the agent's ``trust=`` classifies a tool nobody
+        lists. An agent without MCP servers schedules nothing here, so runs recorded before MCP
+        tools existed replay unchanged.
         """
         owners = {t.name: "the agent's own tools" for t in spec.tools}
         for server in spec.mcp_servers:
@@ -386,6 +387,14 @@ class AgentRunWorkflow:
                     )
                 owners[tool.name] = f"the tools of MCP server {server!r}"
                 self._mcp_tools.append(tool)
+        unknown = [name for name in spec.classified_tools if name not in owners]
+        if spec.mcp_servers and unknown:
+            raise RunFailed.of(
+                InvalidAgentDefinitionError(
+                    "the agent's trust names tools that neither it nor its MCP servers have: "
+                    f"{', '.join(map(repr, unknown))} (its tools are {', '.join(map(repr, owners))})"
+                )
+            )
 
     def _finish(self, spec: AgentSpec, response: ModelResponse) -> None:
         if not spec.structured_output:

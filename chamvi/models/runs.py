@@ -170,6 +170,8 @@ class AgentSpec(BaseModel):
     tool_retry: RetrySpec | None = None
     mcp_servers: list[str] = Field(default_factory=list)
     """The MCP servers whose tools the agent uses; the run lists them once, at its start."""
+    classified_tools: list[str] = Field(default_factory=list)
+    """The tool names the agent's ``trust=`` classifies; those of MCP tools are checked at listing."""
 
 
 class DescribeAgentRequest(BaseModel):

@@ -17,6 +17,7 @@ from temporalio.client import Client
 from temporalio.common import RetryPolicy
 
 from chamvi import (
+    AgentTrust,
     App,
     ChamviClient,
     RetryPolicies,
@@ -29,6 +30,7 @@ from chamvi import (
 )
 from chamvi.mcp import McpServer
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from chamvi.providers.scripted import ScriptedTurn
 from tests.polling import eventually, until_status
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -331,3 +333,49 @@ async def test_a_tool_named_in_tools_that_the_server_does_not_list_fails_the_run
     assert run.error is not None and run.error.code == "invalid_agent_definition"
     assert "lists no tool 'delete_everything'" in run.error.message
     assert "'lookup'" in run.error.message
+
+
+def _classifying_app(folder: Path, trust: AgentTrust, turns: list[ScriptedTurn]) -> App:
+    models = ModelRegistry()
+    models.register("scripted/mcp", ScriptedModel(turns))
+    web, notes = stdio_server(folder, "web", tools=["fetch_page"]), stdio_server(folder, tools=["add_note"])
+    agent = define_agent(
+        name="mcp",
+        model="scripted/mcp",
+        instructions="Read.",
+        tools=[*mcp_tools("web"), *mcp_tools("handbook")],
+        trust=trust,
+    )
+    return App(agents=[agent], models=models, mcp_servers=[web, notes])
+
+
+async def test_an_agents_trust_classifies_mcp_tools_by_name_and_can_refuse_them_once_tainted(
+    chamvi: ChamviClient, running_worker, tmp_path: Path
+) -> None:
+    trust = AgentTrust(
+        on_tainted="deny",
+        tools={"fetch_page": Trust(taint=True), "add_note": Trust(guard_when_tainted=True)},
+    )
+    turns = [
+        call("fetch_page", url="https://example.com"),
+        call("add_note", title="t", body="b"),
+        reply("ok"),
+    ]
+    async with running_worker(_classifying_app(tmp_path, trust, turns)):
+        run = await chamvi.wait((await chamvi.dispatch("mcp")).run_id)
+    assert run.status == RunStatus.COMPLETED
+    assert run.taint is not None and run.taint.source == "tool:fetch_page"
+    denied = [s.error for s in run.steps if s.kind == "tool"][-1]
+    assert denied is not None and denied.code == "tool_denied"
+    assert not (tmp_path / "notes.txt").exists()
+
+
+async def test_an_agents_trust_naming_a_tool_no_mcp_server_lists_fails_the_run_naming_it(
+    chamvi: ChamviClient, running_worker, tmp_path: Path
+) -> None:
+    trust = AgentTrust(tools={"fetch_pages": Trust(taint=True)})
+    async with running_worker(_classifying_app(tmp_path, trust, [reply("never asked")])):
+        run = await chamvi.wait((await chamvi.dispatch("mcp")).run_id)
+    assert run.status == RunStatus.FAILED
+    assert run.error is not None and run.error.code == "invalid_agent_definition"
+    assert "'fetch_pages'" in run.error.message and "'fetch_page'" in run.error.message

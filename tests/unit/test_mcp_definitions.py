@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from chamvi import (
+    AgentTrust,
     App,
     EffectSpec,
     InvalidAgentDefinitionError,
+    Trust,
     define_agent,
     mcp_server,
     mcp_tools,
@@ -146,3 +148,12 @@ def test_a_servers_place_in_messages_leaves_out_the_credentials_of_its_url() -> 
     server = mcp_server("gh", url="https://user:s3cret@mcp.example.com/mcp?x=1")
     assert server.where == "https://mcp.example.com/mcp?x=1"
     assert mcp_server("notes", command=["python", "notes.py"]).where == "python notes.py"
+
+
+def test_an_agents_trust_may_name_mcp_tools_which_the_spec_hands_the_run_to_check() -> None:
+    trust = AgentTrust(tools={"create_issue": Trust(guard_when_tainted=True)})
+    with pytest.raises(InvalidAgentDefinitionError, match="trust names tools it does not have"):
+        define_agent(name="a", model="local/demo", instructions="x", trust=trust)
+    agent = define_agent(name="a", model="local/demo", instructions="x", tools=mcp_tools("gh"), trust=trust)
+    app = App(agents=[agent], mcp_servers=[mcp_server("gh", url=NOWHERE)])
+    assert app.spec("a").classified_tools == ["create_issue"]
