@@ -157,6 +157,8 @@ async def test_a_run_lists_an_mcp_servers_tools_and_calls_one_as_its_own_activit
     assert set(offered) == {"lookup", "add_note", "fetch_page", "crash", "refuse"}
     assert offered["lookup"].parameters == LOOKUP_SCHEMA  # the server's schema, as it wrote it
     assert offered["lookup"].description == "Looks a topic up in the handbook."
+    seen = "Bearer test" if transport == "http" else None  # stdio has no headers
+    assert f"lookup authorization={seen}" in (tmp_path / "events.txt").read_text()
     scheduled = await _scheduled_activities(chamvi.client, run.run_id)
     assert scheduled == [
         "chamvi.list_mcp_tools",

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("chamvi-test", log_level="WARNING")
@@ -31,8 +31,10 @@ def _note(name: str, line: str) -> None:
 
 
 @server.tool()
-def lookup(topic: str, limit: int = 3) -> str:
+def lookup(topic: str, ctx: Context, limit: int = 3) -> str:
     """Looks a topic up in the handbook."""
+    headers = ctx.headers or {}
+    _note("events.txt", f"lookup authorization={headers.get('authorization')}")
     return f"{limit} facts about {topic}"
 
 
