@@ -10,20 +10,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, RequestParamsMeta, TextContent
 from pydantic import BaseModel, ConfigDict
 
+from chamvi.constants import MCP_META_EFFECT_KEY
 from chamvi.errors import InvalidAgentDefinitionError, McpServerUnavailableError, McpToolError
 from chamvi.mcp import McpServer
 from chamvi.models import McpToolInfo
-from chamvi.tools import TOOL_NAME_PATTERN, Tool
+from chamvi.tools import TOOL_NAME_PATTERN, Tool, ToolContext
 
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 """The SDK's own defaults: a server may hold a response stream open for as long as a tool runs
@@ -128,16 +129,22 @@ def _output(server: McpServer, tool: str, result: CallToolResult) -> Any:
     return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
 
 
-async def call_tool(server: McpServer, tool: str, arguments: dict[str, Any]) -> Any:
+async def call_tool(
+    server: McpServer, tool: str, arguments: dict[str, Any], effect_key: str | None = None
+) -> Any:
     """Calls ``tool`` on ``server`` and returns its output as JSON-able data.
+
+    An effect tool's call carries its effect key in ``_meta`` (``MCP_META_EFFECT_KEY``).
 
     Raises:
         McpServerUnavailableError: the server could not be reached or went away during the call.
         McpToolError: the server answered with an error result.
     """
+    # an open map in the SDK's types, whose checker only knows its literal keys
+    meta = cast(RequestParamsMeta, {MCP_META_EFFECT_KEY: effect_key}) if effect_key is not None else None
     try:
         async with _connect(server) as client:
-            result = await client.call_tool(tool, arguments)
+            result = await client.call_tool(tool, arguments, meta=meta)
     except Exception as error:
         raise McpServerUnavailableError(
             f"MCP server {server.name!r} ({server.where}) failed during the call to {tool!r}: "
@@ -149,15 +156,15 @@ async def call_tool(server: McpServer, tool: str, arguments: dict[str, Any]) -> 
 def as_tool(server: McpServer, name: str) -> Tool:
     """``name`` of ``server`` as a tool the tool runner calls: its trust and effect come from the server."""
 
-    async def call(arguments: McpArguments) -> Any:
-        return await call_tool(server, name, arguments.model_dump(mode="json"))
+    async def call(arguments: McpArguments, ctx: ToolContext) -> Any:
+        return await call_tool(server, name, arguments.model_dump(mode="json"), ctx.effect_key)
 
     return Tool(
         name=name,
         description=f"tool {name!r} of MCP server {server.name!r}",
         fn=call,
         input_model=McpArguments,
-        context_param=None,
+        context_param="ctx",
         model_param="arguments",
         effect=server.effects.get(name),
         trust=server.trust,

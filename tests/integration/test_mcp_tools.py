@@ -259,6 +259,7 @@ async def test_after_taint_an_unclassified_servers_tool_runs_and_a_classified_on
         assert open_run.taint is not None and open_run.taint.source == "tool:fetch_page"
         assert [s.error for s in open_run.steps if s.kind == "tool"] == [None, None]
         assert (tmp_path / "notes.txt").read_text().count("t: from the page") == 1
+        assert "note-saved effect-key=None" in (tmp_path / "events.txt").read_text()  # no effect tool
 
         guarded_id = (await chamvi.dispatch("guarded")).run_id
         waiting = await until_status(chamvi, guarded_id, RunStatus.WAITING)

@@ -106,6 +106,8 @@ async def test_an_effect_mcp_tool_is_applied_once_across_a_killed_worker(
     assert run.status == RunStatus.COMPLETED, run.error
     assert (tmp_path / "notes.txt").read_text().count("refund-42:") == 1
     assert events.read_text().count("note-saved") == 1
+    # the key the server could have deduplicated with
+    assert f"note-saved effect-key={run_id}:note:refund-42" in events.read_text()
     step = next(s for s in run.steps if s.tool == "add_note")
     assert step.output == "saved (found after a crash)"
 

@@ -39,7 +39,7 @@ def lookup(topic: str, ctx: Context, limit: int = 3) -> str:
 
 
 @server.tool()
-def add_note(title: str, body: str) -> str:
+def add_note(title: str, body: str, ctx: Context) -> str:
     """Saves a note (a side effect).
 
     With ``MCP_HANG_AFTER_SAVE`` set, the first call saves the note and then waits until the worker
@@ -47,7 +47,7 @@ def add_note(title: str, body: str) -> str:
     is reported.
     """
     _note("notes.txt", f"{title}: {body}")
-    _note("events.txt", "note-saved")
+    _note("events.txt", f"note-saved effect-key={(ctx.request_context.meta or {}).get('chamvi/effect-key')}")
     first = _dir().joinpath("events.txt").read_text().count("note-saved") == 1
     if os.environ.get("MCP_HANG_AFTER_SAVE") and first:
         caller = os.getppid()
