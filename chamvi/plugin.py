@@ -159,7 +159,9 @@ class ChamviPlugin(SimplePlugin):
         )
 
         app, index = self.app, self.index
-        search = KnowledgeSearch(index, app.embedders, retry=app.retry.embedding)
+        search = KnowledgeSearch(
+            index, app.embedders, retry=app.retry.embedding, declared=frozenset(app.collections)
+        )
         app.provided.set(KNOWLEDGE_SEARCH, search)
         agents, model, tools = AgentActivities(app), ModelActivities(app), ToolActivities(app)
         locks = LockActivities()

@@ -7,6 +7,8 @@ importing each other.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -51,32 +53,64 @@ class EffectLedger:
         self.new[key] = result
 
 
+def input_digest(arguments: dict[str, Any]) -> str:
+    """A digest of a tool call's arguments, to bind a decision to the input it was given for."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
 class Approvals:
     """The answers a tool call has been given so far, taken in the order its ``approve()`` calls ask.
 
     A tool call that needs an approval stops and runs again from the start once a person answered,
-    so its n-th ``approve()`` gets the n-th answer.
+    so its n-th ``approve()`` gets the n-th answer, but only if the call's input is still the one the
+    person saw: the tool runner tells it the input (:meth:`bind`), and an answer given for other
+    arguments counts as none, so the person is asked again.
     """
 
     def __init__(self, decisions: list[ApprovalDecision] | None = None) -> None:
         self._decisions = list(decisions or [])
         self._asked = 0
+        self.input: dict[str, Any] | None = None
+        self._digest: str | None = None
+
+    def bind(self, arguments: dict[str, Any]) -> None:
+        """The call's input as of now (the model's, then as ``before_tool_execution`` rewrote it)."""
+        self.input = arguments
+        self._digest = input_digest(arguments)
 
     @property
     def next_index(self) -> int:
         """The position of the next ``approve()`` of this call."""
         return self._asked
 
+    def _answer(self, index: int) -> ApprovalDecision | None:
+        decision = self._decisions[index] if index < len(self._decisions) else None
+        if decision is not None and decision.input_digest not in (None, self._digest):
+            return None  # given for other arguments
+        return decision
+
     @property
     def next_is_answered(self) -> bool:
-        """Whether the next ``approve()`` has an answer already (a person saw the request before)."""
-        return self._asked < len(self._decisions)
+        """Whether the next ``approve()`` has an answer for this input (a person saw the request)."""
+        return self._answer(self._asked) is not None
 
     def take(self) -> ApprovalDecision | None:
-        """The answer to the next ``approve()``, or None when nobody answered it yet."""
+        """The answer to the next ``approve()``, or None when nobody answered it for this input yet."""
         index = self._asked
         self._asked += 1
-        return self._decisions[index] if index < len(self._decisions) else None
+        return self._answer(index)
+
+    def request(self, title: str, body: str | None, timeout: timedelta) -> ApprovalRequest:
+        """The request for the ``approve()`` just taken, carrying the input it is about."""
+        return ApprovalRequest(
+            title=title,
+            body=body,
+            timeout_seconds=timeout.total_seconds(),
+            index=self._asked - 1,
+            input=self.input,
+            input_digest=self._digest,
+        )
 
 
 class ApprovalRequired(BaseException):
@@ -111,4 +145,4 @@ def request_approval(
     decision = approvals.take()
     if decision is not None:
         return decision
-    raise ApprovalRequired(ApprovalRequest(title=title, body=body, timeout_seconds=timeout.total_seconds()))
+    raise ApprovalRequired(approvals.request(title, body, timeout))

@@ -109,6 +109,7 @@ class ToolRunner:
         )
         effects = EffectLedger(access.recorded_effect)
         approvals = Approvals(request.decisions)
+        approvals.bind(arguments.model_dump(mode="json"))
         ctx = ToolContext(
             run=run,
             channels=ChannelAccess(self.app.channels, run, effects, approvals),
@@ -140,6 +141,7 @@ class ToolRunner:
                 rewritten = await _maybe_await(hooks.before_tool_execution(info, ctx))
                 arguments = tool.parse_input(rewritten)
                 info = ToolCallInfo(tool.name, ctx.run.tool_call_id, arguments.model_dump(mode="json"))
+                ctx.approvals.bind(info.input)
             if tainted and await _holds(trust.guard_when_tainted, arguments, ctx):
                 if agent.trust.on_tainted == "deny":
                     raise ToolDeniedError(

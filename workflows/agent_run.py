@@ -448,6 +448,7 @@ class AgentRunWorkflow:
 
     async def _call_tool(self, spec: AgentSpec, step: int, call: ToolCall) -> None:
         decisions: list[ApprovalDecision] = []
+        waits = 0
         started = workflow.now()
         while True:
             try:
@@ -476,8 +477,14 @@ class AgentRunWorkflow:
                 self._mark_tainted(result.taint)
             if result.status != "approval" or result.approval is None:
                 break
-            approval_id = f"{step}:{call.id}:{len(decisions)}"
-            decisions.append(await self._wait_for_approval(step, call, approval_id, result.approval))
+            request = result.approval
+            decision = await self._wait_for_approval(step, call, f"{step}:{call.id}:{waits}", request)
+            waits += 1
+            decision.input_digest = request.input_digest
+            if request.index is None:  # a call recorded before decisions were bound to their input
+                decisions.append(decision)
+            else:  # later answers were given for an input the call no longer has
+                decisions = [*decisions[: request.index], decision]
         view = StepView(
             index=step,
             kind="tool",
@@ -520,6 +527,7 @@ class AgentRunWorkflow:
             tool=call.name,
             step=step,
             until=started + timeout,
+            input=request.input,
         )
         self._set_status(RunStatus.WAITING)
         try:

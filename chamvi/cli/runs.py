@@ -249,6 +249,8 @@ def _show(view: RunView) -> list[str]:
         )
         if wait.body:
             lines.append(f"          {short(wait.body)}")
+        if wait.input is not None:
+            lines.append(f"          input: {json.dumps(wait.input, sort_keys=True)}")
         lines.append(f"          answer: chamvi approve {view.run_id}  (or --deny --reason ...)")
     if view.steps:
         lines.append("steps")

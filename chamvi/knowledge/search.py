@@ -63,6 +63,9 @@ class KnowledgeSearch:
     embedders: EmbeddingRegistry
     retry: RetryPolicy = field(default_factory=lambda: DEFAULT_EMBEDDING_RETRY)
     """How the query's embedding call is retried (the app's embedding policy)."""
+    declared: frozenset[str] = frozenset()
+    """The collections this worker's app declares: searchable even when another replica, still running
+    the previous version of the app in a rolling deploy, has marked them orphaned."""
 
     @staticmethod
     async def _embed(embedder: Embedder, query: str) -> list[list[float]]:
@@ -121,7 +124,7 @@ class KnowledgeSearch:
         meta = await self.store.meta(name)
         if meta is None or meta.generation is None or meta.model is None:
             raise KnowledgeNotReadyError(f'Knowledge collection "{name}" is not ready.')
-        if meta.status == CollectionStatus.ORPHANED:
+        if meta.status == CollectionStatus.ORPHANED and name not in self.declared:
             raise ChamviValidationError(
                 f"collection {name!r} is orphaned: the app no longer declares it, so no agent searches it"
             )

@@ -210,6 +210,8 @@ class ApprovalDecision(BaseModel):
     approved: bool
     reason: str | None = None
     approver: Invoker | None = None
+    input_digest: str | None = None
+    """The input the decision was given for: a call asking again with other arguments asks afresh."""
 
 
 class ApprovalAnswer(BaseModel):
@@ -231,6 +233,11 @@ class ApprovalRequest(BaseModel):
     title: str
     body: str | None = None
     timeout_seconds: float
+    index: int | None = None
+    """Which ``approve()`` of the call asks (None in runs recorded before decisions were bound)."""
+    input: dict[str, Any] | None = None
+    """The arguments the tool call had when it asked: shown to the approver whole."""
+    input_digest: str | None = None
 
 
 class ToolRequest(BaseModel):
@@ -291,6 +298,8 @@ class WaitPoint(BaseModel):
     tool: str
     step: int
     until: datetime
+    input: dict[str, Any] | None = None
+    """The tool call's arguments the decision is for."""
 
 
 class Taint(BaseModel):

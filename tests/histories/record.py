@@ -1,7 +1,8 @@
-"""Records the histories the replay test guards: ``python -m tests.histories.record``.
+"""Records the histories the replay test guards: ``python -m tests.histories.record [NAME ...]``.
 
 Run it after a deliberate, compatible change of a workflow and commit the files; the replay test
-then fails any later change that would break runs already in flight.
+then fails any later change that would break runs already in flight. With names, only those files
+are written, so the histories recorded by earlier versions stay as they were.
 """
 
 from __future__ import annotations
@@ -212,6 +213,7 @@ async def main() -> None:
         await until_status(chamvi, approved, RunStatus.WAITING)
         await chamvi.approve(approved, approved=True)
         recorded["approval"] = approved
+        recorded["approval-input-bound"] = approved  # decisions bound to the call's input
         cancelled = (await chamvi.dispatch("approval")).run_id
         await until_status(chamvi, cancelled, RunStatus.WAITING)
         await chamvi.cancel(cancelled)
@@ -224,7 +226,10 @@ async def main() -> None:
         await _record_agent_checks(env, task_queue, recorded)
         await _record_knowledge(env, f"{task_queue}-knowledge", recorded)
         await _record_mcp(env, f"{task_queue}-mcp", recorded)
+        wanted = set(sys.argv[1:]) or set(recorded)
         for name, workflow_id in recorded.items():
+            if name not in wanted:
+                continue
             history = await env.client.get_workflow_handle(workflow_id).fetch_history()
             (HERE / f"{name}.json").write_text(history.to_json())
             print(f"recorded {name}: {len(history.events)} events")

@@ -13,10 +13,13 @@ import pytest
 from temporalio.client import Client
 
 from chamvi import (
+    AgentHooks,
     App,
     ApprovalNotPendingError,
     ChamviClient,
     RunStatus,
+    RunView,
+    ToolCallInfo,
     ToolContext,
     approve,
     define_agent,
@@ -246,3 +249,51 @@ async def test_a_waiting_approval_survives_a_worker_restart(chamvi: ChamviClient
         run = await chamvi.wait(run_id)
     assert run.status == RunStatus.COMPLETED
     assert next(s for s in run.steps if s.kind == "tool").output.startswith("deployed 1.2")
+
+
+async def test_an_approved_call_whose_arguments_changed_asks_again_and_shows_the_new_ones(
+    chamvi: ChamviClient, running_worker
+) -> None:
+    prices = {"gold": 10}
+    paid: list[int] = []
+
+    @tool
+    async def buy(item: str, amount: int, ctx: ToolContext) -> str:
+        """Buys an item at the current price, once a person approves."""
+        decision = await approve(ctx, title=f"Pay {amount} for {item}?")
+        if decision.approved:
+            paid.append(amount)
+        return f"paid {amount}" if decision.approved else "not paid"
+
+    def price_now(info: ToolCallInfo, ctx: ToolContext) -> dict[str, object]:
+        return {**info.input, "amount": prices[info.input["item"]]}  # a hook that reads the world
+
+    models = ModelRegistry()
+    turns = [call("buy", "call-1", item="gold", amount=0), reply("ok")]
+    models.register("scripted/buyer", ScriptedModel(turns))
+    agent = define_agent(
+        name="buyer",
+        model="scripted/buyer",
+        instructions="Buy.",
+        tools=[buy],
+        hooks=AgentHooks(before_tool_execution=price_now),
+    )
+    async with running_worker(App(agents=[agent], models=models)):
+        run_id = (await chamvi.dispatch("buyer")).run_id
+        first = await until_status(chamvi, run_id, RunStatus.WAITING)
+        prices["gold"] = 25  # the price moves while the person reads the request
+        await chamvi.approve(run_id)
+
+        async def asked_again() -> RunView | None:
+            view = await chamvi.get_run(run_id)
+            return view if view.waiting is not None and view.waiting.approval_id != "0:call-1:0" else None
+
+        second = await eventually(asked_again, "a second approval for the new price")
+        await chamvi.approve(run_id)
+        run = await chamvi.wait(run_id)
+
+    assert first.waiting is not None and first.waiting.input == {"item": "gold", "amount": 10}
+    assert second.waiting is not None and second.waiting.input == {"item": "gold", "amount": 25}
+    assert second.waiting.approval_id == "0:call-1:1"
+    assert run.status == RunStatus.COMPLETED and paid == [25]
+    assert [s.kind for s in run.steps] == ["llm", "wait", "wait", "tool", "llm"]

@@ -9,6 +9,8 @@ from datetime import timedelta
 
 import pytest
 from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime, TelemetryConfig
 
 from chamvi import App, ChamviClient
 from chamvi.errors import ChamviValidationError, KnowledgeNotReadyError
@@ -191,4 +193,26 @@ async def test_a_collection_no_longer_declared_is_orphaned_and_declaring_it_agai
         ready = await wait_for_meta(store, name, "ready")
         hits = await searcher(app).search([name], "passage number 2", top_k=1)
     assert ready.generation == 1 and embedder.calls - calls_before == 1  # only the query: no re-embedding
+    assert hits.matches[0].document == "doc-2"
+
+
+async def test_a_rolling_deploy_keeps_search_up_when_an_older_replica_marks_the_collection_orphaned(
+    client: Client, task_queue: str, name: str
+) -> None:
+    store, embedder = await indexed_once(client, task_queue, name)
+    new_app = app_for(name, embedder, model=embedder.ref)
+    old_app = app_for(f"{name}-other", embedder, model=embedder.ref)  # the previous version of the app
+    # the older replica: its own client and SDK runtime, as in another process
+    replica = await Client.connect(
+        client.service_client.config.target_host,
+        data_converter=pydantic_data_converter,
+        runtime=Runtime(telemetry=TelemetryConfig()),
+    )
+    async with knowledge_worker(client, new_app, store, task_queue):
+        await wait_for_passes(client, name, 2)  # the new worker's boot pass is over: nothing flips it back
+        async with knowledge_worker(replica, old_app, store, task_queue):
+            await wait_for_meta(store, name, "orphaned")
+            hits = await searcher(new_app).search([name], "passage number 2", top_k=1)
+            with pytest.raises(ChamviValidationError, match="orphaned"):
+                await searcher(old_app).search([name], "passage")
     assert hits.matches[0].document == "doc-2"

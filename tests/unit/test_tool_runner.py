@@ -300,3 +300,23 @@ def test_a_trust_entry_naming_no_tool_of_the_agent_is_refused() -> None:
             tools=[fetch_page],
             trust=AgentTrust(tools={"fetch": Trust(taint=True)}),
         )
+
+
+async def test_a_decision_applies_only_to_the_input_it_was_given_for() -> None:
+    @tool(trust=Trust(guard_when_tainted=True))
+    async def transfer(amount: int) -> str:
+        """Moves money."""
+        return f"moved {amount}"
+
+    app = clerk(transfer)
+    asked = await call(app, request("transfer", {"amount": 10}, tainted=True))
+    assert asked.approval is not None and (asked.approval.index, asked.approval.input) == (0, {"amount": 10})
+    yes = ApprovalDecision(approved=True, input_digest=asked.approval.input_digest)
+
+    same = await call(app, request("transfer", {"amount": 10}, tainted=True, decisions=[yes]))
+    other = await call(app, request("transfer", {"amount": 99}, tainted=True, decisions=[yes]))
+
+    assert same.output == "moved 10"
+    assert other.status == "approval" and other.approval is not None
+    assert (other.approval.index, other.approval.input) == (0, {"amount": 99})
+    assert other.approval.input_digest != asked.approval.input_digest
