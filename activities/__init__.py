@@ -3,7 +3,15 @@
 from .agents import AgentActivities
 from .knowledge import KnowledgeActivities
 from .locks import LockActivities
+from .mcp import McpActivities
 from .model import ModelActivities
 from .tools import ToolActivities
 
-__all__ = ["AgentActivities", "KnowledgeActivities", "LockActivities", "ModelActivities", "ToolActivities"]
+__all__ = [
+    "AgentActivities",
+    "KnowledgeActivities",
+    "LockActivities",
+    "McpActivities",
+    "ModelActivities",
+    "ToolActivities",
+]

@@ -2,23 +2,43 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from pydantic import ValidationError as PydanticValidationError
 from temporalio import activity
 
+from chamvi.agents import Agent
 from chamvi.app import App
-from chamvi.constants import ACTIVITY_CALL_MODEL, QUERY_TRANSCRIPT
-from chamvi.models import Message, ModelRequest, ModelResponse, TranscriptQuery
+from chamvi.constants import ACTIVITY_CALL_MODEL, QUERY_MCP_TOOLS, QUERY_TRANSCRIPT
+from chamvi.models import McpToolInfo, Message, ModelRequest, ModelResponse, TranscriptQuery
 from chamvi.permissions import PolicyRun
 from chamvi.providers import ChatRequest, ToolSchema
 from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
 
 class ModelActivities:
-    """Holds the app (and through it the providers) and this worker's transcript cache."""
+    """Holds the app (and through it the providers), this worker's transcript cache, and the MCP
+    tools of the runs it served lately."""
 
-    def __init__(self, app: App, cache: TranscriptCache | None = None) -> None:
+    def __init__(self, app: App, cache: TranscriptCache | None = None, max_runs: int = 256) -> None:
         self.app = app
         self.cache = cache or TranscriptCache()
+        self._mcp_tools: OrderedDict[str, list[McpToolInfo]] = OrderedDict()
+        self._max_runs = max_runs
+
+    async def _listed_mcp_tools(self, agent: Agent, run_id: str) -> list[McpToolInfo]:
+        """The MCP tools the run listed at its start, from the run itself the first time on this worker."""
+        if not agent.mcp_servers:
+            return []
+        tools = self._mcp_tools.get(run_id)
+        if tools is None:
+            handle = activity.client().get_workflow_handle(run_id)
+            tools = await handle.query(QUERY_MCP_TOOLS, result_type=list[McpToolInfo])
+            self._mcp_tools[run_id] = tools
+            while len(self._mcp_tools) > self._max_runs:
+                self._mcp_tools.popitem(last=False)
+        self._mcp_tools.move_to_end(run_id)
+        return tools
 
     async def _transcript(self, request: ModelRequest) -> list[Message]:
         prefix = self.cache.prefix(request.run_id, request.base_count, request.base_digest)
@@ -40,17 +60,25 @@ class ModelActivities:
     async def call_model(self, request: ModelRequest) -> ModelResponse:
         agent = self.app.agent(request.agent)
         _, model = self.app.model_for(agent)
-        run = PolicyRun(request.run_id, agent.name, request.trigger)
         transcript = await self._transcript(request)
+        policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
+        mcp_tools = await self._listed_mcp_tools(agent, request.run_id)
         chat = ChatRequest(
             run_id=request.run_id,
             agent=agent.name,
             step=request.step,
             messages=[*agent.instructions, *transcript],
             tools=[
-                ToolSchema(t.name, t.description, t.json_schema())
-                for t in self.app.tools_for(agent, run).values()
-                if agent.allows(t.name, run)
+                *(
+                    ToolSchema(t.name, t.description, t.json_schema())
+                    for t in self.app.tools_for(agent, policy_run).values()
+                    if agent.allows(t.name, policy_run)
+                ),
+                *(
+                    ToolSchema(t.name, t.description, t.input_schema)
+                    for t in mcp_tools
+                    if agent.allows(t.name, policy_run)
+                ),
             ],
             output_schema=agent.output.model_json_schema() if agent.output is not None else None,
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from typing import Any
 
 from temporalio import activity
@@ -59,14 +60,21 @@ class ToolActivities:
     async def call_tool(self, request: ToolRequest) -> ToolResult:
         """One tool call of a run."""
         access = _TemporalRunAccess(request.run_id, self._triggers, self._max_runs)
-        cancellation = asyncio.Event()
-        heartbeat = asyncio.create_task(_heartbeat(cancellation))
-        try:
+        async with _heartbeating() as cancellation:
             return await self.runner.run(request, access, cancellation)
-        finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating() -> AsyncIterator[asyncio.Event]:
+    """Heartbeats while the body runs; the event it yields is set when Temporal cancels the activity."""
+    cancellation = asyncio.Event()
+    heartbeat = asyncio.create_task(_heartbeat(cancellation))
+    try:
+        yield cancellation
+    finally:
+        heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat
 
 
 async def _heartbeat(cancellation: asyncio.Event) -> None:

@@ -65,6 +65,11 @@ if TYPE_CHECKING:
         knowledge_collection,
         knowledge_tools,
     )
+    from chamvi.mcp import (
+        McpServer,
+        mcp_server,
+        mcp_tools,
+    )
     from chamvi.models import (
         ApprovalDecision,
         Invoker,
@@ -92,6 +97,7 @@ if TYPE_CHECKING:
         build_worker,
     )
     from chamvi.tools import (
+        EffectSpec,
         Tool,
         ToolContext,
         Trust,
@@ -122,6 +128,7 @@ _EXPORTS: dict[str, str] = {
     "ContextKey": "chamvi.context",
     "ContextNotProvidedError": "chamvi.errors",
     "DispatchResult": "chamvi.client",
+    "EffectSpec": "chamvi.tools",
     "ErrorCode": "chamvi.errors",
     "FatalToolError": "chamvi.errors",
     "IncompleteResponseError": "chamvi.errors",
@@ -129,6 +136,7 @@ _EXPORTS: dict[str, str] = {
     "InvalidInputError": "chamvi.errors",
     "InvalidRunStateError": "chamvi.errors",
     "Invoker": "chamvi.models",
+    "McpServer": "chamvi.mcp",
     "ModelError": "chamvi.errors",
     "ModelRegistry": "chamvi.providers",
     "PolicyRun": "chamvi.permissions",
@@ -161,6 +169,8 @@ _EXPORTS: dict[str, str] = {
     "knowledge_collection": "chamvi.knowledge",
     "knowledge_tools": "chamvi.knowledge",
     "matches_permission": "chamvi.permissions",
+    "mcp_server": "chamvi.mcp",
+    "mcp_tools": "chamvi.mcp",
     "require_tool_permission": "chamvi.permissions",
     "tool": "chamvi.tools",
     "try_inject": "chamvi.context",
@@ -201,6 +211,7 @@ __all__ = [
     "ContextKey",
     "ContextNotProvidedError",
     "DispatchResult",
+    "EffectSpec",
     "ErrorCode",
     "FatalToolError",
     "IncompleteResponseError",
@@ -208,6 +219,7 @@ __all__ = [
     "InvalidInputError",
     "InvalidRunStateError",
     "Invoker",
+    "McpServer",
     "ModelError",
     "ModelRegistry",
     "PolicyRun",
@@ -240,6 +252,8 @@ __all__ = [
     "knowledge_collection",
     "knowledge_tools",
     "matches_permission",
+    "mcp_server",
+    "mcp_tools",
     "require_tool_permission",
     "tool",
     "try_inject",

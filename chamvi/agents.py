@@ -14,6 +14,7 @@ from pydantic import ValidationError as PydanticValidationError
 from chamvi.channels import ChannelSubscription
 from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError
+from chamvi.mcp import McpTools
 from chamvi.models import BudgetSpec, Message
 from chamvi.permissions import PolicyRun, ToolPolicy
 from chamvi.tools import Tool, ToolContext, Trust
@@ -96,6 +97,8 @@ class Agent:
     tool_policy: ToolPolicy | None = None
     hooks: AgentHooks = AgentHooks()
     trust: AgentTrust = AgentTrust()
+    mcp_servers: tuple[str, ...] = ()
+    """The declared MCP servers whose tools the agent uses (``mcp_tools(name)``)."""
     tool_factory: ToolFactory | None = None
     tools_context: Mapping[str, BaseModel] = field(default_factory=dict)
     """Third-party tools' configuration, validated by each tool's ``context_schema``, kept by reference."""
@@ -121,8 +124,13 @@ class Agent:
             raise InvalidAgentDefinitionError(
                 f"agent {self.name!r}: its tool factory must return a list of tools, not {built!r}"
             )
-        tools = _tools(self.name, built)
-        _check_trust_names(self.name, self.trust, tools)
+        tools, servers = _tools(self.name, built)
+        if servers:
+            raise InvalidAgentDefinitionError(
+                f"agent {self.name!r}: its tool factory built mcp_tools({servers[0]!r}): name an agent's MCP "
+                "servers in tools=[...], not in a factory"
+            )
+        _check_trust_names(self.name, self.trust, tools, self.mcp_servers)
         return tools
 
     def allows(self, tool: str, run: PolicyRun) -> bool:
@@ -169,10 +177,21 @@ def _instructions(name: str, instructions: Any) -> tuple[Message, ...]:
     return tuple(messages)
 
 
-def _tools(name: str, tools: Sequence[Tool] | Mapping[str, Tool]) -> dict[str, Tool]:
+def _tools(
+    name: str, tools: Sequence[Tool | McpTools] | Mapping[str, Tool]
+) -> tuple[dict[str, Tool], tuple[str, ...]]:
+    """The agent's own tools by name, and the MCP servers whose tools it uses."""
     items = list(tools.values()) if isinstance(tools, Mapping) else list(tools)
     by_name: dict[str, Tool] = {}
+    servers: list[str] = []
     for item in items:
+        if isinstance(item, McpTools):
+            if item.server in servers:
+                raise InvalidAgentDefinitionError(
+                    f"agent {name!r}: mcp_tools({item.server!r}) is given twice"
+                )
+            servers.append(item.server)
+            continue
         if not isinstance(item, Tool):
             raise InvalidAgentDefinitionError(
                 f"agent {name!r}: {item!r} is not a tool: decorate the function with @tool or @effect_tool"
@@ -180,7 +199,7 @@ def _tools(name: str, tools: Sequence[Tool] | Mapping[str, Tool]) -> dict[str, T
         if item.name in by_name:
             raise InvalidAgentDefinitionError(f"agent {name!r}: two tools are named {item.name!r}")
         by_name[item.name] = item
-    return by_name
+    return by_name, tuple(servers)
 
 
 def _budget(name: str, budget: Budget) -> Budget:
@@ -214,7 +233,7 @@ def define_agent(
     name: str,
     instructions: str | Sequence[Message | Mapping[str, Any]],
     model: str | None = None,
-    tools: Sequence[Tool] | Mapping[str, Tool] | ToolFactory = (),
+    tools: Sequence[Tool | McpTools] | Mapping[str, Tool] | ToolFactory = (),
     budget: Budget | None = None,
     output: type[BaseModel] | None = None,
     channels: Sequence[str | ChannelSubscription] = (),
@@ -224,6 +243,9 @@ def define_agent(
     tools_context: Mapping[str, Any] | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
+
+    ``tools`` holds the agent's own tools and, through ``*mcp_tools(name)``, the tools of MCP
+    servers the App declares.
 
     ``tool_policy(tool_name, run)`` decides per run which tools are offered (e.g.
     ``require_tool_permission()``); a refused tool the model calls anyway is a
@@ -243,7 +265,7 @@ def define_agent(
     if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
         raise InvalidAgentDefinitionError(f"agent {name!r}: output must be a pydantic model class or None")
     factory = tools if callable(tools) and not isinstance(tools, Tool) else None
-    checked_tools = {} if factory is not None else _tools(name, tools)  # type: ignore[arg-type]
+    checked_tools, mcp_servers = ({}, ()) if factory is not None else _tools(name, tools)  # type: ignore[arg-type]
     return Agent(
         name=name,
         model=model,
@@ -254,8 +276,9 @@ def define_agent(
         channels=_subscriptions(name, channels),
         tool_policy=tool_policy,
         hooks=hooks or AgentHooks(),
-        trust=_trust(name, trust or AgentTrust(), checked_tools if factory is None else None),
+        trust=_trust(name, trust or AgentTrust(), checked_tools if factory is None else None, mcp_servers),
         tool_factory=factory,
+        mcp_servers=mcp_servers,
         tools_context=_tools_context(name, tools_context or {}, checked_tools),
     )
 
@@ -289,8 +312,13 @@ def _tools_context(name: str, values: Mapping[str, Any], tools: Mapping[str, Too
     return checked
 
 
-def _trust(name: str, trust: AgentTrust, tools: Mapping[str, Tool] | None) -> AgentTrust:
-    """Checks ``trust``; its tool names against ``tools`` unless a factory builds them per run."""
+def _trust(
+    name: str, trust: AgentTrust, tools: Mapping[str, Tool] | None, mcp_servers: Sequence[str]
+) -> AgentTrust:
+    """Checks ``trust``, and its tool names against ``tools`` when they are known at definition.
+
+    A factory builds a run's tools, and MCP servers list theirs, when a run starts: checked then.
+    """
     if not isinstance(trust, AgentTrust):
         raise InvalidAgentDefinitionError(f"agent {name!r}: trust must be an AgentTrust(...)")
     if trust.on_tainted not in ("approve", "deny"):
@@ -303,13 +331,15 @@ def _trust(name: str, trust: AgentTrust, tools: Mapping[str, Tool] | None) -> Ag
                 f"agent {name!r}: trust of {tool_name!r} must be a Trust(...), not {classification!r}"
             )
     if tools is not None:
-        _check_trust_names(name, trust, tools)
+        _check_trust_names(name, trust, tools, mcp_servers)
     return trust
 
 
-def _check_trust_names(name: str, trust: AgentTrust, tools: Mapping[str, Tool]) -> None:
+def _check_trust_names(
+    name: str, trust: AgentTrust, tools: Mapping[str, Tool], mcp_servers: Sequence[str]
+) -> None:
     unknown = sorted(set(trust.tools) - set(tools))
-    if unknown:
+    if unknown and not mcp_servers:
         offered = ", ".join(repr(t) for t in tools) or "none"
         raise InvalidAgentDefinitionError(
             f"agent {name!r}: trust names tools it does not have: {', '.join(map(repr, unknown))} "

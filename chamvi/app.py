@@ -14,6 +14,7 @@ from chamvi.context import ContextKey, Provided
 from chamvi.errors import AgentNotFoundError, InvalidAgentDefinitionError, InvalidAppError
 from chamvi.knowledge.collections import KnowledgeCollection
 from chamvi.knowledge.embedders import EmbeddingRegistry, default_embedding_registry
+from chamvi.mcp import McpServer
 from chamvi.models import AgentSpec, ToolSpec
 from chamvi.permissions import PolicyRun
 from chamvi.providers import ChatModel, ModelRegistry, default_registry
@@ -52,6 +53,8 @@ class App:
         retry: how model, tool and embedding calls are retried (Temporal retry policies); the
             defaults retry a model call 10 times and a tool call 10 times, and leave a failed
             embedding call to the collection's backoff.
+        mcp_servers: MCP servers, declared with ``mcp_server(...)``, unique by name; agents use
+            their tools through ``mcp_tools(name)``.
 
     Raises:
         InvalidAppError, InvalidAgentDefinitionError: the boot fails, naming the problem.
@@ -69,6 +72,7 @@ class App:
         embedders: EmbeddingRegistry | None = None,
         embedding_model: str | None = None,
         retry: RetryPolicies | None = None,
+        mcp_servers: Sequence[McpServer] = (),
     ) -> None:
         self.model = model
         self.models = default_registry().merged(models) if models is not None else default_registry()
@@ -94,6 +98,13 @@ class App:
             self._check_collection(collection)
             self.collections[collection.name] = collection
         self._tool_sets: OrderedDict[str, dict[str, Tool]] = OrderedDict()
+        self.mcp_servers: dict[str, McpServer] = {}
+        for server in mcp_servers:
+            if not isinstance(server, McpServer):
+                raise InvalidAppError(f"{server!r} is not an MCP server: declare it with mcp_server(...)")
+            if server.name in self.mcp_servers:
+                raise InvalidAppError(f"two MCP servers are named {server.name!r}")
+            self.mcp_servers[server.name] = server
         self.agents: dict[str, Agent] = {}
         for agent in agents:
             if not isinstance(agent, Agent):
@@ -143,6 +154,13 @@ class App:
             self.models.resolve(ref)
         except Exception as error:
             raise InvalidAgentDefinitionError(f"agent {agent.name!r}: {error}") from None
+        for server in agent.mcp_servers:
+            if server not in self.mcp_servers:
+                known = ", ".join(repr(s) for s in self.mcp_servers) or "none"
+                raise InvalidAgentDefinitionError(
+                    f"agent {agent.name!r} uses the tools of MCP server {server!r}, which the App does not "
+                    f"declare: declared MCP servers are {known} (App(mcp_servers=[mcp_server(...)]))"
+                )
         for subscription in agent.channels:
             if subscription.channel not in self.channels:
                 known = ", ".join(repr(c) for c in self.channels) or "none"
@@ -162,6 +180,18 @@ class App:
             known = ", ".join(repr(a) for a in sorted(self.agents)) or "none"
             raise AgentNotFoundError(f"unknown agent {name!r}: this app serves {known}")
         return agent
+
+    def mcp_server(self, name: str) -> McpServer:
+        """The declared MCP server named ``name``.
+
+        Raises:
+            InvalidAppError: the app declares no such server (a run started by another app version).
+        """
+        server = self.mcp_servers.get(name)
+        if server is None:
+            known = ", ".join(repr(s) for s in self.mcp_servers) or "none"
+            raise InvalidAppError(f"unknown MCP server {name!r}: this app declares {known}")
+        return server
 
     def model_for(self, agent: Agent) -> tuple[str, ChatModel]:
         """The agent's model ref (its own, else the app's default) and the chat model serving it."""
@@ -219,4 +249,6 @@ class App:
             tool_heartbeat_seconds=self.timeouts.tool_heartbeat.total_seconds(),
             model_retry=retry_spec(self.retry.model),
             tool_retry=retry_spec(self.retry.tool),
+            mcp_servers=list(agent.mcp_servers),
+            classified_tools=sorted(agent.trust.tools),
         )

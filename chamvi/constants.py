@@ -19,6 +19,7 @@ ACTIVITY_CALL_MODEL = "chamvi.call_model"
 ACTIVITY_CALL_TOOL = "chamvi.call_tool"
 ACTIVITY_ENQUEUE_LOCK = "chamvi.enqueue_concurrency_lock"
 ACTIVITY_RUN_IS_OPEN = "chamvi.run_is_open"
+ACTIVITY_LIST_MCP_TOOLS = "chamvi.list_mcp_tools"
 
 SIGNAL_APPROVE = "approve"
 SIGNAL_LOCK_GRANTED = "concurrency_granted"
@@ -29,6 +30,12 @@ QUERY_RUN = "run"
 QUERY_TRANSCRIPT = "transcript"
 QUERY_EFFECT = "effect"
 QUERY_TRIGGER = "trigger"
+MCP_META_EFFECT_KEY = "chamvi/effect-key"
+"""The ``_meta`` key of an MCP effect tool's call that carries its effect key, so a server can use it
+as an idempotency key (the call a killed worker lost is made again with the same key)."""
+QUERY_MCP_TOOLS = "mcp_tools"
+"""The MCP tools a run listed at its start, read by the model activity of a worker that has not
+seen the run before (tool schemas enter the history once per run, not once per step)."""
 
 KNOWLEDGE_COLLECTION_WORKFLOW = "KnowledgeCollection"
 KNOWLEDGE_SYNC_REQUEST_WORKFLOW = "KnowledgeSyncRequest"

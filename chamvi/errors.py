@@ -214,6 +214,26 @@ def provider_http_error(
     return ProviderHTTPError(status, message)
 
 
+# ---- MCP servers ----------------------------------------------------------------------------------
+
+
+class McpServerUnavailableError(ChamviError):
+    """An MCP server could not be reached, or went away during a listing or a call.
+
+    Retryable: listing a server's tools is tried again under the tool retry policy. A tool call that
+    meets it is a tool error the model sees, never retried (the rule for every tool).
+    """
+
+    code = "mcp_server_unavailable"
+    retryable = True
+
+
+class McpToolError(ChamviError):
+    """An MCP server answered a tool call with an error result (``isError``)."""
+
+    code = "mcp_tool_error"
+
+
 # ---- knowledge ------------------------------------------------------------------------------------
 
 
@@ -357,6 +377,8 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     ConflictError,
     ContextNotProvidedError,
     ProviderUnavailableError,
+    McpServerUnavailableError,
+    McpToolError,
     KnowledgeNotReadyError,
     InvalidDocumentError,
     KnowledgePassError,

@@ -153,6 +153,7 @@ class ChamviPlugin(SimplePlugin):
             AgentActivities,
             KnowledgeActivities,
             LockActivities,
+            McpActivities,
             ModelActivities,
             ToolActivities,
         )
@@ -176,6 +177,7 @@ class ChamviPlugin(SimplePlugin):
             knowledge.knowledge_pass,
             knowledge.knowledge_request_sync,
             knowledge.knowledge_search,
+            McpActivities(app).list_mcp_tools,
         ]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:

@@ -48,6 +48,10 @@ reach a worker that has the agent."""
 TOOL_CALL_FAILURES: tuple[type[ChamviError], ...] = ()
 """Nothing: the tool runner reports a tool's own failures as results, and an agent unknown mid-run is
 retried (a rolling deploy)."""
+MCP_LISTING_FAILURES: tuple[type[ChamviError], ...] = (InvalidAgentDefinitionError,)
+"""What listing an MCP server's tools fails with for good: a tool the app names that the server does
+not list, or one under a name models refuse. A server that is down is tried again, and so is a server
+the worker's app does not declare (a rolling deploy)."""
 SEARCH_FAILURES: tuple[type[ChamviError], ...] = (
     *AGENT_LOOKUP_FAILURES,
     KnowledgeNotReadyError,

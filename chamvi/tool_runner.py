@@ -20,6 +20,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_jsonable_python
 
+from chamvi._mcp_client import as_tool
 from chamvi.agents import Agent, ToolCallInfo
 from chamvi.app import App
 from chamvi.channels import ChannelAccess
@@ -81,12 +82,13 @@ class ToolRunner:
         agent = self.app.agent(request.agent)
         policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
         tools = self.app.tools_for(agent, policy_run)
-        tool = tools.get(request.call.name)
+        tool = tools.get(request.call.name) or self._mcp_tool(agent, request)
         if tool is None:
             offered = ", ".join(repr(n) for n in tools) or "none"
+            servers = "".join(f", and the tools MCP server {s!r} listed" for s in agent.mcp_servers)
             return _refused(
                 ToolNotAllowedError(
-                    f"tool {request.call.name!r} is not available: this agent offers {offered}"
+                    f"tool {request.call.name!r} is not available: this agent offers {offered}{servers}"
                 )
             )
         if not agent.allows(tool.name, policy_run):
@@ -120,6 +122,14 @@ class ToolRunner:
         )
         result = await self._call(agent, tool, arguments, ctx, request.tainted)
         return _within_payload_limit(result, tool.name)
+
+    def _mcp_tool(self, agent: Agent, request: ToolRequest) -> Tool | None:
+        """The MCP tool the run listed under this name, if the agent still uses that server and tool."""
+        server = request.mcp_server
+        if server is None or server not in agent.mcp_servers or server not in self.app.mcp_servers:
+            return None
+        declared = self.app.mcp_servers[server]
+        return as_tool(declared, request.call.name) if declared.offers(request.call.name) else None
 
     async def _call(
         self, agent: Agent, tool: Tool, arguments: BaseModel, ctx: ToolContext, tainted: bool

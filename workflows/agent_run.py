@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         ChamviValidationError,
         FatalToolError,
         IncompleteResponseError,
+        InvalidAgentDefinitionError,
         RunTimeoutError,
     )
     from chamvi.models import (
@@ -39,6 +40,9 @@ with workflow.unsafe.imports_passed_through():
         EffectRecord,
         ErrorInfo,
         LockRequest,
+        McpListRequest,
+        McpToolInfo,
+        McpToolList,
         Message,
         ModelRequest,
         ModelResponse,
@@ -59,6 +63,7 @@ with workflow.unsafe.imports_passed_through():
         AGENT_LOOKUP_FAILURES,
         DEFAULT_MODEL_RETRY,
         DEFAULT_TOOL_RETRY,
+        MCP_LISTING_FAILURES,
         MODEL_CALL_FAILURES,
         TOOL_CALL_FAILURES,
         activity_policy,
@@ -133,6 +138,7 @@ class AgentRunWorkflow:
         self._answer: ApprovalDecision | None = None
         self._taint: Taint | None = None
         self._effects: dict[str, Any] = {}
+        self._mcp_tools: list[McpToolInfo] = []
         self._granted = False
         self._policies: dict[str | None, RetryPolicy] = {}
         """Retry policies by tool name (None: the model call), built once per run from its spec."""
@@ -175,6 +181,10 @@ class AgentRunWorkflow:
         if query.key in self._effects:
             return EffectRecord(found=True, result=self._effects[query.key])
         return EffectRecord(found=False)
+
+    @workflow.query(name=c.QUERY_MCP_TOOLS)
+    def mcp_tools(self) -> list[McpToolInfo]:
+        return self._mcp_tools
 
     @workflow.signal(name=c.SIGNAL_APPROVE)
     def approve(self, raw: Any = None) -> None:
@@ -318,6 +328,7 @@ class AgentRunWorkflow:
         await loop
 
     async def _loop(self, spec: AgentSpec) -> None:
+        await self._list_mcp_tools(spec)
         step = 0
         while True:
             response = await self._call_model(spec, step)
@@ -348,6 +359,47 @@ class AgentRunWorkflow:
                         "the model still wanted to call tools"
                     )
                 )
+
+    async def _list_mcp_tools(self, spec: AgentSpec) -> None:
+        """Lists each MCP server's tools once, so the run offers the same tools from first step to last.
+
+        A name taken twice (by the agent's own tool or another server) would make calls ambiguous:
+        the run fails naming both, as it does when the agent's ``trust=`` classifies a tool nobody
+        lists. An agent without MCP servers schedules nothing here, so runs recorded before MCP
+        tools existed replay unchanged.
+        """
+        owners = {t.name: "the agent's own tools" for t in spec.tools}
+        for server in spec.mcp_servers:
+            try:
+                listing: McpToolList = await workflow.execute_activity(
+                    c.ACTIVITY_LIST_MCP_TOOLS,
+                    McpListRequest(server=server),
+                    result_type=McpToolList,
+                    start_to_close_timeout=timedelta(seconds=spec.tool_timeout_seconds),
+                    heartbeat_timeout=timedelta(seconds=spec.tool_heartbeat_seconds),
+                    retry_policy=activity_policy(spec.tool_retry, DEFAULT_TOOL_RETRY, MCP_LISTING_FAILURES),
+                    summary=f"list the tools of MCP server {server}",
+                )
+            except (ActivityError, ApplicationError) as error:
+                raise _failure(error) from None
+            for tool in listing.tools:
+                if tool.name in owners:
+                    raise RunFailed.of(
+                        InvalidAgentDefinitionError(
+                            f"tool {tool.name!r} of MCP server {server!r} has the name of one of "
+                            f"{owners[tool.name]}: leave one out with mcp_server(tools=[...])"
+                        )
+                    )
+                owners[tool.name] = f"the tools of MCP server {server!r}"
+                self._mcp_tools.append(tool)
+        unknown = [name for name in spec.classified_tools if name not in owners]
+        if spec.mcp_servers and unknown:
+            raise RunFailed.of(
+                InvalidAgentDefinitionError(
+                    "the agent's trust names tools that neither it nor its MCP servers have: "
+                    f"{', '.join(map(repr, unknown))} (its tools are {', '.join(map(repr, owners))})"
+                )
+            )
 
     def _finish(self, spec: AgentSpec, response: ModelResponse) -> None:
         if not spec.structured_output:
@@ -415,6 +467,7 @@ class AgentRunWorkflow:
                         trigger=self._require_input().envelope().model_copy(update={"payload": None}),
                         decisions=decisions,
                         tainted=self._taint is not None,
+                        mcp_server=next((t.server for t in self._mcp_tools if t.name == call.name), None),
                     ),
                     result_type=ToolResult,
                     start_to_close_timeout=timedelta(seconds=spec.tool_timeout_seconds),

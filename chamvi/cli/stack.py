@@ -169,9 +169,9 @@ def _needs_openai_key(ref: str) -> bool:
 def check(app_ref: str) -> None:
     """Load the app and report problems, without starting anything.
 
-    Loading checks the agents (models, tools, channels) and the knowledge collections (names
-    declared once, embedding models that resolve, folder() paths that are directories, sources'
-    own check()).
+    Loading checks the agents (models, tools, channels, MCP servers declared) and the knowledge
+    collections (names declared once, embedding models that resolve, folder() paths that are
+    directories, sources' own check()). MCP servers are not contacted: a run lists their tools.
     """
     app = load_app_or_fail(app_ref)
     problems: list[str] = []
@@ -188,18 +188,29 @@ def check(app_ref: str) -> None:
             warnings.append(
                 f"agent {name!r} uses {ref!r} but neither OPENAI_API_KEY nor OPENAI_BASE_URL is set"
             )
+        effect_tools = [
+            *((repr(t.name), t.effect) for t in agent.tools.values() if t.effect is not None),
+            *(
+                (f"{tool!r} of MCP server {server!r}", spec)
+                for server in agent.mcp_servers
+                for tool, spec in app.mcp_servers[server].effects.items()
+            ),
+        ]
         warnings.extend(
-            f"agent {name!r}: effect tool {t.name!r} has no already_applied: a worker that dies after "
+            f"agent {name!r}: effect tool {label} has no already_applied: a worker that dies after "
             "its side effect and before its result is recorded makes it run again"
-            for t in agent.tools.values()
-            if t.effect is not None and t.effect.already_applied is None
+            for label, spec in effect_tools
+            if spec.already_applied is None
         )
         tools = ", ".join(
             f"{t.name}{' (effect)' if t.effect is not None else ''}" for t in agent.tools.values()
         )
         if agent.tool_factory is not None:
             tools = "built for each run by a tool factory"
-        lines.append(f"  agent {name}: model {ref}, tools: {tools or 'none'}")
+        servers = "".join(
+            f", the tools of MCP server {s} ({app.mcp_servers[s].where})" for s in agent.mcp_servers
+        )
+        lines.append(f"  agent {name}: model {ref}, tools: {tools or 'none'}{servers}")
     if not app.agents:
         problems.append("the app has no agents")
     for collection in app.collections.values():

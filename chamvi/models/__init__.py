@@ -14,6 +14,7 @@ from chamvi.models.knowledge import (
     SearchRequest,
     SyncRequest,
 )
+from chamvi.models.mcp import McpListRequest, McpToolInfo, McpToolList
 from chamvi.models.runs import (
     AgentSpec,
     ApprovalAnswer,
@@ -65,6 +66,9 @@ __all__ = [
     "Invoker",
     "LockRequest",
     "LockState",
+    "McpListRequest",
+    "McpToolInfo",
+    "McpToolList",
     "Message",
     "ModelRequest",
     "ModelResponse",

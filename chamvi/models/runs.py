@@ -168,6 +168,10 @@ class AgentSpec(BaseModel):
     model_retry: RetrySpec | None = None
     """None (a spec recorded before retry policies were configurable): the default model policy."""
     tool_retry: RetrySpec | None = None
+    mcp_servers: list[str] = Field(default_factory=list)
+    """The MCP servers whose tools the agent uses; the run lists them once, at its start."""
+    classified_tools: list[str] = Field(default_factory=list)
+    """The tool names the agent's ``trust=`` classifies; those of MCP tools are checked at listing."""
 
 
 class DescribeAgentRequest(BaseModel):
@@ -250,6 +254,8 @@ class ToolRequest(BaseModel):
     """Without its payload, which a tool call reads through a query once per run and worker."""
     decisions: list[ApprovalDecision] = Field(default_factory=list)
     tainted: bool = False
+    mcp_server: str | None = None
+    """The MCP server that listed the called tool for this run; None for the agent's own tools."""
 
 
 class ToolResult(BaseModel):

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
@@ -31,6 +32,8 @@ from chamvi import (
     approve,
     define_agent,
     effect_tool,
+    mcp_server,
+    mcp_tools,
     tool,
 )
 from chamvi.constants import (
@@ -172,6 +175,28 @@ async def _record_agent_checks(env: WorkflowEnvironment, task_queue: str, record
         recorded[name] = f"record-{name}"
 
 
+async def _record_mcp(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run that lists the tools of the test MCP server (stdio) and calls one."""
+    models = ModelRegistry()
+    models.register("scripted/mcp", ScriptedModel([call("lookup", topic="refunds"), reply("ok")]))
+    with tempfile.TemporaryDirectory() as folder:
+        server = mcp_server(
+            "handbook",
+            command=[sys.executable, "-m", "tests.support.mcp_server"],
+            env={"MCP_TEST_DIR": folder, "PYTHONPATH": str(HERE.parents[1])},
+        )
+        app = App(
+            agents=[
+                define_agent(name="mcp", model="scripted/mcp", instructions="x", tools=mcp_tools("handbook"))
+            ],
+            models=models,
+            mcp_servers=[server],
+        )
+        async with build_worker(env.client, app, task_queue=task_queue):
+            chamvi = ChamviClient(env.client, task_queue=task_queue)
+            recorded["mcp"] = (await chamvi.wait((await chamvi.dispatch("mcp")).run_id)).run_id
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=shutil.which("temporal"),
@@ -200,6 +225,7 @@ async def main() -> None:
         recorded["lock"] = LOCK_ID_PREFIX + "k"
         await _record_agent_checks(env, task_queue, recorded)
         await _record_knowledge(env, f"{task_queue}-knowledge", recorded)
+        await _record_mcp(env, f"{task_queue}-mcp", recorded)
         wanted = set(sys.argv[1:]) or set(recorded)
         for name, workflow_id in recorded.items():
             if name not in wanted:

@@ -24,11 +24,11 @@ ROOT = Path(__file__).parents[2]
 SECTION = "## Use chamvi in your own Temporal worker"
 
 
-def readme_files() -> dict[str, str]:
-    """The README section's code blocks, by the path each names on its first line."""
+def readme_files(title: str = SECTION) -> dict[str, str]:
+    """The python blocks of the README section ``title``, by the path each names on its first line."""
     text = (ROOT / "README.md").read_text()
-    section = text[text.index(SECTION) :]
-    section = section[: section.index("\n## ", len(SECTION))]
+    section = text[text.index(title) :]
+    section = section[: section.index("\n## ", len(title))]
     files: dict[str, str] = {}
     for block in re.findall(r"```python\n(.*?)```", section, re.DOTALL):
         first, _, body = block.partition("\n")

@@ -91,6 +91,27 @@ async def test_a_killed_worker_applies_an_effect_once_and_a_new_worker_finishes_
     assert charge.output == "charged (found after a crash)"
 
 
+async def test_an_effect_mcp_tool_is_applied_once_across_a_killed_worker(
+    chamvi: ChamviClient, spawn_worker, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.txt"
+    first = spawn_worker("tests.apps.mcp_notes:app")
+    run_id = (await chamvi.dispatch("notes")).run_id
+    await _until_event(events, "note-saved")
+    first.send_signal(signal.SIGKILL)  # the MCP server saved the note; the result never reached Temporal
+    first.wait()
+
+    spawn_worker("tests.apps.mcp_notes:app")
+    run = await asyncio.wait_for(chamvi.wait(run_id), timeout=90)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert (tmp_path / "notes.txt").read_text().count("refund-42:") == 1
+    assert events.read_text().count("note-saved") == 1
+    # the key the server could have deduplicated with
+    assert f"note-saved effect-key={run_id}:note:refund-42" in events.read_text()
+    step = next(s for s in run.steps if s.tool == "add_note")
+    assert step.output == "saved (found after a crash)"
+
+
 async def test_a_graceful_shutdown_drains_the_tool_call_in_flight(
     chamvi: ChamviClient, spawn_worker, tmp_path: Path
 ) -> None:

@@ -139,6 +139,28 @@ def test_check_of_the_example_lists_its_agent_tools_and_collection(monkeypatch: 
     ]
 
 
+def test_check_names_the_mcp_servers_an_agent_uses_without_contacting_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "chamvi_mcp_app.py").write_text(
+        "from chamvi import App, EffectSpec, define_agent, mcp_server, mcp_tools\n"
+        "gh = mcp_server('github', url='http://127.0.0.1:9/mcp', effects={'create_issue': EffectSpec()})\n"
+        "agent = define_agent(name='triage', model='local/demo', instructions='x',\n"
+        "                     tools=mcp_tools('github'))\n"
+        "app = App(agents=[agent], mcp_servers=[gh])\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = invoke("check", "--app", "chamvi_mcp_app:app")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1] == (
+        "  agent triage: model local/demo, tools: none, the tools of MCP server github (http://127.0.0.1:9/mcp)"
+    )
+    assert (
+        "warning: agent 'triage': effect tool 'create_issue' of MCP server 'github' has no already_applied"
+        in result.stderr
+    )
+
+
 # an app module with one agent and the collections below it; {docs} is a folder that exists
 APP_HEADER = """
 from datetime import timedelta

@@ -1,0 +1,174 @@
+"""Tools from MCP servers: ``mcp_server(...)`` declared on the App, ``mcp_tools(name)`` given to an agent.
+
+An MCP server is a third-party tool (the seed's word): its tools are trusted unless ``trust=``
+classifies them, and they go through tool policies, hooks, the taint guard and effects like the
+agent's own tools. A run lists each of its servers' tools once, at its start (an activity), and
+each call is its own ``chamvi.call_tool`` activity with the timeout and retry rules of any tool.
+
+This module holds the declarations only; the official ``mcp`` SDK, which loads an HTTP client and
+a web framework, is imported by the worker's side (``chamvi._mcp_client``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
+
+from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
+from chamvi.errors import InvalidAgentDefinitionError
+from chamvi.tools import TOOL_NAME_PATTERN, EffectSpec, Trust
+
+UNCLASSIFIED = Trust()
+"""A server's tools without ``trust=``: results do not taint the run, calls are never guarded."""
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """An MCP server as :func:`mcp_server` checked it; exactly one of ``command`` and ``url`` is set."""
+
+    name: str
+    command: tuple[str, ...] | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] | None = None
+    tools: tuple[str, ...] | None = None
+    trust: Trust = UNCLASSIFIED
+    effects: Mapping[str, EffectSpec] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        """The server's URL without credentials, or the command that starts it, for messages.
+
+        Messages end up in run histories, so a token in a URL's user part stays out of them.
+        """
+        if self.url is None:
+            return " ".join(self.command or ())
+        parts = urlsplit(self.url)
+        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+    def offers(self, tool: str) -> bool:
+        """Whether the app uses ``tool`` of this server (its ``tools=`` filter, if any)."""
+        return self.tools is None or tool in self.tools
+
+
+@dataclass(frozen=True)
+class McpTools:
+    """What :func:`mcp_tools` hands ``define_agent(tools=...)``: every tool of one declared server."""
+
+    server: str
+
+
+def _names(server: str, what: str, names: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(names, str) or not all(isinstance(n, str) for n in names):
+        raise InvalidAgentDefinitionError(f"MCP server {server!r}: {what} must be a list of tool names")
+    for name in names:
+        if not TOOL_NAME_PATTERN.match(name):
+            raise InvalidAgentDefinitionError(
+                f"MCP server {server!r}: tool name {name!r} in {what} is invalid: models accept "
+                "1-64 letters, digits, '_' or '-'"
+            )
+    if len(set(names)) != len(names):
+        raise InvalidAgentDefinitionError(f"MCP server {server!r}: {what} names a tool twice")
+    return tuple(names)
+
+
+def _strings(server: str, what: str, values: Mapping[str, str] | None) -> dict[str, str]:
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in values.items()
+    ):
+        raise InvalidAgentDefinitionError(f"MCP server {server!r}: {what} must map strings to strings")
+    return dict(values)
+
+
+def mcp_server(
+    name: str,
+    *,
+    command: Sequence[str] | None = None,
+    url: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    tools: Sequence[str] | None = None,
+    trust: Trust = UNCLASSIFIED,
+    effects: Mapping[str, EffectSpec] | None = None,
+) -> McpServer:
+    """Declares an MCP server for ``App(mcp_servers=[...])``.
+
+    Args:
+        name: how agents refer to it (``mcp_tools(name)``): lowercase words joined by '-'.
+        command: a stdio server: the program and its arguments, started for each listing and call.
+        url: a streamable-HTTP server, e.g. ``http://localhost:8000/mcp``.
+        headers: HTTP headers of every request to ``url`` (an ``Authorization`` token).
+        env: extra environment variables of the ``command`` (a token the server reads).
+        tools: the server's tools the app uses; None takes every tool it lists.
+        trust: how its results are classified: ``Trust(taint=True)`` marks the run untrusted after
+            a call, ``Trust(guard_when_tainted=True)`` needs an approval once the run is tainted.
+            Unclassified, a server's tools are trusted (the seed's rule for third-party tools).
+        effects: tools with a side effect, by name, each applied once per effect key like an
+            ``@effect_tool``: ``EffectSpec(effect_key=..., already_applied=...)``.
+
+    Raises:
+        InvalidAgentDefinitionError: naming what is wrong.
+    """
+    if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or len(name) > NAME_MAX_LENGTH:
+        raise InvalidAgentDefinitionError(
+            f"MCP server name {name!r} is invalid: use lowercase letters and digits in words joined by "
+            f"single '-', at most {NAME_MAX_LENGTH} characters"
+        )
+    if (command is None) == (url is None):
+        raise InvalidAgentDefinitionError(
+            f"MCP server {name!r}: give exactly one of command=[...] (stdio) and url=... (streamable HTTP)"
+        )
+    if command is not None and (
+        isinstance(command, str) or not command or not all(isinstance(part, str) and part for part in command)
+    ):
+        raise InvalidAgentDefinitionError(
+            f"MCP server {name!r}: command must be a non-empty list of strings, e.g. ['npx', 'my-server']"
+        )
+    if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
+        raise InvalidAgentDefinitionError(
+            f"MCP server {name!r}: url {url!r} must start with http:// or https://"
+        )
+    if headers and url is None:
+        raise InvalidAgentDefinitionError(f"MCP server {name!r}: headers= applies to url= servers only")
+    if env and command is None:
+        raise InvalidAgentDefinitionError(f"MCP server {name!r}: env= applies to command= servers only")
+    if not isinstance(trust, Trust):
+        raise InvalidAgentDefinitionError(f"MCP server {name!r}: trust must be a Trust(...)")
+    offered = _names(name, "tools", tools) if tools is not None else None
+    effects = dict(effects or {})
+    _names(name, "effects", list(effects))
+    for tool, spec in effects.items():
+        if not isinstance(spec, EffectSpec):
+            raise InvalidAgentDefinitionError(
+                f"MCP server {name!r}: effects[{tool!r}] must be an "
+                "EffectSpec(effect_key=..., already_applied=...)"
+            )
+        if offered is not None and tool not in offered:
+            raise InvalidAgentDefinitionError(
+                f"MCP server {name!r}: effects names {tool!r}, which tools= leaves out"
+            )
+    return McpServer(
+        name=name,
+        command=tuple(command) if command is not None else None,
+        url=url,
+        headers=_strings(name, "headers", headers),
+        env=_strings(name, "env", env) or None,
+        tools=offered,
+        trust=trust,
+        effects=effects,
+    )
+
+
+def mcp_tools(server: str) -> list[McpTools]:
+    """The tools of the declared MCP server ``server``, for ``define_agent(tools=[..., *mcp_tools(...)])``.
+
+    Raises:
+        InvalidAgentDefinitionError: ``server`` is not a server name.
+    """
+    if not isinstance(server, str) or not re.match(NAME_PATTERN, server):
+        raise InvalidAgentDefinitionError(f"mcp_tools({server!r}): give the name of an mcp_server(...)")
+    return [McpTools(server)]
