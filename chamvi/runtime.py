@@ -18,17 +18,28 @@ from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.lifecycle import memory_index
 from chamvi.plugin import ChamviPlugin
 from chamvi.settings import Settings
+from chamvi.telemetry import client_interceptors, temporal_runtime
 
 
 async def connect(settings: Settings) -> Client:
-    """A client with chamvi's data converter, honouring Temporal's own profiles and env vars."""
+    """A client with chamvi's data converter, honouring Temporal's own profiles and env vars.
+
+    With ``settings.metrics_address`` or ``settings.otlp_endpoint``, its runtime exports the metrics of
+    every worker built on it; with ``otlp_endpoint``, it traces the workflows it starts (and its
+    workers trace what they run).
+    """
     config = ClientConfig.load_client_connect_config()
     if settings.temporal_address:
         config["target_host"] = settings.temporal_address
     config.setdefault("target_host", "localhost:7233")
     if settings.temporal_namespace:
         config["namespace"] = settings.temporal_namespace
-    return await Client.connect(**config, data_converter=pydantic_data_converter)
+    return await Client.connect(
+        **config,
+        data_converter=pydantic_data_converter,
+        runtime=temporal_runtime(settings),
+        interceptors=client_interceptors(settings),
+    )
 
 
 def load_app(ref: str) -> App:

@@ -97,7 +97,11 @@ def build_settings(
     temporal_address: str | None, namespace: str | None, task_queue: str | None, **extra: Any
 ) -> Settings:
     """The settings from the environment, with what the command line gave on top."""
-    return Settings.from_env().with_overrides(
+    try:
+        settings = Settings.from_env()
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None
+    return settings.with_overrides(
         temporal_address=temporal_address, temporal_namespace=namespace, task_queue=task_queue, **extra
     )
 
