@@ -116,7 +116,8 @@ def temporal_runtime(settings: Settings) -> Runtime | None:
             runtime = Runtime(telemetry=TelemetryConfig(metrics=config))
         except Exception as error:  # the core reports a busy or foreign address as a plain error
             raise ChamviValidationError(
-                f"cannot serve metrics at {settings.metrics_address!r}: {error}"
+                f"cannot serve metrics at CHAMVI_METRICS_ADDRESS {settings.metrics_address!r} ({error}): "
+                "choose a free port"
             ) from None
         _RUNTIMES[config] = runtime
     return runtime

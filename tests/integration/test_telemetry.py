@@ -8,11 +8,16 @@ way the README tells a user to set it up.
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -340,3 +345,94 @@ async def test_a_knowledge_pass_and_a_search_have_their_spans_and_the_pass_its_d
     assert dict(search.attributes or {})["chamvi.knowledge.collections"] == (name,)
     assert dict(search.attributes or {})["chamvi.knowledge.matches"] == 1
     assert not [value for value in spans.values() if "QUERY-SECRET" in value]
+
+
+class Collector:
+    """An OTLP/HTTP receiver on 127.0.0.1 that keeps what arrives: (path, body) per request."""
+
+    def __init__(self) -> None:
+        self.received: list[tuple[str, bytes]] = []
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("content-length") or 0))
+                received.append((self.path, body))
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def bodies(self, path: str) -> list[bytes]:
+        return [body for got, body in list(self.received) if got == path]
+
+
+EXPORTING = """
+import asyncio
+from opentelemetry import trace
+from chamvi.runtime import connect
+from chamvi.settings import Settings
+from chamvi.telemetry import exporting_traces
+
+settings = Settings.from_env()
+with exporting_traces(settings, "chamvi-probe"):
+    print(type(trace.get_tracer_provider()).__name__, flush=True)
+    with trace.get_tracer("probe").start_as_current_span("probe span"):
+        pass
+
+async def main() -> None:
+    client = await connect(settings)
+    await client.count_workflows()
+    await asyncio.sleep(120)  # the metrics leave on the runtime's own schedule; the test stops us
+
+asyncio.run(main())
+"""
+
+
+def probe(env: dict[str, str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", EXPORTING],
+        env={**os.environ, **env},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+async def test_traces_and_metrics_leave_by_otlp_when_the_endpoint_is_set(
+    temporal_env: WorkflowEnvironment,
+) -> None:
+    collector = Collector()
+    target = temporal_env.client.config()["service_client"].config.target_host
+    process = probe({"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url + "/", "TEMPORAL_ADDRESS": target})
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "TracerProvider"
+
+        async def exported() -> bool | None:
+            return True if collector.bodies("/v1/traces") and collector.bodies("/v1/metrics") else None
+
+        await eventually(exported, "spans and metrics reaching the collector")
+    finally:
+        process.terminate()
+        process.wait()
+        collector.server.shutdown()
+    spans = b"".join(collector.bodies("/v1/traces"))
+    assert b"probe span" in spans and b"chamvi-probe" in spans
+    assert b"temporal_request" in b"".join(collector.bodies("/v1/metrics"))
+
+
+def test_nothing_is_exported_without_an_endpoint(temporal_env: WorkflowEnvironment) -> None:
+    target = temporal_env.client.config()["service_client"].config.target_host
+    env = {"TEMPORAL_ADDRESS": target, "OTEL_EXPORTER_OTLP_ENDPOINT": ""}
+    process = probe(env)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ProxyTracerProvider"
+    finally:
+        process.terminate()
+        process.wait()
