@@ -12,12 +12,10 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +41,7 @@ from chamvi.settings import Settings
 from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, reader_app
 from tests.polling import eventually, until_status
 from tests.support.http_api import bearer, make_tokens, serving
+from tests.support.otlp_collector import Collector
 
 SECRETS = ("PAYLOAD-SECRET", "ARGUMENT-SECRET", "RESULT-SECRET", "REPLY-SECRET", "INSTRUCTIONS-SECRET")
 
@@ -347,33 +346,6 @@ async def test_a_knowledge_pass_and_a_search_have_their_spans_and_the_pass_its_d
     assert not [value for value in spans.values() if "QUERY-SECRET" in value]
 
 
-class Collector:
-    """An OTLP/HTTP receiver on 127.0.0.1 that keeps what arrives: (path, body) per request."""
-
-    def __init__(self) -> None:
-        self.received: list[tuple[str, bytes]] = []
-        received = self.received
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                received.append((self.path, body))
-                self.send_response(200)
-                self.send_header("content-type", "application/x-protobuf")
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: Any) -> None:
-                return
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def bodies(self, path: str) -> list[bytes]:
-        return [body for got, body in list(self.received) if got == path]
-
-
 EXPORTING = """
 import asyncio
 from opentelemetry import trace
@@ -421,7 +393,7 @@ async def test_traces_and_metrics_leave_by_otlp_when_the_endpoint_is_set(
     finally:
         process.terminate()
         process.wait()
-        collector.server.shutdown()
+        collector.close()
     spans = b"".join(collector.bodies("/v1/traces"))
     assert b"probe span" in spans and b"chamvi-probe" in spans
     assert b"temporal_request" in b"".join(collector.bodies("/v1/metrics"))
