@@ -21,12 +21,14 @@ from chamvi.settings import Settings
 from chamvi.telemetry import client_interceptors, temporal_runtime
 
 
-async def connect(settings: Settings) -> Client:
+async def connect(settings: Settings, *, serving: bool = False) -> Client:
     """A client with chamvi's data converter, honouring Temporal's own profiles and env vars.
 
-    With ``settings.metrics_address`` or ``settings.otlp_endpoint``, its runtime exports the metrics of
-    every worker built on it; with ``otlp_endpoint``, it traces the workflows it starts (and its
-    workers trace what they run).
+    For a ``serving`` process (a worker, the HTTP API), telemetry as the settings ask: with
+    ``metrics_address`` or ``otlp_endpoint``, its runtime exports the metrics of every worker built on
+    it; with ``otlp_endpoint``, it traces the workflows it starts (and its workers trace what they
+    run). A one-shot command (``chamvi dispatch``) exports nothing, so it never takes the metrics
+    port of the worker beside it.
     """
     config = ClientConfig.load_client_connect_config()
     if settings.temporal_address:
@@ -37,8 +39,8 @@ async def connect(settings: Settings) -> Client:
     return await Client.connect(
         **config,
         data_converter=pydantic_data_converter,
-        runtime=temporal_runtime(settings),
-        interceptors=client_interceptors(settings),
+        runtime=temporal_runtime(settings) if serving else None,
+        interceptors=client_interceptors(settings) if serving else [],
     )
 
 

@@ -107,7 +107,7 @@ async def serve_worker(
         plugin = ChamviPlugin(app, settings=settings)
         try:
             await plugin.prepare()
-            client = await connect_or_fail(settings)
+            client = await connect_or_fail(settings, serving=True)
             worker = build_worker(client, plugin, task_queue=settings.task_queue)
             echo(describe())
             await run_worker(worker, stop, echo)
@@ -186,7 +186,7 @@ async def _serve_dev(
     if stop.is_set():
         return
     app = plugin.app
-    client = await connect(settings.with_overrides(temporal_address=config.address))
+    client = await connect(settings.with_overrides(temporal_address=config.address), serving=True)
     worker = build_worker(client, plugin, task_queue=settings.task_queue)
     api_tokens, generated = tokens
     api = build_api(

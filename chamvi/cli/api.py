@@ -55,7 +55,7 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
             api_socket = listen(host, api_port)
             index = open_index(settings)
             try:
-                client = await connect_or_fail(settings)
+                client = await connect_or_fail(settings, serving=True)
                 application = build_api(
                     app,
                     client,

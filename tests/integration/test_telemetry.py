@@ -277,7 +277,7 @@ async def test_the_worker_serves_temporal_and_chamvi_metrics_on_its_prometheus_e
     temporal_env: WorkflowEnvironment, task_queue: str
 ) -> None:
     settings = metrics_settings(temporal_env)
-    client = await connect(settings)
+    client = await connect(settings, serving=True)
     agent = f"shipper-{uuid.uuid4().hex[:6]}"
     chamvi = ChamviClient(client, task_queue=task_queue)
     async with build_worker(client, make_app(agent), task_queue=task_queue):
@@ -318,7 +318,7 @@ async def test_a_knowledge_pass_and_a_search_have_their_spans_and_the_pass_its_d
     temporal_env: WorkflowEnvironment, task_queue: str, tmp_path: Path, exporter: InMemorySpanExporter
 ) -> None:
     settings = metrics_settings(temporal_env)
-    client = await connect(settings)
+    client = await connect(settings, serving=True)
     name = f"kb-{uuid.uuid4().hex[:8]}"
     (tmp_path / "refunds.md").write_text("# Refunds\n\nRefunds are paid within 14 days.\n")
     embedder = CountingEmbedder()
@@ -360,7 +360,7 @@ with exporting_traces(settings, "chamvi-probe"):
         pass
 
 async def main() -> None:
-    client = await connect(settings)
+    client = await connect(settings, serving=True)
     await client.count_workflows()
     await asyncio.sleep(120)  # the metrics leave on the runtime's own schedule; the test stops us
 
@@ -408,3 +408,13 @@ def test_nothing_is_exported_without_an_endpoint(temporal_env: WorkflowEnvironme
     finally:
         process.terminate()
         process.wait()
+
+
+async def test_a_one_shot_client_beside_a_serving_one_leaves_the_metrics_port_to_it(
+    temporal_env: WorkflowEnvironment,
+) -> None:
+    settings = metrics_settings(temporal_env)
+    await connect(settings, serving=True)  # binds the metrics port, as a worker does
+    one_shot = await connect(settings)  # `chamvi dispatch` in the same shell: binding again would fail
+    await one_shot.count_workflows()
+    assert "temporal_" in await metrics_page(settings)
