@@ -25,6 +25,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -35,12 +36,13 @@ from chamvi.http import create_api
 from chamvi.knowledge import folder, knowledge_collection
 from chamvi.lifecycle import memory_index
 from chamvi.plugin import ChamviPlugin
-from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
 from chamvi.runtime import build_worker, connect
 from chamvi.settings import Settings
 from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, reader_app
 from tests.polling import eventually, until_status
 from tests.support.http_api import bearer, make_tokens, serving
+from tests.support.openai_server import OpenAIServer, error, text, tool_call
 from tests.support.otlp_collector import Collector
 
 SECRETS = ("PAYLOAD-SECRET", "ARGUMENT-SECRET", "RESULT-SECRET", "REPLY-SECRET", "INSTRUCTIONS-SECRET")
@@ -418,3 +420,35 @@ async def test_a_one_shot_client_beside_a_serving_one_leaves_the_metrics_port_to
     one_shot = await connect(settings)  # `chamvi dispatch` in the same shell: binding again would fail
     await one_shot.count_workflows()
     assert "temporal_" in await metrics_page(settings)
+
+
+@tool
+async def add(a: int, b: int) -> int:
+    """Adds two numbers."""
+    return a + b
+
+
+async def test_a_failed_model_call_is_an_error_span_by_code_and_its_retry_a_span_of_its_own(
+    chamvi: ChamviClient, running_worker: Any, exporter: InMemorySpanExporter
+) -> None:
+    with OpenAIServer() as server:
+        server.add(error(500, "MESSAGE-SECRET overloaded"), tool_call("add", {"a": 2, "b": 3}), text("5"))
+        models = ModelRegistry(
+            providers={"openai": OpenAIProvider(api_key="test", base_url=server.url + "/v1").model}
+        )
+        agent = define_agent(name="adder", model="openai/test-model", instructions="Add.", tools=[add])
+        with trace.get_tracer("tests").start_as_current_span("caller") as root:
+            async with running_worker(App(agents=[agent], models=models)):
+                run = await chamvi.wait((await chamvi.dispatch("adder")).run_id)
+    assert run.status == RunStatus.COMPLETED, run.error
+    spans = trace_of(exporter, root)
+    failed, first, last = (dict(s.attributes or {}) for s in spans.named("chat test-model"))
+    statuses = [s.status.status_code for s in spans.named("chat test-model")]
+    assert statuses == [StatusCode.ERROR, StatusCode.UNSET, StatusCode.UNSET]
+    assert failed["error.type"] == "provider_unavailable"
+    assert "gen_ai.usage.input_tokens" not in failed
+    assert (first["gen_ai.provider.name"], first["gen_ai.request.model"]) == ("openai", "test-model")
+    assert (first["gen_ai.usage.input_tokens"], first["gen_ai.usage.output_tokens"]) == (10, 7)
+    assert (last["gen_ai.usage.input_tokens"], last["gen_ai.usage.output_tokens"]) == (12, 3)
+    assert dict(spans.one("execute_tool add").attributes or {})["chamvi.tool.status"] == "ok"
+    assert not [value for value in spans.values() if "MESSAGE-SECRET" in value]
