@@ -26,7 +26,7 @@ from chamvi.cli._common import (
     temporal_target,
 )
 from chamvi.cli._output import echo_err
-from chamvi.cli._serving import log_to_terminal, serve_dev, serve_worker
+from chamvi.cli._serving import log_to_terminal, serve_dev, serve_worker, telemetry_line
 from chamvi.constants import TASK_QUEUE
 from chamvi.dev import DEFAULT_PORT, DevServer, DevServerConfig
 from chamvi.errors import ChamviError
@@ -124,7 +124,7 @@ def worker(app_ref: str, data: Path, settings: Settings) -> None:
         return (
             f"worker for {app_ref} (agents: {', '.join(app.agents) or 'none'}) on task queue "
             f"{settings.task_queue!r} at {temporal_target(settings)}, knowledge in "
-            f"{index_location(settings)}.{_telemetry_line(settings)} Ctrl-C to stop."
+            f"{index_location(settings)}.{telemetry_line(settings)} Ctrl-C to stop."
         )
 
     try:
@@ -135,15 +135,6 @@ def worker(app_ref: str, data: Path, settings: Settings) -> None:
     except RPCError as error:
         raise refused(settings, error) from None
     echo_err("stopped")
-
-
-def _telemetry_line(settings: Settings) -> str:
-    parts = []
-    if settings.metrics_address:
-        parts.append(f"metrics at http://{settings.metrics_address}/metrics")
-    if settings.otlp_endpoint:
-        parts.append(f"traces to {settings.otlp_endpoint}")
-    return f" {', '.join(parts).capitalize()}." if parts else ""
 
 
 def _source_line(source: Source) -> str:

@@ -413,6 +413,7 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
             assert dev.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
+        assert f"Metrics at http://{metrics}/metrics." in log.read_text()
         found = re.search(r"Temporal dev server \(pid (\d+)\)", log.read_text())
         assert found, log.read_text()
         server_pid = int(found.group(1))
