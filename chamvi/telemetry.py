@@ -2,8 +2,8 @@
 
 Where the spans come from, so that one trace follows a run from the HTTP request to its last tool:
 
-- the HTTP API's middleware (``chamvi.http.tracing``): one server span per request, continuing the
-  caller's ``traceparent``;
+- FastAPI's own telemetry in the HTTP API: one server span per request, continuing the caller's
+  ``traceparent``;
 - temporalio's ``TracingInterceptor`` on the client (``client_interceptors``), and so on every worker
   built from that client: ``StartWorkflow``, ``RunWorkflow`` (one per run), ``StartActivity`` and
   ``RunActivity``, ``HandleSignal``..., carried across processes in Temporal's headers;
@@ -128,7 +128,8 @@ def exporting_traces(settings: Settings, service: str) -> Iterator[None]:
     """Installs a tracer provider exporting by OTLP while the block runs, when ``otlp_endpoint`` is set.
 
     Spans are batched and the rest are flushed when the block ends. ``service`` is the
-    ``service.name`` (``chamvi-worker``, ``chamvi-api``); ``OTEL_RESOURCE_ATTRIBUTES`` adds to it.
+    ``service.name`` (``chamvi-worker``, ``chamvi-api``) unless ``OTEL_SERVICE_NAME`` names one;
+    ``OTEL_RESOURCE_ATTRIBUTES`` adds to it, as OpenTelemetry's SDK reads them.
     """
     if settings.otlp_endpoint is None:
         yield
@@ -139,7 +140,10 @@ def exporting_traces(settings: Settings, service: str) -> Iterator[None]:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service}))
+    resource = Resource.create()
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: service}))
+    provider = TracerProvider(resource=resource)
     provider.add_span_processor(
         BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{settings.otlp_endpoint}/v1/traces"))
     )

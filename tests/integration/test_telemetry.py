@@ -373,18 +373,24 @@ asyncio.run(main())
 def probe(env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", EXPORTING],
-        env={**os.environ, **env},
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}, **env},
         stdout=subprocess.PIPE,
         text=True,
     )
 
 
+@pytest.mark.parametrize(
+    ("service_env", "service"),
+    [({}, b"chamvi-probe"), ({"OTEL_SERVICE_NAME": "billing-worker"}, b"billing-worker")],
+    ids=["chamvi-names-the-service", "otel-service-name-wins"],
+)
 async def test_traces_and_metrics_leave_by_otlp_when_the_endpoint_is_set(
-    temporal_env: WorkflowEnvironment,
+    temporal_env: WorkflowEnvironment, service_env: dict[str, str], service: bytes
 ) -> None:
     collector = Collector()
     target = temporal_env.client.config()["service_client"].config.target_host
-    process = probe({"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url + "/", "TEMPORAL_ADDRESS": target})
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url + "/", "TEMPORAL_ADDRESS": target, **service_env}
+    process = probe(env)
     try:
         assert process.stdout is not None and process.stdout.readline().strip() == "TracerProvider"
 
@@ -397,7 +403,7 @@ async def test_traces_and_metrics_leave_by_otlp_when_the_endpoint_is_set(
         process.wait()
         collector.close()
     spans = b"".join(collector.bodies("/v1/traces"))
-    assert b"probe span" in spans and b"chamvi-probe" in spans
+    assert b"probe span" in spans and service in spans
     assert b"temporal_request" in b"".join(collector.bodies("/v1/metrics"))
 
 
