@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import unquote
 
 from chamvi.constants import TASK_QUEUE
 from chamvi.errors import ChamviValidationError
@@ -33,6 +34,9 @@ class Settings:
     otlp_endpoint: str | None = None
     """``OTEL_EXPORTER_OTLP_ENDPOINT``: traces (and, without a Prometheus address, metrics) go there
     by OTLP over HTTP; unset, nothing is exported."""
+    otlp_headers: tuple[tuple[str, str], ...] = ()
+    """``OTEL_EXPORTER_OTLP_HEADERS`` (``key=value,key=value``, values URL-encoded): sent with every
+    export, e.g. a hosted backend's API key."""
     metrics_address: str | None = None
     """``CHAMVI_METRICS_ADDRESS`` (``host:port``): the worker's Prometheus endpoint, at ``/metrics``."""
     trace_content: bool = False
@@ -56,6 +60,7 @@ class Settings:
             qdrant_prefix=env.get("CHAMVI_QDRANT_PREFIX") or "chamvi",
             knowledge_model=env.get("CHAMVI_KNOWLEDGE_MODEL") or None,
             otlp_endpoint=(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "").rstrip("/") or None,
+            otlp_headers=_headers(env, "OTEL_EXPORTER_OTLP_HEADERS"),
             metrics_address=env.get("CHAMVI_METRICS_ADDRESS") or None,
             trace_content=_flag(env, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
         )
@@ -63,6 +68,25 @@ class Settings:
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with the given fields replaced; None keeps a field, so unset CLI options change nothing."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})  # type: ignore[arg-type]
+
+
+def _headers(env: Mapping[str, str], name: str) -> tuple[tuple[str, str], ...]:
+    """``key=value`` pairs separated by commas, as OpenTelemetry's exporters read them.
+
+    Raises:
+        ChamviValidationError: a pair without ``=`` or without a key, named so it can be fixed.
+    """
+    headers = []
+    for pair in (env.get(name) or "").split(","):
+        if not pair.strip():
+            continue
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ChamviValidationError(
+                f"{name} has {pair.strip()!r}: write key=value pairs separated by commas"
+            )
+        headers.append((unquote(key.strip()), unquote(value.strip())))
+    return tuple(headers)
 
 
 def _flag(env: Mapping[str, str], name: str) -> bool:

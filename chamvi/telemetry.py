@@ -82,7 +82,7 @@ def client_interceptors(settings: Settings) -> list[ClientInterceptor]:
 
 
 _ADDRESS = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$")
-_RUNTIMES: dict[PrometheusConfig | OpenTelemetryConfig, Runtime] = {}
+_RUNTIMES: dict[tuple[object, ...], Runtime] = {}
 
 
 def _metrics_config(settings: Settings) -> PrometheusConfig | OpenTelemetryConfig | None:
@@ -94,7 +94,9 @@ def _metrics_config(settings: Settings) -> PrometheusConfig | OpenTelemetryConfi
             )
         return PrometheusConfig(bind_address=settings.metrics_address)
     if settings.otlp_endpoint is not None:
-        return OpenTelemetryConfig(url=f"{settings.otlp_endpoint}/v1/metrics", http=True)
+        return OpenTelemetryConfig(
+            url=f"{settings.otlp_endpoint}/v1/metrics", headers=dict(settings.otlp_headers) or None, http=True
+        )
     return None
 
 
@@ -110,7 +112,8 @@ def temporal_runtime(settings: Settings) -> Runtime | None:
     config = _metrics_config(settings)
     if config is None:
         return None
-    runtime = _RUNTIMES.get(config)
+    key = (settings.metrics_address, settings.otlp_endpoint, settings.otlp_headers)
+    runtime = _RUNTIMES.get(key)
     if runtime is None:
         try:
             runtime = Runtime(telemetry=TelemetryConfig(metrics=config))
@@ -119,7 +122,7 @@ def temporal_runtime(settings: Settings) -> Runtime | None:
                 f"cannot serve metrics at CHAMVI_METRICS_ADDRESS {settings.metrics_address!r} ({error}): "
                 "choose a free port"
             ) from None
-        _RUNTIMES[config] = runtime
+        _RUNTIMES[key] = runtime
     return runtime
 
 
@@ -145,7 +148,11 @@ def exporting_traces(settings: Settings, service: str) -> Iterator[None]:
         resource = resource.merge(Resource({SERVICE_NAME: service}))
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(
-        BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{settings.otlp_endpoint}/v1/traces"))
+        BatchSpanProcessor(
+            OTLPSpanExporter(
+                endpoint=f"{settings.otlp_endpoint}/v1/traces", headers=dict(settings.otlp_headers) or None
+            )
+        )
     )
     trace.set_tracer_provider(provider)
     try:

@@ -389,7 +389,12 @@ async def test_traces_and_metrics_leave_by_otlp_when_the_endpoint_is_set(
 ) -> None:
     collector = Collector()
     target = temporal_env.client.config()["service_client"].config.target_host
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url + "/", "TEMPORAL_ADDRESS": target, **service_env}
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url + "/",
+        "OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=s3cr%3Dt",
+        "TEMPORAL_ADDRESS": target,
+        **service_env,
+    }
     process = probe(env)
     try:
         assert process.stdout is not None and process.stdout.readline().strip() == "TracerProvider"
@@ -405,6 +410,8 @@ async def test_traces_and_metrics_leave_by_otlp_when_the_endpoint_is_set(
     spans = b"".join(collector.bodies("/v1/traces"))
     assert b"probe span" in spans and service in spans
     assert b"temporal_request" in b"".join(collector.bodies("/v1/metrics"))
+    for path in ("/v1/traces", "/v1/metrics"):  # a hosted backend's key goes with both
+        assert {h.get("x-api-key") for h in collector.headers(path)} == {"s3cr=t"}, path
 
 
 def test_nothing_is_exported_without_an_endpoint(temporal_env: WorkflowEnvironment) -> None:

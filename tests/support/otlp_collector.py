@@ -8,16 +8,16 @@ from typing import Any
 
 
 class Collector:
-    """An OTLP/HTTP receiver on 127.0.0.1 that keeps what arrives: (path, body) per request."""
+    """An OTLP/HTTP receiver on 127.0.0.1 that keeps what arrives: (path, headers, body) per request."""
 
     def __init__(self) -> None:
-        self.received: list[tuple[str, bytes]] = []
+        self.received: list[tuple[str, dict[str, str], bytes]] = []
         received = self.received
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
-                received.append((self.path, body))
+                received.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
                 self.send_response(200)
                 self.send_header("content-type", "application/x-protobuf")
                 self.send_header("content-length", "0")
@@ -31,7 +31,10 @@ class Collector:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def bodies(self, path: str) -> list[bytes]:
-        return [body for got, body in list(self.received) if got == path]
+        return [body for got, _, body in list(self.received) if got == path]
+
+    def headers(self, path: str) -> list[dict[str, str]]:
+        return [headers for got, headers, _ in list(self.received) if got == path]
 
     def close(self) -> None:
         self.server.shutdown()

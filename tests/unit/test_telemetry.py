@@ -19,8 +19,10 @@ def test_the_environment_turns_export_metrics_and_content_on() -> None:
             "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/",
             "CHAMVI_METRICS_ADDRESS": "0.0.0.0:9464",
             "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "True",
+            "OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=ab%3Dc, x-team = ops,",
         }
     )
+    assert settings.otlp_headers == (("x-api-key", "ab=c"), ("x-team", "ops"))
     assert settings.otlp_endpoint == "http://collector:4318"
     assert settings.metrics_address == "0.0.0.0:9464"
     assert settings.trace_content is True
@@ -33,6 +35,14 @@ def test_a_content_flag_that_is_not_a_boolean_is_refused_by_name() -> None:
         ChamviValidationError, match="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT='yes please'"
     ):
         Settings.from_env({"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "yes please"})
+
+
+@pytest.mark.parametrize("headers", ["x-api-key", "=value", "a=1,b"])
+def test_otlp_headers_that_are_not_key_value_pairs_are_refused_by_name(headers: str) -> None:
+    with pytest.raises(
+        ChamviValidationError, match=r"OTEL_EXPORTER_OTLP_HEADERS has .*: write key=value pairs"
+    ):
+        Settings.from_env({"OTEL_EXPORTER_OTLP_HEADERS": headers})
 
 
 def test_the_client_is_traced_only_when_spans_are_exported() -> None:
@@ -48,6 +58,10 @@ def test_metrics_go_to_prometheus_when_it_has_an_address_else_by_otlp_else_nowhe
     assert _metrics_config(both) == PrometheusConfig(bind_address="127.0.0.1:9464")
     assert _metrics_config(Settings(otlp_endpoint="http://collector:4318")) == OpenTelemetryConfig(
         url="http://collector:4318/v1/metrics", http=True
+    )
+    keyed = Settings(otlp_endpoint="http://collector:4318", otlp_headers=(("x-api-key", "k"),))
+    assert _metrics_config(keyed) == OpenTelemetryConfig(
+        url="http://collector:4318/v1/metrics", headers={"x-api-key": "k"}, http=True
     )
 
 
