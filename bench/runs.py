@@ -8,7 +8,8 @@ same client, and prints three measurements taken in the same run on the same ser
    ms per bare activity round trip;
 2. throughput: many concurrent runs against as many concurrent bare workflows;
 3. history size: bytes per step as the conversation grows, against what the history would hold if
-   the whole conversation were sent into every model activity.
+   the whole conversation were sent into every model activity;
+4. tracing: ms and CPU per agent step with OpenTelemetry tracing on (exported by OTLP) against off.
 
 Usage: ``python bench/runs.py`` (about a minute or two), ``python bench/runs.py --quick`` (a smoke run).
 See ``bench/README.md`` for what each figure means.
@@ -39,9 +40,15 @@ from _common import (
     temporal_cli_version,
 )
 from _server import dev_server, machine, options, temporal_path
+from _tracing import Counter, Switch, otlp_receiver
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
+from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Worker
 
 from chamvi import App, Budget, ChamviClient, define_agent, tool
@@ -528,6 +535,75 @@ async def bench_history(plan: Plan, client: Client, chamvi: ChamviClient) -> Non
     )
 
 
+# ---- 4. tracing -------------------------------------------------------------------------------------
+
+
+async def bench_tracing(plan: Plan, client: Client, app: App) -> None:
+    """Agent steps with tracing on against off, in turns, on two workers of the same app.
+
+    On: the worker's client has temporalio's TracingInterceptor (as ``connect`` gives it when
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set) and every span is recorded and sent by OTLP/HTTP through a
+    batch processor. Off: a client without the interceptor, and chamvi's own spans dropped at the
+    sampler. The runs are sequential, so the sampler's switch decides for one side at a time.
+    """
+    steps = plan.latency_steps
+    agent = agent_name(steps, plan.small_output)
+    switch, counter = Switch(), Counter()
+    suffix = uuid.uuid4().hex[:12]
+    traced = await Client.connect(
+        client.service_client.config.target_host,
+        namespace=client.namespace,
+        data_converter=client.data_converter,
+        interceptors=[TracingInterceptor(always_create_workflow_spans=True)],
+    )
+    plain = ChamviClient(client, task_queue=f"bench-untraced-{suffix}")
+    tracing = ChamviClient(traced, task_queue=f"bench-traced-{suffix}")
+    with otlp_receiver() as endpoint:
+        provider = TracerProvider(sampler=switch)
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{endpoint}/v1/traces")))
+        provider.add_span_processor(counter)
+        trace.set_tracer_provider(provider)
+        async with (
+            build_worker(client, app, task_queue=plain.task_queue),
+            build_worker(traced, app, task_queue=tracing.task_queue),
+        ):
+            sides: dict[bool, list[Measured]] = {False: [], True: []}
+            spans = 0
+            for round_ in range(plan.latency_repeats + 1):  # the first round warms both up
+                for on in (False, True) if round_ % 2 == 0 else (True, False):
+                    switch.on = on
+                    before = counter.ended
+                    watch = _Stopwatch()
+                    await run_agent(tracing if on else plain, agent)
+                    measured = watch.stop()
+                    provider.force_flush()  # the batch goes out now, not during the other side's run
+                    if round_:
+                        sides[on].append(measured)
+                    if on:
+                        spans = counter.ended - before
+        provider.shutdown()
+    off_ms, on_ms = (statistics.median(m.wall for m in sides[o]) * 1000 / steps for o in (False, True))
+    off_cpu, on_cpu = (statistics.median(m.cpu for m in sides[o]) * 1000 / steps for o in (False, True))
+    print(
+        f"\n4. Tracing: one {steps}-step agent run with tracing on (every span sent by OTLP/HTTP) "
+        f"against off, median of {plan.latency_repeats}"
+    )
+    print(
+        table(
+            ["ms per agent step", "tracing off", "tracing on", "on / off"],
+            [
+                ["end to end (client clock)", off_ms, on_ms, ratio(on_ms, off_ms)],
+                ["CPU of this process", off_cpu, on_cpu, ratio(on_cpu, off_cpu)],
+            ],
+        )
+    )
+    print(
+        f"  {spans} spans per run ({spans / steps:.1f} per step): temporalio's StartActivity and\n"
+        "  RunActivity spans and chamvi's chat and execute_tool spans, plus the run's own. Off: no tracing\n"
+        "  interceptor and chamvi's spans dropped at the sampler. The OTLP receiver is another process."
+    )
+
+
 # ---- main -------------------------------------------------------------------------------------------
 
 
@@ -543,13 +619,16 @@ async def main(plan: Plan, quick: bool) -> None:
         suffix = uuid.uuid4().hex[:12]
         chamvi = ChamviClient(client, task_queue=f"bench-chamvi-{suffix}")
         bare_queue = f"bench-bare-{suffix}"
+        app = build_app(plan)
         async with (
-            build_worker(client, build_app(plan), task_queue=chamvi.task_queue),
+            build_worker(client, app, task_queue=chamvi.task_queue),
             Worker(client, task_queue=bare_queue, workflows=[BareChainWorkflow], activities=[noop]),
         ):
             await bench_latency(plan, client, chamvi, bare_queue)
             await bench_throughput(plan, client, chamvi, bare_queue)
             await bench_history(plan, client, chamvi)
+        # last: it installs the process's tracer provider
+        await bench_tracing(plan, client, app)
     print(f"\nTotal {time.perf_counter() - started:.1f} s.")
 
 

@@ -73,3 +73,16 @@ TRIGGER_KEY_MAX_LENGTH = 255
 TOOL_RESULT_MAX_BYTES = 1_048_576
 """The largest tool result (as stored) a run accepts: Temporal refuses a payload over 2 MB and warns
 over 512 KiB; a larger result is a tool error the model sees."""
+
+# Metric names: dashboards and alerts are written against them. Counters of transitions rather than
+# gauges, because a run moves between workers: runs in a status now = entered - left, summed over workers.
+METRIC_RUNS_ENTERED = "chamvi_runs_entered"
+"""Counter {agent, status}: runs that entered a status (queued, running, waiting, completed, ...)."""
+METRIC_RUNS_LEFT = "chamvi_runs_left"
+"""Counter {agent, status}: runs that left a status; approvals waiting = entered - left of ``waiting``."""
+METRIC_STEPS = "chamvi_steps"
+"""Counter {agent, kind}: model calls (``llm``) and finished tool calls (``tool``)."""
+METRIC_TOKENS = "chamvi_tokens"
+"""Counter {agent, model, direction}: tokens the provider reported, ``input`` and ``output``."""
+METRIC_KNOWLEDGE_PASS_DURATION = "chamvi_knowledge_pass_duration"
+"""Histogram {collection, outcome} in milliseconds: one knowledge pass, whatever its outcome."""

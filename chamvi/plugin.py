@@ -29,6 +29,7 @@ from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
 from chamvi.lifecycle import boot_collections, check_index, close_index, index_location, open_index
 from chamvi.settings import Settings
+from chamvi.telemetry import ChamviTelemetry
 
 PLUGIN_NAME = "chamvi.ChamviPlugin"
 
@@ -71,6 +72,12 @@ def _workflow_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
     return dataclasses.replace(existing, restrictions=restrictions)
 
 
+def _trace_content(asked: bool | None, settings: Settings | None) -> bool:
+    if asked is not None:
+        return asked
+    return settings is not None and settings.trace_content
+
+
 class ChamviPlugin(SimplePlugin):
     """A temporalio plugin that hands a worker everything it needs to serve ``app``.
 
@@ -88,6 +95,8 @@ class ChamviPlugin(SimplePlugin):
         settings: where the default index lives; ``Settings.from_env()`` when not given.
         start_collections: start the app's collections when a worker runs (a pass each, resync
             schedules); off, they wait for ``chamvi knowledge sync``.
+        trace_content: put messages, tool arguments and results on the spans (see
+            ``chamvi.telemetry``); by default ``settings.trace_content``, off without settings.
     """
 
     def __init__(
@@ -97,6 +106,7 @@ class ChamviPlugin(SimplePlugin):
         index: KnowledgeIndex | None = None,
         settings: Settings | None = None,
         start_collections: bool = True,
+        trace_content: bool | None = None,
     ) -> None:
         self.app = app
         self._index = index
@@ -112,7 +122,10 @@ class ChamviPlugin(SimplePlugin):
             activities=self._with_activities,
             workflows=self._with_workflows,
             workflow_runner=_workflow_runner,
-            interceptors=[ActivityErrors()],
+            interceptors=[
+                ActivityErrors(),
+                ChamviTelemetry(app, capture_content=_trace_content(trace_content, settings)),
+            ],
             # a chamvi error raised in workflow code is a bug of a definition, not of a worker:
             # it fails the workflow instead of retrying its task forever
             workflow_failure_exception_types=[ChamviError],
@@ -214,4 +227,3 @@ class ChamviPlugin(SimplePlugin):
             index, self._index = self._index, None
             self._checked = False
             await close_index(index)
-

@@ -6,8 +6,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import unquote
 
 from chamvi.constants import TASK_QUEUE
+from chamvi.errors import ChamviValidationError
 
 DEFAULT_APP = "examples.support.app:app"
 
@@ -29,6 +31,17 @@ class Settings:
     qdrant_url: str | None = None
     qdrant_prefix: str = "chamvi"
     knowledge_model: str | None = None
+    otlp_endpoint: str | None = None
+    """``OTEL_EXPORTER_OTLP_ENDPOINT``: traces (and, without a Prometheus address, metrics) go there
+    by OTLP over HTTP; unset, nothing is exported."""
+    otlp_headers: tuple[tuple[str, str], ...] = ()
+    """``OTEL_EXPORTER_OTLP_HEADERS`` (``key=value,key=value``, values URL-encoded): sent with every
+    export, e.g. a hosted backend's API key."""
+    metrics_address: str | None = None
+    """``CHAMVI_METRICS_ADDRESS`` (``host:port``): the worker's Prometheus endpoint, at ``/metrics``."""
+    trace_content: bool = False
+    """``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``: spans carry messages, tool arguments
+    and results; off, they carry names, ids and counts only."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -46,8 +59,45 @@ class Settings:
             qdrant_url=env.get("QDRANT_URL") or None,
             qdrant_prefix=env.get("CHAMVI_QDRANT_PREFIX") or "chamvi",
             knowledge_model=env.get("CHAMVI_KNOWLEDGE_MODEL") or None,
+            otlp_endpoint=(env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "").rstrip("/") or None,
+            otlp_headers=_headers(env, "OTEL_EXPORTER_OTLP_HEADERS"),
+            metrics_address=env.get("CHAMVI_METRICS_ADDRESS") or None,
+            trace_content=_flag(env, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
         )
 
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with the given fields replaced; None keeps a field, so unset CLI options change nothing."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})  # type: ignore[arg-type]
+
+
+def _headers(env: Mapping[str, str], name: str) -> tuple[tuple[str, str], ...]:
+    """``key=value`` pairs separated by commas, as OpenTelemetry's exporters read them.
+
+    Raises:
+        ChamviValidationError: a pair without ``=`` or without a key, named so it can be fixed.
+    """
+    headers = []
+    for pair in (env.get(name) or "").split(","):
+        if not pair.strip():
+            continue
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ChamviValidationError(
+                f"{name} has {pair.strip()!r}: write key=value pairs separated by commas"
+            )
+        headers.append((unquote(key.strip()), unquote(value.strip())))
+    return tuple(headers)
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    """A boolean variable: ``true``/``1``/``yes`` (any case) is on, unset or empty is off.
+
+    Raises:
+        ChamviValidationError: any other value, so a typo does not silently leave the flag off.
+    """
+    value = (env.get(name) or "").strip().lower()
+    if value in ("", "false", "0", "no"):
+        return False
+    if value in ("true", "1", "yes"):
+        return True
+    raise ChamviValidationError(f"{name}={env[name]!r} is not a boolean: use true or false")

@@ -582,8 +582,23 @@ class AgentRunWorkflow:
             workflow.upsert_search_attributes([c.SA_TAINTED.value_set(True)])
 
     def _set_status(self, status: RunStatus) -> None:
-        self._status = status
+        previous, self._status = self._status, status
         workflow.upsert_search_attributes([c.SA_STATUS.value_set(status.value)])
+        self._count_transition(previous, status)
+
+    def _count_transition(self, previous: RunStatus | None, status: RunStatus) -> None:
+        """Counts the run out of ``previous`` and into ``status`` (the SDK records nothing on replay)."""
+        if previous == status:
+            return
+        meter = workflow.metric_meter()
+        agent = self._require_input().agent
+        if previous is not None:
+            meter.create_counter(c.METRIC_RUNS_LEFT, "Runs that left a status.").add(
+                1, {"agent": agent, "status": previous.value}
+            )
+        meter.create_counter(c.METRIC_RUNS_ENTERED, "Runs that entered a status.").add(
+            1, {"agent": agent, "status": status.value}
+        )
 
     def _settle(self, status: RunStatus) -> None:
         self._ended_at = workflow.now()
@@ -593,6 +608,7 @@ class AgentRunWorkflow:
         self._set_status(status)
 
     def _upsert(self, *, agent: str, channel: str | None) -> None:
+        self._count_transition(None, RunStatus.QUEUED)
         updates = [c.SA_AGENT.value_set(agent), c.SA_STATUS.value_set(RunStatus.QUEUED.value)]
         if channel:
             updates.append(c.SA_CHANNEL.value_set(channel))

@@ -97,7 +97,11 @@ def build_settings(
     temporal_address: str | None, namespace: str | None, task_queue: str | None, **extra: Any
 ) -> Settings:
     """The settings from the environment, with what the command line gave on top."""
-    return Settings.from_env().with_overrides(
+    try:
+        settings = Settings.from_env()
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None
+    return settings.with_overrides(
         temporal_address=temporal_address, temporal_namespace=namespace, task_queue=task_queue, **extra
     )
 
@@ -127,10 +131,13 @@ def refused(settings: Settings, error: RPCError) -> click.ClickException:
     return click.ClickException(f"Temporal at {temporal_target(settings)} refused: {error.message}")
 
 
-async def connect_or_fail(settings: Settings) -> Client:
-    """Connects to Temporal; an unreachable server is a one-line error that names the fix."""
+async def connect_or_fail(settings: Settings, *, serving: bool = False) -> Client:
+    """Connects to Temporal; an unreachable server is a one-line error that names the fix.
+
+    ``serving``: a worker or the API, which exports telemetry (see ``chamvi.runtime.connect``).
+    """
     try:
-        return await connect(settings)
+        return await connect(settings, serving=serving)
     except RuntimeError as error:
         if "connect" in str(error).lower():
             raise _unreachable(settings) from None

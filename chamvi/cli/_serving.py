@@ -86,6 +86,17 @@ async def run_worker(
     await running
 
 
+def telemetry_line(settings: Settings) -> str:
+    """Where this process's metrics and traces go, as a sentence after a space; empty when nowhere."""
+    parts = []
+    if settings.metrics_address:
+        parts.append(f"metrics at http://{settings.metrics_address}/metrics")
+    if settings.otlp_endpoint:
+        parts.append(f"traces to {settings.otlp_endpoint}")
+    sentence = ", ".join(parts)
+    return f" {sentence[:1].upper()}{sentence[1:]}." if parts else ""
+
+
 def log_to_terminal() -> None:
     """Shows chamvi's own log lines (a knowledge pass done, a knowledge error) unless logging is set up."""
     if logging.getLogger().handlers:
@@ -107,7 +118,7 @@ async def serve_worker(
         plugin = ChamviPlugin(app, settings=settings)
         try:
             await plugin.prepare()
-            client = await connect_or_fail(settings)
+            client = await connect_or_fail(settings, serving=True)
             worker = build_worker(client, plugin, task_queue=settings.task_queue)
             echo(describe())
             await run_worker(worker, stop, echo)
@@ -186,7 +197,7 @@ async def _serve_dev(
     if stop.is_set():
         return
     app = plugin.app
-    client = await connect(settings.with_overrides(temporal_address=config.address))
+    client = await connect(settings.with_overrides(temporal_address=config.address), serving=True)
     worker = build_worker(client, plugin, task_queue=settings.task_queue)
     api_tokens, generated = tokens
     api = build_api(
@@ -202,8 +213,8 @@ async def _serve_dev(
         echo(f"Temporal UI at http://localhost:{config.ui} (namespace {config.namespace!r})")
         echo(
             f"worker for {settings.app} on task queue {settings.task_queue!r}, "
-            f"agents: {', '.join(app.agents) or 'none'}, knowledge in {index_location(settings)}. "
-            "Ctrl-C to stop."
+            f"agents: {', '.join(app.agents) or 'none'}, knowledge in {index_location(settings)}."
+            f"{telemetry_line(settings)} Ctrl-C to stop."
         )
         echo(f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs)")
         if generated is not None:

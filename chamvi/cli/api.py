@@ -16,6 +16,7 @@ from chamvi.http import build_api, tokens_from_env
 from chamvi.http.process import listen
 from chamvi.lifecycle import close_index, open_index
 from chamvi.settings import Settings
+from chamvi.telemetry import exporting_traces
 
 
 @click.command()
@@ -54,7 +55,7 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
             api_socket = listen(host, api_port)
             index = open_index(settings)
             try:
-                client = await connect_or_fail(settings)
+                client = await connect_or_fail(settings, serving=True)
                 application = build_api(
                     app,
                     client,
@@ -70,7 +71,8 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
                 await close_index(index)
 
     try:
-        asyncio.run(go())
+        with exporting_traces(settings, "chamvi-api"):
+            asyncio.run(go())
     except ChamviError as error:
         raise click.ClickException(error.message) from None
     echo_err("stopped")

@@ -26,7 +26,7 @@ from chamvi.cli._common import (
     temporal_target,
 )
 from chamvi.cli._output import echo_err
-from chamvi.cli._serving import log_to_terminal, serve_dev, serve_worker
+from chamvi.cli._serving import log_to_terminal, serve_dev, serve_worker, telemetry_line
 from chamvi.constants import TASK_QUEUE
 from chamvi.dev import DEFAULT_PORT, DevServer, DevServerConfig
 from chamvi.errors import ChamviError
@@ -34,6 +34,7 @@ from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.knowledge import KnowledgeCollection, Source
 from chamvi.lifecycle import index_location
 from chamvi.settings import Settings
+from chamvi.telemetry import exporting_traces
 
 
 def api_port_option(function: F) -> F:
@@ -95,7 +96,8 @@ def dev(
     server = DevServer(config)
     log_to_terminal()
     try:
-        asyncio.run(serve_dev(server, settings, app, echo=echo_err, api_port=api_port))
+        with exporting_traces(settings, "chamvi-dev"):
+            asyncio.run(serve_dev(server, settings, app, echo=echo_err, api_port=api_port))
     except ChamviError as error:
         raise click.ClickException(error.message) from None
     finally:
@@ -122,11 +124,12 @@ def worker(app_ref: str, data: Path, settings: Settings) -> None:
         return (
             f"worker for {app_ref} (agents: {', '.join(app.agents) or 'none'}) on task queue "
             f"{settings.task_queue!r} at {temporal_target(settings)}, knowledge in "
-            f"{index_location(settings)}. Ctrl-C to stop."
+            f"{index_location(settings)}.{telemetry_line(settings)} Ctrl-C to stop."
         )
 
     try:
-        asyncio.run(serve_worker(settings, app, echo=echo_err, describe=describe))
+        with exporting_traces(settings, "chamvi-worker"):
+            asyncio.run(serve_worker(settings, app, echo=echo_err, describe=describe))
     except ChamviError as error:
         raise click.ClickException(error.message) from None
     except RPCError as error:

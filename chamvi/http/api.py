@@ -81,6 +81,10 @@ def create_api(
         swagger_ui_oauth2_redirect_url=None,
         redirect_slashes=False,
         generate_unique_id_function=lambda route: route.name,
+        # FastAPI's own OpenTelemetry: a server span per request on the installed tracer provider
+        # (continuing the caller's traceparent, so a dispatch's run joins its trace), but no log
+        # records, which would carry a refused body's input values (see chamvi.telemetry)
+        telemetry={"logs": False},
     )
     routers: list[APIRouter] = []
     if managed is not None:

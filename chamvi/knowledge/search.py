@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from opentelemetry.util.types import AttributeValue
 from pydantic import BaseModel, Field
 from temporalio.common import RetryPolicy
 
+from chamvi._spans import span
 from chamvi.agents import validate_agent_name
 from chamvi.context import define_context_key, inject
 from chamvi.errors import (
@@ -28,7 +30,6 @@ from chamvi.tools import Tool, ToolContext, tool
 MAX_TOP_K = 20
 MAX_CHARS = 20_000
 QUERY_TIMEOUT_SECONDS = 60.0
-
 
 
 class Match(BaseModel):
@@ -83,6 +84,19 @@ class KnowledgeSearch:
             KnowledgeNotReadyError: a collection has no complete generation yet, or its model is not
                 available in this process.
         """
+        attributes: dict[str, AttributeValue] = {
+            "chamvi.knowledge.collections": list(collections),
+            "chamvi.knowledge.top_k": top_k,
+        }
+        # never the query: it is content (see chamvi.telemetry)
+        with span("knowledge search", attributes) as current:
+            result = await self._search(collections, query, top_k=top_k, min_score=min_score)
+            current.set_attribute("chamvi.knowledge.matches", len(result.matches))
+            return result
+
+    async def _search(
+        self, collections: Sequence[str], query: str, *, top_k: int, min_score: float | None
+    ) -> SearchResult:
         if not query.strip():
             raise ChamviValidationError("the query is empty: say what to look for")
         metas = [await self._searchable(name) for name in collections]

@@ -366,6 +366,15 @@ def assert_the_api_answers(api_port: int, run_id: str, token: str) -> None:
     assert created.status_code == 201, created.text
 
 
+def assert_the_worker_serves_metrics(address: str) -> None:
+    """With CHAMVI_METRICS_ADDRESS, the dev stack's worker serves Temporal's metrics and chamvi's."""
+    page = httpx.get(f"http://{address}/metrics", timeout=10).text
+    assert re.search(
+        r'^chamvi_runs_entered\{[^}]*agent="support"[^}]*status="running"[^}]*\} 1$', page, re.M
+    ), page
+    assert re.search(r"^temporal_workflow_task_execution_latency_count\{", page, re.M), page
+
+
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["sigint", "sigterm"])
 def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
     tmp_path: Path, stop_signal: signal.Signals
@@ -374,6 +383,8 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
     port, ui_port, api_port = free_port(), free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "CHAMVI_"))}
     env["CHAMVI_DATA"] = str(data)
+    metrics = f"127.0.0.1:{free_port()}"
+    env["CHAMVI_METRICS_ADDRESS"] = metrics
     log = tmp_path / "dev.out"
     command = [
         "dev",
@@ -402,6 +413,7 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
             assert dev.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
+        assert f"Metrics at http://{metrics}/metrics." in log.read_text()
         found = re.search(r"Temporal dev server \(pid (\d+)\)", log.read_text())
         assert found, log.read_text()
         server_pid = int(found.group(1))
@@ -420,6 +432,7 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
                 break
             assert time.monotonic() < deadline, shown.stdout
             time.sleep(0.2)
+        assert_the_worker_serves_metrics(metrics)
         if stop_signal == signal.SIGINT:  # once is enough: the real local model embeds the handbook
             assert_the_handbook_gets_indexed(address, env)
             assert_the_api_answers(api_port, run_id, (data / "api-token").read_text().strip())

@@ -52,6 +52,8 @@ def test_the_stack_has_every_service(services: dict[str, Any]) -> None:
         "temporal-init",
         "temporal-ui",
         "qdrant",
+        "jaeger",
+        "otel-collector",
         "worker",
         "api",
     }
@@ -119,6 +121,7 @@ def test_the_worker_is_built_here_and_starts_after_the_search_attributes(service
         "temporal": "service_healthy",
         "temporal-init": "service_completed_successfully",
         "qdrant": "service_healthy",
+        "otel-collector": "service_started",
     }
 
 
@@ -157,3 +160,46 @@ def test_the_image_holds_what_the_package_needs() -> None:
     for path in ("pyproject.toml", "README.md", "worker.py", "chamvi", "workflows", "activities", "examples"):
         assert re.search(rf"^COPY .*\b{re.escape(path)}\b", dockerfile, re.MULTILINE), path
     assert 'CMD ["chamvi", "worker"]' in dockerfile
+
+
+def collector_config(services: dict[str, Any]) -> dict[str, Any]:
+    mounted = {v.split(":")[1]: v.split(":")[0] for v in services["otel-collector"]["volumes"]}
+    command = services["otel-collector"]["command"]
+    path = next(arg.removeprefix("--config=") for arg in command if arg.startswith("--config="))
+    config: dict[str, Any] = yaml.safe_load((ROOT / mounted[path]).read_text())
+    return config
+
+
+def test_the_worker_and_the_api_send_their_spans_to_the_collector_which_sends_them_to_jaeger(
+    services: dict[str, Any],
+) -> None:
+    config = collector_config(services)
+    http = config["receivers"]["otlp"]["protocols"]["http"]["endpoint"]
+    for name in ("worker", "api"):
+        endpoint = default_of(environment(services[name])["OTEL_EXPORTER_OTLP_ENDPOINT"])
+        assert endpoint == f"http://otel-collector:{http.rsplit(':', 1)[1]}", name
+        assert depends(services[name])["otel-collector"] == "service_started", name
+    traces = config["service"]["pipelines"]["traces"]
+    assert traces["receivers"] == ["otlp"]
+    (exporter,) = traces["exporters"]
+    assert config["exporters"][exporter]["endpoint"] == "jaeger:4317"
+    assert "16686:16686" in services["jaeger"]["ports"]
+    assert image(services["jaeger"]).startswith("jaegertracing/")
+
+
+def test_the_collector_scrapes_every_workers_prometheus_endpoint_and_serves_the_metrics(
+    services: dict[str, Any],
+) -> None:
+    config = collector_config(services)
+    worker = environment(services["worker"])
+    port = int(worker["CHAMVI_METRICS_ADDRESS"].rsplit(":", 1)[1])
+    assert worker["CHAMVI_METRICS_ADDRESS"].startswith("0.0.0.0:")  # reachable from the collector
+    (scrape,) = config["receivers"]["prometheus"]["config"]["scrape_configs"]
+    (replicas,) = scrape["dns_sd_configs"]
+    assert (replicas["names"], replicas["port"]) == (["worker"], port)
+    metrics = config["service"]["pipelines"]["metrics"]
+    assert "prometheus" in metrics["receivers"] and metrics["exporters"] == ["prometheus"]
+    served = config["exporters"]["prometheus"]["endpoint"].rsplit(":", 1)[1]
+    assert f"{served}:{served}" in services["otel-collector"]["ports"]
+    # message content stays out of the spans unless the operator turns it on
+    assert default_of(worker["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"]) == "false"

@@ -1,0 +1,83 @@
+"""Telemetry settings: what turns export on, and the errors a wrong value gets."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.runtime import OpenTelemetryConfig, PrometheusConfig
+
+from chamvi.errors import ChamviValidationError
+from chamvi.settings import Settings
+from chamvi.telemetry import _metrics_config, client_interceptors, temporal_runtime
+
+
+def test_the_environment_turns_export_metrics_and_content_on() -> None:
+    settings = Settings.from_env(
+        {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318/",
+            "CHAMVI_METRICS_ADDRESS": "0.0.0.0:9464",
+            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "True",
+            "OTEL_EXPORTER_OTLP_HEADERS": "x-api-key=ab%3Dc, x-team = ops,",
+        }
+    )
+    assert settings.otlp_headers == (("x-api-key", "ab=c"), ("x-team", "ops"))
+    assert settings.otlp_endpoint == "http://collector:4318"
+    assert settings.metrics_address == "0.0.0.0:9464"
+    assert settings.trace_content is True
+    assert Settings.from_env({}) == Settings()
+    assert Settings().trace_content is False
+
+
+def test_a_content_flag_that_is_not_a_boolean_is_refused_by_name() -> None:
+    with pytest.raises(
+        ChamviValidationError, match="OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT='yes please'"
+    ):
+        Settings.from_env({"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": "yes please"})
+
+
+@pytest.mark.parametrize("headers", ["x-api-key", "=value", "a=1,b"])
+def test_otlp_headers_that_are_not_key_value_pairs_are_refused_by_name(headers: str) -> None:
+    with pytest.raises(
+        ChamviValidationError, match=r"OTEL_EXPORTER_OTLP_HEADERS has .*: write key=value pairs"
+    ):
+        Settings.from_env({"OTEL_EXPORTER_OTLP_HEADERS": headers})
+
+
+def test_the_client_is_traced_only_when_spans_are_exported() -> None:
+    assert client_interceptors(Settings()) == []
+    (interceptor,) = client_interceptors(Settings(otlp_endpoint="http://collector:4318"))
+    assert isinstance(interceptor, TracingInterceptor)
+
+
+def test_metrics_go_to_prometheus_when_it_has_an_address_else_by_otlp_else_nowhere() -> None:
+    assert _metrics_config(Settings()) is None
+    assert temporal_runtime(Settings()) is None
+    both = Settings(metrics_address="127.0.0.1:9464", otlp_endpoint="http://collector:4318")
+    assert _metrics_config(both) == PrometheusConfig(bind_address="127.0.0.1:9464")
+    assert _metrics_config(Settings(otlp_endpoint="http://collector:4318")) == OpenTelemetryConfig(
+        url="http://collector:4318/v1/metrics", http=True
+    )
+    keyed = Settings(otlp_endpoint="http://collector:4318", otlp_headers=(("x-api-key", "k"),))
+    assert _metrics_config(keyed) == OpenTelemetryConfig(
+        url="http://collector:4318/v1/metrics", headers={"x-api-key": "k"}, http=True
+    )
+
+
+@pytest.mark.parametrize("address", ["9464", "localhost", "0.0.0.0:", "0.0.0.0:99999", "http://0.0.0.0:9464"])
+def test_a_metrics_address_that_is_not_host_and_port_is_refused_with_an_example(address: str) -> None:
+    with pytest.raises(ChamviValidationError, match=r"is not host:port, e.g. '0.0.0.0:9464'"):
+        temporal_runtime(Settings(metrics_address=address))
+
+
+def test_a_metrics_address_already_in_use_is_refused_with_what_to_do() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = f"127.0.0.1:{taken.getsockname()[1]}"
+        with pytest.raises(
+            ChamviValidationError,
+            match=f"cannot serve metrics at CHAMVI_METRICS_ADDRESS '{address}'.*choose a free port",
+        ):
+            temporal_runtime(Settings(metrics_address=address))
