@@ -1,7 +1,8 @@
-"""The model call of one step."""
+"""The model call of one step, and the extractions tool calls ask for."""
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 
 from pydantic import ValidationError as PydanticValidationError
@@ -9,8 +10,18 @@ from temporalio import activity
 
 from chamvi.agents import Agent
 from chamvi.app import App
-from chamvi.constants import ACTIVITY_CALL_MODEL, QUERY_MCP_TOOLS, QUERY_TRANSCRIPT
-from chamvi.models import McpToolInfo, Message, ModelRequest, ModelResponse, TranscriptQuery
+from chamvi.constants import ACTIVITY_CALL_MODEL, ACTIVITY_EXTRACT, QUERY_MCP_TOOLS, QUERY_TRANSCRIPT
+from chamvi.errors import IncompleteResponseError
+from chamvi.extract import EXTRACTION_INSTRUCTIONS
+from chamvi.models import (
+    ExtractInput,
+    ExtractResult,
+    McpToolInfo,
+    Message,
+    ModelRequest,
+    ModelResponse,
+    TranscriptQuery,
+)
 from chamvi.permissions import PolicyRun
 from chamvi.providers import ChatRequest, ToolSchema
 from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
@@ -94,3 +105,31 @@ class ModelActivities:
                 return response.model_copy(update={"output_error": str(error)})
             return response.model_copy(update={"output": parsed.model_dump(mode="json")})
         return response
+
+    @activity.defn(name=ACTIVITY_EXTRACT)
+    async def extract(self, request: ExtractInput) -> ExtractResult:
+        """One ``extract()`` of a tool call: a model call with structured output and no tools."""
+        agent = self.app.agent(request.agent)
+        asked = request.request
+        model = self.app.models.resolve(asked.model) if asked.model else self.app.model_for(agent)[1]
+        instructions = EXTRACTION_INSTRUCTIONS + (f"\n\n{asked.instructions}" if asked.instructions else "")
+        response = await model.complete(
+            ChatRequest(
+                run_id=request.run_id,
+                agent=agent.name,
+                step=request.step,
+                messages=[
+                    Message(role="system", content=instructions),
+                    Message(role="user", content=asked.content),
+                ],
+                output_schema=asked.output_schema,
+            )
+        )
+        if response.finish_reason == "length":
+            raise IncompleteResponseError("the extraction was cut off at the model's output token limit")
+        try:
+            output = json.loads(response.message.content or "")
+        except json.JSONDecodeError as error:
+            # retried: another answer of the model may be JSON; the tool checks it against its schema
+            raise RuntimeError(f"the extraction is not JSON: {error}") from None
+        return ExtractResult(output=output, usage=response.usage)

@@ -59,6 +59,7 @@ if TYPE_CHECKING:
         ToolNotAllowedError,
         ToolResultTooLargeError,
     )
+    from chamvi.extract import extract
     from chamvi.knowledge import (
         define_source,
         folder,
@@ -163,6 +164,7 @@ _EXPORTS: dict[str, str] = {
     "define_source": "chamvi.knowledge",
     "effect_marker": "chamvi.tools",
     "effect_tool": "chamvi.tools",
+    "extract": "chamvi.extract",
     "folder": "chamvi.knowledge",
     "has_permission": "chamvi.permissions",
     "inject": "chamvi.context",
@@ -246,6 +248,7 @@ __all__ = [
     "define_source",
     "effect_marker",
     "effect_tool",
+    "extract",
     "folder",
     "has_permission",
     "inject",

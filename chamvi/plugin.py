@@ -184,6 +184,7 @@ class ChamviPlugin(SimplePlugin):
             *(existing or []),
             agents.describe_agent,
             model.call_model,
+            model.extract,
             tools.call_tool,
             locks.enqueue_lock,
             locks.run_is_open,

@@ -16,7 +16,7 @@ from typing import Any
 
 from chamvi.constants import APPROVAL_TIMEOUT_MAX, DEFAULT_APPROVAL_TIMEOUT
 from chamvi.errors import InvalidInputError
-from chamvi.models import ApprovalDecision, ApprovalRequest, TriggerEnvelope
+from chamvi.models import ApprovalDecision, ApprovalRequest, ExtractionRequest, TriggerEnvelope
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,18 @@ class Approvals:
             input=self.input,
             input_digest=self._digest,
         )
+
+
+class ExtractionRequired(BaseException):
+    """Unwinds a tool call whose ``extract()`` has no recorded result yet.
+
+    The run makes the extraction (an activity of its own), then runs the call again. A
+    ``BaseException`` for the reason :class:`ApprovalRequired` is one.
+    """
+
+    def __init__(self, request: ExtractionRequest) -> None:
+        super().__init__(request.key)
+        self.request = request
 
 
 class ApprovalRequired(BaseException):

@@ -35,7 +35,7 @@ from chamvi.errors import (
 )
 from chamvi.models import ErrorInfo, ToolRequest, ToolResult, TriggerEnvelope
 from chamvi.permissions import PolicyRun
-from chamvi.run_context import ApprovalRequired, Approvals, EffectLedger, RunContext
+from chamvi.run_context import ApprovalRequired, Approvals, EffectLedger, ExtractionRequired, RunContext
 from chamvi.tools import Predicate, Tool, ToolContext, approve
 
 
@@ -166,6 +166,8 @@ class ToolRunner:
                 output = to_jsonable_python(await _maybe_await(hooks.after_tool_execution(info, output, ctx)))
         except ApprovalRequired as required:
             return ToolResult(status="approval", approval=required.request, effects=ctx.effects.new)
+        except ExtractionRequired as required:
+            return ToolResult(status="extraction", extraction=required.request, effects=ctx.effects.new)
         except FatalToolError as fatal:
             status, error = "fatal", _error(fatal)
         except Exception as failure:

@@ -39,6 +39,9 @@ with workflow.unsafe.imports_passed_through():
         EffectQuery,
         EffectRecord,
         ErrorInfo,
+        ExtractInput,
+        ExtractionRequest,
+        ExtractResult,
         LockRequest,
         McpListRequest,
         McpToolInfo,
@@ -480,6 +483,9 @@ class AgentRunWorkflow:
             self._effects.update(result.effects)
             if result.taint is not None:
                 self._mark_tainted(result.taint)
+            if result.status == "extraction" and result.extraction is not None:
+                await self._extract(spec, step, call, result.extraction)
+                continue
             if result.status != "approval" or result.approval is None:
                 break
             request = result.approval
@@ -518,6 +524,24 @@ class AgentRunWorkflow:
                 is_error=result.status != "ok",
             )
         )
+
+    async def _extract(self, spec: AgentSpec, step: int, call: ToolCall, request: ExtractionRequest) -> None:
+        """Makes the extraction a tool call asked for and records it where the call will find it."""
+        try:
+            extracted: ExtractResult = await workflow.execute_activity(
+                c.ACTIVITY_EXTRACT,
+                ExtractInput(run_id=workflow.info().workflow_id, agent=spec.name, step=step, request=request),
+                result_type=ExtractResult,
+                start_to_close_timeout=timedelta(seconds=spec.model_timeout_seconds),
+                retry_policy=self._retry_policy(spec, None),
+                summary=f"step {step}: extract for {call.name}",
+            )
+        except (ActivityError, ApplicationError) as error:
+            raise _failure(error) from None
+        self._effects[request.key] = extracted.output
+        self._usage = self._usage + extracted.usage
+        if request.taints:  # before the call that asked reads it
+            self._mark_tainted(f"extract:{call.name}")
 
     async def _wait_for_approval(
         self, step: int, call: ToolCall, approval_id: str, request: ApprovalRequest

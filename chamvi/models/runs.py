@@ -258,17 +258,48 @@ class ToolRequest(BaseModel):
     """The MCP server that listed the called tool for this run; None for the agent's own tools."""
 
 
+class ExtractionRequest(BaseModel):
+    """What a tool call needs extracted by a model before it can go on (``extract()``)."""
+
+    key: str
+    """The effect key the result is recorded under; the call finds it there when it runs again."""
+    output_schema: dict[str, Any]
+    content: str
+    instructions: str | None = None
+    model: str | None = None
+    taints: bool = True
+    """Whether the result taints the run: its schema is not conservatively constrained."""
+
+
+class ExtractInput(BaseModel):
+    """Input of the ``chamvi.extract`` activity: one extraction asked by a tool call of a step."""
+
+    run_id: str
+    agent: str
+    step: int
+    request: ExtractionRequest
+
+
+class ExtractResult(BaseModel):
+    """Result of the ``chamvi.extract`` activity: the extracted JSON and what the model call cost."""
+
+    output: Any = None
+    usage: Usage = Field(default_factory=Usage)
+
+
 class ToolResult(BaseModel):
     """Result of the ``chamvi.call_tool`` activity.
 
-    ``error`` goes back to the model, ``fatal`` fails the run, and ``approval`` makes the run wait for
-    a person before the call runs again. ``effects`` and ``taint`` are stored by the workflow.
+    ``error`` goes back to the model, ``fatal`` fails the run, ``approval`` makes the run wait for a
+    person and ``extraction`` for a model's extraction before the call runs again. ``effects`` and
+    ``taint`` are stored by the workflow.
     """
 
-    status: Literal["ok", "error", "fatal", "approval"]
+    status: Literal["ok", "error", "fatal", "approval", "extraction"]
     output: Any = None
     error: ErrorInfo | None = None
     approval: ApprovalRequest | None = None
+    extraction: ExtractionRequest | None = None
     effects: dict[str, Any] = Field(default_factory=dict)
     taint: str | None = None
 
