@@ -5,6 +5,7 @@ from .knowledge import KnowledgeActivities
 from .locks import LockActivities
 from .mcp import McpActivities
 from .model import ModelActivities
+from .runs import RunActivities
 from .tools import ToolActivities
 
 __all__ = [
@@ -13,5 +14,6 @@ __all__ = [
     "LockActivities",
     "McpActivities",
     "ModelActivities",
+    "RunActivities",
     "ToolActivities",
 ]

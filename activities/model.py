@@ -12,7 +12,7 @@ from chamvi.agents import Agent
 from chamvi.app import App
 from chamvi.constants import ACTIVITY_CALL_MODEL, ACTIVITY_EXTRACT, QUERY_MCP_TOOLS, QUERY_TRANSCRIPT
 from chamvi.errors import IncompleteResponseError
-from chamvi.extract import EXTRACTION_INSTRUCTIONS
+from chamvi.extraction import EXTRACTION_INSTRUCTIONS
 from chamvi.models import (
     ExtractInput,
     ExtractResult,

@@ -16,8 +16,9 @@ from typing import Any
 from temporalio import activity
 
 from chamvi.app import App
+from chamvi.client import ChamviClient
 from chamvi.constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT, QUERY_TRIGGER
-from chamvi.models import EffectQuery, EffectRecord, ToolRequest, ToolResult, TriggerEnvelope
+from chamvi.models import EffectQuery, EffectRecord, RunInput, ToolRequest, ToolResult, TriggerEnvelope
 from chamvi.tool_runner import ToolRunner
 
 HEARTBEAT_SECONDS = 2.0
@@ -46,6 +47,10 @@ class _TemporalRunAccess:
         handle = activity.client().get_workflow_handle(self._run_id)
         record = await handle.query(QUERY_EFFECT, EffectQuery(key=key), result_type=EffectRecord)
         return record.found, record.result
+
+    async def start(self, run_input: RunInput) -> str:
+        client = ChamviClient(activity.client(), task_queue=activity.info().task_queue)
+        return (await client.start(run_input)).run_id
 
 
 class ToolActivities:

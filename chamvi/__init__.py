@@ -59,7 +59,7 @@ if TYPE_CHECKING:
         ToolNotAllowedError,
         ToolResultTooLargeError,
     )
-    from chamvi.extract import extract
+    from chamvi.extraction import extract
     from chamvi.knowledge import (
         define_source,
         folder,
@@ -164,7 +164,7 @@ _EXPORTS: dict[str, str] = {
     "define_source": "chamvi.knowledge",
     "effect_marker": "chamvi.tools",
     "effect_tool": "chamvi.tools",
-    "extract": "chamvi.extract",
+    "extract": "chamvi.extraction",
     "folder": "chamvi.knowledge",
     "has_permission": "chamvi.permissions",
     "inject": "chamvi.context",

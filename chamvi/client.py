@@ -154,18 +154,25 @@ class ChamviClient:
         concurrency_key: str | None = None,
     ) -> DispatchResult:
         """Starts a run, or returns the existing one when the idempotency key was seen before."""
-        run_input = RunInput(
-            agent=agent,
-            payload=payload,
-            trigger=trigger,
-            channel=channel,
-            address=address,
-            subscription=subscription,
-            invoker=invoker,
-            idempotency_key=idempotency_key,
-            concurrency_key=concurrency_key,
+        return await self.start(
+            RunInput(
+                agent=agent,
+                payload=payload,
+                trigger=trigger,
+                channel=channel,
+                address=address,
+                subscription=subscription,
+                invoker=invoker,
+                idempotency_key=idempotency_key,
+                concurrency_key=concurrency_key,
+            )
         )
+
+    async def start(self, run_input: RunInput) -> DispatchResult:
+        """Starts the run ``run_input`` describes whole (a run started by a run carries its parent)."""
         validate_run_input(run_input)
+        agent, channel, trigger = run_input.agent, run_input.channel, run_input.trigger
+        concurrency_key = run_input.concurrency_key
         run_id = run_id_for(run_input)
         attributes = [
             SearchAttributePair(c.SA_AGENT, agent),

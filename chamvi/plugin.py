@@ -168,6 +168,7 @@ class ChamviPlugin(SimplePlugin):
             LockActivities,
             McpActivities,
             ModelActivities,
+            RunActivities,
             ToolActivities,
         )
 
@@ -186,6 +187,7 @@ class ChamviPlugin(SimplePlugin):
             model.call_model,
             model.extract,
             tools.call_tool,
+            RunActivities().wait_for_run,
             locks.enqueue_lock,
             locks.run_is_open,
             knowledge.knowledge_pass,

@@ -12,11 +12,19 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from chamvi.constants import APPROVAL_TIMEOUT_MAX, DEFAULT_APPROVAL_TIMEOUT
 from chamvi.errors import InvalidInputError
-from chamvi.models import ApprovalDecision, ApprovalRequest, ExtractionRequest, TriggerEnvelope
+from chamvi.models import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ExtractionRequest,
+    RunInput,
+    RunView,
+    RunWaitRequest,
+    TriggerEnvelope,
+)
 
 
 @dataclass(frozen=True)
@@ -111,6 +119,85 @@ class Approvals:
             input=self.input,
             input_digest=self._digest,
         )
+
+
+class RunWaitRequired(BaseException):
+    """Unwinds a tool call waiting for another run's outcome that is not recorded yet.
+
+    The run waits for it (an activity of its own), then runs the call again, as after an approval.
+    """
+
+    def __init__(self, request: RunWaitRequest) -> None:
+        super().__init__(request.run_id)
+        self.request = request
+
+
+class RunStarter(Protocol):
+    """Starts a run as any dispatch does (idempotency and concurrency keys included)."""
+
+    async def start(self, run_input: RunInput) -> str:
+        """The run's id; an idempotency key seen before answers the existing run."""
+        ...
+
+
+class LinkedRuns:
+    """Runs a tool call starts (``ctx.dispatch``) and waits for (``ctx.wait_for``).
+
+    A started run is a run of its own, linked to this one: it inherits the invoker and, when this
+    run is tainted, the taint; its id is recorded like an effect, so a call that runs again starts
+    nothing twice. Its outcome is recorded the same way once this run has waited for it.
+    """
+
+    def __init__(self, run: RunContext, effects: EffectLedger, starter: RunStarter, tainted: bool) -> None:
+        self._run = run
+        self._effects = effects
+        self._starter = starter
+        self._tainted = tainted
+        self._started = 0
+
+    async def dispatch(
+        self,
+        agent: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        concurrency_key: str | None = None,
+        channel: str | None = None,
+        address: str | None = None,
+    ) -> str:
+        """Starts a run of ``agent`` and answers its id (see :meth:`ToolContext.dispatch`)."""
+        index = self._started
+        self._started += 1
+        key = idempotency_key or f"{self._run.step}:{self._run.tool_call_id}:{index}"
+        digest = hashlib.sha256(json.dumps([agent, key]).encode()).hexdigest()
+        effect_key = f"{self._run.run_id}:dispatch:{digest}"
+        found, recorded = await self._effects.lookup(effect_key)
+        if found:
+            return str(recorded)
+        run_id = await self._starter.start(
+            RunInput(
+                agent=agent,
+                payload=payload,
+                trigger="run",
+                channel=channel,
+                address=address,
+                invoker=self._run.trigger.invoker,
+                idempotency_key=f"{self._run.run_id}:{key}",
+                concurrency_key=concurrency_key,
+                parent_run_id=self._run.run_id,
+                inherited_taint=f"run:{self._run.run_id}" if self._tainted else None,
+            )
+        )
+        self._effects.record(effect_key, run_id)
+        return run_id
+
+    async def wait_for(self, run_id: str) -> RunView:
+        """The outcome of ``run_id`` once it ended (see :meth:`ToolContext.wait_for`)."""
+        key = f"{self._run.run_id}:wait:{run_id}"
+        found, recorded = await self._effects.lookup(key)
+        if found:
+            return RunView.model_validate(recorded)
+        raise RunWaitRequired(RunWaitRequest(run_id=run_id, key=key))
 
 
 class ExtractionRequired(BaseException):

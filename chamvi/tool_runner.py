@@ -33,9 +33,17 @@ from chamvi.errors import (
     ToolNotAllowedError,
     ToolResultTooLargeError,
 )
-from chamvi.models import ErrorInfo, ToolRequest, ToolResult, TriggerEnvelope
+from chamvi.models import ErrorInfo, RunInput, ToolRequest, ToolResult, TriggerEnvelope
 from chamvi.permissions import PolicyRun
-from chamvi.run_context import ApprovalRequired, Approvals, EffectLedger, ExtractionRequired, RunContext
+from chamvi.run_context import (
+    ApprovalRequired,
+    Approvals,
+    EffectLedger,
+    ExtractionRequired,
+    LinkedRuns,
+    RunContext,
+    RunWaitRequired,
+)
 from chamvi.tools import Predicate, Tool, ToolContext, approve
 
 
@@ -48,6 +56,10 @@ class RunAccess(Protocol):
 
     async def recorded_effect(self, key: str) -> tuple[bool, Any]:
         """``(True, result)`` when an earlier call of the run recorded ``key``."""
+        ...
+
+    async def start(self, run_input: RunInput) -> str:
+        """Starts a run (``ctx.dispatch``) as any dispatch does; answers its id."""
         ...
 
 
@@ -119,6 +131,7 @@ class ToolRunner:
             approvals=approvals,
             provided=self.app.provided,
             tool_context=agent.tools_context.get(tool.name),
+            runs=LinkedRuns(run, effects, access, request.tainted),
         )
         result = await self._call(agent, tool, arguments, ctx, request.tainted)
         return _within_payload_limit(result, tool.name)
@@ -168,6 +181,8 @@ class ToolRunner:
             return ToolResult(status="approval", approval=required.request, effects=ctx.effects.new)
         except ExtractionRequired as required:
             return ToolResult(status="extraction", extraction=required.request, effects=ctx.effects.new)
+        except RunWaitRequired as required:
+            return ToolResult(status="wait", wait=required.request, effects=ctx.effects.new)
         except FatalToolError as fatal:
             status, error = "fatal", _error(fatal)
         except Exception as failure:

@@ -27,8 +27,8 @@ from chamvi.channels import ChannelAccess
 from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT
 from chamvi.context import Provided
 from chamvi.errors import InvalidAgentDefinitionError, InvalidInputError
-from chamvi.models import ApprovalDecision
-from chamvi.run_context import Approvals, EffectLedger, RunContext, request_approval
+from chamvi.models import ApprovalDecision, RunView
+from chamvi.run_context import Approvals, EffectLedger, LinkedRuns, RunContext, request_approval
 
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -49,6 +49,7 @@ class ToolContext:
     provided: Provided = field(default_factory=Provided)
     tool_context: Any = None
     """The configuration the agent handed this tool (``tools_context``), validated by its schema."""
+    runs: LinkedRuns | None = None
     _taint: str | None = field(default=None, init=False)
     effect_key: str | None = field(default=None, init=False)
     """The effect key of this call of an effect tool, to pass on as a remote API's idempotency key."""
@@ -57,6 +58,53 @@ class ToolContext:
     def taint(self) -> str | None:
         """Where untrusted content came from in this call (``tool:x``), if anywhere."""
         return self._taint
+
+    async def dispatch(
+        self,
+        agent: str,
+        payload: Any = None,
+        *,
+        idempotency_key: str | None = None,
+        concurrency_key: str | None = None,
+        channel: str | None = None,
+        address: str | None = None,
+    ) -> str:
+        """Starts a run of ``agent`` from this tool call and answers its id.
+
+        The run is a run of its own (listed, approved and cancelled like any), linked to this one: it
+        has this run's invoker and, when this run is tainted, starts tainted. ``idempotency_key`` (scoped
+        to this run) and ``concurrency_key`` work as for any dispatch; the id is recorded, so a call that
+        runs again starts nothing twice.
+
+        Raises:
+            InvalidInputError: outside a tool call of a run.
+        """
+        return await self._linked().dispatch(
+            agent,
+            payload,
+            idempotency_key=idempotency_key,
+            concurrency_key=concurrency_key,
+            channel=channel,
+            address=address,
+        )
+
+    async def wait_for(self, run_id: str) -> RunView:
+        """The outcome of ``run_id`` (a run this call started), once it ended however it ended.
+
+        The first time, the tool call stops here while this run waits for the other one, durably;
+        then the call runs again from the start and this returns the outcome (code before it must be
+        idempotent, as before ``approve()``). A tainted run taints this one before its outcome
+        reaches this run's model.
+
+        Raises:
+            InvalidInputError: outside a tool call of a run.
+        """
+        return await self._linked().wait_for(run_id)
+
+    def _linked(self) -> LinkedRuns:
+        if self.runs is None:
+            raise InvalidInputError("this ToolContext belongs to no run: it cannot start or wait for runs")
+        return self.runs
 
     def mark_tainted(self, source: str) -> None:
         """Marks the run untrusted before this call's result reaches the model (e.g. ``tool:x``)."""

@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         RunInput,
         RunStatus,
         RunView,
+        RunWaitRequest,
         StepView,
         Taint,
         ToolCall,
@@ -74,6 +75,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from chamvi.transcript import EMPTY_DIGEST, chain_digest
 
+RUN_WAIT_TIMEOUT = timedelta(days=30)
+"""How long a tool call may wait for a run it started (that run may itself wait for people)."""
 LOCAL_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=non_retryable(AGENT_LOOKUP_FAILURES))
 
 
@@ -160,6 +163,7 @@ class AgentRunWorkflow:
             status=self._status,
             trigger=run_input.envelope(),
             concurrency_key=run_input.concurrency_key,
+            parent_run_id=run_input.parent_run_id,
             steps=self._steps,
             usage=self._usage,
             output=self._output,
@@ -274,6 +278,8 @@ class AgentRunWorkflow:
             self._set_status(RunStatus.RUNNING)
             if run_input.channel in self._spec.untrusted_channels:
                 self._mark_tainted(f"channel:{run_input.channel}")
+            if run_input.inherited_taint is not None:  # started by a tainted run
+                self._mark_tainted(run_input.inherited_taint)
             self._messages.append(envelope_message(run_input))
             await self._run_within_timeout(self._spec)
             self._settle(RunStatus.COMPLETED)
@@ -486,6 +492,9 @@ class AgentRunWorkflow:
             if result.status == "extraction" and result.extraction is not None:
                 await self._extract(spec, step, call, result.extraction)
                 continue
+            if result.status == "wait" and result.wait is not None:
+                await self._wait_for_run(spec, step, call, result.wait)
+                continue
             if result.status != "approval" or result.approval is None:
                 break
             request = result.approval
@@ -542,6 +551,27 @@ class AgentRunWorkflow:
         self._usage = self._usage + extracted.usage
         if request.taints:  # before the call that asked reads it
             self._mark_tainted(f"extract:{call.name}")
+
+    async def _wait_for_run(
+        self, spec: AgentSpec, step: int, call: ToolCall, request: RunWaitRequest
+    ) -> None:
+        """Waits for a run the tool call started; a tainted one taints this run before its outcome
+        reaches the call, and so the model."""
+        try:
+            outcome: RunView = await workflow.execute_activity(
+                c.ACTIVITY_WAIT_FOR_RUN,
+                request,
+                result_type=RunView,
+                start_to_close_timeout=RUN_WAIT_TIMEOUT,
+                heartbeat_timeout=timedelta(seconds=spec.tool_heartbeat_seconds),
+                retry_policy=self._retry_policy(spec, call.name),
+                summary=f"step {step}: {call.name} waits for {request.run_id}",
+            )
+        except (ActivityError, ApplicationError) as error:
+            raise _failure(error) from None
+        if outcome.taint is not None:
+            self._mark_tainted(f"run:{request.run_id}")
+        self._effects[request.key] = outcome.model_dump(mode="json")
 
     async def _wait_for_approval(
         self, step: int, call: ToolCall, approval_id: str, request: ApprovalRequest

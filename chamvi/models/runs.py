@@ -62,6 +62,10 @@ class RunInput(BaseModel):
     invoker: Invoker | None = None
     idempotency_key: str | None = None
     concurrency_key: str | None = None
+    parent_run_id: str | None = None
+    """The run whose tool started this one (``ctx.dispatch``)."""
+    inherited_taint: str | None = None
+    """The parent's taint: a run started by a tainted run is tainted from its start."""
 
     def envelope(self) -> TriggerEnvelope:
         """The trigger as the run's first user message and tool policies see it."""
@@ -258,6 +262,13 @@ class ToolRequest(BaseModel):
     """The MCP server that listed the called tool for this run; None for the agent's own tools."""
 
 
+class RunWaitRequest(BaseModel):
+    """A tool call waiting for another run's outcome (``ctx.wait_for``), recorded under ``key``."""
+
+    run_id: str
+    key: str
+
+
 class ExtractionRequest(BaseModel):
     """What a tool call needs extracted by a model before it can go on (``extract()``)."""
 
@@ -291,15 +302,16 @@ class ToolResult(BaseModel):
     """Result of the ``chamvi.call_tool`` activity.
 
     ``error`` goes back to the model, ``fatal`` fails the run, ``approval`` makes the run wait for a
-    person and ``extraction`` for a model's extraction before the call runs again. ``effects`` and
-    ``taint`` are stored by the workflow.
+    person, ``extraction`` for a model's extraction and ``wait`` for another run before the call runs
+    again. ``effects`` and ``taint`` are stored by the workflow.
     """
 
-    status: Literal["ok", "error", "fatal", "approval", "extraction"]
+    status: Literal["ok", "error", "fatal", "approval", "extraction", "wait"]
     output: Any = None
     error: ErrorInfo | None = None
     approval: ApprovalRequest | None = None
     extraction: ExtractionRequest | None = None
+    wait: RunWaitRequest | None = None
     effects: dict[str, Any] = Field(default_factory=dict)
     taint: str | None = None
 
@@ -370,6 +382,7 @@ class RunView(BaseModel):
     status: RunStatus
     trigger: TriggerEnvelope
     concurrency_key: str | None = None
+    parent_run_id: str | None = None
     steps: list[StepView] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     output: Any = None

@@ -40,3 +40,16 @@ def test_the_activities_package_holds_activities_and_the_classes_that_own_them_o
                 assert hasattr(method, "__temporal_activity_definition"), (
                     f"{module.__name__}.{name}.{method.__name__} is no activity"
                 )
+
+
+def test_every_exported_name_is_what_its_module_defines_even_after_every_module_is_imported() -> None:
+    """A submodule named like an export would shadow it once imported (``chamvi.extract`` did)."""
+    import chamvi
+
+    for info in pkgutil.walk_packages(chamvi.__path__, "chamvi."):
+        if info.name.startswith("chamvi.cli") or info.name.endswith("__main__"):
+            continue
+        importlib.import_module(info.name)
+    for name in chamvi.__all__:
+        module = importlib.import_module(chamvi._EXPORTS[name])
+        assert getattr(chamvi, name) is getattr(module, name), name

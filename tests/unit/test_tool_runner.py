@@ -34,7 +34,17 @@ from chamvi.errors import (
     InvalidInputError,
 )
 from chamvi.knowledge import knowledge_tools
-from chamvi.models import ApprovalDecision, ToolCall, ToolRequest, ToolResult, TriggerEnvelope
+from chamvi.models import (
+    ApprovalDecision,
+    Invoker,
+    RunInput,
+    RunStatus,
+    RunView,
+    ToolCall,
+    ToolRequest,
+    ToolResult,
+    TriggerEnvelope,
+)
 from chamvi.run_context import ApprovalRequired, Approvals, request_approval
 from chamvi.tool_runner import ToolRunner
 
@@ -46,6 +56,7 @@ class InMemoryRun:
     trigger_envelope: TriggerEnvelope = field(default_factory=TriggerEnvelope)
     effects: dict[str, Any] = field(default_factory=dict)
     asked: list[str] = field(default_factory=list)
+    started: list[RunInput] = field(default_factory=list)
 
     async def trigger(self) -> TriggerEnvelope:
         return self.trigger_envelope
@@ -53,6 +64,10 @@ class InMemoryRun:
     async def recorded_effect(self, key: str) -> tuple[bool, Any]:
         self.asked.append(key)
         return (key in self.effects), self.effects.get(key)
+
+    async def start(self, run_input: RunInput) -> str:
+        self.started.append(run_input)
+        return f"run-started-{len(self.started)}"
 
 
 def request(name: str, arguments: dict[str, Any], **extra: Any) -> ToolRequest:
@@ -373,3 +388,45 @@ def test_a_tools_context_entry_is_checked_and_its_value_never_quoted() -> None:
     search = knowledge_tools(collections=["docs"])
     with pytest.raises(InvalidAgentDefinitionError, match="'knowledge_search', a chamvi tool"):
         agent_with({"knowledge_search": {}}, *search)
+
+
+async def test_a_dispatch_from_a_tainted_run_passes_on_its_taint_and_invoker_once() -> None:
+    @tool
+    async def delegate(ctx: ToolContext) -> str:
+        """Hands the question to another agent."""
+        first = await ctx.dispatch("helper", {"q": 1})
+        keyed = await ctx.dispatch("helper", {"q": 2}, idempotency_key="ask-2")
+        return f"{first} {keyed}"
+
+    run = InMemoryRun(trigger_envelope=TriggerEnvelope(invoker=Invoker(id="u-1", kind="user")))
+    first = await call(clerk(delegate), request("delegate", {}, tainted=True), run)
+    again = await call(clerk(delegate), request("delegate", {}, tainted=True), run)
+
+    assert first.output == again.output == "run-started-1 run-started-2"
+    assert len(run.started) == 2  # the call ran twice, started its runs once
+    child, keyed = run.started
+    assert (child.parent_run_id, child.inherited_taint, child.trigger) == ("run-1", "run:run-1", "run")
+    assert child.invoker == Invoker(id="u-1", kind="user")
+    assert child.idempotency_key == "run-1:0:call-1:0" and keyed.idempotency_key == "run-1:ask-2"
+
+
+async def test_waiting_for_a_run_stops_the_call_until_its_outcome_is_recorded() -> None:
+    @tool
+    async def delegate(ctx: ToolContext) -> str:
+        """Waits for another agent's answer."""
+        outcome = await ctx.wait_for("run-helper")
+        return f"helper said {outcome.output}"
+
+    run = InMemoryRun()
+    waiting = await call(clerk(delegate), request("delegate", {}), run)
+    assert waiting.status == "wait" and waiting.wait is not None and waiting.wait.run_id == "run-helper"
+    outcome = RunView(
+        run_id="run-helper",
+        agent="helper",
+        status=RunStatus.COMPLETED,
+        trigger=TriggerEnvelope(),
+        output="42",
+    )
+    run.effects[waiting.wait.key] = outcome.model_dump(mode="json")
+    answered = await call(clerk(delegate), request("delegate", {}), run)
+    assert answered.output == "helper said 42"
