@@ -92,6 +92,7 @@ async def test_dispatch_then_show_waiting_then_approve_completes_the_run(
         assert shown.exit_code == 0, shown.output
         assert "status    waiting" in shown.stdout
         assert "Refund 25.00 on order A-1001?" in shown.stdout
+        assert 'input: {"amount": 25.0, "order_id": "A-1001"}' in shown.stdout  # what is approved, whole
         assert f"answer: chamvi approve {run_id}" in shown.stdout
 
         approved = await chamvi_cli("approve", run_id, "--reason", "looks right")
