@@ -29,7 +29,10 @@ def _key(document_id: str) -> int:
 
 
 class SeenIds:
-    """A set of document ids that holds 8 bytes per id, answering ``in`` in O(log n)."""
+    """A set of ids (the pass keeps its documents' first-passage point ids) at 8 bytes per id.
+
+    ``in`` answers in O(log n).
+    """
 
     def __init__(self) -> None:
         self._sorted = array("Q")

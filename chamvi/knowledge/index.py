@@ -32,7 +32,6 @@ from chamvi.models.knowledge import CollectionMeta, DocumentEntry
 _NAMESPACE = uuid.UUID("0b5c7e36-1f0a-4c61-9d52-6a3f4f0e8d21")
 _PLACEHOLDER = [1.0]
 _SCROLL_PAGE = 10_000  # local mode re-sorts every id per page: large pages keep a scan linear
-_REF_PAGE = 2_000  # a deletion scan holds one page of ids: small, whatever the collection's size
 _STAMP = "entry"
 """The payload key of passage 0 that holds its document's registry entry."""
 
@@ -72,15 +71,6 @@ class StoredEntry:
 
     entry: DocumentEntry
     stamped: bool
-
-
-@dataclass(frozen=True)
-class EntryRef:
-    """What deleting a document needs of its entry: its id, passages and generation, not its payload."""
-
-    document: str
-    passages: int
-    generation: int | None
 
 
 def _stamped(*conditions: models.Condition) -> models.Filter:
@@ -244,7 +234,8 @@ class KnowledgeIndex:
                 hold; the caller deletes any registry point these documents had.
         """
         collection = self.generation_collection(name, generation)
-        stamps = {e.id: e.model_dump(mode="json") for e in entries}
+        # without its empty fields: local mode copies the payload on every read of the entry
+        stamps = {e.id: e.model_dump(mode="json", exclude_none=True) for e in entries}
         points = []
         for p, vector in zip(passages, vectors, strict=True):
             payload: dict[str, Any] = {
@@ -279,12 +270,15 @@ class KnowledgeIndex:
 
         Qdrant's local mode scans every point for a delete by filter, which a large collection feels.
         """
-        ids: list[models.ExtendedPointId] = [
-            point_id(document, str(index)) for document, indexes in passages.items() for index in indexes
-        ]
+        ids = [point_id(document, str(index)) for document, indexes in passages.items() for index in indexes]
+        await self.delete_points(name, generation, ids)
+
+    async def delete_points(self, name: str, generation: int, ids: Sequence[str]) -> None:
+        """Deletes passages by their point ids (see ``passage_ids``)."""
         collection = self.generation_collection(name, generation)
         if ids and await self.client.collection_exists(collection):
-            await self.client.delete(collection, points_selector=models.PointIdsList(points=ids))
+            points: list[models.ExtendedPointId] = list(ids)
+            await self.client.delete(collection, points_selector=models.PointIdsList(points=points))
 
     async def delete_passages(self, name: str, generation: int, document_ids: Sequence[str]) -> None:
         """Removes every passage of these documents by filter (documents gone, or moved elsewhere)."""
@@ -378,40 +372,51 @@ class KnowledgeIndex:
             found.update((d, StoredEntry(e, stamped=True)) for d, e in stamps.items())
         return found
 
-    async def registry_refs(self, name: str) -> AsyncIterator[list[EntryRef]]:
-        """The registry points of a collection, a page at a time, with the fields deletion needs.
+    async def registry_ids(self, name: str) -> AsyncIterator[list[str]]:
+        """The document ids of a collection's registry points, a page at a time.
 
         The caller may delete a page's points before asking for the next.
         """
         registry = self._registry(name)
         if not await self.client.collection_exists(registry):
             return
-        page: list[EntryRef] = []
-        async for payload in self._scroll_payloads(
-            registry, None, ["id", "passages", "generation"], _REF_PAGE
-        ):
-            page.append(EntryRef(payload["id"], payload.get("passages", 0), payload.get("generation")))
-            if len(page) == _REF_PAGE:
+        page: list[str] = []
+        async for payload in self._scroll_payloads(registry, None, ["id"]):
+            page.append(payload["id"])
+            if len(page) == _SCROLL_PAGE:
                 yield page
                 page = []
         if page:
             yield page
 
-    async def stamp_refs(self, name: str, generation: int) -> AsyncIterator[list[EntryRef]]:
-        """The entries kept on passages of ``generation``, a page at a time, like ``registry_refs``."""
+    async def passage_ids(self, name: str, generation: int) -> AsyncIterator[list[str]]:
+        """The point ids of every passage in ``generation``, a page at a time, without payloads.
+
+        Ids only and no filter: local mode copies each payload it returns and evaluates a filter
+        over every point for each page, so this is the cheap way to see what a generation holds.
+        The caller may delete a page's points before asking for the next.
+        """
         collection = self.generation_collection(name, generation)
         if not await self.client.collection_exists(collection):
             return
-        page: list[EntryRef] = []
-        fields = [f"{_STAMP}.id", f"{_STAMP}.passages"]
-        async for payload in self._scroll_payloads(collection, _stamped(), fields, _REF_PAGE):
-            stamp = payload[_STAMP]
-            page.append(EntryRef(stamp["id"], stamp.get("passages", 0), generation))
-            if len(page) == _REF_PAGE:
-                yield page
-                page = []
-        if page:
-            yield page
+        offset: Any = None
+        while True:
+            points, offset = await self.client.scroll(
+                collection, limit=_SCROLL_PAGE, offset=offset, with_payload=False, with_vectors=False
+            )
+            if points:
+                yield [str(p.id) for p in points]
+            if offset is None:
+                return
+
+    async def passage_documents(self, name: str, generation: int, ids: Sequence[str]) -> dict[str, str]:
+        """The document of each of these passages (by point id); ids no longer stored are left out."""
+        if not ids:
+            return {}
+        points = await self.client.retrieve(
+            self.generation_collection(name, generation), ids=list(ids), with_payload=["document"]
+        )
+        return {str(p.id): str(p.payload["document"]) for p in points if p.payload}
 
     async def count_entries(self, name: str, generation: int | None, *, untrusted: bool = False) -> int:
         """How many documents the collection has; ``untrusted`` counts only those marked untrusted.
@@ -482,14 +487,13 @@ class KnowledgeIndex:
         collection: str,
         condition: models.Filter | None = None,
         fields: list[str] | None = None,
-        page: int = _SCROLL_PAGE,
     ) -> AsyncIterator[dict[str, Any]]:
         offset: Any = None
         while True:
             points, offset = await self.client.scroll(
                 collection,
                 scroll_filter=condition,
-                limit=page,
+                limit=_SCROLL_PAGE,
                 offset=offset,
                 with_payload=fields if fields is not None else True,
                 with_vectors=False,

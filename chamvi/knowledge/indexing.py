@@ -29,7 +29,7 @@ from chamvi.knowledge.chunking import CHUNKER_VERSION, chunk
 from chamvi.knowledge.collections import KnowledgeCollection
 from chamvi.knowledge.documents import Document, content_hash, validate_item
 from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry
-from chamvi.knowledge.index import EntryRef, KnowledgeIndex, Passage
+from chamvi.knowledge.index import KnowledgeIndex, Passage, point_id
 from chamvi.knowledge.sources import SourceContext
 from chamvi.models.knowledge import CollectionMeta, CollectionStatus, DocumentEntry, PassStats
 from chamvi.retry import DEFAULT_EMBEDDING_RETRY, call_with_retry
@@ -93,6 +93,14 @@ class _Pass:
     stats: PassStats
     managed: bool = False
     tally: _Tally = field(default_factory=_Tally)
+    expected: SeenIds = field(default_factory=SeenIds)
+    """The point id of every passage the target holds for the documents read (8 bytes each)."""
+
+    def holds(self, document: str, passages: int, trusted: bool, registered: bool) -> None:
+        """Counts a document read that the target holds with ``passages`` passages."""
+        self.tally.add(passages, trusted, registered)
+        for index in range(passages):
+            self.expected.add(point_id(document, str(index)))
 
 
 @dataclass
@@ -157,6 +165,8 @@ class _Reading:
 
     run: _Pass
     seen: SeenIds = field(default_factory=SeenIds)
+    """Each document read, by the point id of its first passage: a scan of point ids alone (no
+    payloads) then tells which stored documents this pass did not read."""
     waiting: list[tuple[Document, str, bool]] = field(default_factory=list)
     batch: _Batch = field(default_factory=lambda: _Batch())
 
@@ -267,7 +277,7 @@ class Indexer:
                 except InvalidDocumentError as error:
                     context.on_error(error.message)
                     continue
-                if not reading.seen.add(document.id):
+                if not reading.seen.add(point_id(document.id, "0")):
                     context.on_error(_DUPLICATE.format(document.id))
                     continue
                 stats.read += 1
@@ -321,7 +331,7 @@ class Indexer:
             ):
                 run.stats.unchanged += 1
                 assert stored is not None
-                run.tally.add(entry.passages, entry.trusted, registered=not stored.stamped)
+                run.holds(document.id, entry.passages, entry.trusted, registered=not stored.stamped)
                 continue
             known = _known(entry, stored.stamped) if stored is not None and entry is not None else None
             reading.batch.items.append(_Pending(document, digest, trusted, chunk(document.content), known))
@@ -331,31 +341,29 @@ class Indexer:
         reading.waiting.clear()
 
     async def _delete_unseen(self, meta: CollectionMeta, run: _Pass, seen: SeenIds) -> None:
-        """Deletes the documents no source yielded in this pass, scanning the registry a page at a time.
+        """Deletes the documents no source yielded in this pass, scanning a page at a time.
 
-        The registry points, then the entries kept on passages of each generation the pass touches
-        (the target, and the current one while a new generation is built).
+        The registry's points by their ids, then the passages of each generation the pass touches
+        (the target, and the current one while a new generation is built) by point id alone: a
+        passage the pass expects is kept; of the others, those of a document not read are deleted
+        (in the target, any other too: a passage past its document's count is a leftover).
         """
         if meta.generation in (None, run.target) and await self._nothing_unseen(run):
             return
-        generations = sorted(g for g in {run.target, meta.generation} if g is not None)
-        deleted = SeenIds()  # a document kept in two generations is counted once
-        async for page in self.store.registry_refs(run.name):
-            gone = [r for r in page if r.document not in seen]
-            for generation in generations:
-                in_place = {r.document: range(r.passages) for r in gone if r.generation == generation}
-                await self.store.delete_passage_points(run.name, generation, in_place)
-                elsewhere = [r.document for r in gone if r.generation != generation]
-                await self.store.delete_passages(run.name, generation, elsewhere)
-            await self.store.delete_entries(run.name, [r.document for r in gone])
-            self._count_deleted(run, deleted, gone)
-        for generation in generations:
-            async for page in self.store.stamp_refs(run.name, generation):
-                gone = [r for r in page if r.document not in seen]
-                await self.store.delete_passage_points(
-                    run.name, generation, {r.document: range(r.passages) for r in gone}
+        deleted = SeenIds()  # a document held in two places is counted once
+        async for registered in self.store.registry_ids(run.name):
+            gone = [d for d in registered if point_id(d, "0") not in seen]
+            await self.store.delete_entries(run.name, gone)
+            run.stats.deleted += sum(deleted.add(d) for d in gone)
+        for generation in sorted(g for g in {run.target, meta.generation} if g is not None):
+            async for ids in self.store.passage_ids(run.name, generation):
+                unexpected = [i for i in ids if i not in run.expected]
+                documents = await self.store.passage_documents(run.name, generation, unexpected)
+                unread = {i: d for i, d in documents.items() if point_id(d, "0") not in seen}
+                await self.store.delete_points(
+                    run.name, generation, list(documents if generation == run.target else unread)
                 )
-                self._count_deleted(run, deleted, gone)
+                run.stats.deleted += sum(deleted.add(d) for d in unread.values())
 
     async def _nothing_unseen(self, run: _Pass) -> bool:
         """Whether the registry and the target hold exactly what this pass read: two plain counts.
@@ -368,10 +376,6 @@ class Indexer:
             registered == run.tally.registered
             and await self.store.count_passages(run.name, run.target) == run.tally.passages
         )
-
-    @staticmethod
-    def _count_deleted(run: _Pass, deleted: SeenIds, gone: list[EntryRef]) -> None:
-        run.stats.deleted += sum(1 for r in gone if deleted.add(r.document))
 
     async def run_managed_pass(
         self, name: str, progress: Callable[[PassStats], None] = lambda _: None
@@ -530,8 +534,7 @@ class Indexer:
         stamped = [e for e in entries if not run.managed and e.passages]
         await self.store.delete_passage_points(run.name, run.target, self._outgrown(run, items))
         await self.store.write_passages(run.name, run.target, passages, kept_vectors, stamped)
-        registered = [e for e in entries if run.managed or not e.passages]
-        await self.store.put_entries(run.name, registered)
+        await self.store.put_entries(run.name, [e for e in entries if run.managed or not e.passages])
         # a document's entry is in one place only: drop the registry points the stamps replace
         replaced = [
             e.id
@@ -540,7 +543,7 @@ class Indexer:
         ]
         await self.store.delete_entries(run.name, replaced)
         for item in items:
-            run.tally.add(len(item.passages), item.trusted, registered=run.managed or not item.passages)
+            run.holds(item.document.id, len(item.passages), item.trusted, run.managed or not item.passages)
         run.stats.embedded += len(items)
         run.stats.passages += len(passages)
 
@@ -597,7 +600,7 @@ class Indexer:
         # the previous content's passages still answer searches
         entry = _entry(run, item, "failed", kept, datetime.now(UTC), error=error)
         await self.store.put_entries(run.name, [entry])
-        run.tally.add(kept, item.trusted, registered=True)
+        run.holds(item.document.id, kept, item.trusted, registered=True)
         if previous is not None and previous.stamped and previous.generation == run.target:
             await self.store.unstamp(run.name, run.target, [item.document.id])
         run.stats.failed += 1

@@ -184,3 +184,30 @@ async def test_a_document_refused_after_it_was_indexed_keeps_one_entry_and_its_o
     assert meta.documents == 3 and meta.passages == first.passages
     again = await run(passes, docs, embedder)
     assert again.last_stats is not None and again.last_stats.unchanged == 3 and again.documents == 3
+
+
+async def test_a_model_change_with_a_deleted_file_leaves_only_the_files_read_in_the_new_generation(
+    qdrant: AsyncQdrantClient, docs: Path
+) -> None:
+    passes, _, first = await indexed(qdrant, docs, 8, paragraphs=2)
+    (docs / "page006.md").unlink()
+    other = CountingEmbedder(ref="test/other")
+    passes.embedders.register(other.ref, other)
+    meta = await passes.run_pass(knowledge_collection(NAME, model=other.ref, sources=[folder(docs)]))
+    assert first.generation is not None and meta.generation == first.generation + 1
+    assert meta.documents == 7 and meta.passages == passages_of(docs)
+    assert await passes.store.entry(NAME, "page006.md") is None
+
+
+async def test_an_empty_file_is_kept_in_the_registry_and_deleted_from_it_once_removed(
+    qdrant: AsyncQdrantClient, docs: Path
+) -> None:
+    (docs / "empty.md").write_text("")
+    passes, embedder, meta = await indexed(qdrant, docs, 4)
+    empty = await passes.store.entry(NAME, "empty.md")
+    assert empty is not None and empty.passages == 0 and meta.documents == 5
+    assert await passes.store.count_entries(NAME, None) == 1
+    (docs / "empty.md").unlink()
+    again = await run(passes, docs, embedder)
+    assert again.last_stats is not None and again.last_stats.deleted == 1 and again.documents == 4
+    assert await passes.store.count_entries(NAME, None) == 0
