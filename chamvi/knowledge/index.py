@@ -19,6 +19,7 @@ point. A document has one or the other, never both: the registry reads here look
 
 from __future__ import annotations
 
+import functools
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -36,8 +37,13 @@ _STAMP = "entry"
 """The payload key of passage 0 that holds its document's registry entry."""
 
 
+@functools.lru_cache(maxsize=1024)
 def point_id(*parts: str) -> str:
-    """A stable Qdrant point id for ``parts``: writing the same thing again overwrites, never copies."""
+    """A stable Qdrant point id for ``parts``: writing the same thing again overwrites, never copies.
+
+    Cached (a few hundred kB at most): a pass asks for a document's first passage when it reads the
+    document, looks its entry up and counts it, all within one lookup chunk.
+    """
     return str(uuid.uuid5(_NAMESPACE, "\0".join(parts)))
 
 
