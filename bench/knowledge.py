@@ -40,6 +40,7 @@ from importlib.metadata import version
 from typing import Any
 
 from _common import leave, ratio, table, temporal_cli_version
+from _knowledge_disk import bench_disk
 from _server import dev_server, machine, options, temporal_path
 from qdrant_client import AsyncQdrantClient, models
 from temporalio.api.enums.v1 import EventType
@@ -62,7 +63,7 @@ from chamvi.knowledge import (
     knowledge_collection,
 )
 from chamvi.knowledge.documents import content_hash
-from chamvi.knowledge.index import KnowledgeIndex, Passage, point_id
+from chamvi.knowledge.index import KnowledgeIndex, Passage, StoredEntry, point_id
 from chamvi.knowledge.indexing import BATCH_SIZE, Indexer
 from chamvi.knowledge.search import KnowledgeSearch
 from chamvi.models.knowledge import DocumentEntry
@@ -90,6 +91,9 @@ class Plan:
     queries: int
     memory_samples: tuple[int, ...]
     """Document counts at which the memory children read their RSS; the last is the pass's size."""
+    disk_documents: int
+    """Files in the folder that section 5 indexes on disk and in memory."""
+    disk_repeats: int
 
 
 FULL = Plan(
@@ -99,6 +103,8 @@ FULL = Plan(
     search=((HASH, 3_000, 500), (LOCAL, 2_000, 150)),
     queries=200,
     memory_samples=(10_000, 25_000, 50_000, 100_000),
+    disk_documents=10_000,
+    disk_repeats=3,
 )
 QUICK = Plan(
     throughput=((LOCAL, 40, 500, 1), (HASH, 40, 500, 1), (HASH, 400, 500, 1)),
@@ -107,6 +113,8 @@ QUICK = Plan(
     search=((HASH, 300, 500), (LOCAL, 200, 150)),
     queries=30,
     memory_samples=(1_000, 5_000, 10_000),
+    disk_documents=2_000,
+    disk_repeats=1,
 )
 RESYNC_CHARS = 150
 MEMORY_CHARS = 150
@@ -183,12 +191,17 @@ class TimedStore(KnowledgeIndex):
         return sum(s for name, s in self.seconds.items() if name != "pre-write delete")
 
     async def write_passages(
-        self, name: str, generation: int, passages: Sequence[Passage], vectors: Sequence[Sequence[float]]
+        self,
+        name: str,
+        generation: int,
+        passages: Sequence[Passage],
+        vectors: Sequence[Sequence[float]],
+        entries: Iterable[DocumentEntry] = (),
     ) -> None:
         start = time.perf_counter()
         self._writing = True
         try:
-            await super().write_passages(name, generation, passages, vectors)
+            await super().write_passages(name, generation, passages, vectors, entries)
         finally:
             self._writing = False
             self.seconds["write_passages"] += time.perf_counter() - start
@@ -217,17 +230,12 @@ class TimedStore(KnowledgeIndex):
             start = time.perf_counter()
         self.seconds["entries"] += time.perf_counter() - start
 
-    async def entries_by_id(self, name: str, document_ids: Sequence[str]) -> dict[str, DocumentEntry]:
+    async def find_entries(
+        self, name: str, document_ids: Sequence[str], generation: int | None
+    ) -> dict[str, StoredEntry]:
         start = time.perf_counter()
         try:
-            return await super().entries_by_id(name, document_ids)
-        finally:
-            self.seconds["entries"] += time.perf_counter() - start
-
-    async def mark_seen(self, name: str, document_ids: Sequence[str], mark: int) -> None:
-        start = time.perf_counter()
-        try:
-            await super().mark_seen(name, document_ids, mark)
+            return await super().find_entries(name, document_ids, generation)
         finally:
             self.seconds["entries"] += time.perf_counter() - start
 
@@ -487,8 +495,8 @@ async def bench_resync(
     print(
         "  embedding calls of the no-op passes, through Temporal then in-process: "
         f"{', '.join(str(c) for c in calls)}\n  (CollectionMeta.last_stats.embedding_calls; must be 0).\n"
-        "  The pass looks up the registry entries of each chunk of 256 documents it reads and marks the\n"
-        "  unchanged ones seen (the registry rows); read + hash iterates the same source and hashes each\n"
+        "  The pass looks up the registry entries of each chunk of 256 documents it reads and writes\n"
+        "  nothing for the unchanged ones; read + hash iterates the same source and hashes each\n"
         "  document. Rows 1-2 go through Temporal, row 3 calls the pass directly on the same store.\n"
         f"  For reference, the first pass over these {n:,} documents took {first.wall:,.1f} s end to end, "
         f"{first_stats.embedding_calls:,} embedding\n  calls; "
@@ -733,16 +741,14 @@ async def qdrant_alone(store: KnowledgeIndex, embedder: Embedder, count: int, sa
     """What a first pass leaves in Qdrant, upserted plainly: the same collections, points and meta."""
     client = store.client
     passages = store.generation_collection("memory", 1)
-    registry = f"{store.prefix}__docs__memory"
     await store.ensure_generation("memory", 1, embedder.dimensions or 64)
-    await client.create_collection(
-        registry, vectors_config=models.VectorParams(size=1, distance=models.Distance.COSINE)
-    )
     batch: list[Document] = []
 
     async def flush() -> None:
         texts = [chunk(document.content)[0] for document in batch]
         vectors = await embedder.embed(texts)
+        now = datetime.now(UTC)
+        # each document's registry entry rides on its passage, as the pass writes it
         await client.upsert(
             passages,
             points=[
@@ -755,29 +761,18 @@ async def qdrant_alone(store: KnowledgeIndex, embedder: Embedder, count: int, sa
                         "text": text,
                         "title": d.title,
                         "source": d.source,
+                        "entry": DocumentEntry(
+                            id=d.id,
+                            hash=content_hash(d),
+                            generation=1,
+                            status="ready",
+                            passages=1,
+                            title=d.title,
+                            updated_at=now,
+                        ).model_dump(mode="json", exclude_none=True),
                     },
                 )
                 for d, text, vector in zip(batch, texts, vectors, strict=True)
-            ],
-        )
-        now = datetime.now(UTC)
-        entries = [
-            DocumentEntry(
-                id=d.id,
-                hash=content_hash(d),
-                generation=1,
-                status="ready",
-                passages=1,
-                title=d.title,
-                updated_at=now,
-            )
-            for d in batch
-        ]
-        await client.upsert(
-            registry,
-            points=[
-                models.PointStruct(id=point_id("doc", e.id), vector=[1.0], payload=e.model_dump(mode="json"))
-                for e in entries
             ],
         )
         batch.clear()
@@ -912,17 +907,24 @@ def bench_memory(plan: Plan) -> None:
             ],
         )
     )
+    own_peak = peak("pass") - peak("qdrant")
+    print(
+        f"  Pass memory beyond Qdrant's at {count:,} documents, target <= 10 MB: first pass (peak, pass - "
+        f"Qdrant alone) {own_peak:.1f} MB, {ratio(own_peak, 10.0)} of it;\n  no-op resync (peak growth over "
+        f"a process already holding Qdrant's points) {resync:.1f} MB, {ratio(resync, 10.0)} of it."
+    )
     how = "VmHWM, reset through /proc/self/clear_refs" if pass_run["resettable"] else "ru_maxrss"
     print(
         "  Three fresh processes, each measuring the growth of its own RSS over its RSS before the work\n"
         f"  (peak: {how}),\n  sampled as each count of documents is read (one unflushed batch at most).\n"
         "  pass: Indexer.run_pass over a source that makes its documents on the fly.\n"
         "  Qdrant alone: the same points upserted plainly in batches of 64 (the passages with their\n"
-        "  64-dim vectors and payloads, the registry's entries): local mode keeps every point in Python\n"
-        "  objects, so this part grows with the documents and would live in the Qdrant server otherwise.\n"
+        "  64-dim vectors and payloads, each with its registry entry): local mode keeps every point in\n"
+        "  Python objects, so this part grows with the documents and would live in the Qdrant server\n"
+        "  otherwise.\n"
         "  pass - Qdrant: what the pass itself holds. ids + hashes: a dict of the ids and their content\n"
         "  hashes, what a pass that loaded the registry to find deletions would hold (this pass holds\n"
-        "  neither: it looks entries up a chunk at a time and marks the ones it saw).\n"
+        "  neither: it looks entries up a chunk at a time and keeps the ids it read in ~8 bytes each).\n"
         "  no-op resync: Indexer.run_pass over the same, unchanged documents, run in the Qdrant-alone\n"
         "  process after its upserts (a resync in the pass's process would reuse the heap the pass freed)."
     )
@@ -960,6 +962,7 @@ async def main(plan: Plan, quick: bool) -> None:
             await bench_resync(plan, client, task_queue, app, store, resync_source)
             await bench_search(plan, client, task_queue, app, store)
     bench_memory(plan)
+    await bench_disk(plan.disk_documents, plan.disk_repeats)
     print(f"\nTotal {time.perf_counter() - started:.1f} s.")
 
 
@@ -971,6 +974,9 @@ def _parse() -> argparse.Namespace:
         metavar="ARG",
         help=argparse.SUPPRESS,  # KIND SAMPLE... : one memory measurement, run by section 4 itself
     )
+    parser.add_argument(
+        "--disk-only", action="store_true", help="only section 5 (passes on disk and in memory, no Temporal)"
+    )
     return parser.parse_args()
 
 
@@ -980,6 +986,10 @@ if __name__ == "__main__":
         kind, *counts = arguments.memory_child
         measured = asyncio.run(memory_child(kind, [int(c) for c in counts]))
         print(json.dumps(measured))
+        leave()
+    if arguments.disk_only:
+        plan = QUICK if arguments.quick else FULL
+        asyncio.run(bench_disk(plan.disk_documents, plan.disk_repeats))
         leave()
     asyncio.run(main(QUICK if arguments.quick else FULL, arguments.quick))
     leave()

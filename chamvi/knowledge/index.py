@@ -8,10 +8,18 @@ Names (one rule, here only):
 * ``<prefix>__meta``: one point per collection (``CollectionMeta``).
 
 Registry and meta collections hold payloads; their one-dimensional vector is a placeholder.
+
+A document of a declared collection that is ready and has passages keeps its registry entry on its
+first passage instead (the payload key ``entry`` of passage 0, in the generation it was embedded
+into), written in the same upsert as its passages. Qdrant's local mode on disk stores every point as
+one SQLite transaction, so a registry point of its own cost a first index about as much again as its
+passages. Every other entry (failed, empty, managed, or written before this layout) is a registry
+point. A document has one or the other, never both: the registry reads here look in both.
 """
 
 from __future__ import annotations
 
+import functools
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
@@ -25,10 +33,17 @@ from chamvi.models.knowledge import CollectionMeta, DocumentEntry
 _NAMESPACE = uuid.UUID("0b5c7e36-1f0a-4c61-9d52-6a3f4f0e8d21")
 _PLACEHOLDER = [1.0]
 _SCROLL_PAGE = 10_000  # local mode re-sorts every id per page: large pages keep a scan linear
+_STAMP = "entry"
+"""The payload key of passage 0 that holds its document's registry entry."""
 
 
+@functools.lru_cache(maxsize=1024)
 def point_id(*parts: str) -> str:
-    """A stable Qdrant point id for ``parts``: writing the same thing again overwrites, never copies."""
+    """A stable Qdrant point id for ``parts``: writing the same thing again overwrites, never copies.
+
+    Cached (a few hundred kB at most): a pass asks for a document's first passage when it reads the
+    document, looks its entry up and counts it, all within one lookup chunk.
+    """
     return str(uuid.uuid5(_NAMESPACE, "\0".join(parts)))
 
 
@@ -54,6 +69,25 @@ class Hit:
     score: float
     title: str | None
     source: str | None
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    """A registry entry and where it is kept: on the document's first passage (``stamped``) or not."""
+
+    entry: DocumentEntry
+    stamped: bool
+
+
+def _stamped(*conditions: models.Condition) -> models.Filter:
+    return models.Filter(
+        must=list(conditions) or None,
+        must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key=_STAMP))],
+    )
+
+
+def _untrusted(key: str) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=False))
 
 
 def _document_filter(document_ids: Sequence[str]) -> models.Filter:
@@ -185,42 +219,72 @@ class KnowledgeIndex:
     # ---- passages -------------------------------------------------------------------------
 
     async def write_passages(
-        self, name: str, generation: int, passages: Sequence[Passage], vectors: Sequence[Sequence[float]]
+        self,
+        name: str,
+        generation: int,
+        passages: Sequence[Passage],
+        vectors: Sequence[Sequence[float]],
+        entries: Iterable[DocumentEntry] = (),
     ) -> None:
         """Writes passages, overwriting the ones a previous version of their document left.
 
         A document's passage ``i`` always has the same point id, so this overwrites its previous
         passages (``delete_passage_points`` removes any past the new count).
+
+        Args:
+            name: the collection.
+            generation: the generation written into.
+            passages: the passages, each with its document and position.
+            vectors: one vector per passage, in the same order.
+            entries: registry entries kept on their document's passage 0, which ``passages`` must
+                hold; the caller deletes any registry point these documents had.
         """
         collection = self.generation_collection(name, generation)
-        points = [
-            models.PointStruct(
-                id=point_id(p.document, str(p.index)),
-                vector=list(vector),
-                payload={
-                    "document": p.document,
-                    "index": p.index,
-                    "text": p.text,
-                    "title": p.title,
-                    "source": p.source,
-                },
+        # without its empty fields: local mode copies the payload on every read of the entry
+        stamps = {e.id: e.model_dump(mode="json", exclude_none=True) for e in entries}
+        points = []
+        for p, vector in zip(passages, vectors, strict=True):
+            payload: dict[str, Any] = {
+                "document": p.document,
+                "index": p.index,
+                "text": p.text,
+                "title": p.title,
+                "source": p.source,
+            }
+            if p.index == 0 and p.document in stamps:
+                payload[_STAMP] = stamps.pop(p.document)
+            points.append(
+                models.PointStruct(
+                    id=point_id(p.document, str(p.index)), vector=list(vector), payload=payload
+                )
             )
-            for p, vector in zip(passages, vectors, strict=True)
-        ]
+        if stamps:
+            raise ValueError(f"entries of documents without a passage 0 here: {sorted(stamps)!r}")
         if points:
             await self.client.upsert(collection, points=points)
+
+    async def unstamp(self, name: str, generation: int, document_ids: Sequence[str]) -> None:
+        """Removes the entries kept on these documents' first passages (their passages stay)."""
+        collection = self.generation_collection(name, generation)
+        if document_ids and await self.client.collection_exists(collection):
+            await self.client.delete_payload(
+                collection, keys=[_STAMP], points=[point_id(d, "0") for d in document_ids]
+            )
 
     async def delete_passage_points(self, name: str, generation: int, passages: Mapping[str, range]) -> None:
         """Deletes passages by point id: no scan, whatever the collection's size.
 
         Qdrant's local mode scans every point for a delete by filter, which a large collection feels.
         """
-        ids: list[models.ExtendedPointId] = [
-            point_id(document, str(index)) for document, indexes in passages.items() for index in indexes
-        ]
+        ids = [point_id(document, str(index)) for document, indexes in passages.items() for index in indexes]
+        await self.delete_points(name, generation, ids)
+
+    async def delete_points(self, name: str, generation: int, ids: Sequence[str]) -> None:
+        """Deletes passages by their point ids (see ``passage_ids``)."""
         collection = self.generation_collection(name, generation)
         if ids and await self.client.collection_exists(collection):
-            await self.client.delete(collection, points_selector=models.PointIdsList(points=ids))
+            points: list[models.ExtendedPointId] = list(ids)
+            await self.client.delete(collection, points_selector=models.PointIdsList(points=points))
 
     async def delete_passages(self, name: str, generation: int, document_ids: Sequence[str]) -> None:
         """Removes every passage of these documents by filter (documents gone, or moved elsewhere)."""
@@ -261,65 +325,146 @@ class KnowledgeIndex:
     async def entry(self, name: str, document_id: str) -> DocumentEntry | None:
         """The registry entry of one document, or None when the collection never had it."""
         registry = self._registry(name)
-        if not await self.client.collection_exists(registry):
-            return None
-        points = await self.client.retrieve(registry, ids=[point_id("doc", document_id)], with_payload=True)
-        return DocumentEntry.model_validate(points[0].payload) if points else None
+        if await self.client.collection_exists(registry):
+            points = await self.client.retrieve(
+                registry, ids=[point_id("doc", document_id)], with_payload=True
+            )
+            if points:
+                return DocumentEntry.model_validate(points[0].payload)
+        for generation in await self._generations(name):
+            found = await self._stamps(name, generation, [document_id])
+            if document_id in found:
+                return found[document_id]
+        return None
 
     async def entries(self, name: str) -> AsyncIterator[DocumentEntry]:
-        """Every registry entry of a collection, page by page, so a large registry is never held at once."""
+        """Every registry entry of a collection, page by page, so a large registry is never held at once.
+
+        Entries kept on passages are read from the current generation's.
+        """
+        registry = self._registry(name)
+        if await self.client.collection_exists(registry):
+            async for payload in self._scroll_payloads(registry):
+                yield DocumentEntry.model_validate(payload)
+        meta = await self.meta(name)
+        collection = self.generation_collection(name, meta.generation) if meta and meta.generation else None
+        if collection and await self.client.collection_exists(collection):
+            async for payload in self._scroll_payloads(collection, _stamped(), [_STAMP]):
+                yield DocumentEntry.model_validate(payload[_STAMP])
+
+    async def find_entries(
+        self, name: str, document_ids: Sequence[str], generation: int | None
+    ) -> dict[str, StoredEntry]:
+        """The entries of these documents, from the registry or from their passages in ``generation``.
+
+        Two requests at most, whatever the number of ids; ids without an entry are left out.
+        """
+        registry = self._registry(name)
+        found: dict[str, StoredEntry] = {}
+        if document_ids and await self.client.collection_exists(registry):
+            points = await self.client.retrieve(
+                registry,
+                ids=[point_id("doc", d) for d in document_ids],
+                with_payload=True,
+                with_vectors=False,
+            )
+            for p in points:
+                if p.payload is not None:
+                    entry = DocumentEntry.model_validate(p.payload)
+                    found[entry.id] = StoredEntry(entry, stamped=False)
+        missing = [d for d in document_ids if d not in found]
+        if missing and generation is not None:
+            stamps = await self._stamps(name, generation, missing)
+            found.update((d, StoredEntry(e, stamped=True)) for d, e in stamps.items())
+        return found
+
+    async def registry_ids(self, name: str) -> AsyncIterator[list[str]]:
+        """The document ids of a collection's registry points, a page at a time.
+
+        The caller may delete a page's points before asking for the next.
+        """
         registry = self._registry(name)
         if not await self.client.collection_exists(registry):
             return
-        async for payload in self._scroll_payloads(registry):
-            yield DocumentEntry.model_validate(payload)
+        page: list[str] = []
+        async for payload in self._scroll_payloads(registry, None, ["id"]):
+            page.append(payload["id"])
+            if len(page) == _SCROLL_PAGE:
+                yield page
+                page = []
+        if page:
+            yield page
 
-    async def entries_by_id(self, name: str, document_ids: Sequence[str]) -> dict[str, DocumentEntry]:
-        """The registry entries of these documents in one request; ids without an entry are left out."""
-        registry = self._registry(name)
-        if not document_ids or not await self.client.collection_exists(registry):
+    async def passage_ids(self, name: str, generation: int) -> AsyncIterator[list[str]]:
+        """The point ids of every passage in ``generation``, a page at a time, without payloads.
+
+        Ids only and no filter: local mode copies each payload it returns and evaluates a filter
+        over every point for each page, so this is the cheap way to see what a generation holds.
+        The caller may delete a page's points before asking for the next.
+        """
+        collection = self.generation_collection(name, generation)
+        if not await self.client.collection_exists(collection):
+            return
+        offset: Any = None
+        while True:
+            points, offset = await self.client.scroll(
+                collection, limit=_SCROLL_PAGE, offset=offset, with_payload=False, with_vectors=False
+            )
+            if points:
+                yield [str(p.id) for p in points]
+            if offset is None:
+                return
+
+    async def passage_documents(self, name: str, generation: int, ids: Sequence[str]) -> dict[str, str]:
+        """The document of each of these passages (by point id); ids no longer stored are left out."""
+        if not ids:
             return {}
         points = await self.client.retrieve(
-            registry, ids=[point_id("doc", d) for d in document_ids], with_payload=True, with_vectors=False
+            self.generation_collection(name, generation), ids=list(ids), with_payload=["document"]
         )
-        entries = [DocumentEntry.model_validate(p.payload) for p in points if p.payload is not None]
-        return {e.id: e for e in entries}
+        return {str(p.id): str(p.payload["document"]) for p in points if p.payload}
 
-    async def mark_seen(self, name: str, document_ids: Sequence[str], mark: int) -> None:
-        """Records that pass ``mark`` read these documents (unchanged: nothing else is written)."""
-        registry = self._registry(name)
-        if document_ids:
-            await self.client.set_payload(
-                registry, payload={"seen": mark}, points=[point_id("doc", d) for d in document_ids]
-            )
+    async def count_entries(self, name: str, generation: int | None, *, untrusted: bool = False) -> int:
+        """How many documents the collection has; ``untrusted`` counts only those marked untrusted.
 
-    async def unseen_entries(self, name: str, mark: int, limit: int = 1000) -> list[DocumentEntry]:
-        """Up to ``limit`` documents pass ``mark`` did not read (those no source yields any more)."""
+        Args:
+            name: the collection.
+            generation: the generation whose passages keep entries too (None: the registry alone).
+            untrusted: count only the entries marked untrusted.
+        """
+        count = 0
         registry = self._registry(name)
-        if not await self.client.collection_exists(registry):
-            return []
-        points, _ = await self.client.scroll(
-            registry,
-            scroll_filter=models.Filter(
-                must_not=[models.FieldCondition(key="seen", match=models.MatchValue(value=mark))]
-            ),
-            limit=limit,
-            with_payload=True,
+        if await self.client.collection_exists(registry):
+            condition = models.Filter(must=[_untrusted("trusted")]) if untrusted else None
+            count += (await self.client.count(registry, count_filter=condition, exact=True)).count
+        collection = self.generation_collection(name, generation) if generation is not None else None
+        if collection and await self.client.collection_exists(collection):
+            stamped = _stamped(_untrusted(f"{_STAMP}.trusted")) if untrusted else _stamped()
+            count += (await self.client.count(collection, count_filter=stamped, exact=True)).count
+        return count
+
+    async def _generations(self, name: str) -> list[int]:
+        meta = await self.meta(name)
+        return [g for g in (meta.generation, meta.building) if g is not None] if meta else []
+
+    async def _stamps(
+        self, name: str, generation: int, document_ids: Sequence[str]
+    ) -> dict[str, DocumentEntry]:
+        collection = self.generation_collection(name, generation)
+        if not await self.client.collection_exists(collection):
+            return {}
+        points = await self.client.retrieve(
+            collection,
+            ids=[point_id(d, "0") for d in document_ids],
+            with_payload=[_STAMP],
             with_vectors=False,
         )
-        return [DocumentEntry.model_validate(p.payload) for p in points if p.payload is not None]
-
-    async def count_entries(self, name: str, *, untrusted: bool = False) -> int:
-        """How many documents the registry holds; ``untrusted`` counts only those marked untrusted."""
-        registry = self._registry(name)
-        if not await self.client.collection_exists(registry):
-            return 0
-        condition = (
-            models.Filter(must=[models.FieldCondition(key="trusted", match=models.MatchValue(value=False))])
-            if untrusted
-            else None
-        )
-        return (await self.client.count(registry, count_filter=condition, exact=True)).count
+        entries = [
+            DocumentEntry.model_validate(p.payload[_STAMP])
+            for p in points
+            if p.payload and _STAMP in p.payload
+        ]
+        return {e.id: e for e in entries}
 
     async def put_entries(self, name: str, entries: Iterable[DocumentEntry]) -> None:
         """Creates or replaces these documents' registry entries."""
@@ -343,11 +488,21 @@ class KnowledgeIndex:
                 points_selector=models.PointIdsList(points=[point_id("doc", d) for d in document_ids]),
             )
 
-    async def _scroll_payloads(self, collection: str) -> AsyncIterator[dict[str, Any]]:
+    async def _scroll_payloads(
+        self,
+        collection: str,
+        condition: models.Filter | None = None,
+        fields: list[str] | None = None,
+    ) -> AsyncIterator[dict[str, Any]]:
         offset: Any = None
         while True:
             points, offset = await self.client.scroll(
-                collection, limit=_SCROLL_PAGE, offset=offset, with_payload=True, with_vectors=False
+                collection,
+                scroll_filter=condition,
+                limit=_SCROLL_PAGE,
+                offset=offset,
+                with_payload=fields if fields is not None else True,
+                with_vectors=False,
             )
             for point in points:
                 if point.payload is not None:

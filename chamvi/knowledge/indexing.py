@@ -3,8 +3,12 @@
 A pass reads every source in full (a snapshot), compares content hashes with the registry, embeds
 new or changed documents in calls of 64 passages, and deletes what no source yields any more. It
 writes into a *target generation*: the current one when model and chunker are unchanged, else a new
-one that the alias switches to once complete. Memory stays flat however large the sources: only
-the registry's ids and hashes are held, and at most one batch of documents.
+one that the alias switches to once complete.
+
+A pass writes only what changed: an unchanged document costs a lookup, no write (in Qdrant's local
+mode on disk every point written is a SQLite transaction). To find what is gone it keeps the ids it
+read in a ``SeenIds`` (about 8 bytes each) and afterwards scans the registry a page at a time; so
+memory stays bounded however large the sources: that set, one lookup chunk and one batch.
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ from typing import Literal
 from temporalio.common import RetryPolicy
 
 from chamvi.errors import InvalidAppError, InvalidDocumentError, KnowledgePassError, ProviderHTTPError
+from chamvi.knowledge._seen import SeenIds
 from chamvi.knowledge.chunking import CHUNKER_VERSION, chunk
 from chamvi.knowledge.collections import KnowledgeCollection
 from chamvi.knowledge.documents import Document, content_hash, validate_item
 from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry
-from chamvi.knowledge.index import KnowledgeIndex, Passage
+from chamvi.knowledge.index import KnowledgeIndex, Passage, point_id
 from chamvi.knowledge.sources import SourceContext
 from chamvi.models.knowledge import CollectionMeta, CollectionStatus, DocumentEntry, PassStats
 from chamvi.retry import DEFAULT_EMBEDDING_RETRY, call_with_retry
@@ -36,7 +41,6 @@ MAX_REASONS = 20
 CALL_TIMEOUT_SECONDS = 60.0
 
 
-
 @dataclass(frozen=True, slots=True)
 class _Known:
     hash: str
@@ -44,6 +48,8 @@ class _Known:
     status: str
     trusted: bool
     passages: int = 0
+    stamped: bool = False
+    """Kept on the document's first passage in ``generation`` rather than as a registry point."""
 
 
 @dataclass
@@ -56,6 +62,28 @@ class _Pending:
 
 
 @dataclass
+class _Tally:
+    """What the target generation holds of the documents this pass read, counted as it goes.
+
+    When the read was complete these are the collection's figures once the unseen documents are
+    deleted, so the pass need not count them in Qdrant (a filtered count scans every point in local
+    mode); and when Qdrant's plain counts match them, nothing unseen is left to delete.
+    """
+
+    documents: int = 0
+    registered: int = 0
+    """Documents whose entry is a registry point (the rest keep it on their first passage)."""
+    passages: int = 0
+    untrusted: int = 0
+
+    def add(self, passages: int, trusted: bool, registered: bool) -> None:
+        self.documents += 1
+        self.passages += passages
+        self.untrusted += not trusted
+        self.registered += registered
+
+
+@dataclass
 class _Pass:
     """What one pass writes into, shared by its batches."""
 
@@ -63,18 +91,36 @@ class _Pass:
     target: int
     embedder: Embedder
     stats: PassStats
-    mark: int | None = None
-    """The pass number written on every entry this pass reads (declared collections)."""
     managed: bool = False
+    tally: _Tally = field(default_factory=_Tally)
+    expected: SeenIds = field(default_factory=SeenIds)
+    """The point id of every passage the target holds for the documents read (8 bytes each)."""
+
+    def holds(self, document: str, passages: int, trusted: bool, registered: bool) -> None:
+        """Counts a document read that the target holds with ``passages`` passages."""
+        self.tally.add(passages, trusted, registered)
+        for index in range(passages):
+            self.expected.add(point_id(document, str(index)))
 
 
 @dataclass
 class _Batch:
+    """Documents waiting for their vectors.
+
+    ``vectors`` holds those of the leading passages already embedded, since a call of 64 passages
+    may end inside a document.
+    """
+
     items: list[_Pending] = field(default_factory=list)
+    vectors: list[list[float]] = field(default_factory=list)
 
     @property
     def passages(self) -> int:
         return sum(len(i.passages) for i in self.items)
+
+    @property
+    def unembedded(self) -> int:
+        return self.passages - len(self.vectors)
 
 
 LOOKUP_CHUNK = 256
@@ -105,41 +151,24 @@ def _entry(
         metadata=item.document.metadata,
         trusted=item.trusted,
         content=item.document.content if run.managed else None,
-        seen=run.mark,
         updated_at=now,
     )
 
 
-def _known(entry: DocumentEntry) -> _Known:
-    return _Known(entry.hash, entry.generation, entry.status, entry.trusted, entry.passages)
+def _known(entry: DocumentEntry, stamped: bool = False) -> _Known:
+    return _Known(entry.hash, entry.generation, entry.status, entry.trusted, entry.passages, stamped)
 
 
 @dataclass
 class _Reading:
-    """What a pass has read but not yet compared (one lookup chunk) or embedded (one batch)."""
+    """What a pass has read: every id (compactly), the chunk not yet compared, the batch not yet embedded."""
 
     run: _Pass
-    waiting: list[tuple[Document, str, bool, SourceContext]] = field(default_factory=list)
+    seen: SeenIds = field(default_factory=SeenIds)
+    """Each document read, by the point id of its first passage: a scan of point ids alone (no
+    payloads) then tells which stored documents this pass did not read."""
+    waiting: list[tuple[Document, str, bool]] = field(default_factory=list)
     batch: _Batch = field(default_factory=lambda: _Batch())
-    _ids: set[str] | None = None
-
-    def holds(self, document_id: str) -> bool:
-        """Read earlier in this pass and not yet in the registry: a second yield of the id."""
-        return document_id in self.ids
-
-    @property
-    def ids(self) -> set[str]:
-        # rebuilt lazily per chunk: at most a lookup chunk and a batch of ids, never the whole read
-        if self._ids is None:
-            self._ids = {d.id for d, _, _, _ in self.waiting} | {i.document.id for i in self.batch.items}
-        return self._ids
-
-    def add(self, entry: tuple[Document, str, bool, SourceContext]) -> None:
-        self.waiting.append(entry)
-        self.ids.add(entry[0].id)
-
-    def changed(self) -> None:
-        self._ids = None
 
 
 def _offsets(items: list[_Pending]) -> dict[str, int]:
@@ -232,7 +261,7 @@ class Indexer:
         meta.passes += 1
         await self.store.save_meta(meta)
         stats = PassStats()
-        run = _Pass(name, target, embedder, stats, mark=meta.passes)
+        run = _Pass(name, target, embedder, stats)
         reading = _Reading(run)
         incomplete = False
         for source in collection.sources:
@@ -248,11 +277,11 @@ class Indexer:
                 except InvalidDocumentError as error:
                     context.on_error(error.message)
                     continue
-                if reading.holds(document.id):
+                if not reading.seen.add(point_id(document.id, "0")):
                     context.on_error(_DUPLICATE.format(document.id))
                     continue
                 stats.read += 1
-                reading.add((document, content_hash(document), trusted, context))
+                reading.waiting.append((document, content_hash(document), trusted))
                 if len(reading.waiting) >= LOOKUP_CHUNK:
                     await self._compare(reading, progress)
             if context.is_incomplete:
@@ -260,13 +289,13 @@ class Indexer:
                 # reasons travel in the pass result through history: a few, not one per file
                 stats.incomplete.extend(context.reasons[: max(0, MAX_REASONS - len(stats.incomplete))])
         await self._compare(reading, progress)
-        await self._flush(run, reading.batch)
+        await self._flush(run, reading.batch, final=True)
         progress(stats)
 
         if incomplete:
             log.warning("knowledge %r: the read was incomplete: nothing deleted", name)
         else:
-            await self._delete_unseen(meta, run)
+            await self._delete_unseen(meta, run, reading.seen)
 
         if target != meta.generation:
             if incomplete and meta.generation is not None:
@@ -275,24 +304,25 @@ class Indexer:
                     f"generation {meta.generation} yet"
                 )
             await self._switch(meta, target, collection.model, embedder)
-        meta.trusted = collection.is_trusted and await self.store.count_entries(name, untrusted=True) == 0
-        return await self._settle(meta, run)
+        if incomplete:
+            documents = await self.store.count_entries(name, meta.generation)
+            untrusted = await self.store.count_entries(name, meta.generation, untrusted=True)
+        else:
+            documents, untrusted = run.tally.documents, run.tally.untrusted
+        meta.trusted = collection.is_trusted and untrusted == 0
+        return await self._settle(meta, run, documents)
 
     async def _compare(self, reading: _Reading, progress: Callable[[PassStats], None]) -> None:
         """Compares a chunk of read documents with their registry entries, one lookup per chunk.
 
-        One lookup per chunk keeps memory flat however large the sources. The unchanged documents are
-        marked seen, and the rest batched for embedding.
+        One lookup per chunk keeps memory flat however large the sources. Unchanged documents cost
+        nothing more; the rest are batched for embedding.
         """
         run = reading.run
-        previous = await self.store.entries_by_id(run.name, [d.id for d, _, _, _ in reading.waiting])
-        unchanged: list[str] = []
-        for document, digest, trusted, context in reading.waiting:
-            entry = previous.get(document.id)
-            if entry is not None and entry.seen == run.mark:
-                context.on_error(_DUPLICATE.format(document.id))
-                run.stats.read -= 1
-                continue
+        previous = await self.store.find_entries(run.name, [d.id for d, _, _ in reading.waiting], run.target)
+        for document, digest, trusted in reading.waiting:
+            stored = previous.get(document.id)
+            entry = stored.entry if stored is not None else None
             if (
                 entry is not None
                 and entry.hash == digest
@@ -300,31 +330,52 @@ class Indexer:
                 and entry.status in ("ready", "failed")
             ):
                 run.stats.unchanged += 1
-                unchanged.append(document.id)
+                assert stored is not None
+                run.holds(document.id, entry.passages, entry.trusted, registered=not stored.stamped)
                 continue
-            known = _known(entry) if entry is not None else None
+            known = _known(entry, stored.stamped) if stored is not None and entry is not None else None
             reading.batch.items.append(_Pending(document, digest, trusted, chunk(document.content), known))
-            if reading.batch.passages >= self.batch_size:
+            if reading.batch.unembedded >= self.batch_size:
                 await self._flush(run, reading.batch)
-                reading.batch = _Batch()
                 progress(run.stats)
-        assert run.mark is not None
-        await self.store.mark_seen(run.name, unchanged, run.mark)
         reading.waiting.clear()
-        reading.changed()
 
-    async def _delete_unseen(self, meta: CollectionMeta, run: _Pass) -> None:
-        """Deletes the documents no source yielded in this pass, a page at a time."""
-        assert run.mark is not None
-        while gone := await self.store.unseen_entries(run.name, run.mark):
-            ids = [e.id for e in gone]
-            for generation in {run.target, meta.generation} - {None}:
-                in_place = {e.id: range(e.passages) for e in gone if e.generation == generation}
-                await self.store.delete_passage_points(run.name, generation, in_place)  # type: ignore[arg-type]
-                elsewhere = [e.id for e in gone if e.generation != generation]
-                await self.store.delete_passages(run.name, generation, elsewhere)  # type: ignore[arg-type]
-            await self.store.delete_entries(run.name, ids)
-            run.stats.deleted += len(ids)
+    async def _delete_unseen(self, meta: CollectionMeta, run: _Pass, seen: SeenIds) -> None:
+        """Deletes the documents no source yielded in this pass, scanning a page at a time.
+
+        The registry's points by their ids, then the passages of each generation the pass touches
+        (the target, and the current one while a new generation is built) by point id alone: a
+        passage the pass expects is kept; of the others, those of a document not read are deleted
+        (in the target, any other too: a passage past its document's count is a leftover).
+        """
+        if meta.generation in (None, run.target) and await self._nothing_unseen(run):
+            return
+        deleted = SeenIds()  # a document held in two places is counted once
+        async for registered in self.store.registry_ids(run.name):
+            gone = [d for d in registered if point_id(d, "0") not in seen]
+            await self.store.delete_entries(run.name, gone)
+            run.stats.deleted += sum(deleted.add(d) for d in gone)
+        for generation in sorted(g for g in {run.target, meta.generation} if g is not None):
+            async for ids in self.store.passage_ids(run.name, generation):
+                unexpected = [i for i in ids if i not in run.expected]
+                documents = await self.store.passage_documents(run.name, generation, unexpected)
+                unread = {i: d for i, d in documents.items() if point_id(d, "0") not in seen}
+                await self.store.delete_points(
+                    run.name, generation, list(documents if generation == run.target else unread)
+                )
+                run.stats.deleted += sum(deleted.add(d) for d in unread.values())
+
+    async def _nothing_unseen(self, run: _Pass) -> bool:
+        """Whether the registry and the target hold exactly what this pass read: two plain counts.
+
+        Each registry point is one document, and each passage belongs to one: if the counts equal
+        those of the documents read, no other document is left (a mismatch only means a scan).
+        """
+        registered = await self.store.count_entries(run.name, None)
+        return (
+            registered == run.tally.registered
+            and await self.store.count_passages(run.name, run.target) == run.tally.passages
+        )
 
     async def run_managed_pass(
         self, name: str, progress: Callable[[PassStats], None] = lambda _: None
@@ -355,11 +406,10 @@ class Indexer:
                 continue
             document = Document(entry.id, entry.content or "", entry.title, entry.source, entry.metadata)
             batch.items.append(_Pending(document, entry.hash, False, chunk(document.content), _known(entry)))
-            if batch.passages >= self.batch_size:
+            if batch.unembedded >= self.batch_size:
                 await self._flush(run, batch)
-                batch = _Batch()
                 progress(stats)
-        await self._flush(run, batch)
+        await self._flush(run, batch, final=True)
         progress(stats)
         if await self.store.meta(name) is None:
             # deleted over REST during the pass: saving the meta now would bring the collection back
@@ -371,9 +421,11 @@ class Indexer:
         meta.trusted = False  # whoever holds knowledge:write decides what it says
         return await self._settle(meta, run)
 
-    async def _settle(self, meta: CollectionMeta, run: _Pass) -> CollectionMeta:
+    async def _settle(self, meta: CollectionMeta, run: _Pass, documents: int | None = None) -> CollectionMeta:
         meta.status = CollectionStatus.READY
-        meta.documents = await self.store.count_entries(meta.name)
+        if documents is None:
+            documents = await self.store.count_entries(meta.name, meta.generation)
+        meta.documents = documents
         meta.passages = await self.store.count_passages(meta.name, run.target)
         meta.last_pass = datetime.now(UTC)
         meta.last_stats = run.stats
@@ -412,11 +464,6 @@ class Indexer:
         if previous is not None and previous != target:
             await self.store.delete_generation(meta.name, previous)
 
-    async def _delete(self, name: str, meta: CollectionMeta, target: int, document_ids: list[str]) -> None:
-        for generation in {target, meta.generation} - {None}:
-            await self.store.delete_passages(name, generation, document_ids)  # type: ignore[arg-type]
-        await self.store.delete_entries(name, document_ids)
-
     async def _embed(self, embedder: Embedder, texts: list[str]) -> list[list[float]]:
         return await call_with_retry(lambda: self._embed_once(embedder, texts), self.retry)
 
@@ -428,27 +475,53 @@ class Indexer:
                 f"the embedding model did not answer within {self.call_timeout:g} s"
             ) from None
 
-    async def _flush(self, run: _Pass, batch: _Batch) -> None:
+    async def _flush(self, run: _Pass, batch: _Batch, *, final: bool = False) -> None:
+        """Embeds passages in calls of exactly ``batch_size``, then writes the documents fully embedded.
+
+        The rest wait in ``batch`` for the next call. So a pass makes ceil(passages / batch_size)
+        calls (with a hosted API each call costs latency and rate limit); ``final`` embeds the
+        remainder too, in one shorter call.
+        """
         if not batch.items:
             return
-        texts = [text for item in batch.items for text in item.passages]
+        texts = [text for item in batch.items for text in item.passages][len(batch.vectors) :]
+        upto = len(texts) if final else len(texts) - len(texts) % self.batch_size
         try:
-            vectors = await self._embed_all(run.embedder, texts, run.stats)
+            batch.vectors.extend(await self._embed_all(run.embedder, texts[:upto], run.stats))
         except ProviderHTTPError as error:
             if not error.input_refused:
                 raise
-            if len(batch.items) == 1:
-                await self._fail(run, batch.items[0], str(error))
+            items, batch.items, batch.vectors = batch.items, [], []
+            if len(items) == 1:
+                await self._fail(run, items[0], str(error))
                 return
-            for item in batch.items:  # find the documents the provider refuses, one by one
-                await self._flush(run, _Batch([item]))
+            for item in items:  # find the documents the provider refuses, one by one
+                await self._flush(run, _Batch([item]), final=True)
             return
+        done = 0
+        embedded = 0
+        for item in batch.items:
+            if embedded + len(item.passages) > len(batch.vectors):
+                break
+            embedded += len(item.passages)
+            done += 1
+        if done:
+            await self._write(run, batch.items[:done], batch.vectors[:embedded])
+            del batch.items[:done]
+            del batch.vectors[:embedded]
+
+    async def _write(self, run: _Pass, written: list[_Pending], vectors: list[list[float]]) -> None:
+        """Writes embedded documents: passages and their entries together, one upsert per batch.
+
+        A declared document with passages keeps its entry on its first passage (no registry point to
+        write); a managed one, or one without passages, in the registry.
+        """
         if vectors:
             await self.store.ensure_generation(run.name, run.target, len(vectors[0]))
-        items = await self._still_current(run, batch.items) if run.managed else batch.items
+        items = await self._still_current(run, written) if run.managed else written
         passages: list[Passage] = []
         kept_vectors: list[list[float]] = []
-        offsets = _offsets(batch.items)
+        offsets = _offsets(written)
         for item in items:
             doc = item.document
             start = offsets[doc.id]
@@ -456,12 +529,21 @@ class Indexer:
                 Passage(doc.id, i, text, doc.title, doc.source) for i, text in enumerate(item.passages)
             )
             kept_vectors.extend(vectors[start : start + len(item.passages)])
-        await self.store.delete_passage_points(run.name, run.target, self._outgrown(run, items))
-        await self.store.write_passages(run.name, run.target, passages, kept_vectors)
         now = datetime.now(UTC)
-        await self.store.put_entries(
-            run.name, [_entry(run, item, "ready", len(item.passages), now) for item in items]
-        )
+        entries = [_entry(run, item, "ready", len(item.passages), now) for item in items]
+        stamped = [e for e in entries if not run.managed and e.passages]
+        await self.store.delete_passage_points(run.name, run.target, self._outgrown(run, items))
+        await self.store.write_passages(run.name, run.target, passages, kept_vectors, stamped)
+        await self.store.put_entries(run.name, [e for e in entries if run.managed or not e.passages])
+        # a document's entry is in one place only: drop the registry points the stamps replace
+        replaced = [
+            e.id
+            for e, item in zip(entries, items, strict=True)
+            if e.passages and not run.managed and item.previous is not None and not item.previous.stamped
+        ]
+        await self.store.delete_entries(run.name, replaced)
+        for item in items:
+            run.holds(item.document.id, len(item.passages), item.trusted, run.managed or not item.passages)
         run.stats.embedded += len(items)
         run.stats.passages += len(passages)
 
@@ -497,6 +579,8 @@ class Indexer:
         return current
 
     async def _embed_all(self, embedder: Embedder, texts: list[str], stats: PassStats) -> list[list[float]]:
+        if not texts:
+            return []
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             vectors.extend(await self._embed(embedder, texts[start : start + self.batch_size]))
@@ -516,4 +600,7 @@ class Indexer:
         # the previous content's passages still answer searches
         entry = _entry(run, item, "failed", kept, datetime.now(UTC), error=error)
         await self.store.put_entries(run.name, [entry])
+        run.holds(item.document.id, kept, item.trusted, registered=True)
+        if previous is not None and previous.stamped and previous.generation == run.target:
+            await self.store.unstamp(run.name, run.target, [item.document.id])
         run.stats.failed += 1

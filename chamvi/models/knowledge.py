@@ -91,8 +91,6 @@ class DocumentEntry(BaseModel):
     trusted: bool = True
     content: str | None = None
     """Kept for managed collections only, so a new generation can be embedded without the sender."""
-    seen: int | None = None
-    """The last pass whose read yielded this document."""
     updated_at: datetime | None = None
 
 

@@ -1,0 +1,213 @@
+"""Passes over Qdrant's local mode on disk, the embedded default: what a pass writes, and its calls.
+
+In local mode on disk every point written is a stored SQLite row, so these tests read the stored
+files themselves to show what a pass wrote.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from qdrant_client import AsyncQdrantClient
+
+from chamvi.errors import ProviderHTTPError
+from chamvi.knowledge import chunk, folder, knowledge_collection
+from chamvi.knowledge.embedders import EmbeddingRegistry
+from chamvi.knowledge.index import KnowledgeIndex
+from chamvi.knowledge.indexing import BATCH_SIZE, Indexer
+from chamvi.models.knowledge import CollectionMeta
+from tests.knowledge_helpers import CountingEmbedder
+
+NAME = "handbook"
+
+
+class RecordingEmbedder(CountingEmbedder):
+    """Counts like ``CountingEmbedder`` and keeps the size of every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes: list[int] = []
+
+    async def embed(self, texts: list[str]) -> list[list[float]]:
+        vectors = await super().embed(texts)
+        self.sizes.append(len(texts))
+        return vectors
+
+
+def write_pages(root: Path, count: int, paragraphs: int = 1) -> None:
+    for i in range(count):
+        body = "\n\n".join(f"Page {i} part {p}. " + "Refunds and shipping. " * 70 for p in range(paragraphs))
+        (root / f"page{i:03d}.md").write_text(f"# Page {i}\n\n{body}\n")
+
+
+def passages_of(root: Path) -> int:
+    return sum(len(chunk(p.read_text())) for p in root.glob("*.md"))
+
+
+@pytest.fixture
+def docs(tmp_path: Path) -> Path:
+    root = tmp_path / "docs"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+async def qdrant(tmp_path: Path) -> AsyncIterator[AsyncQdrantClient]:
+    client = AsyncQdrantClient(path=str(tmp_path / "qdrant"))
+    yield client
+    await client.close()
+
+
+def indexer(client: AsyncQdrantClient, embedder: CountingEmbedder) -> Indexer:
+    registry = EmbeddingRegistry()
+    registry.register(embedder.ref, embedder)
+    return Indexer(KnowledgeIndex(client), registry)
+
+
+async def run(indexer: Indexer, docs: Path, embedder: CountingEmbedder) -> CollectionMeta:
+    return await indexer.run_pass(knowledge_collection(NAME, model=embedder.ref, sources=[folder(docs)]))
+
+
+async def indexed(
+    qdrant: AsyncQdrantClient, docs: Path, count: int, paragraphs: int = 1
+) -> tuple[Indexer, CountingEmbedder, CollectionMeta]:
+    """A first pass over ``count`` new pages: the indexer, its embedder and the meta after it."""
+    write_pages(docs, count, paragraphs)
+    embedder = CountingEmbedder()
+    passes = indexer(qdrant, embedder)
+    return passes, embedder, await run(passes, docs, embedder)
+
+
+def stored_rows(tmp_path: Path) -> dict[str, bytes]:
+    """The stored files of every Qdrant collection but the collections' meta (a pass saves it)."""
+    return {
+        str(p.relative_to(tmp_path)): p.read_bytes()
+        for p in (tmp_path / "qdrant" / "collection").glob("*/storage.sqlite")
+        if p.parent.name != "chamvi__meta"
+    }
+
+
+async def test_a_no_op_pass_on_disk_writes_no_stored_row(
+    qdrant: AsyncQdrantClient, docs: Path, tmp_path: Path
+) -> None:
+    passes, embedder, _ = await indexed(qdrant, docs, 40)
+    before = stored_rows(tmp_path)
+    calls = embedder.calls
+    meta = await run(passes, docs, embedder)
+    assert meta.last_stats is not None and meta.last_stats.unchanged == 40
+    assert embedder.calls == calls and meta.documents == 40
+    assert before and stored_rows(tmp_path) == before
+
+
+async def test_a_first_index_keeps_each_entry_on_its_passages_and_writes_no_registry_point(
+    qdrant: AsyncQdrantClient, docs: Path
+) -> None:
+    passes, _, meta = await indexed(qdrant, docs, 10)
+    names = [c.name for c in (await qdrant.get_collections()).collections]
+    entry = await passes.store.entry(NAME, "page003.md")
+    assert not any("__docs__" in n for n in names), names
+    assert meta.documents == 10 and meta.passages == passages_of(docs)
+    assert entry is not None and entry.status == "ready" and entry.generation == meta.generation
+    assert entry.title == "Page 3" and entry.passages == 1
+
+
+async def test_embedding_calls_carry_64_passages_each_except_the_last(
+    qdrant: AsyncQdrantClient, docs: Path
+) -> None:
+    write_pages(docs, 70, paragraphs=3)  # documents of 3 passages: calls of 64 end inside documents
+    total = passages_of(docs)
+    embedder = RecordingEmbedder()
+    meta = await run(indexer(qdrant, embedder), docs, embedder)
+    assert total % BATCH_SIZE and total > 3 * BATCH_SIZE
+    assert embedder.sizes[:-1] == [BATCH_SIZE] * (len(embedder.sizes) - 1)
+    assert len(embedder.sizes) == math.ceil(total / BATCH_SIZE) and sum(embedder.sizes) == total
+    assert meta.last_stats is not None and meta.last_stats.embedding_calls == len(embedder.sizes)
+    assert meta.passages == total
+
+
+async def test_an_edit_a_deletion_and_an_addition_on_disk_write_only_those_documents(
+    qdrant: AsyncQdrantClient, docs: Path
+) -> None:
+    passes, embedder, _ = await indexed(qdrant, docs, 30, paragraphs=2)
+    (docs / "page004.md").write_text("# Page 4\n\nNow a single short passage.\n")
+    (docs / "page005.md").unlink()
+    (docs / "page100.md").write_text("# Page 100\n\nA new page.\n")
+    texts = embedder.texts
+    meta = await run(passes, docs, embedder)
+    stats = meta.last_stats
+    assert stats is not None and (stats.embedded, stats.deleted, stats.unchanged) == (2, 1, 28)
+    assert embedder.texts - texts == 2
+    assert meta.documents == 30 and meta.passages == passages_of(docs)
+    assert await passes.store.entry(NAME, "page005.md") is None
+    shrunk = await passes.store.entry(NAME, "page004.md")
+    assert shrunk is not None and shrunk.passages == 1
+
+
+async def test_a_registry_written_as_points_by_earlier_versions_keeps_working(
+    qdrant: AsyncQdrantClient, docs: Path
+) -> None:
+    passes, embedder, meta = await indexed(qdrant, docs, 12)
+    store = passes.store
+    assert meta.generation is not None
+    ids = [f"page{i:03d}.md" for i in range(12)]
+    entries = [e for e in [await store.entry(NAME, i) for i in ids] if e is not None]
+    # the layout earlier versions wrote: every entry a registry point, nothing on the passages
+    await store.put_entries(NAME, entries)
+    await store.unstamp(NAME, meta.generation, ids)
+    assert await store.count_entries(NAME, None) == 12
+    (docs / "page001.md").write_text("# Page 1\n\nEdited.\n")
+    (docs / "page002.md").unlink()
+    texts = embedder.texts
+    meta = await run(passes, docs, embedder)
+    stats = meta.last_stats
+    assert stats is not None and (stats.embedded, stats.deleted, stats.unchanged) == (1, 1, 10)
+    assert embedder.texts - texts == 1
+    assert await store.count_entries(NAME, None) == 10  # the edited entry moved onto its passage
+    assert meta.documents == 11 and meta.passages == passages_of(docs)
+    again = await run(passes, docs, embedder)
+    assert again.last_stats is not None and again.last_stats.unchanged == 11 and embedder.texts - texts == 1
+
+
+async def test_a_document_refused_after_it_was_indexed_keeps_one_entry_and_its_old_passages(
+    qdrant: AsyncQdrantClient, docs: Path
+) -> None:
+    passes, embedder, first = await indexed(qdrant, docs, 3)
+    (docs / "page001.md").write_text("# Page 1\n\nToo long for the provider.\n")
+    embedder.failures.append(ProviderHTTPError(400, "input too long"))
+    meta = await run(passes, docs, embedder)
+    failed = await passes.store.entry(NAME, "page001.md")
+    assert meta.last_stats is not None and meta.last_stats.failed == 1
+    assert failed is not None and failed.status == "failed" and failed.passages == 1
+    assert meta.documents == 3 and meta.passages == first.passages
+    again = await run(passes, docs, embedder)
+    assert again.last_stats is not None and again.last_stats.unchanged == 3 and again.documents == 3
+
+
+async def test_a_model_change_with_a_deleted_file_leaves_only_the_files_read_in_the_new_generation(
+    qdrant: AsyncQdrantClient, docs: Path
+) -> None:
+    passes, _, first = await indexed(qdrant, docs, 8, paragraphs=2)
+    (docs / "page006.md").unlink()
+    other = CountingEmbedder(ref="test/other")
+    passes.embedders.register(other.ref, other)
+    meta = await passes.run_pass(knowledge_collection(NAME, model=other.ref, sources=[folder(docs)]))
+    assert first.generation is not None and meta.generation == first.generation + 1
+    assert meta.documents == 7 and meta.passages == passages_of(docs)
+    assert await passes.store.entry(NAME, "page006.md") is None
+
+
+async def test_an_empty_file_is_kept_in_the_registry_and_deleted_from_it_once_removed(
+    qdrant: AsyncQdrantClient, docs: Path
+) -> None:
+    (docs / "empty.md").write_text("")
+    passes, embedder, meta = await indexed(qdrant, docs, 4)
+    empty = await passes.store.entry(NAME, "empty.md")
+    assert empty is not None and empty.passages == 0 and meta.documents == 5
+    assert await passes.store.count_entries(NAME, None) == 1
+    (docs / "empty.md").unlink()
+    again = await run(passes, docs, embedder)
+    assert again.last_stats is not None and again.last_stats.deleted == 1 and again.documents == 4
+    assert await passes.store.count_entries(NAME, None) == 0
