@@ -11,7 +11,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 class RunStatus(StrEnum):
@@ -201,7 +201,19 @@ class ModelRequest(BaseModel):
     delta: list[Message]
 
 
-class ModelResponse(BaseModel):
+class _Lean(BaseModel):
+    """A result recorded at every step, written without the fields left at None.
+
+    They read back as None all the same, and each step's history stays smaller.
+    """
+
+    @model_serializer(mode="wrap")
+    def _without_nones(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        return {k: v for k, v in data.items() if v is not None} if isinstance(data, dict) else data
+
+
+class ModelResponse(_Lean):
     """Result of the ``chamvi.call_model`` activity: the assistant's message and what the step cost."""
 
     message: Message
@@ -298,7 +310,7 @@ class ExtractResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)
 
 
-class ToolResult(BaseModel):
+class ToolResult(_Lean):
     """Result of the ``chamvi.call_tool`` activity.
 
     ``error`` goes back to the model, ``fatal`` fails the run, ``approval`` makes the run wait for a
