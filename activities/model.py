@@ -10,11 +10,19 @@ from temporalio import activity
 
 from chamvi.agents import Agent
 from chamvi.app import App
-from chamvi.constants import ACTIVITY_CALL_MODEL, ACTIVITY_EXTRACT, QUERY_MCP_TOOLS, QUERY_TRANSCRIPT
+from chamvi.constants import (
+    ACTIVITY_CALL_MODEL,
+    ACTIVITY_EXTRACT,
+    QUERY_EXTRACTION,
+    QUERY_MCP_TOOLS,
+    QUERY_TRANSCRIPT,
+)
 from chamvi.errors import IncompleteResponseError
 from chamvi.extraction import EXTRACTION_INSTRUCTIONS
 from chamvi.models import (
+    EffectQuery,
     ExtractInput,
+    ExtractionRequest,
     ExtractResult,
     McpToolInfo,
     Message,
@@ -110,7 +118,10 @@ class ModelActivities:
     async def extract(self, request: ExtractInput) -> ExtractResult:
         """One ``extract()`` of a tool call: a model call with structured output and no tools."""
         agent = self.app.agent(request.agent)
-        asked = request.request
+        handle = activity.client().get_workflow_handle(request.run_id)
+        asked = await handle.query(
+            QUERY_EXTRACTION, EffectQuery(key=request.key), result_type=ExtractionRequest
+        )
         model = self.app.models.resolve(asked.model) if asked.model else self.app.model_for(agent)[1]
         instructions = EXTRACTION_INSTRUCTIONS + (f"\n\n{asked.instructions}" if asked.instructions else "")
         response = await model.complete(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
@@ -199,14 +199,14 @@ class App:
         assert ref is not None  # checked at construction
         return ref, self.models.resolve(ref)
 
-    def tools_for(self, agent: Agent, run: PolicyRun) -> dict[str, Tool]:
+    def tools_for(self, agent: Agent, run: PolicyRun) -> Mapping[str, Tool]:
         """The run's tool set, built once per run and worker when the agent has a tool factory.
 
         Every activity of the run (describe, model, tool calls) asks here, so a factory runs once per
         run on each worker that serves it rather than at every step.
         """
         if agent.tool_factory is None:
-            return dict(agent.tools)
+            return agent.tools
         key = f"{agent.name}\0{run.run_id}"
         tools = self._tool_sets.get(key)
         if tools is None:
@@ -226,7 +226,7 @@ class App:
         """
         agent = self.agent(name)
         ref, _ = self.model_for(agent)
-        tools = self.tools_for(agent, run) if run is not None else dict(agent.tools)
+        tools = self.tools_for(agent, run) if run is not None else agent.tools
         return AgentSpec(
             name=agent.name,
             model=ref,

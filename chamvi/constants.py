@@ -36,6 +36,7 @@ MCP_META_EFFECT_KEY = "chamvi/effect-key"
 """The ``_meta`` key of an MCP effect tool's call that carries its effect key, so a server can use it
 as an idempotency key (the call a killed worker lost is made again with the same key)."""
 QUERY_MCP_TOOLS = "mcp_tools"
+QUERY_EXTRACTION = "extraction"
 """The MCP tools a run listed at its start, read by the model activity of a worker that has not
 seen the run before (tool schemas enter the history once per run, not once per step)."""
 

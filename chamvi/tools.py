@@ -152,12 +152,17 @@ class EffectSpec:
 
     async def ask_applied(self, key: str, arguments: Any, ctx: ToolContext) -> Any:
         """``already_applied``'s answer (None: not applied), with the tool's context when it takes one."""
-        if self.already_applied is None:
-            return None
-        wants_context = len(inspect.signature(self.already_applied).parameters) >= 3
         applied = self.already_applied
-        answer = applied(key, arguments, ctx) if wants_context else applied(key, arguments)
+        if applied is None:
+            return None
+        answer = applied(key, arguments, ctx) if self._applied_wants_context else applied(key, arguments)
         return await answer if inspect.isawaitable(answer) else answer
+
+    @functools.cached_property
+    def _applied_wants_context(self) -> bool:
+        """Read once: the three-argument form takes the call's context."""
+        applied = self.already_applied
+        return applied is not None and len(inspect.signature(applied).parameters) >= 3
 
 
 @dataclass(frozen=True)

@@ -146,6 +146,7 @@ class AgentRunWorkflow:
         self._effects: dict[str, Any] = {}
         self._mcp_tools: list[McpToolInfo] = []
         self._granted = False
+        self._extracting: dict[str, ExtractionRequest] = {}
         self._policies: dict[str | None, RetryPolicy] = {}
         """Retry policies by tool name (None: the model call), built once per run from its spec."""
         self._created_at = workflow.now()
@@ -178,6 +179,11 @@ class AgentRunWorkflow:
     @workflow.query(name=c.QUERY_TRANSCRIPT)
     def transcript(self, query: TranscriptQuery) -> list[Message]:
         return self._messages[: query.upto]
+
+    @workflow.query(name=c.QUERY_EXTRACTION)
+    def extraction(self, query: EffectQuery) -> ExtractionRequest:
+        """The extraction a tool call asked for, while the run makes it."""
+        return self._extracting[query.key]
 
     @workflow.query(name=c.QUERY_TRIGGER)
     def trigger(self) -> TriggerEnvelope:
@@ -227,7 +233,8 @@ class AgentRunWorkflow:
     def _validate_answer(self, answer: ApprovalAnswer) -> None:
         problem = self._answer_problem(answer)
         if problem is not None:
-            raise ApplicationError(problem, type=ApprovalNotPendingError.code)
+            # a refused update is final; the flag is what the caller (the temporal CLI) is shown
+            raise ApplicationError(problem, type=ApprovalNotPendingError.code, non_retryable=True)
 
     def _answer_problem(self, answer: ApprovalAnswer) -> str | None:
         if self._waiting is None or self._answer is not None:
@@ -536,10 +543,11 @@ class AgentRunWorkflow:
 
     async def _extract(self, spec: AgentSpec, step: int, call: ToolCall, request: ExtractionRequest) -> None:
         """Makes the extraction a tool call asked for and records it where the call will find it."""
+        self._extracting[request.key] = request
         try:
             extracted: ExtractResult = await workflow.execute_activity(
                 c.ACTIVITY_EXTRACT,
-                ExtractInput(run_id=workflow.info().workflow_id, agent=spec.name, step=step, request=request),
+                ExtractInput(run_id=workflow.info().workflow_id, agent=spec.name, step=step, key=request.key),
                 result_type=ExtractResult,
                 start_to_close_timeout=timedelta(seconds=spec.model_timeout_seconds),
                 retry_policy=self._retry_policy(spec, None),
@@ -547,6 +555,8 @@ class AgentRunWorkflow:
             )
         except (ActivityError, ApplicationError) as error:
             raise _failure(error) from None
+        finally:
+            del self._extracting[request.key]
         self._effects[request.key] = extracted.output
         self._usage = self._usage + extracted.usage
         if request.taints:  # before the call that asked reads it

@@ -94,6 +94,7 @@ class KnowledgeCollectionWorkflow:
                 f"the search update of {workflow_id!r} searches {name!r} only, not "
                 f"{request.collections!r}: ask each collection's own workflow",
                 type=ChamviValidationError.code,
+                non_retryable=True,  # a refused update is final; the caller is shown this flag
             )
 
     def _searches_due(self) -> bool:

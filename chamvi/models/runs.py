@@ -295,12 +295,16 @@ class ExtractionRequest(BaseModel):
 
 
 class ExtractInput(BaseModel):
-    """Input of the ``chamvi.extract`` activity: one extraction asked by a tool call of a step."""
+    """Input of the ``chamvi.extract`` activity: one extraction asked by a tool call of a step.
+
+    The content is read from the run (the ``extraction`` query) by its key: it is in the run's history
+    once already, in the tool call's result, and may be long.
+    """
 
     run_id: str
     agent: str
     step: int
-    request: ExtractionRequest
+    key: str
 
 
 class ExtractResult(BaseModel):

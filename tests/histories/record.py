@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
 from qdrant_client import AsyncQdrantClient
 from temporalio.client import WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -32,6 +33,7 @@ from chamvi import (
     approve,
     define_agent,
     effect_tool,
+    extract,
     mcp_server,
     mcp_tools,
     tool,
@@ -51,6 +53,7 @@ from chamvi.models import DescribeAgentRequest
 from chamvi.models.knowledge import SearchRequest, SyncRequest
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, ScriptedModel, call, calls, reply
+from chamvi.providers.scripted import Turn
 from chamvi.runtime import build_worker
 from tests.knowledge_helpers import wait_for_meta
 from tests.polling import until_status
@@ -83,6 +86,24 @@ async def deploy(version: str, ctx: ToolContext) -> str:
     return "deployed" if decision.approved else f"denied: {decision.reason}"
 
 
+class Urgency(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    urgent: bool
+
+
+@tool
+async def triage(ctx: ToolContext) -> str:
+    """Reads a message through an extraction."""
+    return str((await extract(ctx, schema=Urgency, content="Server down!")).urgent)
+
+
+@tool
+async def delegate(ctx: ToolContext) -> str:
+    """Asks another agent and waits for it."""
+    outcome = await ctx.wait_for(await ctx.dispatch("child", {}))
+    return str(outcome.output)
+
+
 @tool
 async def nap(seconds: float) -> str:
     """Sleeps."""
@@ -92,7 +113,7 @@ async def nap(seconds: float) -> str:
 
 def _app() -> App:
     models = ModelRegistry()
-    scripts = {
+    scripts: dict[str, list[Turn]] = {
         "tools": [
             calls(call("add", a=1, b=2), call("post", body="x")),
             call("read_web", url="u"),
@@ -102,6 +123,13 @@ def _app() -> App:
         "budget": [call("add", a=1, b=1), call("add", a=1, b=1)],
         "locked": [call("nap", seconds=0.2), reply("ok")],
         "slow": [call("nap", seconds=10), reply("late")],
+        # a request without tools is the extraction's own model call
+        "extract": [
+            lambda request: call("triage") if request.tools else reply('{"urgent": true}'),
+            reply("ok"),
+        ],
+        "linked": [call("delegate"), reply("ok")],
+        "child": [reply("done")],
     }
     agents = []
     for name, turns in scripts.items():
@@ -111,7 +139,7 @@ def _app() -> App:
                 name=name,
                 model=f"scripted/{name}",
                 instructions="Record.",
-                tools=[add, post, read_web, deploy, nap],
+                tools=[add, post, read_web, deploy, nap, triage, delegate],
                 budget=Budget(max_steps=2, timeout=timedelta(seconds=1 if name == "slow" else 60)),
             )
         )
@@ -207,7 +235,7 @@ async def main() -> None:
     chamvi = ChamviClient(env.client, task_queue=task_queue)
     recorded: dict[str, str] = {}
     async with build_worker(env.client, _app(), task_queue=task_queue):
-        for agent in ("tools", "budget", "slow"):
+        for agent in ("tools", "budget", "slow", "extract", "linked"):
             recorded[agent] = (await chamvi.dispatch(agent)).run_id
         approved = (await chamvi.dispatch("approval")).run_id
         await until_status(chamvi, approved, RunStatus.WAITING)
