@@ -72,8 +72,11 @@ class KnowledgeActivities:
                 int(delay.total_seconds()),
             )
             if isinstance(error, ChamviError):
+                error.reported = True
                 raise
-            raise KnowledgePassError(message) from error
+            failure = KnowledgePassError(message)
+            failure.reported = True
+            raise failure from error
         finally:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -6,7 +6,7 @@ delay. It never marks a failure non-retryable: the retry policies decide, by cod
 
 A chamvi error is expected (an unknown agent, a provider that is down) and its message says all there
 is to say, so the worker logs it as one line naming the run, and the failure is marked benign so the
-SDK does not log it again with a traceback.
+SDK does not log it again with a traceback (an activity that logged it itself marks it ``reported``).
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ class _TranslatingInbound(ActivityInboundInterceptor):
         try:
             return await self.next.execute_activity(input)
         except ChamviError as error:
-            info = activity.info()
-            log.warning("%s %s: %s", info.workflow_type, info.workflow_id, error.message)
+            if not error.reported:
+                info = activity.info()
+                log.warning("%s %s: %s", info.workflow_type, info.workflow_id, error.message)
             raise as_failure(error) from None
 
 

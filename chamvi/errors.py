@@ -23,6 +23,8 @@ class ChamviError(Exception):
         retryable: whether trying the same call again may succeed (a provider that is down, a
             rate limit); deterministic mistakes are not.
         retry_after: seconds the other side asked to wait before the next attempt, when it said.
+        reported: the code that raised it has logged it already (with more than the message), so the
+            activity boundary does not log it again.
     """
 
     code: ClassVar[str] = "chamvi_error"
@@ -32,6 +34,7 @@ class ChamviError(Exception):
         super().__init__(message)
         self.message = message
         self.retry_after = retry_after
+        self.reported = False
 
 
 # ---- definitions and runs -------------------------------------------------------------------------

@@ -473,3 +473,18 @@ async def test_a_document_that_shrinks_leaves_none_of_its_old_passages(
     assert first.meta is not None and first.meta.passages > 1
     assert second.meta is not None and second.meta.passages == 1
     assert [m.text for m in hits.matches] == ["# Long\n\nNow one short paragraph about penguins."]
+
+
+async def test_a_failed_pass_is_one_line_in_the_workers_own_log(
+    client: Client, task_queue: str, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    pages = {1: ["a"]}
+    store = new_store()
+    app = app_for(name, [paged_source(pages, {1})], CountingEmbedder())
+    with caplog.at_level(logging.INFO, logger="chamvi"):
+        async with knowledge_worker(client, app, store, task_queue):
+            await wait_for_passes(client, name, 1)
+    mine = [r.getMessage() for r in caplog.records if r.name.startswith("chamvi")]
+    lines = [line for line in mine if "answered 503" in line]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"knowledge error: collection {name!r}: ") and "next attempt in" in lines[0]
