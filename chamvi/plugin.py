@@ -216,6 +216,7 @@ class ChamviPlugin(SimplePlugin):
             if self._boot is not None:
                 self._boot.cancel()
                 await asyncio.gather(self._boot, return_exceptions=True)
+            await self.app.events.close()
             await self.close()
 
     async def _start(self, client: Client, task_queue: str) -> None:

@@ -201,3 +201,34 @@ async def test_an_unknown_run_or_a_last_event_id_that_is_no_event_id_is_refused_
         bad = await http.get("/runs/no-such-run/events", headers={"Last-Event-ID": "abc"})
         assert bad.status_code == 422
         assert "'abc' is not an event id" in bad.json()["error"]["message"]
+
+
+async def test_listeners_in_the_worker_process_hear_each_event_of_the_runs_it_started_once(
+    chamvi: ChamviClient, running_worker
+) -> None:
+    models = ModelRegistry()
+    models.register(
+        "scripted/deployer", ScriptedModel([call("deploy", "call-1", version="2.0"), reply("ok")])
+    )
+    app = App(
+        agents=[
+            define_agent(name="deployer", model="scripted/deployer", instructions="Deploy.", tools=[deploy])
+        ],
+        models=models,
+    )
+    heard: list[RunEvent] = []
+    app.on("*", heard.append)
+    async with running_worker(app):
+        run_id = (await chamvi.dispatch("deployer", {"version": "2.0"})).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+        await chamvi.approve(run_id, approved=False, reason="not today")
+        await chamvi.wait(run_id)
+
+        async def ended() -> bool | None:
+            return True if heard and heard[-1].final else None
+
+        await eventually(ended, "the listener hearing the run end")
+
+    assert [e.type for e in heard] == EXPECTED
+    assert heard == await collect(chamvi, run_id)
+    assert (heard[3].data["approved"], heard[3].data["reason"]) == (False, "not today")
