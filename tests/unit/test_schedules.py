@@ -100,3 +100,9 @@ def test_a_fire_keys_its_run_by_schedule_and_fire_time_whatever_the_zone() -> No
     assert one.idempotency_key == same.idempotency_key == "daily@2026-03-01T08:00:00+00:00"
     assert later.idempotency_key != one.idempotency_key
     assert one.trigger == "schedule" and one.invoker is not None and one.invoker.id == "daily"
+
+
+def test_a_misspelt_option_is_named() -> None:
+    options: dict = {"every": "1h", "crn": "@daily"}
+    with pytest.raises(InvalidScheduleError, match=r"unknown schedule option\(s\) crn: use cron, every"):
+        define_schedule("digest", **options)
