@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy, WorkflowExecutionStatus
@@ -199,3 +200,31 @@ async def test_code_declared_schedules_are_created_on_worker_start_updated_when_
     )
     assert updated.paused and updated.note == "holiday"
     assert not survivor.declared and survivor.every_seconds == 3600
+
+
+async def test_the_example_daily_digest_is_declared_and_its_fire_posts_one_digest(
+    client: Client,
+    chamvi: ChamviClient,
+    task_queue: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CHAMVI_DATA", str(tmp_path))
+    from examples.support.app import app
+    from examples.support.digest import digest_path
+
+    plugin = ChamviPlugin(app, index=memory_index(), start_collections=False)
+    async with build_worker(client, plugin, task_queue=task_queue):
+        await plugin.schedules_started()
+        declared = await chamvi.get_schedule("daily-digest")
+        await client.get_schedule_handle(SCHEDULE_ID_PREFIX + "daily-digest").trigger()
+
+        async def a_digest() -> str | None:
+            runs = [r for r in await chamvi.list_runs(agent="digest", limit=5) if r.closed_at is not None]
+            return runs[0].run_id if runs else None
+
+        run = await chamvi.get_run(await eventually(a_digest, "the digest run"))
+    assert (declared.agent, declared.cron, declared.declared) == ("digest", "0 8 * * *", True)
+    assert run.status == RunStatus.COMPLETED and run.trigger.trigger == SCHEDULE_TRIGGER
+    posted = digest_path().read_text().splitlines()
+    assert len(posted) == 1 and "1 delivered, 1 in transit" in posted[0]
