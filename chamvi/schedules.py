@@ -474,11 +474,11 @@ async def sync_declared(
             continue
         try:
             _, definition, queue = await _describe(client, schedule_id)
+            if definition.declared and queue == task_queue:
+                await delete_schedule(client, schedule_id)
+                deleted.append(schedule_id)
         except ScheduleNotFoundError:
-            continue
-        if definition.declared and queue == task_queue:
-            await delete_schedule(client, schedule_id)
-            deleted.append(schedule_id)
+            continue  # another worker starting beside this one deleted it first
     return created, updated, deleted
 
 
