@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy, WorkflowExecutionStatus
 
-from chamvi import App, ChamviClient, RunStatus, define_agent
+from chamvi import App, ChamviClient, RunStatus, ToolContext, approve, define_agent, tool
 from chamvi.constants import SCHEDULE_ID_PREFIX, SCHEDULE_TRIGGER, SCHEDULED_RUN_ID_PREFIX
 from chamvi.errors import ConflictError, ScheduleNotFoundError
 from chamvi.lifecycle import memory_index
 from chamvi.models import ScheduledRunResult
 from chamvi.plugin import ChamviPlugin
-from chamvi.providers import ModelRegistry, ScriptedModel, reply
+from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
 from tests.polling import eventually
 
@@ -60,6 +60,43 @@ async def test_a_schedule_fires_on_the_dev_server_and_starts_an_ordinary_run(
     assert view.output == "today: nothing new"
     assert view.trigger.trigger == SCHEDULE_TRIGGER
     assert view.trigger.payload == {"topic": "news"}
+
+
+@tool
+async def publish(ctx: ToolContext) -> str:
+    """Publishes the digest once a person approves; until then the run waits."""
+    decision = await approve(ctx, title="Publish the digest?")
+    return "published" if decision.approved else "not published"
+
+
+async def test_with_overlap_skip_no_fire_starts_a_run_while_the_last_one_goes_on(
+    client: Client, chamvi: ChamviClient, running_worker
+) -> None:
+    agent, schedule_id = unique("publisher"), unique("skip")
+    models = ModelRegistry()
+    models.register("scripted/publish", ScriptedModel([call("publish"), reply("done")]))
+    app = App(
+        agents=[define_agent(name=agent, model="scripted/publish", instructions="x", tools=[publish])],
+        models=models,
+    )
+    handle = client.get_schedule_handle(SCHEDULE_ID_PREFIX + schedule_id)
+    async with running_worker(app):
+        await chamvi.create_schedule(agent, every="1s", id=schedule_id, overlap="skip")
+        try:
+
+            async def skipped() -> int | None:
+                info = (await handle.describe()).info
+                return info.num_actions_skipped_overlap if info.num_actions_skipped_overlap >= 2 else None
+
+            await eventually(skipped, "fires skipped while the first run waits")
+            await handle.pause()
+            runs = await chamvi.list_runs(agent=agent)
+            for run in runs:
+                await chamvi.cancel(run.run_id)
+        finally:
+            await chamvi.delete_schedule(schedule_id)
+    assert len(runs) == 1
+    assert (await chamvi.get_run(runs[0].run_id)).status in (RunStatus.WAITING, RunStatus.CANCELLED)
 
 
 async def test_a_fire_repeated_over_the_same_time_starts_one_run(
