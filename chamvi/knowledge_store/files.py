@@ -231,7 +231,11 @@ class FileKnowledgeStore:
 
     async def overview(self) -> str:
         """The content of ``overview.md`` with its links as ids, or "" before one is written."""
-        return await self._run(self._overview)
+        return await self._run(self._read_overview)
+
+    def _read_overview(self) -> str:
+        self._layout.scan()  # its links read by the folder's layout and the pages in it now
+        return self._overview()
 
     def _overview(self) -> str:
         text = read_text(self.directory, OVERVIEW_FILE)
@@ -248,6 +252,7 @@ class FileKnowledgeStore:
         if text is None:
             return []
         entries: builtins.list[tuple[str, builtins.list[str]]] = []
+        scanned = False
         for line in text.splitlines():
             heading = _LOG_ENTRY.fullmatch(line)
             if heading is not None:
@@ -259,6 +264,9 @@ class FileKnowledgeStore:
                 continue
             listed = _LOG_PAGE.match(line.strip())  # the older format: one link per page
             if listed is not None and entries:
+                if not scanned:  # its links read by the folder's layout
+                    self._layout.scan()
+                    scanned = True
                 target = listed.group(1)
                 entries[-1][1].append(self._layout.target_from_disk(target, "") or target)
         lines = [what + (f" (pages: {', '.join(pages)})" if pages else "") for what, pages in entries]

@@ -204,7 +204,15 @@ async def test_new_folders_get_agent_kit_s_layout_and_singular_ones_keep_theirs(
     (older / "concept").mkdir(parents=True)
     (older / "concept" / "bowline.md").write_text("# Bowline\n\nA loop.\n")
     (older / "todo.md").write_text("# To do\n\nLearn the [bowline](concept/bowline.md).\n")  # no type:
+    (older / "overview.md").write_text("Start at [the bowline](concept/bowline.md).\n")
+    (older / "log.md").write_text(
+        "# Log\n\n## [2025-01-02] ingest | knots\n\n- [Bowline](concept/bowline.md)\n"
+    )
     store = FileKnowledgeStore(older, page_types=[NOTE])
+    assert await store.overview() == "Start at [the bowline](concept/bowline).\n"
+    assert await FileKnowledgeStore(older).recent_log() == [
+        "[2025-01-02] ingest | knots (pages: concept/bowline)"
+    ]
     await store.create("entity", "club", "Club", "Teaches the [bowline](concept/bowline).")
     assert (older / "entity" / "club.md").is_file() and not (older / "entities").exists()
     todo = await store.read("note/todo")
