@@ -288,10 +288,14 @@ class FileKnowledgeStore:
         return created[0]
 
     async def create_many(self, pages: Sequence[NewPage]) -> builtins.list[str]:
-        """Creates pages that may link to each other: all of them or none, under one lock.
+        """Creates pages that may link to each other: all of them or none, even across a kill.
+
+        The same call made again once it was done (a retry after a crash, or after its answer was
+        lost) writes nothing and answers the same ids.
 
         Raises:
-            PageExistsError: one of the ids is taken; nothing is written.
+            PageExistsError: one of the ids is taken (by anything but this very call); nothing is
+                written.
             MissingLinksError: a link resolves to no existing or new page; nothing is written.
         """
         pages = list(pages)
