@@ -38,6 +38,7 @@ class Stack:
     runs: ChamviClient
     """The client behind the API, whose open streams a test counts."""
     agent: str
+    app: App
 
     def http(self, token: str | None = "reader") -> httpx.AsyncClient:
         headers = bearer(self.tokens[token]) if token else {}
@@ -59,7 +60,7 @@ async def stack(client: Client, task_queue: str) -> AsyncIterator[Stack]:
     runs = ChamviClient(client, task_queue=task_queue)
     api = create_api(tokens=list(tokens.values()), managed=None, runs=runs, events=app.events)
     async with build_worker(client, app, task_queue=task_queue), serving(api) as url:
-        yield Stack(url, tokens, runs, agent)
+        yield Stack(url, tokens, runs, agent, app)
 
 
 @dataclass
@@ -146,6 +147,11 @@ async def test_the_sse_stream_carries_the_same_events_with_their_ids_and_resumes
         # an EventSource reconnecting after the last event is told the stream is over
         after_end = await http.get(f"/runs/{run_id}/events", headers={"Last-Event-ID": rest[-1].id or ""})
         assert after_end.status_code == 204
+        # a new EventSource (a reloaded page) resumes by the query instead
+        reloaded = await http.get(f"/runs/{run_id}/events", params={"last_event_id": first[-1].id})
+        assert [
+            line.removeprefix("id: ") for line in reloaded.text.splitlines() if line.startswith("id:")
+        ] == [m.id for m in rest]
 
     whole = await collect(chamvi, run_id)
     received = [*first, *rest]
@@ -167,6 +173,7 @@ async def test_a_client_that_disconnects_costs_the_server_nothing(stack: Stack, 
         return True if stack.runs.open_streams == 0 else None
 
     await eventually(closed, "the server closing the history long-poll of a gone client")
+    assert not stack.app.events.wants("run.delta", run_id)  # nor does it keep a queue for its deltas
     await chamvi.cancel(run_id)
 
 
