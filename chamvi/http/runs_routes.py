@@ -163,9 +163,8 @@ def runs_router(
     ) -> Response:
         """The run's events as Server-Sent Events, until the run ends.
 
-        Each is `id: <event id>`, `event: <type>`, `data: <JSON>`.
-        Reconnect with `Last-Event-ID` (or `?last_event_id=`) to resume after that event, without gaps
-        or repeats. Deltas
+        Each is `id: <event id>`, `event: <type>`, `data: <JSON>`. Reconnect with `Last-Event-ID`
+        (or `?last_event_id=`) to resume after that event, without gaps or repeats. Deltas
         (`run.delta`) carry no id: they are not stored. The token may come as `?token=` for a
         browser's `EventSource`, which cannot send headers.
         """
