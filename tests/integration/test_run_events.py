@@ -7,6 +7,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -239,3 +240,40 @@ async def test_listeners_in_the_worker_process_hear_each_event_of_the_runs_it_st
     assert [e.type for e in heard] == EXPECTED
     assert heard == await collect(chamvi, run_id)
     assert (heard[3].data["approved"], heard[3].data["reason"]) == (False, "not today")
+
+
+@tool
+async def hurried_deploy(version: str, ctx: ToolContext) -> str:
+    """Deploys if a person approves within a second."""
+    decision = await approve(ctx, title=f"Deploy {version}?", timeout=timedelta(seconds=1))
+    return "deployed" if decision.approved else f"not deployed: {decision.reason}"
+
+
+async def test_an_approval_that_times_out_resumes_the_run_denied_whatever_stale_answers_came(
+    client: Client, chamvi: ChamviClient, running_worker
+) -> None:
+    models = ModelRegistry()
+    models.register(
+        "scripted/hurried", ScriptedModel([call("hurried_deploy", "c1", version="3.0"), reply("ok")])
+    )
+    agent = define_agent(
+        name="hurried", model="scripted/hurried", instructions="Deploy.", tools=[hurried_deploy]
+    )
+    async with running_worker(App(agents=[agent], models=models)):
+        run_id = (await chamvi.dispatch("hurried", {"version": "3.0"})).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+        # a stale answer the run ignores must not read as the decision
+        await client.get_workflow_handle(run_id).signal(
+            "approve", {"approval_id": "9:old:0", "approved": True}
+        )
+        await chamvi.wait(run_id)
+        events = await collect(chamvi, run_id)
+
+    assert [e.type for e in events] == EXPECTED
+    resumed = events[3].data
+    assert (resumed["approved"], resumed["reason"], resumed["approver"]) == (
+        False,
+        "approval timed out",
+        None,
+    )
+    assert events[4].data["output"] == "not deployed: approval timed out"
