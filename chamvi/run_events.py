@@ -212,6 +212,53 @@ class EventHub:
                 del self._queues[run_id]
 
 
+class DeltaOrder:
+    """Puts a run's live deltas in their place among its history events, for one stream.
+
+    Deltas arrive the moment the model writes; history events a moment after Temporal records them.
+    So a delta of step N can overtake the events that came before that model call (``run.started``,
+    the tool steps of step N-1). Each delta is held until the history events before its model call
+    have been seen, then released, so a reader sees one run in one order.
+    """
+
+    def __init__(self) -> None:
+        self._started = False
+        self._calls: dict[int, int] = {}
+        """Tool calls each model step asked for, by step."""
+        self._tools: dict[int, int] = {}
+        """Tool steps seen, by step."""
+        self._held: list[RunEvent] = []
+
+    def _ready(self, step: int) -> bool:
+        if not self._started:
+            return False
+        before = step - 1
+        return step == 0 or (before in self._calls and self._tools.get(before, 0) >= self._calls[before])
+
+    def seen(self, event: RunEvent) -> list[RunEvent]:
+        """Notes a history event; returns the held deltas it lets through, in order."""
+        if event.type == RUN_STARTED:
+            self._started = True
+        elif event.type == RUN_STEP:
+            step = int(event.data["step"])
+            if event.data.get("kind") == "llm":
+                self._calls[step] = len(event.data.get("tool_calls") or ())
+            else:
+                self._tools[step] = self._tools.get(step, 0) + 1
+        return self._release()
+
+    def delta(self, event: RunEvent) -> list[RunEvent]:
+        """Takes a delta; returns it (after any held before it) when its place has come, else holds it."""
+        self._held.append(event)
+        return self._release()
+
+    def _release(self) -> list[RunEvent]:
+        released: list[RunEvent] = []
+        while self._held and self._ready(int(self._held[0].data["step"])):
+            released.append(self._held.pop(0))
+        return released
+
+
 def _time(stamp: Timestamp) -> datetime:
     return stamp.ToDatetime(tzinfo=UTC)
 
@@ -439,6 +486,7 @@ def parse_event_id(value: str | None) -> int | None:
 
 __all__ = [
     "EVENT_TYPES",
+    "DeltaOrder",
     "EventHub",
     "HistoryReader",
     "RunEvent",

@@ -30,7 +30,7 @@ from chamvi.http.schemas import (
     RunListMeta,
 )
 from chamvi.models import RunStatus, RunView
-from chamvi.run_events import RUN_DELTA, EventHub, RunEvent, parse_event_id
+from chamvi.run_events import RUN_DELTA, DeltaOrder, EventHub, RunEvent, parse_event_id
 
 TRIGGER = "http"
 APPROVE_TIMEOUT_SECONDS = 30.0
@@ -253,10 +253,12 @@ async def _follow(
     )
     with watching as queue:
         done: asyncio.Queue[RunEvent | None] = asyncio.Queue()
+        order = DeltaOrder()
 
         async def pump() -> None:
+            # from the start, even when resuming: the events before `after` place the deltas
             try:
-                async for event in runs.events(run_id, after):
+                async for event in runs.events(run_id):
                     await done.put(event)
             finally:
                 await done.put(None)
@@ -272,16 +274,18 @@ async def _follow(
                 for waiting in (history, delta):
                     if waiting not in finished:
                         waiting.cancel()
-                if delta in finished:
-                    event = delta.result()
-                    if event.type == RUN_DELTA:
+                if delta in finished and delta.result().type == RUN_DELTA:
+                    for event in order.delta(delta.result()):
                         yield sse_message(event)
                 if history in finished:
                     ended = history.result()
                     if ended is None:
                         pumping.result()  # raises what ended the history, if it failed
                         return
-                    yield sse_message(ended)
+                    if after is None or (ended.event_id or 0) > after:
+                        yield sse_message(ended)
+                    for event in order.seen(ended):
+                        yield sse_message(event)
                 if not finished:
                     yield ": keep-alive\n\n"
         finally:

@@ -7,7 +7,7 @@ import pytest
 from chamvi import App, RunEvent, define_agent
 from chamvi.errors import InvalidInputError
 from chamvi.providers import ModelRegistry, ScriptedModel, reply
-from chamvi.run_events import EventHub, parse_event_id
+from chamvi.run_events import DeltaOrder, EventHub, parse_event_id
 
 
 def make_app() -> App:
@@ -79,3 +79,27 @@ def test_a_last_event_id_is_read_as_an_event_id(value: str | None, expected: int
 def test_a_last_event_id_that_is_no_event_id_is_refused_by_name(value: str, problem: str) -> None:
     with pytest.raises(InvalidInputError, match=problem):
         parse_event_id(value)
+
+
+def step(index: int, kind: str, calls: int = 0) -> RunEvent:
+    data: dict[str, object] = {"step": index, "kind": kind}
+    if kind == "llm":
+        data["tool_calls"] = [{"name": "add"}] * calls
+    return RunEvent("run.step", "run-1", 10 + index, data)
+
+
+def test_a_delta_waits_for_the_history_events_before_its_model_call() -> None:
+    order = DeltaOrder()
+    first, second = (
+        delta("Hel"),
+        RunEvent("run.delta", "run-1", None, {"step": 1, "kind": "text", "text": "5"}),
+    )
+
+    assert order.delta(first) == []  # ahead of run.started
+    assert order.seen(RunEvent("run.started", "run-1", 5)) == [first]
+    assert order.seen(step(0, "llm", calls=2)) == []
+    assert order.delta(second) == []  # step 1's model call came after both tool calls of step 0
+    assert order.seen(step(0, "tool")) == []
+    assert order.seen(step(0, "tool")) == [second]
+    late = delta("lo")
+    assert order.delta(late) == [late]  # once its place has come, a delta goes straight through
