@@ -38,6 +38,9 @@ class PassStats(BaseModel):
     """Entries left out: every problem a source reported (a link, a FIFO, a file too large or not
     UTF-8) and every item the pass refused (invalid, or an id seen twice)."""
     failed: int = 0
+    not_read: int = 0
+    """Unchanged documents a source did not even read, their version being the stored one (a
+    folder's files by size and times); counted in ``unchanged`` too."""
     embedding_calls: int = 0
     incomplete: list[str] = Field(default_factory=list)
 
@@ -92,6 +95,9 @@ class DocumentEntry(BaseModel):
     content: str | None = None
     """Kept for managed collections only, so a new generation can be embedded without the sender."""
     updated_at: datetime | None = None
+    version: str | None = None
+    """The document's ``version`` when it was read (a file's size and times): a source that finds
+    it unchanged need not read the document again."""
 
 
 class CollectionInput(BaseModel):
