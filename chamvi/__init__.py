@@ -68,6 +68,8 @@ if TYPE_CHECKING:
         knowledge_collection,
         knowledge_tools,
     )
+    from chamvi.knowledge.remote import CollectionSearch
+    from chamvi.knowledge_mcp import knowledge_server
     from chamvi.mcp import (
         McpServer,
         mcp_server,
@@ -130,6 +132,7 @@ _EXPORTS: dict[str, str] = {
     "ChannelMessage": "chamvi.channels",
     "ChannelNotFoundError": "chamvi.errors",
     "ChannelSubscription": "chamvi.channels",
+    "CollectionSearch": "chamvi.knowledge.remote",
     "ContextKey": "chamvi.context",
     "ContextNotProvidedError": "chamvi.errors",
     "DispatchResult": "chamvi.client",
@@ -177,6 +180,7 @@ _EXPORTS: dict[str, str] = {
     "has_permission": "chamvi.permissions",
     "inject": "chamvi.context",
     "knowledge_collection": "chamvi.knowledge",
+    "knowledge_server": "chamvi.knowledge_mcp",
     "knowledge_tools": "chamvi.knowledge",
     "matches_permission": "chamvi.permissions",
     "mcp_server": "chamvi.mcp",
@@ -219,6 +223,7 @@ __all__ = [
     "ChannelMessage",
     "ChannelNotFoundError",
     "ChannelSubscription",
+    "CollectionSearch",
     "ContextKey",
     "ContextNotProvidedError",
     "DispatchResult",
@@ -265,6 +270,7 @@ __all__ = [
     "has_permission",
     "inject",
     "knowledge_collection",
+    "knowledge_server",
     "knowledge_tools",
     "matches_permission",
     "mcp_server",

@@ -53,6 +53,10 @@ MEMO_KNOWLEDGE_QUEUED = "queued"
 """A collection workflow's memo: True while a pass is owed and has not begun, so a sync request
 (every PUT over REST makes one) reads it instead of adding a signal to the history."""
 PATCH_KNOWLEDGE_QUEUED_MEMO = "knowledge-queued-memo"
+PATCH_KNOWLEDGE_RESYNC_TIMER = "knowledge-resync-timer"
+"""A collection's resync is a timer of its workflow, ``resync`` after the last successful pass."""
+PATCH_KNOWLEDGE_START_SKIPS_BACKOFF = "knowledge-start-skips-backoff"
+"""A worker's start request ends a backoff under way: its own first attempt runs at once."""
 KNOWLEDGE_ID_PREFIX = "knowledge:"
 KNOWLEDGE_SCHEDULE_PREFIX = "knowledge-resync:"
 

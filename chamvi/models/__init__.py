@@ -13,6 +13,7 @@ from chamvi.models.knowledge import (
     PassStats,
     SearchRequest,
     SyncRequest,
+    SyncSignal,
 )
 from chamvi.models.mcp import McpListRequest, McpToolInfo, McpToolList
 from chamvi.models.runs import (
@@ -102,6 +103,7 @@ __all__ = [
     "SearchRequest",
     "StepView",
     "SyncRequest",
+    "SyncSignal",
     "Taint",
     "ToolCall",
     "ToolRequest",

@@ -19,8 +19,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 from qdrant_client import AsyncQdrantClient
-from temporalio.client import ScheduleBackfill, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import Client, ScheduleBackfill, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi import (
@@ -57,7 +58,7 @@ from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, ScriptedModel, call, calls, reply
 from chamvi.providers.scripted import Turn
 from chamvi.runtime import build_worker
-from tests.knowledge_helpers import wait_for_meta
+from tests.knowledge_helpers import wait_for_meta, wait_for_passes
 from tests.polling import eventually, until_status
 
 HERE = Path(__file__).parent
@@ -192,6 +193,45 @@ async def _record_knowledge(env: WorkflowEnvironment, task_queue: str, recorded:
     recorded["knowledge-search"] = "record-search"
 
 
+_timing_fails: list[bool] = [True]
+
+
+async def _timing_pages() -> AsyncIterator[dict[str, str]]:
+    if _timing_fails and _timing_fails.pop():
+        raise RuntimeError("page 1 answered 503")  # the first pass fails and backs off
+    yield {"id": "refunds", "content": "Refunds are paid within 14 days."}
+
+
+async def _record_knowledge_timing(
+    env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]
+) -> None:
+    """A collection with a resync: a failed pass, a second worker's start request that skips the
+    backoff, then a pass started by the resync timer (a minute after the last successful pass)."""
+    collection = knowledge_collection(
+        "timed",
+        model="test/hash-16",
+        sources=[define_source(documents=_timing_pages)],
+        resync=timedelta(minutes=1),
+    )
+    app = App(agents=[], collections=[collection])
+    store = KnowledgeIndex(AsyncQdrantClient(location=":memory:"))
+    first = ChamviPlugin(app, index=store)
+    async with build_worker(env.client, first, task_queue=task_queue):
+        await first.collections_started()
+        await wait_for_passes(env.client, "timed", 1)
+        second = ChamviPlugin(app, index=store)
+        other = await Client.connect(  # another process's connection: one worker per queue per runtime
+            env.client.service_client.config.target_host,
+            data_converter=pydantic_data_converter,
+            runtime=Runtime(telemetry=TelemetryConfig()),
+        )
+        async with build_worker(other, second, task_queue=task_queue):
+            await second.collections_started()
+            await wait_for_passes(env.client, "timed", 2)
+        await wait_for_passes(env.client, "timed", 3, seconds=150)
+    recorded["knowledge-timing"] = KNOWLEDGE_ID_PREFIX + "timed"
+
+
 async def _record_agent_checks(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
     """Asks the worker about an agent its app serves and about one it does not."""
     for name, agent in (("agent-check", "tools"), ("agent-check-unknown", "nosuch")):
@@ -276,6 +316,7 @@ async def main() -> None:
         recorded["lock"] = LOCK_ID_PREFIX + "k"
         await _record_agent_checks(env, task_queue, recorded)
         await _record_knowledge(env, f"{task_queue}-knowledge", recorded)
+        await _record_knowledge_timing(env, f"{task_queue}-timing", recorded)
         await _record_mcp(env, f"{task_queue}-mcp", recorded)
         await _record_scheduled_run(env, task_queue, recorded)
         wanted = set(sys.argv[1:]) or set(recorded)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -409,3 +410,66 @@ def test_dev_gives_managed_collections_the_offline_model_unless_one_is_chosen() 
     assert dev_knowledge_model(Settings(knowledge_model="openai/text-embedding-3-small"), app) == (
         "openai/text-embedding-3-small"
     )
+
+
+DOCS_APP = """
+docs = knowledge_collection("docs", model="test/hash-64", sources=[folder(DOCS)])
+app = App(agents=[helper], collections=[docs])
+"""
+
+
+def _store_managed(data: Path, name: str) -> None:
+    """A local-mode store under ``data`` holding ``name`` as a managed collection (as `chamvi api` makes)."""
+
+    async def write() -> None:
+        index = KnowledgeIndex(AsyncQdrantClient(path=str(data / "qdrant")))
+        await index.save_meta(CollectionMeta(name=name, kind="managed"))
+        await index.client.close()
+
+    thread = threading.Thread(target=lambda: asyncio.run(write()))
+    thread.start()
+    thread.join(60)
+
+
+def _check_over_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, managed: str, app: str) -> Result:
+    """`chamvi check` of an app declaring 'docs', over a store holding ``managed`` as a managed collection."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("QDRANT_URL", raising=False)
+    _store_managed(tmp_path / "data", managed)
+    return invoke("check", "--app", write_app(tmp_path, monkeypatch, app, DOCS_APP), "--data", "data")
+
+
+def test_check_reads_the_store_and_reports_a_declared_name_it_holds_as_managed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _check_over_store(tmp_path, monkeypatch, "docs", "chamvi_taken_app")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines() == [
+        "problem: collection 'docs' is declared in the code but exists as a managed collection: "
+        "rename one of them",
+        "Error: chamvi_taken_app:app: 1 problem(s)",
+    ]
+
+
+def test_check_passes_over_a_store_whose_managed_collections_the_app_does_not_declare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _check_over_store(tmp_path, monkeypatch, "tickets", "chamvi_free_app")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+
+
+def test_check_warns_that_a_store_folder_a_running_worker_holds_was_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("QDRANT_URL", raising=False)
+    holder = QdrantClient(path=str(tmp_path / "data" / "qdrant"))  # as a running `chamvi worker` would
+    try:
+        result = invoke(
+            "check", "--app", write_app(tmp_path, monkeypatch, "chamvi_held_app", DOCS_APP), "--data", "data"
+        )
+    finally:
+        holder.close()
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("warning: the knowledge store was not read: another process")
