@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         Channel,
         ChannelMessage,
         ChannelSubscription,
+        InboundEvent,
+        LifecycleChannel,
         console_channel,
     )
     from chamvi.client import (
@@ -43,7 +45,9 @@ if TYPE_CHECKING:
         BudgetExceededError,
         ChamviError,
         ChamviValidationError,
+        ChannelDeliveryError,
         ChannelNotFoundError,
+        ChannelUnavailableError,
         ContextNotProvidedError,
         ErrorCode,
         FatalToolError,
@@ -60,6 +64,7 @@ if TYPE_CHECKING:
         ToolResultTooLargeError,
     )
     from chamvi.extraction import extract
+    from chamvi.inbound import ChannelContext
     from chamvi.knowledge import (
         define_source,
         folder,
@@ -107,6 +112,10 @@ if TYPE_CHECKING:
         effect_tool,
         tool,
     )
+    from chamvi.webhooks import (
+        WebhookChannel,
+        webhook_channel,
+    )
 
 _EXPORTS: dict[str, str] = {
     "ActivityTimeouts": "chamvi.app",
@@ -123,20 +132,25 @@ _EXPORTS: dict[str, str] = {
     "ChamviPlugin": "chamvi.plugin",
     "ChamviValidationError": "chamvi.errors",
     "Channel": "chamvi.channels",
+    "ChannelContext": "chamvi.inbound",
+    "ChannelDeliveryError": "chamvi.errors",
     "ChannelMessage": "chamvi.channels",
     "ChannelNotFoundError": "chamvi.errors",
     "ChannelSubscription": "chamvi.channels",
+    "ChannelUnavailableError": "chamvi.errors",
     "ContextKey": "chamvi.context",
     "ContextNotProvidedError": "chamvi.errors",
     "DispatchResult": "chamvi.client",
     "EffectSpec": "chamvi.tools",
     "ErrorCode": "chamvi.errors",
     "FatalToolError": "chamvi.errors",
+    "InboundEvent": "chamvi.channels",
     "IncompleteResponseError": "chamvi.errors",
     "InvalidAgentDefinitionError": "chamvi.errors",
     "InvalidInputError": "chamvi.errors",
     "InvalidRunStateError": "chamvi.errors",
     "Invoker": "chamvi.models",
+    "LifecycleChannel": "chamvi.channels",
     "McpServer": "chamvi.mcp",
     "ModelError": "chamvi.errors",
     "ModelRegistry": "chamvi.providers",
@@ -156,6 +170,7 @@ _EXPORTS: dict[str, str] = {
     "ToolResultTooLargeError": "chamvi.errors",
     "TriggerEnvelope": "chamvi.models",
     "Trust": "chamvi.tools",
+    "WebhookChannel": "chamvi.webhooks",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
     "console_channel": "chamvi.channels",
@@ -176,6 +191,7 @@ _EXPORTS: dict[str, str] = {
     "require_tool_permission": "chamvi.permissions",
     "tool": "chamvi.tools",
     "try_inject": "chamvi.context",
+    "webhook_channel": "chamvi.webhooks",
 }
 
 
@@ -207,20 +223,25 @@ __all__ = [
     "ChamviPlugin",
     "ChamviValidationError",
     "Channel",
+    "ChannelContext",
+    "ChannelDeliveryError",
     "ChannelMessage",
     "ChannelNotFoundError",
     "ChannelSubscription",
+    "ChannelUnavailableError",
     "ContextKey",
     "ContextNotProvidedError",
     "DispatchResult",
     "EffectSpec",
     "ErrorCode",
     "FatalToolError",
+    "InboundEvent",
     "IncompleteResponseError",
     "InvalidAgentDefinitionError",
     "InvalidInputError",
     "InvalidRunStateError",
     "Invoker",
+    "LifecycleChannel",
     "McpServer",
     "ModelError",
     "ModelRegistry",
@@ -240,6 +261,7 @@ __all__ = [
     "ToolResultTooLargeError",
     "TriggerEnvelope",
     "Trust",
+    "WebhookChannel",
     "approve",
     "build_worker",
     "console_channel",
@@ -260,4 +282,5 @@ __all__ = [
     "require_tool_permission",
     "tool",
     "try_inject",
+    "webhook_channel",
 ]

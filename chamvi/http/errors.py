@@ -24,6 +24,7 @@ from chamvi.errors import (
     ApprovalNotPendingError,
     ChamviError,
     ChamviValidationError,
+    ChannelNotFoundError,
     ConflictError,
     InvalidAgentDefinitionError,
     InvalidDocumentError,
@@ -32,7 +33,9 @@ from chamvi.errors import (
     ModelNotFoundError,
     NotFoundError,
     RunNotFoundError,
+    StaleDeliveryError,
     UnavailableError,
+    WebhookSignatureError,
 )
 from chamvi.http.schemas import ErrorBody
 
@@ -58,6 +61,9 @@ _STATUS_BY_ERROR: tuple[tuple[type[ChamviError], int], ...] = (
     (NotFoundError, 404),
     (RunNotFoundError, 404),
     (AgentNotFoundError, 404),
+    (ChannelNotFoundError, 404),
+    (WebhookSignatureError, 401),
+    (StaleDeliveryError, 409),
     (ConflictError, 409),
     (ApprovalNotPendingError, 409),
     (InvalidRunStateError, 409),
