@@ -13,12 +13,14 @@ from chamvi import AgentTrust, App, ChannelSubscription, ToolContext, TriggerEnv
 from chamvi.channels import ChannelMessage, InboundEvent
 from chamvi.constants import WEBHOOK_DELIVERY_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER
 from chamvi.errors import (
+    ChamviValidationError,
     InvalidAgentDefinitionError,
     InvalidInputError,
     StaleDeliveryError,
     WebhookSignatureError,
 )
 from chamvi.inbound import subscribers
+from chamvi.settings import Settings
 from chamvi.webhooks import signature, signed_headers, webhook_channel
 from tests.unit.test_tool_runner import InMemoryRun, call, request
 
@@ -171,3 +173,10 @@ async def test_a_tainted_runs_emit_is_gated_except_to_the_source_or_the_default_
     denying, denied_outbox = desk_app("deny")
     denied = await call(denying, request("send_to", {"address": "mallory"}, tainted=True), run)
     assert denied.error is not None and denied.error.code == "tool_denied" and denied_outbox.sent == []
+
+
+def test_chamvi_no_channels_turns_the_workers_channels_off() -> None:
+    assert Settings.from_env({"CHAMVI_NO_CHANNELS": "true"}).no_channels
+    assert not Settings.from_env({}).no_channels
+    with pytest.raises(ChamviValidationError, match="CHAMVI_NO_CHANNELS"):
+        Settings.from_env({"CHAMVI_NO_CHANNELS": "maybe"})
