@@ -22,6 +22,7 @@ from chamvi.http.runs_routes import runs_router
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.starters import request_sync
+from chamvi.webhooks import WebhookChannel
 
 log = logging.getLogger("chamvi.http")
 
@@ -66,7 +67,8 @@ def create_api(
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
             it, such a run is accepted and fails in the worker).
         inbound: the app whose webhook channels receive events at ``/channels/<name>/events``
-            (signed by the channel's secret, not a token); needs ``runs``.
+            (signed by the channel's secret, not a token); needs ``runs``; an app without webhook
+            channels serves no such route.
 
     Routes are below ``<base_path>/knowledge`` and ``<base_path>/runs``; ``/openapi.json`` and
     ``/docs`` (below the base path too) need no token.
@@ -99,7 +101,11 @@ def create_api(
     for router in routers:
         permissions.add_router(router, prefix=base)
         api.include_router(router, prefix=base, dependencies=[Security(_BEARER), Depends(principal)])
-    if inbound is not None and runs is not None:
+    if (
+        inbound is not None
+        and runs is not None
+        and any(isinstance(c, WebhookChannel) for c in inbound.channels.values())
+    ):
         # authenticated by each channel's signature, not by a bearer token: no permission, no Security
         api.include_router(channels_router(inbound.channels, inbound.agents, runs), prefix=base)
     install_error_handlers(api)
