@@ -237,7 +237,7 @@ class ChamviPlugin(SimplePlugin):
                 )
             await next(worker)
         finally:
-            await self._stop_lifecycle_channels()
+            await self.stop_channels()
             if self._boot is not None:
                 self._boot.cancel()
                 await asyncio.gather(self._boot, return_exceptions=True)
@@ -264,8 +264,14 @@ class ChamviPlugin(SimplePlugin):
                 continue
             self._started_channels.append(channel)
 
-    async def _stop_lifecycle_channels(self) -> None:
-        """Stops what started, last started first; a failing ``stop`` is logged, never raised."""
+    async def stop_channels(self) -> None:
+        """Stops the channels this plugin started, last started first; safe to repeat.
+
+        The worker's run calls it when it ends. Temporal has no hook for "shutdown requested", so a
+        process that stops its worker (``chamvi worker`` and ``chamvi dev`` on SIGINT/SIGTERM) calls
+        it first, before ``Worker.shutdown()``: nothing new comes in while in-flight calls drain. A
+        failing ``stop`` is logged, never raised.
+        """
         if self._channels_task is not None:
             self._channels_task.cancel()
             await asyncio.gather(self._channels_task, return_exceptions=True)

@@ -1,7 +1,7 @@
 """An app whose tool emits, then hangs, so a test can kill the worker between the emit and the call's end.
 
 Files under CHAMVI_TEST_DIR record what ran: ``outbox.txt`` every message the channel delivered,
-``events.txt`` every time the tool got past its emit.
+``events.txt`` every time the tool got past its emit, and when the channel started and stopped.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-from chamvi import ActivityTimeouts, App, ToolContext, define_agent, tool
+from chamvi import ActivityTimeouts, App, ChannelContext, ToolContext, define_agent, tool
 from chamvi.channels import ChannelMessage
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 
@@ -32,6 +32,12 @@ class Outbox:
     default_address = "team"
     untrusted = False
 
+    async def start(self, ctx: ChannelContext) -> None:
+        _note("events.txt", "channel-started")
+
+    async def stop(self) -> None:
+        _note("events.txt", "channel-stopped")
+
     async def out(self, message: ChannelMessage) -> None:
         _note("outbox.txt", f"{message.address} {message.key} {message.body}")
 
@@ -46,14 +52,28 @@ async def announce(text: str, ctx: ToolContext) -> str:
     return "announced"
 
 
+@tool
+async def linger() -> str:
+    """Takes a moment; a graceful shutdown lets it finish, after the channel stopped receiving."""
+    _note("events.txt", "linger-started")
+    await asyncio.sleep(2)
+    _note("events.txt", "linger-finished")
+    return "lingered"
+
+
 models = ModelRegistry()
 models.register(
     "scripted/announcer", ScriptedModel([call("announce", text="Release 1.2 is out"), reply("done")])
 )
 
+models.register("scripted/lingerer", ScriptedModel([call("linger"), reply("done")]))
+
 app = App(
     agents=[
-        define_agent(name="announcer", model="scripted/announcer", instructions="Announce.", tools=[announce])
+        define_agent(
+            name="announcer", model="scripted/announcer", instructions="Announce.", tools=[announce]
+        ),
+        define_agent(name="lingerer", model="scripted/lingerer", instructions="Linger.", tools=[linger]),
     ],
     models=models,
     channels=[Outbox()],

@@ -165,3 +165,23 @@ async def test_an_emit_before_a_killed_worker_is_not_sent_again_by_the_retried_c
     assert (tmp_path / "events.txt").read_text().count("emitted") == 2  # the call ran again
     sent = (tmp_path / "outbox.txt").read_text().splitlines()
     assert len(sent) == 1 and sent[0].startswith(f"team {run_id}:emit:outbox:")
+
+
+async def test_a_graceful_shutdown_stops_the_channels_before_the_call_in_flight_drains(
+    chamvi: ChamviClient, spawn_worker, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.txt"
+    worker = spawn_worker("tests.apps.emits:app")
+    await _until_event(events, "channel-started")
+    run_id = (await chamvi.dispatch("lingerer")).run_id
+    await _until_event(events, "linger-started")
+    worker.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(worker.wait, 30) == 0
+    assert events.read_text().splitlines() == [
+        "channel-started",
+        "linger-started",
+        "channel-stopped",  # nothing new comes in while the call in flight finishes
+        "linger-finished",
+    ]
+    spawn_worker("tests.apps.emits:app")
+    assert (await asyncio.wait_for(chamvi.wait(run_id), timeout=60)).status == RunStatus.COMPLETED
