@@ -14,6 +14,7 @@ from pathlib import Path
 from chamvi import ActivityTimeouts, App, ChannelContext, ToolContext, define_agent, tool
 from chamvi.channels import ChannelMessage
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from tests.apps.crash import drain_me  # takes a moment: a graceful shutdown lets it finish
 
 
 def here() -> Path:
@@ -52,28 +53,19 @@ async def announce(text: str, ctx: ToolContext) -> str:
     return "announced"
 
 
-@tool
-async def linger() -> str:
-    """Takes a moment; a graceful shutdown lets it finish, after the channel stopped receiving."""
-    _note("events.txt", "linger-started")
-    await asyncio.sleep(2)
-    _note("events.txt", "linger-finished")
-    return "lingered"
-
-
 models = ModelRegistry()
 models.register(
     "scripted/announcer", ScriptedModel([call("announce", text="Release 1.2 is out"), reply("done")])
 )
 
-models.register("scripted/lingerer", ScriptedModel([call("linger"), reply("done")]))
+models.register("scripted/lingerer", ScriptedModel([call("drain_me"), reply("done")]))
 
 app = App(
     agents=[
         define_agent(
             name="announcer", model="scripted/announcer", instructions="Announce.", tools=[announce]
         ),
-        define_agent(name="lingerer", model="scripted/lingerer", instructions="Linger.", tools=[linger]),
+        define_agent(name="lingerer", model="scripted/lingerer", instructions="Linger.", tools=[drain_me]),
     ],
     models=models,
     channels=[Outbox()],

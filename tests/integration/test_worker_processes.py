@@ -174,14 +174,14 @@ async def test_a_graceful_shutdown_stops_the_channels_before_the_call_in_flight_
     worker = spawn_worker("tests.apps.emits:app")
     await _until_event(events, "channel-started")
     run_id = (await chamvi.dispatch("lingerer")).run_id
-    await _until_event(events, "linger-started")
+    await _until_event(events, "drain-started")
     worker.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(worker.wait, 30) == 0
     assert events.read_text().splitlines() == [
         "channel-started",
-        "linger-started",
+        "drain-started",
         "channel-stopped",  # nothing new comes in while the call in flight finishes
-        "linger-finished",
+        "drain-finished",
     ]
     spawn_worker("tests.apps.emits:app")
     assert (await asyncio.wait_for(chamvi.wait(run_id), timeout=60)).status == RunStatus.COMPLETED
