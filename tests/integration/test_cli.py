@@ -453,3 +453,22 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
             dev.wait()
         if server_pid is not None and not group_gone(server_pid):
             os.killpg(server_pid, signal.SIGKILL)
+
+
+async def test_runs_list_with_a_channel_lists_only_the_runs_that_came_through_it(
+    chamvi_cli, chamvi: ChamviClient
+) -> None:
+    channel = f"tickets-{uuid.uuid4().hex[:8]}"
+    # no worker: the listing reads the search attributes the dispatch set
+    through = (await chamvi.dispatch("support", channel=channel, address="ticket-1")).run_id
+    elsewhere = (await chamvi.dispatch("support", channel="console")).run_id
+
+    async def listed() -> list[dict[str, Any]] | None:
+        rows = list(json.loads((await chamvi_cli("runs", "list", "--channel", channel, "--json")).stdout))
+        return rows if rows else None
+
+    rows = await eventually(listed, f"a run listed under channel {channel!r}")
+    assert [(row["run_id"], row["channel"]) for row in rows] == [(through, channel)]
+    assert elsewhere not in {row["run_id"] for row in rows}
+    for run_id in (through, elsewhere):
+        await chamvi.client.get_workflow_handle(run_id).terminate("listed, nothing to run")
