@@ -195,7 +195,7 @@ class ToolRunner:
             if hooks.after_tool_execution is not None:
                 output = to_jsonable_python(await _maybe_await(hooks.after_tool_execution(info, output, ctx)))
         except ApprovalRequired as required:
-            await _notify_source(ctx, required.request)
+            await _notify_source(ctx, tool.name, required.request)
             return ToolResult(status="approval", approval=required.request, effects=ctx.effects.new)
         except ExtractionRequired as required:
             return ToolResult(status="extraction", extraction=required.request, effects=ctx.effects.new)
@@ -218,20 +218,22 @@ class ToolRunner:
         )
 
 
-async def _notify_source(ctx: ToolContext, request: ApprovalRequest) -> None:
+async def _notify_source(ctx: ToolContext, tool: str, request: ApprovalRequest) -> None:
     """Tells the run's source channel that the run waits for a person, once per approval.
 
-    Generic on purpose: what waits, until when, how to answer, never the call's arguments (they may
-    carry what untrusted content put there). A request the tool already delivered through a channel
-    (``handle.approve``) has the same key and is not sent again. A receiver that refuses for good
-    costs a log line, not the approval: the run waits all the same and ``chamvi runs`` shows it.
+    Generic on purpose: which tool of which run waits, until when, how to answer; neither the call's
+    arguments nor the request's title and body, which are often made of them (and may carry what
+    untrusted content put there): ``chamvi runs show`` and ``GET /runs/{id}`` show those to whoever
+    may answer. A request the tool already delivered through a channel (``handle.approve``) has the
+    same key and is not sent again. A receiver that refuses for good costs a log line, not the
+    approval: the run waits all the same.
     """
     source = ctx.channels.find_one()
     if source is None:
         return
     try:
         await source.notify_approval(
-            title=request.title,
+            title=f"tool {tool!r} of agent {ctx.run.agent!r}",
             body=None,
             timeout=timedelta(seconds=request.timeout_seconds),
             index=request.index or 0,

@@ -316,7 +316,8 @@ async def test_a_tainted_runs_emit_to_another_address_waits_for_approval_and_the
     assert waiting.waiting is not None and "untrusted" in waiting.waiting.title
     notices = stack.receiver.accepted()
     assert len(notices) == 1 and notices[0]["address"] == "ticket-9"
-    assert notices[0]["title"].startswith("Approval needed:") and "chamvi approve" in notices[0]["body"]
+    assert notices[0]["title"] == f"Approval needed: tool 'forward' of agent {stack.names['forwarder']!r}"
+    assert "chamvi approve" in notices[0]["body"]
     # generic: neither the text nor the address the model chose
     assert "someone-else" not in json.dumps(notices[0]) and "FYI" not in json.dumps(notices[0])
     await stack.chamvi.approve(run_id)
