@@ -37,7 +37,7 @@ from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
 from chamvi.webhooks import signature, signed_headers, webhook_channel
 from tests.polling import eventually, until_status
-from tests.support.http_api import make_tokens, serving
+from tests.support.http_api import bearer, make_tokens, serving
 
 SECRET = "test-secret-0123456789"
 ROLES_ON_TAINTED: tuple[tuple[str, Literal["approve", "deny"]], ...] = (
@@ -90,6 +90,7 @@ class Stack:
     receiver: Receiver
     chamvi: ChamviClient
     names: dict[str, str]
+    auth: dict[str, str]
 
     def http(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(base_url=self.url, timeout=30)
@@ -171,7 +172,8 @@ async def stack(client: Client, task_queue: str) -> AsyncIterator[Stack]:
     chamvi = ChamviClient(client, task_queue=task_queue)
     async with serving(receiver.app()) as receiver_url:
         app, names = make_app(f"{receiver_url}/hook", uuid.uuid4().hex[:8])
-        tokens = list(make_tokens(admin=["*"]).values())
+        admin = make_tokens(admin=["*"])["admin"]
+        tokens = [admin]
         api = create_api(tokens=tokens, managed=None, runs=chamvi, inbound=app)
         replica = create_api(tokens=tokens, managed=None, runs=ChamviClient(client, task_queue), inbound=app)
         async with (
@@ -179,7 +181,7 @@ async def stack(client: Client, task_queue: str) -> AsyncIterator[Stack]:
             serving(api) as url,
             serving(replica) as replica_url,
         ):
-            yield Stack(url, replica_url, receiver, chamvi, names)
+            yield Stack(url, replica_url, receiver, chamvi, names, bearer(admin))
 
 
 def event(kind: str, ticket: int = 7, **extra: Any) -> bytes:
@@ -348,3 +350,9 @@ async def test_runs_list_filters_by_channel(stack: Stack) -> None:
 
     await eventually(listed, "the run listed under its channel")
     assert await stack.chamvi.list_runs(channel=f"other-{uuid.uuid4().hex[:6]}") == []
+    async with stack.http() as http:
+        answer = await http.get(
+            "/runs", params={"channel": stack.names["channel"], "limit": 100}, headers=stack.auth
+        )
+    assert answer.status_code == 200 and run_id in {r["run_id"] for r in answer.json()["data"]}
+    assert {r["channel"] for r in answer.json()["data"]} == {stack.names["channel"]}
