@@ -27,6 +27,7 @@ from chamvi.lifecycle import index_location
 from chamvi.plugin import ChamviPlugin
 from chamvi.runtime import build_worker, connect
 from chamvi.settings import Settings
+from chamvi.webhooks import WebhookChannel
 
 
 @contextlib.contextmanager
@@ -221,6 +222,9 @@ async def _serve_dev(
             f"{telemetry_line(settings)} Ctrl-C to stop."
         )
         echo(f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs)")
+        hooks = [name for name, channel in app.channels.items() if isinstance(channel, WebhookChannel)]
+        if hooks:
+            echo("webhooks at " + ", ".join(f"{api_socket.url}/channels/{name}/events" for name in hooks))
         if generated is not None:
             echo(f"API token (all permissions, in {config.data / 'api-token'}): {generated}")
         await run_worker(worker, stop, echo, api_socket.serve(api), before_shutdown=plugin.stop_channels)
