@@ -239,8 +239,7 @@ class ChannelHandle:
                 f"{what} was denied: the run read untrusted content, and this agent refuses sends "
                 "to addresses other than the run's source or the channel's default from then on"
             )
-        # the address stays out of the title: a channel's notice shows the title, never what the
-        # model (perhaps steered by the untrusted content) put in the call
+        # the person answering reads where it goes and what it says in the body
         preview = "\n\n".join([f"To: {target}", *([title] if title else []), body])
         decision = request_approval(
             self._approvals,
@@ -273,16 +272,34 @@ class ChannelHandle:
         timeout: timedelta,
         index: int,
         address: str | None = None,
+        required: bool = True,
     ) -> None:
         """Sends the review request of the call's ``index``-th approval, once per run.
 
         What waits, until when and how to answer; ``body`` is what the tool's author wrote, never
         the call's arguments. The key is the approval's, so the tool's own ``approve()`` through
         this channel and the run's generic notice are one message.
+
+        Args:
+            title: what waits.
+            body: the tool author's text, if any.
+            timeout: how long the run waits.
+            index: which ``approve()`` of the call this is.
+            address: where to; by default the run's source address, else the channel's default.
+            required: False for the run's own notice, which a channel without an address or an
+                ``out`` simply does not get.
+
+        Raises:
+            ChamviValidationError: required, and the channel has no address for the request.
         """
         target = address or self._source_address or self.channel.default_address
-        if not target or not channel_sends(self.channel):
+        if not required and (not target or not channel_sends(self.channel)):
             return
+        if not target:
+            raise ChamviValidationError(
+                f"channel {self.name!r} has no address for the approval request: pass address= or give "
+                "the channel a default address"
+            )
         key = f"{self._run.run_id}:approval:{self._run.step}:{self._run.tool_call_id}:{index}"
         found, _ = await self._effects.lookup(key)
         if found:

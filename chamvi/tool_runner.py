@@ -237,6 +237,7 @@ async def _notify_source(ctx: ToolContext, tool: str, request: ApprovalRequest) 
             body=None,
             timeout=timedelta(seconds=request.timeout_seconds),
             index=request.index or 0,
+            required=False,
         )
     except ChannelUnavailableError:
         raise

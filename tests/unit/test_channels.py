@@ -118,7 +118,7 @@ def test_subscriptions_are_checked_by_define_agent_and_the_app() -> None:
 
 class Outbox:
     name = "desk"
-    default_address = "ops"
+    default_address: str | None = "ops"
     untrusted = False
 
     def __init__(self) -> None:
@@ -180,3 +180,23 @@ def test_chamvi_no_channels_turns_the_workers_channels_off() -> None:
     assert not Settings.from_env({}).no_channels
     with pytest.raises(ChamviValidationError, match="CHAMVI_NO_CHANNELS"):
         Settings.from_env({"CHAMVI_NO_CHANNELS": "maybe"})
+
+
+class Nowhere(Outbox):
+    name = "nowhere"
+    default_address = None
+
+
+@tool
+async def ask_nowhere(ctx: ToolContext) -> str:
+    """Asks through a channel that has no address to ask at."""
+    decision = await ctx.channels.find_one_or_fail("nowhere").approve(title="Go?")
+    return "went" if decision.approved else "stayed"
+
+
+async def test_an_approval_asked_through_a_channel_without_an_address_is_a_tool_error_naming_it() -> None:
+    agent = define_agent(name="clerk", instructions="x", model="local/demo", tools=[ask_nowhere])
+    app = App(agents=[agent], channels=[Nowhere()])
+    result = await call(app, request("ask_nowhere", {}), InMemoryRun())
+    assert result.error is not None and result.error.code == "validation_error"
+    assert "'nowhere' has no address" in result.error.message
