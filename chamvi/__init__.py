@@ -55,10 +55,12 @@ if TYPE_CHECKING:
         InvalidAgentDefinitionError,
         InvalidInputError,
         InvalidRunStateError,
+        InvalidScheduleError,
         ModelError,
         ProviderUnavailableError,
         RunNotFoundError,
         RunTimeoutError,
+        ScheduleNotFoundError,
         ToolDeniedError,
         ToolNotAllowedError,
         ToolResultTooLargeError,
@@ -81,6 +83,7 @@ if TYPE_CHECKING:
         Invoker,
         RunStatus,
         RunView,
+        ScheduleView,
         TriggerEnvelope,
     )
     from chamvi.permissions import (
@@ -102,6 +105,7 @@ if TYPE_CHECKING:
     from chamvi.runtime import (
         build_worker,
     )
+    from chamvi.schedules import AgentSchedule
     from chamvi.tools import (
         EffectSpec,
         Tool,
@@ -173,6 +177,10 @@ _EXPORTS: dict[str, str] = {
     "WebhookChannel": "chamvi.webhooks",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
+    "AgentSchedule": "chamvi.schedules",
+    "InvalidScheduleError": "chamvi.errors",
+    "ScheduleNotFoundError": "chamvi.errors",
+    "ScheduleView": "chamvi.models",
     "console_channel": "chamvi.channels",
     "define_agent": "chamvi.agents",
     "define_context_key": "chamvi.context",
@@ -212,6 +220,7 @@ __all__ = [
     "ActivityTimeouts",
     "Agent",
     "AgentHooks",
+    "AgentSchedule",
     "AgentTrust",
     "App",
     "ApprovalDecision",
@@ -240,6 +249,7 @@ __all__ = [
     "InvalidAgentDefinitionError",
     "InvalidInputError",
     "InvalidRunStateError",
+    "InvalidScheduleError",
     "Invoker",
     "LifecycleChannel",
     "McpServer",
@@ -252,6 +262,8 @@ __all__ = [
     "RunStatus",
     "RunTimeoutError",
     "RunView",
+    "ScheduleNotFoundError",
+    "ScheduleView",
     "ScriptedModel",
     "Tool",
     "ToolCallInfo",

@@ -36,6 +36,7 @@ from chamvi import (
 )
 from chamvi.knowledge import folder, knowledge_collection, knowledge_tools
 
+from .digest import define_digest
 from .wiki_agent import librarian
 
 ORDERS = {
@@ -159,8 +160,13 @@ support = define_agent(
     channels=["console"],
 )
 
+digest = define_digest(ORDERS)
+
 app = App(
-    agents=[support, librarian, ticket_desk],
+    agents=[support, librarian, ticket_desk, digest],
     channels=[console_channel(), tickets],
     collections=[handbook],
 )
+
+# a Temporal Schedule that every worker's start creates or updates; each fire is an ordinary run
+app.schedule("digest", cron="0 8 * * *", id="daily-digest", payload={"period": "yesterday"})
