@@ -140,7 +140,9 @@ class WebhookChannel:
                 f"missing {WEBHOOK_TIMESTAMP_HEADER} or {WEBHOOK_SIGNATURE_HEADER}: sign "
                 f"'<timestamp>.<body>' with HMAC-SHA256 under the channel's secret"
             )
-        if not stamp.isdigit() or not hmac.compare_digest(given, signature(self._secret, stamp, body)):
+        expected = signature(self._secret, stamp, body).encode()
+        # bytes: compare_digest refuses str with non-ASCII characters, which a header may carry
+        if not (stamp.isascii() and stamp.isdigit()) or not hmac.compare_digest(given.encode(), expected):
             raise WebhookSignatureError(
                 f"the signature does not match the body and timestamp for channel {self.name!r}"
             )

@@ -53,6 +53,14 @@ def test_a_webhook_verifies_the_signature_before_the_timestamp_and_reads_the_del
     forged = signed_headers("another-secret-0123456", body, delivery="d-1")
     with pytest.raises(WebhookSignatureError, match="does not match"):
         channel.verify(forged, body, now)
+    with pytest.raises(WebhookSignatureError):
+        channel.verify(
+            {**signed_headers(SECRET, body, delivery="d-1"), WEBHOOK_SIGNATURE_HEADER: "sha256=é"}, body, now
+        )
+    with pytest.raises(WebhookSignatureError):  # a digit, but not one int() reads
+        channel.verify(
+            {**signed_headers(SECRET, body, delivery="d-1"), WEBHOOK_TIMESTAMP_HEADER: "²"}, body, now
+        )
     tampered = signed_headers(SECRET, body, delivery="d-1")
     with pytest.raises(WebhookSignatureError):
         channel.verify(tampered, b'{"id": 6}', now)
