@@ -87,7 +87,9 @@ class ChannelContext:
             ChamviError: a subscription's filter raised (wrapped, naming the agent).
         """
         _check_delivery_key(key)
-        if address is not None and (not address or len(address) > TRIGGER_KEY_MAX_LENGTH):
+        if address is not None and (
+            not isinstance(address, str) or not address or len(address) > TRIGGER_KEY_MAX_LENGTH
+        ):
             raise InvalidInputError(
                 f"address {address!r} is invalid: use 1-{TRIGGER_KEY_MAX_LENGTH} characters"
             )

@@ -157,8 +157,8 @@ class WebhookChannel:
             raise InvalidInputError(f"missing {WEBHOOK_DELIVERY_HEADER}: send the delivery's unique id")
         try:
             payload = json.loads(body) if body else None
-        except ValueError as error:
-            raise InvalidInputError(f"the body is not JSON: {error}") from None
+        except (ValueError, RecursionError) as error:
+            raise InvalidInputError(f"the body is not JSON: {type(error).__name__}: {error}") from None
         try:
             address = self._address_of(payload) if self._address_of is not None else None
         except Exception as error:

@@ -19,7 +19,7 @@ from chamvi.errors import (
     StaleDeliveryError,
     WebhookSignatureError,
 )
-from chamvi.inbound import subscribers
+from chamvi.inbound import ChannelContext, subscribers
 from chamvi.settings import Settings
 from chamvi.webhooks import signature, signed_headers, webhook_channel
 from tests.unit.test_tool_runner import InMemoryRun, call, request
@@ -78,6 +78,9 @@ def test_a_webhook_verifies_the_signature_before_the_timestamp_and_reads_the_del
     with pytest.raises(InvalidInputError, match="not JSON"):
         channel.verify(not_json, b"nope", now)
     assert WEBHOOK_TIMESTAMP_HEADER in not_json
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with pytest.raises(InvalidInputError, match="not JSON"):
+        channel.verify(signed_headers(SECRET, deep, delivery="d-3"), deep, now)
 
 
 def test_a_webhook_definition_is_checked_when_built() -> None:
@@ -208,3 +211,13 @@ async def test_an_approval_asked_through_a_channel_without_an_address_is_a_tool_
     result = await call(app, request("ask_nowhere", {}), InMemoryRun())
     assert result.error is not None and result.error.code == "validation_error"
     assert "'nowhere' has no address" in result.error.message
+
+
+async def test_a_channel_dispatch_refuses_a_bad_key_or_address_before_starting_anything() -> None:
+    ctx = ChannelContext("tickets", {}, runs=None)  # type: ignore[arg-type]  # nothing may be started
+    with pytest.raises(InvalidInputError, match="delivery key"):
+        await ctx.dispatch({}, key="")
+    with pytest.raises(InvalidInputError, match="delivery key"):
+        await ctx.dispatch({}, key="k" * 129)
+    with pytest.raises(InvalidInputError, match="address 5"):
+        await ctx.dispatch({}, key="k", address=5)  # type: ignore[arg-type]  # an address_of gone wrong
