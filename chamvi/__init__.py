@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         Channel,
         ChannelMessage,
         ChannelSubscription,
+        InboundEvent,
+        LifecycleChannel,
         console_channel,
     )
     from chamvi.client import (
@@ -43,7 +45,9 @@ if TYPE_CHECKING:
         BudgetExceededError,
         ChamviError,
         ChamviValidationError,
+        ChannelDeliveryError,
         ChannelNotFoundError,
+        ChannelUnavailableError,
         ContextNotProvidedError,
         ErrorCode,
         FatalToolError,
@@ -62,6 +66,7 @@ if TYPE_CHECKING:
         ToolResultTooLargeError,
     )
     from chamvi.extraction import extract
+    from chamvi.inbound import ChannelContext
     from chamvi.knowledge import (
         define_source,
         folder,
@@ -113,6 +118,10 @@ if TYPE_CHECKING:
         effect_tool,
         tool,
     )
+    from chamvi.webhooks import (
+        WebhookChannel,
+        webhook_channel,
+    )
 
 _EXPORTS: dict[str, str] = {
     "ActivityTimeouts": "chamvi.app",
@@ -129,9 +138,12 @@ _EXPORTS: dict[str, str] = {
     "ChamviPlugin": "chamvi.plugin",
     "ChamviValidationError": "chamvi.errors",
     "Channel": "chamvi.channels",
+    "ChannelContext": "chamvi.inbound",
+    "ChannelDeliveryError": "chamvi.errors",
     "ChannelMessage": "chamvi.channels",
     "ChannelNotFoundError": "chamvi.errors",
     "ChannelSubscription": "chamvi.channels",
+    "ChannelUnavailableError": "chamvi.errors",
     "CollectionSearch": "chamvi.knowledge.remote",
     "ContextKey": "chamvi.context",
     "ContextNotProvidedError": "chamvi.errors",
@@ -139,11 +151,13 @@ _EXPORTS: dict[str, str] = {
     "EffectSpec": "chamvi.tools",
     "ErrorCode": "chamvi.errors",
     "FatalToolError": "chamvi.errors",
+    "InboundEvent": "chamvi.channels",
     "IncompleteResponseError": "chamvi.errors",
     "InvalidAgentDefinitionError": "chamvi.errors",
     "InvalidInputError": "chamvi.errors",
     "InvalidRunStateError": "chamvi.errors",
     "Invoker": "chamvi.models",
+    "LifecycleChannel": "chamvi.channels",
     "McpServer": "chamvi.mcp",
     "ModelError": "chamvi.errors",
     "ModelRegistry": "chamvi.providers",
@@ -163,6 +177,7 @@ _EXPORTS: dict[str, str] = {
     "ToolResultTooLargeError": "chamvi.errors",
     "TriggerEnvelope": "chamvi.models",
     "Trust": "chamvi.tools",
+    "WebhookChannel": "chamvi.webhooks",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
     "AgentSchedule": "chamvi.schedules",
@@ -188,6 +203,7 @@ _EXPORTS: dict[str, str] = {
     "require_tool_permission": "chamvi.permissions",
     "tool": "chamvi.tools",
     "try_inject": "chamvi.context",
+    "webhook_channel": "chamvi.webhooks",
 }
 
 
@@ -220,9 +236,12 @@ __all__ = [
     "ChamviPlugin",
     "ChamviValidationError",
     "Channel",
+    "ChannelContext",
+    "ChannelDeliveryError",
     "ChannelMessage",
     "ChannelNotFoundError",
     "ChannelSubscription",
+    "ChannelUnavailableError",
     "CollectionSearch",
     "ContextKey",
     "ContextNotProvidedError",
@@ -230,12 +249,14 @@ __all__ = [
     "EffectSpec",
     "ErrorCode",
     "FatalToolError",
+    "InboundEvent",
     "IncompleteResponseError",
     "InvalidAgentDefinitionError",
     "InvalidInputError",
     "InvalidRunStateError",
     "InvalidScheduleError",
     "Invoker",
+    "LifecycleChannel",
     "McpServer",
     "ModelError",
     "ModelRegistry",
@@ -257,6 +278,7 @@ __all__ = [
     "ToolResultTooLargeError",
     "TriggerEnvelope",
     "Trust",
+    "WebhookChannel",
     "approve",
     "build_worker",
     "console_channel",
@@ -278,4 +300,5 @@ __all__ = [
     "require_tool_permission",
     "tool",
     "try_inject",
+    "webhook_channel",
 ]

@@ -32,6 +32,7 @@ from chamvi import (
     ToolContext,
     Trust,
     approve,
+    console_channel,
     define_agent,
     effect_tool,
     extract,
@@ -108,6 +109,13 @@ async def delegate(ctx: ToolContext) -> str:
 
 
 @tool
+async def announce(ctx: ToolContext) -> str:
+    """Sends a message through the run's source channel (its key reaches the run by signal)."""
+    await ctx.channels.find_one_or_fail().emit("Release 2.0 is out")
+    return "announced"
+
+
+@tool
 async def nap(seconds: float) -> str:
     """Sleeps."""
     await asyncio.sleep(seconds)
@@ -133,6 +141,7 @@ def _app() -> App:
         ],
         "linked": [call("delegate"), reply("ok")],
         "child": [reply("done")],
+        "emits": [call("announce"), reply("ok")],
     }
     agents = []
     for name, turns in scripts.items():
@@ -142,11 +151,11 @@ def _app() -> App:
                 name=name,
                 model=f"scripted/{name}",
                 instructions="Record.",
-                tools=[add, post, read_web, deploy, nap, triage, delegate],
+                tools=[add, post, read_web, deploy, nap, triage, delegate, announce],
                 budget=Budget(max_steps=2, timeout=timedelta(seconds=1 if name == "slow" else 60)),
             )
         )
-    return App(agents=agents, models=models)
+    return App(agents=agents, models=models, channels=[console_channel(write=lambda line: None)])
 
 
 failing_once = [True]
@@ -300,6 +309,7 @@ async def main() -> None:
     async with build_worker(env.client, _app(), task_queue=task_queue):
         for agent in ("tools", "budget", "slow", "extract", "linked"):
             recorded[agent] = (await chamvi.dispatch(agent)).run_id
+        recorded["emits"] = (await chamvi.dispatch("emits", channel="console", address="ops")).run_id
         approved = (await chamvi.dispatch("approval")).run_id
         await until_status(chamvi, approved, RunStatus.WAITING)
         await chamvi.approve(approved, approved=True)

@@ -118,18 +118,36 @@ def test_check_reports_a_module_that_fails_while_importing(
     )
 
 
+def test_channels_list_shows_the_webhook_route_trust_and_subscribers_of_the_example(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CHAMVI_APP", raising=False)
+    result = invoke("channels", "list")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "console  ConsoleChannel  in: none  (out, trusted)",
+        "  default address: console",
+        "  subscribers: support",
+        "tickets  webhook  in: POST /channels/tickets/events  (no out, untrusted)",
+        "  subscribers: ticket-desk (new-tickets) [filtered]",
+    ]
+    listed = json.loads(invoke("channels", "list", "--json").stdout)
+    assert [(c["name"], c["outbound"]) for c in listed] == [("console", True), ("tickets", False)]
+
+
 def test_check_of_the_example_lists_its_agent_tools_and_collection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CHAMVI_APP", raising=False)
     monkeypatch.delenv("CHAMVI_HANDBOOK_MODEL", raising=False)
     result = invoke("check")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
-        "examples.support.app:app: ok, 3 agent(s), 1 collection(s), channels: console",
+        "examples.support.app:app: ok, 4 agent(s), 1 collection(s), channels: console, tickets",
         "  agent support: model local/demo, tools: knowledge_search, lookup_order, refund_order (effect), "
         "send_reply (effect)",
         "  agent librarian: model local/demo, tools: knowledge_read, knowledge_index, knowledge_search, "
         "knowledge_create (effect), knowledge_edit (effect), knowledge_rewrite (effect), "
         "knowledge_supersede (effect), knowledge_log (effect), knowledge_check, knowledge_retire (effect)",
+        "  agent ticket-desk: model local/demo, tools: answer_ticket",
         "  agent digest: model local/demo, tools: count_orders, post_digest (effect)",
         "  collection handbook: model local/all-minilm-l6-v2, sources: folder examples/support/handbook",
         "  schedule daily-digest: agent digest, cron 0 8 * * * (UTC), overlap skip",
