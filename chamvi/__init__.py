@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         Channel,
         ChannelMessage,
         ChannelSubscription,
+        InboundEvent,
+        LifecycleChannel,
         console_channel,
     )
     from chamvi.client import (
@@ -43,7 +45,9 @@ if TYPE_CHECKING:
         BudgetExceededError,
         ChamviError,
         ChamviValidationError,
+        ChannelDeliveryError,
         ChannelNotFoundError,
+        ChannelUnavailableError,
         ContextNotProvidedError,
         ErrorCode,
         FatalToolError,
@@ -62,12 +66,15 @@ if TYPE_CHECKING:
         ToolResultTooLargeError,
     )
     from chamvi.extraction import extract
+    from chamvi.inbound import ChannelContext
     from chamvi.knowledge import (
         define_source,
         folder,
         knowledge_collection,
         knowledge_tools,
     )
+    from chamvi.knowledge.remote import CollectionSearch
+    from chamvi.knowledge_mcp import knowledge_server
     from chamvi.mcp import (
         McpServer,
         mcp_server,
@@ -112,6 +119,10 @@ if TYPE_CHECKING:
         effect_tool,
         tool,
     )
+    from chamvi.webhooks import (
+        WebhookChannel,
+        webhook_channel,
+    )
 
 _EXPORTS: dict[str, str] = {
     "ActivityTimeouts": "chamvi.app",
@@ -128,20 +139,26 @@ _EXPORTS: dict[str, str] = {
     "ChamviPlugin": "chamvi.plugin",
     "ChamviValidationError": "chamvi.errors",
     "Channel": "chamvi.channels",
+    "ChannelContext": "chamvi.inbound",
+    "ChannelDeliveryError": "chamvi.errors",
     "ChannelMessage": "chamvi.channels",
     "ChannelNotFoundError": "chamvi.errors",
     "ChannelSubscription": "chamvi.channels",
+    "ChannelUnavailableError": "chamvi.errors",
+    "CollectionSearch": "chamvi.knowledge.remote",
     "ContextKey": "chamvi.context",
     "ContextNotProvidedError": "chamvi.errors",
     "DispatchResult": "chamvi.client",
     "EffectSpec": "chamvi.tools",
     "ErrorCode": "chamvi.errors",
     "FatalToolError": "chamvi.errors",
+    "InboundEvent": "chamvi.channels",
     "IncompleteResponseError": "chamvi.errors",
     "InvalidAgentDefinitionError": "chamvi.errors",
     "InvalidInputError": "chamvi.errors",
     "InvalidRunStateError": "chamvi.errors",
     "Invoker": "chamvi.models",
+    "LifecycleChannel": "chamvi.channels",
     "McpServer": "chamvi.mcp",
     "ModelError": "chamvi.errors",
     "ModelRegistry": "chamvi.providers",
@@ -162,6 +179,7 @@ _EXPORTS: dict[str, str] = {
     "ToolResultTooLargeError": "chamvi.errors",
     "TriggerEnvelope": "chamvi.models",
     "Trust": "chamvi.tools",
+    "WebhookChannel": "chamvi.webhooks",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
     "AgentSchedule": "chamvi.schedules",
@@ -179,6 +197,7 @@ _EXPORTS: dict[str, str] = {
     "has_permission": "chamvi.permissions",
     "inject": "chamvi.context",
     "knowledge_collection": "chamvi.knowledge",
+    "knowledge_server": "chamvi.knowledge_mcp",
     "knowledge_tools": "chamvi.knowledge",
     "matches_permission": "chamvi.permissions",
     "mcp_server": "chamvi.mcp",
@@ -186,6 +205,7 @@ _EXPORTS: dict[str, str] = {
     "require_tool_permission": "chamvi.permissions",
     "tool": "chamvi.tools",
     "try_inject": "chamvi.context",
+    "webhook_channel": "chamvi.webhooks",
 }
 
 
@@ -218,21 +238,27 @@ __all__ = [
     "ChamviPlugin",
     "ChamviValidationError",
     "Channel",
+    "ChannelContext",
+    "ChannelDeliveryError",
     "ChannelMessage",
     "ChannelNotFoundError",
     "ChannelSubscription",
+    "ChannelUnavailableError",
+    "CollectionSearch",
     "ContextKey",
     "ContextNotProvidedError",
     "DispatchResult",
     "EffectSpec",
     "ErrorCode",
     "FatalToolError",
+    "InboundEvent",
     "IncompleteResponseError",
     "InvalidAgentDefinitionError",
     "InvalidInputError",
     "InvalidRunStateError",
     "InvalidScheduleError",
     "Invoker",
+    "LifecycleChannel",
     "McpServer",
     "ModelError",
     "ModelRegistry",
@@ -255,6 +281,7 @@ __all__ = [
     "ToolResultTooLargeError",
     "TriggerEnvelope",
     "Trust",
+    "WebhookChannel",
     "approve",
     "build_worker",
     "console_channel",
@@ -268,6 +295,7 @@ __all__ = [
     "has_permission",
     "inject",
     "knowledge_collection",
+    "knowledge_server",
     "knowledge_tools",
     "matches_permission",
     "mcp_server",
@@ -275,4 +303,5 @@ __all__ = [
     "require_tool_permission",
     "tool",
     "try_inject",
+    "webhook_channel",
 ]

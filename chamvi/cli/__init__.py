@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import click
 
-from chamvi.cli import api, kb, knowledge, runs, schedules, stack
+from chamvi.cli import api, channels, kb, knowledge, mcp, runs, schedules, stack
 from chamvi.cli._common import POLL_SECONDS
 
 __all__ = ["POLL_SECONDS", "cli", "main"]
@@ -42,8 +42,10 @@ for _command in (
     runs.runs,
     runs.approve,
     runs.cancel,
+    channels.channels,
     knowledge.knowledge,
     kb.kb,
+    mcp.mcp,
     schedules.schedules,
 ):
     cli.add_command(_command)

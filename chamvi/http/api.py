@@ -14,6 +14,7 @@ from chamvi.app import App
 from chamvi.client import ChamviClient
 from chamvi.constants import TASK_QUEUE
 from chamvi.http.auth import AuthMiddleware, RoutePermissions, Token, principal
+from chamvi.http.channels_routes import channels_router
 from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
 from chamvi.http.knowledge_routes import knowledge_router
 from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingMiddleware
@@ -23,6 +24,7 @@ from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.run_events import EventHub
 from chamvi.starters import request_sync
+from chamvi.webhooks import WebhookChannel
 
 log = logging.getLogger("chamvi.http")
 
@@ -54,6 +56,7 @@ def create_api(
     base_path: str = "",
     agents: Collection[str] | None = None,
     events: EventHub | None = None,
+    inbound: App | None = None,
 ) -> FastAPI:
     """The HTTP API.
 
@@ -68,6 +71,9 @@ def create_api(
             it, such a run is accepted and fails in the worker).
         events: this process's run events (``App.events``): with a worker in the same process,
             ``/runs/{id}/events`` streams the model's deltas too.
+        inbound: the app whose webhook channels receive events at ``/channels/<name>/events``
+            (signed by the channel's secret, not a token); needs ``runs``; an app without webhook
+            channels serves no such route.
 
     Routes are below ``<base_path>/knowledge``, ``<base_path>/runs`` and ``<base_path>/schedules``;
     ``/openapi.json`` and ``/docs`` (below the base path too) need no token.
@@ -101,6 +107,13 @@ def create_api(
     for router in routers:
         permissions.add_router(router, prefix=base)
         api.include_router(router, prefix=base, dependencies=[Security(_BEARER), Depends(principal)])
+    if (
+        inbound is not None
+        and runs is not None
+        and any(isinstance(c, WebhookChannel) for c in inbound.channels.values())
+    ):
+        # authenticated by each channel's signature, not by a bearer token: no permission, no Security
+        api.include_router(channels_router(inbound.channels, inbound.agents, runs), prefix=base)
     install_error_handlers(api)
     if not tokens:
         log.warning("no tokens (CHAMVI_TOKENS is empty): every route answers 401")
@@ -152,4 +165,5 @@ def build_api(
         base_path=base_path,
         agents=list(app.agents),
         events=app.events,
+        inbound=app,
     )

@@ -24,6 +24,7 @@ from chamvi.errors import (
     ApprovalNotPendingError,
     ChamviError,
     ChamviValidationError,
+    ChannelNotFoundError,
     ConflictError,
     InvalidAgentDefinitionError,
     InvalidDocumentError,
@@ -34,7 +35,9 @@ from chamvi.errors import (
     NotFoundError,
     RunNotFoundError,
     ScheduleNotFoundError,
+    StaleDeliveryError,
     UnavailableError,
+    WebhookSignatureError,
 )
 from chamvi.http.schemas import ErrorBody
 
@@ -60,6 +63,9 @@ _STATUS_BY_ERROR: tuple[tuple[type[ChamviError], int], ...] = (
     (NotFoundError, 404),
     (RunNotFoundError, 404),
     (AgentNotFoundError, 404),
+    (ChannelNotFoundError, 404),
+    (WebhookSignatureError, 401),
+    (StaleDeliveryError, 409),
     (ScheduleNotFoundError, 404),
     (InvalidScheduleError, 422),
     (ConflictError, 409),

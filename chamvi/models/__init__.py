@@ -13,6 +13,7 @@ from chamvi.models.knowledge import (
     PassStats,
     SearchRequest,
     SyncRequest,
+    SyncSignal,
 )
 from chamvi.models.mcp import McpListRequest, McpToolInfo, McpToolList
 from chamvi.models.runs import (
@@ -34,6 +35,7 @@ from chamvi.models.runs import (
     Message,
     ModelRequest,
     ModelResponse,
+    RecordedEffect,
     RunInput,
     RunIsOpenRequest,
     RunStatus,
@@ -89,6 +91,7 @@ __all__ = [
     "Overlap",
     "PassRequest",
     "PassStats",
+    "RecordedEffect",
     "RunInput",
     "RunIsOpenRequest",
     "RunStatus",
@@ -102,6 +105,7 @@ __all__ = [
     "SearchRequest",
     "StepView",
     "SyncRequest",
+    "SyncSignal",
     "Taint",
     "ToolCall",
     "ToolRequest",
