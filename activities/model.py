@@ -8,6 +8,7 @@ from collections import OrderedDict
 from pydantic import ValidationError as PydanticValidationError
 from temporalio import activity
 
+from chamvi._heartbeat import heartbeating
 from chamvi.agents import Agent
 from chamvi.app import App
 from chamvi.constants import (
@@ -77,15 +78,13 @@ class ModelActivities:
         return prefix
 
     def _deltas(self, request: ModelRequest) -> OnDelta:
-        """Hands each delta to this process's listeners and heartbeats, while the model writes.
+        """Hands each delta to this process's listeners while the model writes.
 
-        The heartbeat is how a cancelled run's streaming call learns it should stop; the deltas are
-        never stored (a retried call streams again from the start).
+        The deltas are never stored: a retried call streams again from the start.
         """
         events = self.app.events
 
         def on_delta(kind: DeltaKind, text: str) -> None:
-            activity.heartbeat()
             if events.wants(RUN_DELTA, request.run_id):
                 events.emit(
                     RunEvent(
@@ -122,7 +121,8 @@ class ModelActivities:
             output_schema=agent.output.model_json_schema() if agent.output is not None else None,
             on_delta=self._deltas(request),
         )
-        response = await model.complete(chat)
+        async with heartbeating():  # a cancelled run stops its call, even one whose stream stalls
+            response = await model.complete(chat)
         if (
             agent.output is not None
             and not response.message.tool_calls

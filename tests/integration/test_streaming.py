@@ -93,6 +93,14 @@ async def test_deltas_reach_listeners_and_the_event_stream_in_order_while_the_mo
             # the server holds the rest of its answer until the first words have arrived
             await eventually(first_text, "the first delta arriving while the model still writes")
             assert [e.data["text"] for e in heard] == ["2 and 3", "Hel"]
+
+            async def heartbeat() -> bool | None:
+                description = await client.get_workflow_handle(run_id).describe()
+                pending = description.raw_description.pending_activities
+                return True if pending and pending[0].HasField("last_heartbeat_time") else None
+
+            # the model call heartbeats while it streams, so a cancelled run's call hears of it
+            await eventually(heartbeat, "the streaming model call heartbeating")
             paused.set()
             received = await reading
         run = await chamvi.wait(run_id)
