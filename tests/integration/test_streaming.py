@@ -30,7 +30,7 @@ from chamvi.http import create_api
 from chamvi.providers import ModelRegistry, OpenAIProvider
 from tests.polling import eventually
 from tests.support.http_api import bearer, make_tokens, serving
-from tests.support.openai_server import OpenAIServer, Reasoning, StreamError, stream, text, tool_call
+from tests.support.openai_server import Hold, OpenAIServer, Reasoning, StreamError, stream, text, tool_call
 
 CALLED: list[tuple[int, int]] = []
 
@@ -228,3 +228,30 @@ async def test_an_extraction_whose_stream_breaks_is_made_again(
     assert run.status == RunStatus.COMPLETED, run.error
     assert run.steps[1].output == "True"
     assert len(server.requests) == 4
+
+
+async def test_cancelling_a_run_stops_its_model_call_even_while_the_stream_stalls(
+    chamvi: ChamviClient, running_worker, server: OpenAIServer
+) -> None:
+    stalled = Hold()
+    server.add(stream("Hel", stalled))
+    app = app_for(server)
+    heard: list[RunEvent] = []
+    app.on("run.delta", heard.append)
+    async with running_worker(app):
+        run_id = (await chamvi.dispatch("adder", {"a": 2, "b": 3})).run_id
+
+        async def writing() -> bool | None:
+            return True if heard else None
+
+        await eventually(writing, "the model beginning to write")
+        await chamvi.cancel(run_id)
+
+        async def let_go() -> bool | None:
+            return True if stalled.closed.is_set() else None
+
+        # the timer's heartbeat brings the cancellation, which closes the stream
+        await eventually(let_go, "the cancelled model call closing its stream")
+        run = await chamvi.wait(run_id)
+
+    assert run.status == RunStatus.CANCELLED

@@ -19,13 +19,14 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tests.support.scripted_server import Answer, Recorded, ScriptedServer, error
+from tests.support.scripted_server import Answer, Hold, Recorded, ScriptedServer, error
 
 COMPLETIONS_PATH = "/v1/chat/completions"
 
 __all__ = [
     "COMPLETIONS_PATH",
     "Answer",
+    "Hold",
     "OpenAIServer",
     "Recorded",
     "StreamError",
@@ -107,14 +108,16 @@ class Reasoning:
 
 
 def stream(
-    *pieces: str | Reasoning | threading.Event | StreamError | dict[str, Any],
+    *pieces: str | Reasoning | threading.Event | Hold | StreamError | dict[str, Any],
     finish_reason: str | None = "stop",
     usage: tuple[int, int] | None = (12, 3),
 ) -> Answer:
     """A streamed answer: text pieces, reasoning, pauses until the test sets an event, an error
     (which ends the stream), tool call fragments as raw deltas; then the finish and the usage.
     ``finish_reason=None`` closes the stream without a finish (nor ``[DONE]``)."""
-    events: list[dict[str, Any] | str | threading.Event] = [_chunk({"role": "assistant", "content": ""})]
+    events: list[dict[str, Any] | str | threading.Event | Hold] = [
+        _chunk({"role": "assistant", "content": ""})
+    ]
     for piece in pieces:
         if isinstance(piece, str):
             events.append(_chunk({"content": piece}))
@@ -142,7 +145,9 @@ def _as_stream(answer: Answer, request: Recorded) -> Answer:
         return answer
     choice = answer.body["choices"][0]
     message = choice["message"]
-    events: list[dict[str, Any] | str | threading.Event] = [_chunk({"role": "assistant", "content": ""})]
+    events: list[dict[str, Any] | str | threading.Event | Hold] = [
+        _chunk({"role": "assistant", "content": ""})
+    ]
     if message.get("content"):
         events.append(_chunk({"content": message["content"]}))
     if message.get("refusal"):

@@ -4,6 +4,8 @@ recorded. The OpenAI-compatible chat and embeddings test servers are this with t
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -14,18 +16,27 @@ from typing import Any, Generic, Self, TypeVar
 
 
 @dataclass(frozen=True)
+class Hold:
+    """In a stream: send nothing more and wait until the client closes the connection, then set
+    ``closed`` (how a test sees that a cancelled call let go of its stream)."""
+
+    closed: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
 class Answer:
     """One prepared HTTP response.
 
     With ``events``, the response is a Server-Sent Events stream instead of ``body``: each dict is
     sent as ``data: <json>``, each string as ``data: <string>`` (``[DONE]``), and at each
-    ``threading.Event`` the server waits until the test sets it; then the connection closes.
+    ``threading.Event`` the server waits until the test sets it; at a ``Hold`` it waits for the
+    client to go away; then the connection closes.
     """
 
     status: int
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
-    events: tuple[dict[str, Any] | str | threading.Event, ...] | None = None
+    events: tuple[dict[str, Any] | str | threading.Event | Hold, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,10 @@ class ScriptedServer(Generic[R]):
                     self.send_header("connection", "close")
                     self.end_headers()
                     for item in answer.events or ():
+                        if isinstance(item, Hold):
+                            self.wfile.flush()
+                            self._until_closed(item)
+                            return
                         if isinstance(item, threading.Event):
                             self.wfile.flush()
                             item.wait(timeout=120)
@@ -165,6 +180,14 @@ class ScriptedServer(Generic[R]):
                         self.wfile.flush()
                 except (BrokenPipeError, ConnectionResetError):
                     pass
+
+            def _until_closed(self, hold: Hold) -> None:
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    readable, _, _ = select.select([self.connection], [], [], 0.05)
+                    if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                        hold.closed.set()
+                        return
 
             def _send(self, answer: Answer) -> None:
                 if answer.events is not None:
