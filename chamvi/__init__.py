@@ -22,6 +22,11 @@ if TYPE_CHECKING:
         ActivityTimeouts,
         App,
     )
+    from chamvi.artifacts import (
+        ArtifactStore,
+        Attachment,
+        RunArtifacts,
+    )
     from chamvi.channels import (
         Channel,
         ChannelMessage,
@@ -40,6 +45,8 @@ if TYPE_CHECKING:
     )
     from chamvi.errors import (
         ApprovalNotPendingError,
+        ArtifactNotFoundError,
+        AttachmentTooLargeError,
         BudgetExceededError,
         ChamviError,
         ChamviValidationError,
@@ -73,6 +80,7 @@ if TYPE_CHECKING:
     )
     from chamvi.models import (
         ApprovalDecision,
+        Artifact,
         Invoker,
         RunStatus,
         RunView,
@@ -116,6 +124,11 @@ _EXPORTS: dict[str, str] = {
     "App": "chamvi.app",
     "ApprovalDecision": "chamvi.models",
     "ApprovalNotPendingError": "chamvi.errors",
+    "Artifact": "chamvi.models",
+    "ArtifactNotFoundError": "chamvi.errors",
+    "ArtifactStore": "chamvi.artifacts",
+    "Attachment": "chamvi.artifacts",
+    "AttachmentTooLargeError": "chamvi.errors",
     "Budget": "chamvi.agents",
     "BudgetExceededError": "chamvi.errors",
     "ChamviClient": "chamvi.client",
@@ -143,6 +156,7 @@ _EXPORTS: dict[str, str] = {
     "PolicyRun": "chamvi.permissions",
     "ProviderUnavailableError": "chamvi.errors",
     "RetryPolicies": "chamvi.retry",
+    "RunArtifacts": "chamvi.artifacts",
     "RunNotFoundError": "chamvi.errors",
     "RunStatus": "chamvi.models",
     "RunTimeoutError": "chamvi.errors",
@@ -200,6 +214,11 @@ __all__ = [
     "App",
     "ApprovalDecision",
     "ApprovalNotPendingError",
+    "Artifact",
+    "ArtifactNotFoundError",
+    "ArtifactStore",
+    "Attachment",
+    "AttachmentTooLargeError",
     "Budget",
     "BudgetExceededError",
     "ChamviClient",
@@ -227,6 +246,7 @@ __all__ = [
     "PolicyRun",
     "ProviderUnavailableError",
     "RetryPolicies",
+    "RunArtifacts",
     "RunNotFoundError",
     "RunStatus",
     "RunTimeoutError",
