@@ -287,8 +287,17 @@ class Attachment:
         Raises:
             AttachmentTooLargeError: it is over.
         """
-        if len(self.data) > limit:
-            raise AttachmentTooLargeError(
-                f"attachment {self.filename or '(unnamed)'!r} is {len(self.data):,} bytes, over the limit "
-                f"of {limit:,} bytes per attachment (CHAMVI_ATTACHMENT_MAX_BYTES)"
-            )
+        check_attachment_size(self.filename, len(self.data), limit)
+
+
+def check_attachment_size(filename: str | None, size: int, limit: int) -> None:
+    """Refuses an attachment of ``size`` bytes over ``limit``.
+
+    Raises:
+        AttachmentTooLargeError: it is over, naming the file, its size and the limit.
+    """
+    if size > limit:
+        raise AttachmentTooLargeError(
+            f"attachment {filename or '(unnamed)'!r} is {size:,} bytes, over the limit "
+            f"of {limit:,} bytes per attachment (CHAMVI_ATTACHMENT_MAX_BYTES)"
+        )

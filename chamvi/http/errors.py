@@ -22,6 +22,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from chamvi.errors import (
     AgentNotFoundError,
     ApprovalNotPendingError,
+    ArtifactNotFoundError,
+    AttachmentTooLargeError,
     ChamviError,
     ChamviValidationError,
     ConflictError,
@@ -58,6 +60,8 @@ _STATUS_BY_ERROR: tuple[tuple[type[ChamviError], int], ...] = (
     (NotFoundError, 404),
     (RunNotFoundError, 404),
     (AgentNotFoundError, 404),
+    (ArtifactNotFoundError, 404),
+    (AttachmentTooLargeError, 413),
     (ConflictError, 409),
     (ApprovalNotPendingError, 409),
     (InvalidRunStateError, 409),
