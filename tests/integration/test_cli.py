@@ -537,3 +537,24 @@ async def test_dispatch_attach_over_the_limit_is_a_one_line_error_and_starts_not
         "(CHAMVI_ATTACHMENT_MAX_BYTES)\n"
     )
     assert not (data_folder / "artifacts").exists()
+
+
+async def test_the_readme_tours_dispatch_with_a_file_stores_it_before_any_worker_takes_the_run(
+    chamvi_cli, data_folder: Path
+) -> None:
+    dispatched = await chamvi_cli(
+        "dispatch",
+        "support",
+        "--payload",
+        '{"query": "refund policy"}',
+        "--attach",
+        "examples/support/handbook/refunds.md",
+    )
+    assert dispatched.exit_code == 0, dispatched.output
+    run_id = dispatched.output.splitlines()[-1]  # after the notice that no worker is up: it is queued
+
+    listed = await _offline_cli("artifacts", "list", run_id)
+    [header, row] = listed.output.splitlines()
+    assert header.split() == ["ID", "TYPE", "BYTES", "NAME"]
+    size = (ROOT / "examples/support/handbook/refunds.md").stat().st_size
+    assert row.split() == [f"{run_id}.0000", "text/markdown", f"{size:,}", "refunds.md"]
