@@ -7,41 +7,26 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
-import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from chamvi.artifacts import ArtifactStore, RunArtifacts, artifact_id, open_artifact_store, parse_artifact_id
 from chamvi.errors import ArtifactNotFoundError, InvalidInputError
 from chamvi.settings import Settings
-
-BUCKET = "chamvi-artifacts"
-KEYS = {"access_key_id": "test", "secret_access_key": "test", "region": "us-east-1"}
+from tests.support.s3_server import S3Server
 
 
 @pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id=KEYS["access_key_id"],
-        aws_secret_access_key=KEYS["secret_access_key"],
-        region_name=KEYS["region"],
-    ).create_bucket(Bucket=BUCKET)
-    yield endpoint
-    server.stop()
+def s3() -> Iterator[S3Server]:
+    with S3Server() as server:
+        yield server
 
 
 @pytest.fixture(params=["local", "s3"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> ArtifactStore:
     if request.param == "local":
         return ArtifactStore.local(tmp_path / "artifacts")
-    endpoint = request.getfixturevalue("s3_endpoint")
-    return ArtifactStore.open(f"s3://{BUCKET}/{tmp_path.name}", endpoint=endpoint, **KEYS)
+    s3: S3Server = request.getfixturevalue("s3")
+    return ArtifactStore.open(f"s3://{s3.bucket}/{tmp_path.name}", **s3.config)
 
 
 async def test_put_then_read_list_and_info_answer_the_same_file(store: ArtifactStore) -> None:

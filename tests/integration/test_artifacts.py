@@ -25,6 +25,7 @@ from chamvi.providers import (
 )
 from chamvi.runtime import build_worker
 from tests.support.openai_server import OpenAIServer, text
+from tests.support.s3_server import S3Server
 
 TEN_MIB = 10 * 1024 * 1024
 PNG = base64.b64decode(
@@ -209,3 +210,21 @@ async def test_an_attachment_over_the_limit_is_refused_before_anything_is_stored
         )
 
     assert not any(p.is_file() for p in (tmp_path / "artifacts").rglob("*"))
+
+
+async def test_a_run_on_the_s3_store_reads_its_attachment_and_puts_its_files_there(
+    client: Client, task_queue: str
+) -> None:
+    app, model = scripted_app(call("file_summary"), reply("read"))
+    with S3Server() as s3:
+        store = ArtifactStore.open(f"s3://{s3.bucket}/runs", **s3.config)
+        chamvi = ChamviClient(client, task_queue=task_queue, artifacts=store)
+        async with build_worker(client, app, task_queue=task_queue, artifacts=store):
+            dispatched = await chamvi.dispatch("reader", attachments=[Attachment(PNG, "dot.png")])
+            run = await chamvi.wait(dispatched.run_id)
+        keys = s3.keys()
+
+    run_id = dispatched.run_id
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert model.requests[0].attachments[0].data == PNG
+    assert keys == [f"runs/{run_id}/000{i}{ext}" for i in range(3) for ext in ("", ".json")]
