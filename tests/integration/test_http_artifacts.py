@@ -78,6 +78,8 @@ async def test_a_multipart_dispatch_stores_its_files_and_the_model_reads_them(st
         missing = await http.get(f"/artifacts/{run_id}.0009")
         malformed = await http.get("/artifacts/not-an-id")
         refused = await http.post("/runs", data={"agent": stack.agent}, files=files)
+    async with stack.http("dispatcher") as http:
+        not_reader = await http.get(f"/runs/{run_id}/artifacts")
     assert [a["id"] for a in listed.json()["data"]] == [f"{run_id}.0000", f"{run_id}.0001"]
     assert body.content == b"%PDF-1.4 invoice"
     assert body.headers["content-type"] == "application/pdf"
@@ -85,6 +87,7 @@ async def test_a_multipart_dispatch_stores_its_files_and_the_model_reads_them(st
     assert (missing.status_code, missing.json()["error"]["code"]) == (404, "artifact_not_found")
     assert (malformed.status_code, malformed.json()["error"]["code"]) == (422, "invalid_input")
     assert refused.status_code == 403
+    assert (not_reader.status_code, not_reader.json()["error"]["code"]) == (403, "forbidden")
 
 
 async def test_an_attachment_over_the_limit_answers_413_and_starts_nothing(stack: Stack) -> None:
