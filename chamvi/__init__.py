@@ -58,10 +58,12 @@ if TYPE_CHECKING:
         InvalidAgentDefinitionError,
         InvalidInputError,
         InvalidRunStateError,
+        InvalidScheduleError,
         ModelError,
         ProviderUnavailableError,
         RunNotFoundError,
         RunTimeoutError,
+        ScheduleNotFoundError,
         ToolDeniedError,
         ToolNotAllowedError,
         ToolResultTooLargeError,
@@ -84,6 +86,7 @@ if TYPE_CHECKING:
         Invoker,
         RunStatus,
         RunView,
+        ScheduleView,
         TriggerEnvelope,
     )
     from chamvi.permissions import (
@@ -105,6 +108,7 @@ if TYPE_CHECKING:
     from chamvi.runtime import (
         build_worker,
     )
+    from chamvi.schedules import AgentSchedule
     from chamvi.tools import (
         EffectSpec,
         Tool,
@@ -172,6 +176,10 @@ _EXPORTS: dict[str, str] = {
     "Trust": "chamvi.tools",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
+    "AgentSchedule": "chamvi.schedules",
+    "InvalidScheduleError": "chamvi.errors",
+    "ScheduleNotFoundError": "chamvi.errors",
+    "ScheduleView": "chamvi.models",
     "console_channel": "chamvi.channels",
     "define_agent": "chamvi.agents",
     "define_context_key": "chamvi.context",
@@ -210,6 +218,7 @@ __all__ = [
     "ActivityTimeouts",
     "Agent",
     "AgentHooks",
+    "AgentSchedule",
     "AgentTrust",
     "App",
     "ApprovalDecision",
@@ -239,6 +248,7 @@ __all__ = [
     "InvalidAgentDefinitionError",
     "InvalidInputError",
     "InvalidRunStateError",
+    "InvalidScheduleError",
     "Invoker",
     "McpServer",
     "ModelError",
@@ -251,6 +261,8 @@ __all__ = [
     "RunStatus",
     "RunTimeoutError",
     "RunView",
+    "ScheduleNotFoundError",
+    "ScheduleView",
     "ScriptedModel",
     "Tool",
     "ToolCallInfo",

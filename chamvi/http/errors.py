@@ -31,9 +31,11 @@ from chamvi.errors import (
     InvalidDocumentError,
     InvalidInputError,
     InvalidRunStateError,
+    InvalidScheduleError,
     ModelNotFoundError,
     NotFoundError,
     RunNotFoundError,
+    ScheduleNotFoundError,
     UnavailableError,
 )
 from chamvi.http.schemas import ErrorBody
@@ -62,6 +64,8 @@ _STATUS_BY_ERROR: tuple[tuple[type[ChamviError], int], ...] = (
     (AgentNotFoundError, 404),
     (ArtifactNotFoundError, 404),
     (AttachmentTooLargeError, 413),
+    (ScheduleNotFoundError, 404),
+    (InvalidScheduleError, 422),
     (ConflictError, 409),
     (ApprovalNotPendingError, 409),
     (InvalidRunStateError, 409),

@@ -52,6 +52,13 @@ from chamvi.models.runs import (
     Usage,
     WaitPoint,
 )
+from chamvi.models.schedules import (
+    Overlap,
+    ScheduledDispatch,
+    ScheduledRunInput,
+    ScheduledRunResult,
+    ScheduleView,
+)
 
 __all__ = [
     "AgentSpec",
@@ -81,6 +88,7 @@ __all__ = [
     "Message",
     "ModelRequest",
     "ModelResponse",
+    "Overlap",
     "PassRequest",
     "PassStats",
     "RunInput",
@@ -89,6 +97,10 @@ __all__ = [
     "RunSummary",
     "RunView",
     "RunWaitRequest",
+    "ScheduleView",
+    "ScheduledDispatch",
+    "ScheduledRunInput",
+    "ScheduledRunResult",
     "SearchRequest",
     "StepView",
     "SyncRequest",
