@@ -31,6 +31,8 @@ if TYPE_CHECKING:
         Channel,
         ChannelMessage,
         ChannelSubscription,
+        InboundEvent,
+        LifecycleChannel,
         console_channel,
     )
     from chamvi.client import (
@@ -50,7 +52,9 @@ if TYPE_CHECKING:
         BudgetExceededError,
         ChamviError,
         ChamviValidationError,
+        ChannelDeliveryError,
         ChannelNotFoundError,
+        ChannelUnavailableError,
         ContextNotProvidedError,
         ErrorCode,
         FatalToolError,
@@ -69,12 +73,15 @@ if TYPE_CHECKING:
         ToolResultTooLargeError,
     )
     from chamvi.extraction import extract
+    from chamvi.inbound import ChannelContext
     from chamvi.knowledge import (
         define_source,
         folder,
         knowledge_collection,
         knowledge_tools,
     )
+    from chamvi.knowledge.remote import CollectionSearch
+    from chamvi.knowledge_mcp import knowledge_server
     from chamvi.mcp import (
         McpServer,
         mcp_server,
@@ -119,6 +126,10 @@ if TYPE_CHECKING:
         effect_tool,
         tool,
     )
+    from chamvi.webhooks import (
+        WebhookChannel,
+        webhook_channel,
+    )
 
 _EXPORTS: dict[str, str] = {
     "ActivityTimeouts": "chamvi.app",
@@ -140,20 +151,26 @@ _EXPORTS: dict[str, str] = {
     "ChamviPlugin": "chamvi.plugin",
     "ChamviValidationError": "chamvi.errors",
     "Channel": "chamvi.channels",
+    "ChannelContext": "chamvi.inbound",
+    "ChannelDeliveryError": "chamvi.errors",
     "ChannelMessage": "chamvi.channels",
     "ChannelNotFoundError": "chamvi.errors",
     "ChannelSubscription": "chamvi.channels",
+    "ChannelUnavailableError": "chamvi.errors",
+    "CollectionSearch": "chamvi.knowledge.remote",
     "ContextKey": "chamvi.context",
     "ContextNotProvidedError": "chamvi.errors",
     "DispatchResult": "chamvi.client",
     "EffectSpec": "chamvi.tools",
     "ErrorCode": "chamvi.errors",
     "FatalToolError": "chamvi.errors",
+    "InboundEvent": "chamvi.channels",
     "IncompleteResponseError": "chamvi.errors",
     "InvalidAgentDefinitionError": "chamvi.errors",
     "InvalidInputError": "chamvi.errors",
     "InvalidRunStateError": "chamvi.errors",
     "Invoker": "chamvi.models",
+    "LifecycleChannel": "chamvi.channels",
     "McpServer": "chamvi.mcp",
     "ModelError": "chamvi.errors",
     "ModelRegistry": "chamvi.providers",
@@ -174,6 +191,7 @@ _EXPORTS: dict[str, str] = {
     "ToolResultTooLargeError": "chamvi.errors",
     "TriggerEnvelope": "chamvi.models",
     "Trust": "chamvi.tools",
+    "WebhookChannel": "chamvi.webhooks",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
     "AgentSchedule": "chamvi.schedules",
@@ -191,6 +209,7 @@ _EXPORTS: dict[str, str] = {
     "has_permission": "chamvi.permissions",
     "inject": "chamvi.context",
     "knowledge_collection": "chamvi.knowledge",
+    "knowledge_server": "chamvi.knowledge_mcp",
     "knowledge_tools": "chamvi.knowledge",
     "matches_permission": "chamvi.permissions",
     "mcp_server": "chamvi.mcp",
@@ -198,6 +217,7 @@ _EXPORTS: dict[str, str] = {
     "require_tool_permission": "chamvi.permissions",
     "tool": "chamvi.tools",
     "try_inject": "chamvi.context",
+    "webhook_channel": "chamvi.webhooks",
 }
 
 
@@ -235,21 +255,27 @@ __all__ = [
     "ChamviPlugin",
     "ChamviValidationError",
     "Channel",
+    "ChannelContext",
+    "ChannelDeliveryError",
     "ChannelMessage",
     "ChannelNotFoundError",
     "ChannelSubscription",
+    "ChannelUnavailableError",
+    "CollectionSearch",
     "ContextKey",
     "ContextNotProvidedError",
     "DispatchResult",
     "EffectSpec",
     "ErrorCode",
     "FatalToolError",
+    "InboundEvent",
     "IncompleteResponseError",
     "InvalidAgentDefinitionError",
     "InvalidInputError",
     "InvalidRunStateError",
     "InvalidScheduleError",
     "Invoker",
+    "LifecycleChannel",
     "McpServer",
     "ModelError",
     "ModelRegistry",
@@ -272,6 +298,7 @@ __all__ = [
     "ToolResultTooLargeError",
     "TriggerEnvelope",
     "Trust",
+    "WebhookChannel",
     "approve",
     "build_worker",
     "console_channel",
@@ -285,6 +312,7 @@ __all__ = [
     "has_permission",
     "inject",
     "knowledge_collection",
+    "knowledge_server",
     "knowledge_tools",
     "matches_permission",
     "mcp_server",
@@ -292,4 +320,5 @@ __all__ = [
     "require_tool_permission",
     "tool",
     "try_inject",
+    "webhook_channel",
 ]

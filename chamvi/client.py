@@ -355,7 +355,12 @@ class ChamviClient:
         return await self.get_run(run_id)
 
     async def list_runs(
-        self, *, agent: str | None = None, status: str | None = None, limit: int = 20
+        self,
+        *,
+        agent: str | None = None,
+        status: str | None = None,
+        limit: int = 20,
+        channel: str | None = None,
     ) -> list[RunSummary]:
         """The most recent runs first, from search attributes: no worker needed.
 
@@ -365,6 +370,8 @@ class ChamviClient:
         clauses = [f'WorkflowType = "{c.AGENT_RUN_WORKFLOW}"']
         if agent is not None:
             clauses.append(f'{c.SA_AGENT.name} = "{_quote(agent)}"')
+        if channel is not None:
+            clauses.append(f'{c.SA_CHANNEL.name} = "{_quote(channel)}"')
         if status is not None:
             if status not in {s.value for s in RunStatus}:
                 raise InvalidInputError(

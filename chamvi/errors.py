@@ -261,6 +261,41 @@ class McpToolError(ChamviError):
     code = "mcp_tool_error"
 
 
+# ---- channels -------------------------------------------------------------------------------------
+
+
+class ChannelUnavailableError(ChamviError):
+    """A channel's receiver may accept the message later: it answered 408, 429 or 5xx, or was unreachable.
+
+    Retryable: the tool runner lets it fail the tool activity, so Temporal delivers again with backoff
+    (emits already sent are recorded in the run and not sent twice).
+    """
+
+    code = "channel_unavailable"
+    retryable = True
+
+
+class ChannelDeliveryError(ChamviError):
+    """A channel's receiver refused the message for good (a 4xx other than 408 and 429): a tool error."""
+
+    code = "channel_delivery_failed"
+
+
+class WebhookSignatureError(ChamviError):
+    """An inbound webhook delivery without a valid signature (HTTP 401)."""
+
+    code = "invalid_signature"
+
+
+class StaleDeliveryError(ChamviError):
+    """An inbound webhook delivery whose timestamp is outside the channel's tolerance window (HTTP 409).
+
+    A replay of an old, validly signed delivery is refused this way.
+    """
+
+    code = "stale_delivery"
+
+
 # ---- knowledge ------------------------------------------------------------------------------------
 
 
@@ -410,6 +445,10 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     ProviderUnavailableError,
     McpServerUnavailableError,
     McpToolError,
+    ChannelUnavailableError,
+    ChannelDeliveryError,
+    WebhookSignatureError,
+    StaleDeliveryError,
     KnowledgeNotReadyError,
     InvalidDocumentError,
     KnowledgePassError,

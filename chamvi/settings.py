@@ -47,6 +47,9 @@ class Settings:
     ``<data>/artifacts``. obstore reads the endpoint and credentials from ``AWS_*`` variables."""
     attachment_max_bytes: int = DEFAULT_ATTACHMENT_MAX_BYTES
     """``CHAMVI_ATTACHMENT_MAX_BYTES``: the size limit per attachment of a dispatch."""
+    no_channels: bool = False
+    """``CHAMVI_NO_CHANNELS``: workers start none of the app's receiving channels (``start(ctx)``);
+    runs still send through every channel."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -70,6 +73,7 @@ class Settings:
             trace_content=_flag(env, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
             artifacts_url=env.get("CHAMVI_ARTIFACTS_URL") or None,
             attachment_max_bytes=_positive(env, "CHAMVI_ATTACHMENT_MAX_BYTES", DEFAULT_ATTACHMENT_MAX_BYTES),
+            no_channels=_flag(env, "CHAMVI_NO_CHANNELS"),
         )
 
     def with_overrides(self, **changes: object) -> Settings:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import click
 
-from chamvi.cli import api, artifacts, kb, knowledge, runs, schedules, stack
+from chamvi.cli import api, artifacts, channels, kb, knowledge, mcp, runs, schedules, stack
 from chamvi.cli._common import POLL_SECONDS
 
 __all__ = ["POLL_SECONDS", "cli", "main"]
@@ -43,8 +43,10 @@ for _command in (
     runs.approve,
     runs.cancel,
     artifacts.artifacts,
+    channels.channels,
     knowledge.knowledge,
     kb.kb,
+    mcp.mcp,
     schedules.schedules,
 ):
     cli.add_command(_command)

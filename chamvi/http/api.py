@@ -16,6 +16,7 @@ from chamvi.client import ChamviClient
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
 from chamvi.http.artifacts_routes import artifacts_router, upload_body_limit
 from chamvi.http.auth import AuthMiddleware, RoutePermissions, Token, principal
+from chamvi.http.channels_routes import channels_router
 from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
 from chamvi.http.knowledge_routes import knowledge_router
 from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingMiddleware
@@ -24,6 +25,7 @@ from chamvi.http.schedules_routes import schedules_router
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.starters import request_sync
+from chamvi.webhooks import WebhookChannel
 
 log = logging.getLogger("chamvi.http")
 
@@ -54,6 +56,7 @@ def create_api(
     body_limit: int = DEFAULT_BODY_LIMIT,
     base_path: str = "",
     agents: Collection[str] | None = None,
+    inbound: App | None = None,
 ) -> FastAPI:
     """The HTTP API.
 
@@ -66,6 +69,9 @@ def create_api(
         base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
             it, such a run is accepted and fails in the worker).
+        inbound: the app whose webhook channels receive events at ``/channels/<name>/events``
+            (signed by the channel's secret, not a token); needs ``runs``; an app without webhook
+            channels serves no such route.
 
     Routes are below ``<base_path>/knowledge``, ``<base_path>/runs`` and ``<base_path>/schedules``;
     ``/openapi.json`` and ``/docs`` (below the base path too) need no token.
@@ -104,6 +110,13 @@ def create_api(
     for router in routers:
         permissions.add_router(router, prefix=base)
         api.include_router(router, prefix=base, dependencies=[Security(_BEARER), Depends(principal)])
+    if (
+        inbound is not None
+        and runs is not None
+        and any(isinstance(c, WebhookChannel) for c in inbound.channels.values())
+    ):
+        # authenticated by each channel's signature, not by a bearer token: no permission, no Security
+        api.include_router(channels_router(inbound.channels, inbound.agents, runs), prefix=base)
     install_error_handlers(api)
     if not tokens:
         log.warning("no tokens (CHAMVI_TOKENS is empty): every route answers 401")
@@ -161,4 +174,5 @@ def build_api(
         body_limit=body_limit,
         base_path=base_path,
         agents=list(app.agents),
+        inbound=app,
     )

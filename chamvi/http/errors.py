@@ -26,6 +26,7 @@ from chamvi.errors import (
     AttachmentTooLargeError,
     ChamviError,
     ChamviValidationError,
+    ChannelNotFoundError,
     ConflictError,
     InvalidAgentDefinitionError,
     InvalidDocumentError,
@@ -36,7 +37,9 @@ from chamvi.errors import (
     NotFoundError,
     RunNotFoundError,
     ScheduleNotFoundError,
+    StaleDeliveryError,
     UnavailableError,
+    WebhookSignatureError,
 )
 from chamvi.http.schemas import ErrorBody
 
@@ -64,6 +67,9 @@ _STATUS_BY_ERROR: tuple[tuple[type[ChamviError], int], ...] = (
     (AgentNotFoundError, 404),
     (ArtifactNotFoundError, 404),
     (AttachmentTooLargeError, 413),
+    (ChannelNotFoundError, 404),
+    (WebhookSignatureError, 401),
+    (StaleDeliveryError, 409),
     (ScheduleNotFoundError, 404),
     (InvalidScheduleError, 422),
     (ConflictError, 409),

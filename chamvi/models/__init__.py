@@ -14,6 +14,7 @@ from chamvi.models.knowledge import (
     PassStats,
     SearchRequest,
     SyncRequest,
+    SyncSignal,
 )
 from chamvi.models.mcp import McpListRequest, McpToolInfo, McpToolList
 from chamvi.models.runs import (
@@ -35,6 +36,7 @@ from chamvi.models.runs import (
     Message,
     ModelRequest,
     ModelResponse,
+    RecordedEffect,
     RunInput,
     RunIsOpenRequest,
     RunStatus,
@@ -91,6 +93,7 @@ __all__ = [
     "Overlap",
     "PassRequest",
     "PassStats",
+    "RecordedEffect",
     "RunInput",
     "RunIsOpenRequest",
     "RunStatus",
@@ -104,6 +107,7 @@ __all__ = [
     "SearchRequest",
     "StepView",
     "SyncRequest",
+    "SyncSignal",
     "Taint",
     "ToolCall",
     "ToolRequest",
