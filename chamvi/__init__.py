@@ -22,6 +22,11 @@ if TYPE_CHECKING:
         ActivityTimeouts,
         App,
     )
+    from chamvi.artifacts import (
+        ArtifactStore,
+        Attachment,
+        RunArtifacts,
+    )
     from chamvi.channels import (
         Channel,
         ChannelMessage,
@@ -42,6 +47,8 @@ if TYPE_CHECKING:
     )
     from chamvi.errors import (
         ApprovalNotPendingError,
+        ArtifactNotFoundError,
+        AttachmentTooLargeError,
         BudgetExceededError,
         ChamviError,
         ChamviValidationError,
@@ -82,6 +89,7 @@ if TYPE_CHECKING:
     )
     from chamvi.models import (
         ApprovalDecision,
+        Artifact,
         Invoker,
         RunStatus,
         RunView,
@@ -131,6 +139,11 @@ _EXPORTS: dict[str, str] = {
     "App": "chamvi.app",
     "ApprovalDecision": "chamvi.models",
     "ApprovalNotPendingError": "chamvi.errors",
+    "Artifact": "chamvi.models",
+    "ArtifactNotFoundError": "chamvi.errors",
+    "ArtifactStore": "chamvi.artifacts",
+    "Attachment": "chamvi.artifacts",
+    "AttachmentTooLargeError": "chamvi.errors",
     "Budget": "chamvi.agents",
     "BudgetExceededError": "chamvi.errors",
     "ChamviClient": "chamvi.client",
@@ -164,6 +177,7 @@ _EXPORTS: dict[str, str] = {
     "PolicyRun": "chamvi.permissions",
     "ProviderUnavailableError": "chamvi.errors",
     "RetryPolicies": "chamvi.retry",
+    "RunArtifacts": "chamvi.artifacts",
     "RunNotFoundError": "chamvi.errors",
     "RunStatus": "chamvi.models",
     "RunTimeoutError": "chamvi.errors",
@@ -229,6 +243,11 @@ __all__ = [
     "App",
     "ApprovalDecision",
     "ApprovalNotPendingError",
+    "Artifact",
+    "ArtifactNotFoundError",
+    "ArtifactStore",
+    "Attachment",
+    "AttachmentTooLargeError",
     "Budget",
     "BudgetExceededError",
     "ChamviClient",
@@ -263,6 +282,7 @@ __all__ = [
     "PolicyRun",
     "ProviderUnavailableError",
     "RetryPolicies",
+    "RunArtifacts",
     "RunNotFoundError",
     "RunStatus",
     "RunTimeoutError",

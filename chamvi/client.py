@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Unpack
@@ -35,6 +36,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
 from chamvi.agents import validate_agent_name
+from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.errors import (
     ERROR_CLASSES,
     ApprovalNotPendingError,
@@ -46,6 +48,7 @@ from chamvi.errors import (
 )
 from chamvi.models import (
     ApprovalAnswer,
+    Artifact,
     CollectionState,
     DescribeAgentRequest,
     Invoker,
@@ -144,11 +147,22 @@ class ChamviClient:
     Args:
         client: a connected Temporal client.
         task_queue: the workers' task queue, where runs are started.
+        artifacts: where attachments are stored; the workers must use the same store.
+        attachment_max_bytes: the size limit per attachment.
     """
 
-    def __init__(self, client: Client, task_queue: str = c.TASK_QUEUE) -> None:
+    def __init__(
+        self,
+        client: Client,
+        task_queue: str = c.TASK_QUEUE,
+        *,
+        artifacts: ArtifactStore | None = None,
+        attachment_max_bytes: int = c.DEFAULT_ATTACHMENT_MAX_BYTES,
+    ) -> None:
         self.client = client
         self.task_queue = task_queue
+        self.artifacts = artifacts
+        self.attachment_max_bytes = attachment_max_bytes
 
     async def dispatch(
         self,
@@ -162,8 +176,17 @@ class ChamviClient:
         invoker: Invoker | None = None,
         idempotency_key: str | None = None,
         concurrency_key: str | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> DispatchResult:
-        """Starts a run, or returns the existing one when the idempotency key was seen before."""
+        """Starts a run, or returns the existing one when the idempotency key was seen before.
+
+        ``attachments`` are stored as the run's first artifacts before it starts (a redelivery stores
+        nothing) and reach the model as parts of the run's first message.
+
+        Raises:
+            InvalidInputError: a field the run would refuse, or attachments without an artifact store.
+            AttachmentTooLargeError: an attachment over the size limit.
+        """
         return await self.start(
             RunInput(
                 agent=agent,
@@ -175,15 +198,21 @@ class ChamviClient:
                 invoker=invoker,
                 idempotency_key=idempotency_key,
                 concurrency_key=concurrency_key,
-            )
+            ),
+            attachments,
         )
 
-    async def start(self, run_input: RunInput) -> DispatchResult:
+    async def start(self, run_input: RunInput, attachments: Sequence[Attachment] = ()) -> DispatchResult:
         """Starts the run ``run_input`` describes whole (a run started by a run carries its parent)."""
         validate_run_input(run_input)
+        run_id = run_id_for(run_input)
+        if attachments:
+            if run_input.idempotency_key is not None and await self._exists(run_id):
+                return DispatchResult(run_id=run_id, created=False)
+            stored = await self._store_attachments(run_id, attachments)
+            run_input = run_input.model_copy(update={"attachments": stored})
         agent, channel, trigger = run_input.agent, run_input.channel, run_input.trigger
         concurrency_key = run_input.concurrency_key
-        run_id = run_id_for(run_input)
         attributes = [
             SearchAttributePair(c.SA_AGENT, agent),
             SearchAttributePair(c.SA_STATUS, RunStatus.QUEUED.value),
@@ -207,6 +236,33 @@ class ChamviClient:
             # joining the queue here, not only from the run, keeps the key's order the dispatch order
             await enqueue(self.client, self.task_queue, LockRequest(key=concurrency_key, run_id=run_id))
         return DispatchResult(run_id=run_id, created=True)
+
+    async def _store_attachments(self, run_id: str, attachments: Sequence[Attachment]) -> list[Artifact]:
+        """Stores a dispatch's files as the run's first artifacts, all checked before any is stored."""
+        if self.artifacts is None:
+            raise InvalidInputError(
+                "this client has no artifact store for attachments: ChamviClient(..., artifacts=...)"
+            )
+        for attachment in attachments:
+            attachment.check_size(self.attachment_max_bytes)
+        return [
+            await self.artifacts.put(run_id, index, a.kind, a.data, a.filename)
+            for index, a in enumerate(attachments)
+        ]
+
+    async def _exists(self, run_id: str) -> bool:
+        """Whether a workflow has this id: a redelivered dispatch must store no attachment again.
+
+        Two deliveries racing past this check store the same files under the same ids, and one
+        run starts.
+        """
+        try:
+            await self._handle(run_id).describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
 
     async def check_agent(
         self, agent: str, *, channel: str | None = None, timeout: timedelta = AGENT_CHECK_TIMEOUT

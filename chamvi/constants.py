@@ -104,6 +104,11 @@ APPROVAL_TIMEOUT_MAX = timedelta(milliseconds=2_147_483_647)
 NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 NAME_MAX_LENGTH = 64
 TRIGGER_KEY_MAX_LENGTH = 255
+ARTIFACT_INDEX_DIGITS = 4
+"""Artifact ids are ``<run_id>.0000``, ``<run_id>.0001``, ...: stored in references and typed by people."""
+ARTIFACT_MEDIA_TYPE_PATTERN = r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*(\s*;.*)?$"
+DEFAULT_ATTACHMENT_MAX_BYTES = 20 * 1024 * 1024
+"""The size limit per attachment unless ``CHAMVI_ATTACHMENT_MAX_BYTES`` says otherwise."""
 TOOL_RESULT_MAX_BYTES = 1_048_576
 """The largest tool result (as stored) a run accepts: Temporal refuses a payload over 2 MB and warns
 over 512 KiB; a larger result is a tool error the model sees."""

@@ -24,6 +24,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi.activity_boundary import ActivityErrors
 from chamvi.app import App
+from chamvi.artifacts import ArtifactStore, open_artifact_store
 from chamvi.channels import LifecycleChannel
 from chamvi.client import ChamviClient
 from chamvi.errors import ChamviError
@@ -101,7 +102,10 @@ class ChamviPlugin(SimplePlugin):
         app: the app to serve.
         index: the knowledge index (Qdrant); by default opened from ``settings``: ``QDRANT_URL``, else
             Qdrant's local mode in the data folder.
-        settings: where the default index lives; ``Settings.from_env()`` when not given.
+        settings: where the default index and artifact store live; ``Settings.from_env()`` when
+            not given.
+        artifacts: the artifact store (attachments, ``ctx.artifacts``); by default opened from
+            ``settings``: ``CHAMVI_ARTIFACTS_URL``, else the data folder's ``artifacts``.
         start_collections: start the app's collections when a worker runs (a pass each, resync
             schedules); off, they wait for ``chamvi knowledge sync``.
         trace_content: put messages, tool arguments and results on the spans (see
@@ -122,10 +126,12 @@ class ChamviPlugin(SimplePlugin):
         settings: Settings | None = None,
         start_collections: bool = True,
         trace_content: bool | None = None,
+        artifacts: ArtifactStore | None = None,
         start_schedules: bool = True,
         start_channels: bool | None = None,
     ) -> None:
         self.app = app
+        self._artifacts = artifacts
         self._start_channels = (
             start_channels
             if start_channels is not None
@@ -164,6 +170,13 @@ class ChamviPlugin(SimplePlugin):
         if self._index is None:
             self._index = open_index(self._settings or Settings.from_env())
         return self._index
+
+    @property
+    def artifacts(self) -> ArtifactStore:
+        """The artifact store, opened on first use when none was given."""
+        if self._artifacts is None:
+            self._artifacts = open_artifact_store(self._settings or Settings.from_env())
+        return self._artifacts
 
     async def prepare(self) -> None:
         """Opens the index and checks it against the app, once; a worker's run does it if nobody did.
@@ -210,7 +223,9 @@ class ChamviPlugin(SimplePlugin):
             index, app.embedders, retry=app.retry.embedding, declared=frozenset(app.collections)
         )
         app.provided.set(KNOWLEDGE_SEARCH, search)
-        agents, model, tools = AgentActivities(app), ModelActivities(app), ToolActivities(app)
+        agents = AgentActivities(app)
+        model = ModelActivities(app, artifacts=self.artifacts)
+        tools = ToolActivities(app, artifacts=self.artifacts)
         locks = LockActivities()
         indexer = Indexer(index, app.embedders, retry=app.retry.embedding)
         knowledge = KnowledgeActivities(app, index, indexer, search)

@@ -25,6 +25,7 @@ from pydantic_core import to_jsonable_python
 from chamvi._mcp_client import as_tool
 from chamvi.agents import Agent, ToolCallInfo
 from chamvi.app import App
+from chamvi.artifacts import ArtifactStore, RunArtifacts
 from chamvi.channels import ChannelAccess
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
 from chamvi.errors import (
@@ -93,10 +94,16 @@ def _refused(error: ChamviError) -> ToolResult:
 
 
 class ToolRunner:
-    """Runs the tool calls of ``app``'s agents."""
+    """Runs the tool calls of ``app``'s agents.
 
-    def __init__(self, app: App) -> None:
+    Args:
+        app: the app whose tools run.
+        artifacts: where ``ctx.artifacts`` keeps files; by default this process's memory.
+    """
+
+    def __init__(self, app: App, artifacts: ArtifactStore | None = None) -> None:
         self.app = app
+        self.artifacts = artifacts or ArtifactStore.memory()
 
     async def run(self, request: ToolRequest, access: RunAccess, cancellation: asyncio.Event) -> ToolResult:
         """The result of one tool call, as the workflow records it; never raises for a tool's failure."""
@@ -149,6 +156,7 @@ class ToolRunner:
             provided=self.app.provided,
             tool_context=agent.tools_context.get(tool.name),
             runs=LinkedRuns(run, effects, access, request.tainted),
+            run_artifacts=RunArtifacts(self.artifacts, request.run_id, request.artifact_count),
         )
         result = await self._call(agent, tool, arguments, ctx, request.tainted)
         return _within_payload_limit(result, tool.name)
@@ -195,6 +203,7 @@ class ToolRunner:
             if hooks.after_tool_execution is not None:
                 output = to_jsonable_python(await _maybe_await(hooks.after_tool_execution(info, output, ctx)))
         except ApprovalRequired as required:
+            # what the call put so far it puts again, under the same ids, when it runs again
             await _notify_source(ctx, tool.name, required.request)
             return ToolResult(status="approval", approval=required.request, effects=ctx.effects.new)
         except ExtractionRequired as required:
@@ -215,6 +224,7 @@ class ToolRunner:
             error=error,
             effects=ctx.effects.new,
             taint=ctx.taint,
+            artifacts=ctx.artifacts.new,
         )
 
 

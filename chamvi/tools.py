@@ -17,7 +17,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, create_model
 from pydantic_core import to_jsonable_python
@@ -29,6 +29,9 @@ from chamvi.context import Provided
 from chamvi.errors import InvalidAgentDefinitionError, InvalidInputError
 from chamvi.models import ApprovalDecision, RunView
 from chamvi.run_context import Approvals, EffectLedger, LinkedRuns, RunContext, request_approval
+
+if TYPE_CHECKING:
+    from chamvi.artifacts import RunArtifacts
 
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -50,6 +53,8 @@ class ToolContext:
     tool_context: Any = None
     """The configuration the agent handed this tool (``tools_context``), validated by its schema."""
     runs: LinkedRuns | None = None
+    run_artifacts: RunArtifacts | None = None
+    """What ``artifacts`` answers; the tool runner gives every call of a run one."""
     _taint: str | None = field(default=None, init=False)
     effect_key: str | None = field(default=None, init=False)
     """The effect key of this call of an effect tool, to pass on as a remote API's idempotency key."""
@@ -58,6 +63,17 @@ class ToolContext:
     def taint(self) -> str | None:
         """Where untrusted content came from in this call (``tool:x``), if anywhere."""
         return self._taint
+
+    @property
+    def artifacts(self) -> RunArtifacts:
+        """The run's files: ``put(media_type, data, filename=None)``, ``get(id)``, ``list()``.
+
+        Raises:
+            InvalidInputError: outside a tool call of a run.
+        """
+        if self.run_artifacts is None:
+            raise InvalidInputError("ctx.artifacts is only available inside a tool call of a run")
+        return self.run_artifacts
 
     async def dispatch(
         self,

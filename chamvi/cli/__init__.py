@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import click
 
-from chamvi.cli import api, channels, kb, knowledge, mcp, runs, schedules, stack
+from chamvi.cli import api, artifacts, channels, kb, knowledge, mcp, runs, schedules, stack
 from chamvi.cli._common import POLL_SECONDS
 
 __all__ = ["POLL_SECONDS", "cli", "main"]
@@ -42,6 +42,7 @@ for _command in (
     runs.runs,
     runs.approve,
     runs.cancel,
+    artifacts.artifacts,
     channels.channels,
     knowledge.knowledge,
     kb.kb,

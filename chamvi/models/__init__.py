@@ -3,6 +3,7 @@
 Pydantic only: a workflow imports these and nothing that loads an I/O client.
 """
 
+from chamvi.models.artifacts import Artifact
 from chamvi.models.knowledge import (
     CollectionInput,
     CollectionMeta,
@@ -66,6 +67,7 @@ __all__ = [
     "ApprovalAnswer",
     "ApprovalDecision",
     "ApprovalRequest",
+    "Artifact",
     "BudgetSpec",
     "CollectionInput",
     "CollectionMeta",

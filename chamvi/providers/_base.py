@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from chamvi.models import Message, ModelResponse
+from chamvi.models import Artifact, Message, ModelResponse
 
 
 @dataclass(frozen=True)
@@ -13,6 +13,14 @@ class ToolSchema:
     name: str
     description: str
     parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class AttachedFile:
+    """An attachment's bytes, read from the artifact store for one model call and never stored."""
+
+    artifact: Artifact
+    data: bytes
 
 
 @dataclass(frozen=True)
@@ -25,6 +33,8 @@ class ChatRequest:
     messages: list[Message]
     tools: list[ToolSchema] = field(default_factory=list)
     output_schema: dict[str, Any] | None = None
+    attachments: list[AttachedFile] = field(default_factory=list)
+    """The run's attachments: content parts of the first user message (the trigger's)."""
 
 
 class ChatModel(Protocol):

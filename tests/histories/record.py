@@ -40,6 +40,7 @@ from chamvi import (
     mcp_tools,
     tool,
 )
+from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.constants import (
     AGENT_CHECK_WORKFLOW,
     KNOWLEDGE_ID_PREFIX,
@@ -276,6 +277,28 @@ async def _record_mcp(env: WorkflowEnvironment, task_queue: str, recorded: dict[
             recorded["mcp"] = (await chamvi.wait((await chamvi.dispatch("mcp")).run_id)).run_id
 
 
+@tool
+async def file_report(ctx: ToolContext) -> str:
+    """Puts a file beside the run's attachment."""
+    return (await ctx.artifacts.put("text/markdown", "# report", filename="report.md")).id
+
+
+async def _record_artifacts(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run dispatched with an attachment whose tool puts a file: references only in its history."""
+    models = ModelRegistry()
+    models.register("scripted/artifacts", ScriptedModel([call("file_report"), reply("filed")]))
+    agent = define_agent(
+        name="artifacts", model="scripted/artifacts", instructions="File.", tools=[file_report]
+    )
+    store = ArtifactStore.memory()
+    async with build_worker(
+        env.client, App(agents=[agent], models=models), task_queue=task_queue, artifacts=store
+    ):
+        chamvi = ChamviClient(env.client, task_queue=task_queue, artifacts=store)
+        dispatched = await chamvi.dispatch("artifacts", attachments=[Attachment(b"%PDF-1.4", "invoice.pdf")])
+        recorded["artifacts"] = (await chamvi.wait(dispatched.run_id)).run_id
+
+
 async def _record_scheduled_run(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
     """One fire of an agent schedule (a backfill over a past cron time): dispatch, then wait for the run."""
     chamvi = ChamviClient(env.client, task_queue=task_queue)
@@ -328,6 +351,9 @@ async def main() -> None:
         await _record_knowledge(env, f"{task_queue}-knowledge", recorded)
         await _record_knowledge_timing(env, f"{task_queue}-timing", recorded)
         await _record_mcp(env, f"{task_queue}-mcp", recorded)
+        await _record_artifacts(env, f"{task_queue}-artifacts", recorded)
+
+
         await _record_scheduled_run(env, task_queue, recorded)
         wanted = set(sys.argv[1:]) or set(recorded)
         for name, workflow_id in recorded.items():

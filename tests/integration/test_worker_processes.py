@@ -15,6 +15,7 @@ import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi import ChamviClient, RunStatus
+from chamvi.artifacts import ArtifactStore
 from chamvi.models.knowledge import CollectionState, CollectionStatus
 from tests.knowledge_helpers import collection_state
 from tests.polling import eventually
@@ -89,6 +90,29 @@ async def test_a_killed_worker_applies_an_effect_once_and_a_new_worker_finishes_
     assert events.read_text().count("charge-applied") == 1
     charge = next(s for s in run.steps if s.tool == "charge")
     assert charge.output == "charged (found after a crash)"
+
+
+async def test_a_put_in_an_effect_tool_retried_after_a_crash_stores_once(
+    chamvi: ChamviClient, spawn_worker, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.txt"
+    first = spawn_worker()
+    run_id = (await chamvi.dispatch("report")).run_id
+    await _until_event(events, "report-put")
+    first.send_signal(signal.SIGKILL)  # the file is stored; the call's completion never reaches Temporal
+    first.wait()
+
+    spawn_worker()
+    run = await asyncio.wait_for(chamvi.wait(run_id), timeout=90)
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert events.read_text().splitlines() == [f"report-put {run_id}.0000"] * 2
+    stored = await ArtifactStore.local(tmp_path / "data" / "artifacts").list(run_id)
+    assert [(a.id, a.filename) for a in stored] == [
+        (f"{run_id}.0000", "report.md"),
+        (f"{run_id}.0001", "note.txt"),
+    ]
+    assert [s.output for s in run.steps if s.kind == "tool"] == [f"{run_id}.0000", f"{run_id}.0001"]
 
 
 async def test_an_effect_mcp_tool_is_applied_once_across_a_killed_worker(
