@@ -97,6 +97,9 @@ if TYPE_CHECKING:
     from chamvi.runtime import (
         build_worker,
     )
+    from chamvi.state import (
+        AgentState,
+    )
     from chamvi.tools import (
         EffectSpec,
         Tool,
@@ -112,6 +115,7 @@ _EXPORTS: dict[str, str] = {
     "ActivityTimeouts": "chamvi.app",
     "Agent": "chamvi.agents",
     "AgentHooks": "chamvi.agents",
+    "AgentState": "chamvi.state",
     "AgentTrust": "chamvi.agents",
     "App": "chamvi.app",
     "ApprovalDecision": "chamvi.models",
@@ -196,6 +200,7 @@ __all__ = [
     "ActivityTimeouts",
     "Agent",
     "AgentHooks",
+    "AgentState",
     "AgentTrust",
     "App",
     "ApprovalDecision",

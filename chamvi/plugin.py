@@ -29,6 +29,8 @@ from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
 from chamvi.lifecycle import boot_collections, check_index, close_index, index_location, open_index
 from chamvi.settings import Settings
+from chamvi.state import STATE_STORE, StateStore
+from chamvi.state.views import StateViews
 from chamvi.telemetry import ChamviTelemetry
 
 PLUGIN_NAME = "chamvi.ChamviPlugin"
@@ -169,6 +171,7 @@ class ChamviPlugin(SimplePlugin):
             McpActivities,
             ModelActivities,
             RunActivities,
+            StateActivities,
             ToolActivities,
         )
 
@@ -177,6 +180,9 @@ class ChamviPlugin(SimplePlugin):
             index, app.embedders, retry=app.retry.embedding, declared=frozenset(app.collections)
         )
         app.provided.set(KNOWLEDGE_SEARCH, search)
+        # agent state lives in the same Qdrant as the knowledge index (see chamvi.state.store)
+        state = StateStore(index.client, index.prefix)
+        app.provided.set(STATE_STORE, state)
         agents, model, tools = AgentActivities(app), ModelActivities(app), ToolActivities(app)
         locks = LockActivities()
         indexer = Indexer(index, app.embedders, retry=app.retry.embedding)
@@ -194,6 +200,7 @@ class ChamviPlugin(SimplePlugin):
             knowledge.knowledge_request_sync,
             knowledge.knowledge_search,
             McpActivities(app).list_mcp_tools,
+            StateActivities(StateViews(app, state)).state_list,
         ]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:

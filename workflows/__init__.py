@@ -8,6 +8,7 @@ from .knowledge import (
     KnowledgeSearchWorkflow,
     KnowledgeSyncRequestWorkflow,
 )
+from .state_list import AgentStateListWorkflow
 
 WORKFLOWS = [
     AgentRunWorkflow,
@@ -16,12 +17,14 @@ WORKFLOWS = [
     KnowledgeCollectionWorkflow,
     KnowledgeSyncRequestWorkflow,
     KnowledgeSearchWorkflow,
+    AgentStateListWorkflow,
 ]
 
 __all__ = [
     "WORKFLOWS",
     "AgentCheckWorkflow",
     "AgentRunWorkflow",
+    "AgentStateListWorkflow",
     "ConcurrencyLockWorkflow",
     "KnowledgeCollectionWorkflow",
     "KnowledgeSearchWorkflow",

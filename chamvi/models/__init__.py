@@ -51,6 +51,7 @@ from chamvi.models.runs import (
     Usage,
     WaitPoint,
 )
+from chamvi.models.state import StateItem, StateListing, StateListRequest, StatePage
 
 __all__ = [
     "AgentSpec",
@@ -88,6 +89,10 @@ __all__ = [
     "RunView",
     "RunWaitRequest",
     "SearchRequest",
+    "StateItem",
+    "StateListRequest",
+    "StateListing",
+    "StatePage",
     "StepView",
     "SyncRequest",
     "Taint",

@@ -40,6 +40,7 @@ from chamvi import (
 )
 from chamvi.constants import (
     AGENT_CHECK_WORKFLOW,
+    AGENT_STATE_LIST_WORKFLOW,
     KNOWLEDGE_ID_PREFIX,
     KNOWLEDGE_SEARCH_WORKFLOW,
     KNOWLEDGE_SYNC_REQUEST_WORKFLOW,
@@ -225,6 +226,28 @@ async def _record_mcp(env: WorkflowEnvironment, task_queue: str, recorded: dict[
             recorded["mcp"] = (await chamvi.wait((await chamvi.dispatch("mcp")).run_id)).run_id
 
 
+class Note(BaseModel):
+    text: str
+
+
+async def _record_state(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run that writes to and lists an agent's state collection, and a listing from outside a run."""
+    models = ModelRegistry()
+    turns: list[Turn] = [
+        call("state_notes_upsert", key="n1", item={"text": "remember me"}),
+        call("state_notes_list"),
+        reply("ok"),
+    ]
+    models.register("scripted/state", ScriptedModel(turns))
+    agent = define_agent(name="state", model="scripted/state", instructions="x", state={"notes": Note})
+    async with build_worker(env.client, App(agents=[agent], models=models), task_queue=task_queue):
+        chamvi = ChamviClient(env.client, task_queue=task_queue)
+        recorded["state"] = (await chamvi.wait((await chamvi.dispatch("state")).run_id)).run_id
+        await chamvi.state_list("state", "notes")
+    async for execution in env.client.list_workflows(f'WorkflowType = "{AGENT_STATE_LIST_WORKFLOW}"'):
+        recorded["state-list"] = execution.id
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=shutil.which("temporal"),
@@ -254,6 +277,7 @@ async def main() -> None:
         await _record_agent_checks(env, task_queue, recorded)
         await _record_knowledge(env, f"{task_queue}-knowledge", recorded)
         await _record_mcp(env, f"{task_queue}-mcp", recorded)
+        await _record_state(env, f"{task_queue}-state", recorded)
         wanted = set(sys.argv[1:]) or set(recorded)
         for name, workflow_id in recorded.items():
             if name not in wanted:
