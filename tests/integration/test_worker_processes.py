@@ -9,6 +9,7 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -148,3 +149,29 @@ async def test_a_pass_on_a_killed_worker_is_taken_up_and_finished_by_the_next_wo
     state = await eventually(finished, f"the next worker finishing the pass over {name!r}")
     assert state.meta is not None and state.meta.documents == 5
     assert state.passes == 2 and state.error is None  # the lost pass, then the one that finished
+
+
+async def test_a_worker_killed_inside_a_state_upsert_writes_the_item_once(
+    chamvi: ChamviClient, spawn_worker, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.txt"
+    first = spawn_worker("tests.apps.state_crash:app")
+    run_id = (await chamvi.dispatch("remember")).run_id
+    await _until_event(events, "upsert-written")
+    first.send_signal(signal.SIGKILL)  # the item is in Qdrant (on disk); the call's result is not recorded
+    first.wait()
+
+    spawn_worker("tests.apps.state_crash:app")
+    run = await asyncio.wait_for(chamvi.wait(run_id), timeout=90)
+    assert run.status == RunStatus.COMPLETED, run.error
+    written = {line.split()[1] for line in events.read_text().splitlines()}
+    assert len(written) == 1  # the redone call found its own write and wrote nothing
+    upsert = next(s for s in run.steps if s.tool == "state_refunds_upsert")
+    assert upsert.output == {
+        "key": "A-1",
+        "item": {"customer": "ada@example.com", "amount": 25.0},
+        "stored": True,
+    }
+    listed = next(s for s in run.steps if s.tool == "state_refunds_list").output
+    stored = [(i["key"], datetime.fromisoformat(i["updated_at"])) for i in listed["items"]]
+    assert stored == [("A-1", datetime.fromisoformat(written.pop()))]
