@@ -68,6 +68,18 @@ async def _until_event(path: Path, event: str, count: int = 1) -> None:
     await eventually(probe, f"{event!r}")
 
 
+async def _killed_after(
+    spawn_worker, chamvi: ChamviClient, app: str, agent: str, events: Path, event: str
+) -> str:
+    """Dispatches a run of ``agent`` to a worker of ``app`` and SIGKILLs it once ``event`` happened."""
+    first = spawn_worker(app)
+    run_id = (await chamvi.dispatch(agent)).run_id
+    await _until_event(events, event)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    return run_id
+
+
 async def test_a_killed_worker_applies_an_effect_once_and_a_new_worker_finishes_the_run(
     chamvi: ChamviClient, spawn_worker, tmp_path: Path
 ) -> None:
@@ -96,11 +108,9 @@ async def test_an_effect_mcp_tool_is_applied_once_across_a_killed_worker(
     chamvi: ChamviClient, spawn_worker, tmp_path: Path
 ) -> None:
     events = tmp_path / "events.txt"
-    first = spawn_worker("tests.apps.mcp_notes:app")
-    run_id = (await chamvi.dispatch("notes")).run_id
-    await _until_event(events, "note-saved")
-    first.send_signal(signal.SIGKILL)  # the MCP server saved the note; the result never reached Temporal
-    first.wait()
+    # the MCP server saved the note; the result never reached Temporal
+    app = "tests.apps.mcp_notes:app"
+    run_id = await _killed_after(spawn_worker, chamvi, app, "notes", events, "note-saved")
 
     spawn_worker("tests.apps.mcp_notes:app")
     run = await asyncio.wait_for(chamvi.wait(run_id), timeout=90)
@@ -155,11 +165,10 @@ async def test_a_worker_killed_inside_a_state_upsert_writes_the_item_once(
     chamvi: ChamviClient, spawn_worker, tmp_path: Path
 ) -> None:
     events = tmp_path / "events.txt"
-    first = spawn_worker("tests.apps.state_crash:app")
-    run_id = (await chamvi.dispatch("remember")).run_id
-    await _until_event(events, "upsert-written")
-    first.send_signal(signal.SIGKILL)  # the item is in Qdrant (on disk); the call's result is not recorded
-    first.wait()
+    # the item is in Qdrant (on disk); the call's result is not recorded
+    run_id = await _killed_after(
+        spawn_worker, chamvi, "tests.apps.state_crash:app", "remember", events, "upsert-written"
+    )
 
     spawn_worker("tests.apps.state_crash:app")
     run = await asyncio.wait_for(chamvi.wait(run_id), timeout=90)
