@@ -1,4 +1,4 @@
-"""The ``chamvi`` command line: the local stack, workers, runs and knowledge collections.
+"""The ``chamvi`` command line: the local stack, workers, runs, knowledge collections and agent state.
 
 Runs can be dispatched, listed, shown, approved and cancelled.
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import click
 
-from chamvi.cli import api, kb, knowledge, runs, stack
+from chamvi.cli import api, kb, knowledge, runs, stack, state
 from chamvi.cli._common import POLL_SECONDS
 
 __all__ = ["POLL_SECONDS", "cli", "main"]
@@ -44,6 +44,7 @@ for _command in (
     runs.cancel,
     knowledge.knowledge,
     kb.kb,
+    state.state,
 ):
     cli.add_command(_command)
 

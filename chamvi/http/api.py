@@ -18,9 +18,12 @@ from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
 from chamvi.http.knowledge_routes import knowledge_router
 from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingMiddleware
 from chamvi.http.runs_routes import runs_router
+from chamvi.http.state_routes import state_router
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.starters import request_sync
+from chamvi.state import StateStore
+from chamvi.state.views import StateViews
 
 log = logging.getLogger("chamvi.http")
 
@@ -51,6 +54,7 @@ def create_api(
     body_limit: int = DEFAULT_BODY_LIMIT,
     base_path: str = "",
     agents: Collection[str] | None = None,
+    state: StateViews | None = None,
 ) -> FastAPI:
     """The HTTP API.
 
@@ -63,9 +67,10 @@ def create_api(
         base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
             it, such a run is accepted and fails in the worker).
+        state: the agents' state behind ``/state``; None serves no state routes.
 
-    Routes are below ``<base_path>/knowledge`` and ``<base_path>/runs``; ``/openapi.json`` and
-    ``/docs`` (below the base path too) need no token.
+    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs`` and ``<base_path>/state``;
+    ``/openapi.json`` and ``/docs`` (below the base path too) need no token.
     """
     base = _base(base_path)
     if body_limit < 1:
@@ -91,6 +96,8 @@ def create_api(
         routers.append(knowledge_router(managed))
     if runs is not None:
         routers.append(runs_router(runs, agents))
+    if state is not None:
+        routers.append(state_router(state))
     permissions = RoutePermissions()
     for router in routers:
         permissions.add_router(router, prefix=base)
@@ -145,4 +152,5 @@ def build_api(
         body_limit=body_limit,
         base_path=base_path,
         agents=list(app.agents),
+        state=StateViews(app, StateStore(store.client, store.prefix)),
     )
