@@ -107,13 +107,15 @@ class StateCollection(Generic[M]):
         page = await self._store.page(self.agent, self.name, limit=limit, offset=offset, where=where)
         return page.model_copy(update={"items": [self._typed(i) for i in page.items]})
 
-    async def get(self, key: str) -> M | None:
-        """The item under ``key`` as the model, or None."""
+    async def item(self, key: str) -> StateItem | None:
+        """What is stored under ``key``, with when it was written (the value as the model when it fits)."""
         item = await self._store.get(self.agent, self.name, _check_key(key))
-        if item is None:
-            return None
-        typed = self._typed(item).value
-        return typed if isinstance(typed, self.model) else None
+        return self._typed(item) if item is not None else None
+
+    async def get(self, key: str) -> M | None:
+        """The item under ``key`` as the model, or None (also for an item the model no longer accepts)."""
+        item = await self.item(key)
+        return item.value if item is not None and isinstance(item.value, self.model) else None
 
     async def upsert(
         self, key: str, item: M | Mapping[str, Any], *, effect_key: str | None = None

@@ -59,10 +59,17 @@ def _remove_tool(name: str) -> Tool:
     async def remove(key: str, ctx: ToolContext) -> dict[str, Any]:
         return {"key": key, "removed": await ctx.state.collection(name).remove(key)}
 
+    async def already_applied(_effect: str, arguments: Any, ctx: ToolContext) -> dict[str, Any] | None:
+        # nothing under the key: nothing to remove, whether it never was or a crashed attempt removed it
+        if await ctx.state.collection(name).item(arguments.key) is None:
+            return {"key": arguments.key, "removed": False}
+        return None
+
     remove.__annotations__ = {"key": str, "ctx": ToolContext, "return": dict}
     return effect_tool(
         name=f"state_{name}_remove",
         description=f"Removes the item stored under `key` from the state collection {name!r}.",
+        already_applied=already_applied,
     )(remove)
 
 

@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from pydantic import BaseModel
 from qdrant_client import AsyncQdrantClient
 from temporalio.client import Client
@@ -207,3 +208,23 @@ async def test_a_listing_asks_a_worker_through_a_short_workflow(
     assert [(i.key, i.value) for i in listing.page.items] == [("A-1002", refund)]
     assert overview.collections == {"refunds": 1}
     assert overview.page.items == []
+
+
+async def test_the_support_example_remembers_each_customers_past_refunds(
+    chamvi: ChamviClient, running_worker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from examples.support.app import app as support_app
+
+    monkeypatch.setenv("CHAMVI_DATA", str(tmp_path))  # the example's outbox
+    payload = {"order_id": "A-1001", "amount": 25, "to": "ada@example.com", "body": "Refunded."}
+    async with running_worker(support_app):
+        first = (await chamvi.dispatch("support", payload)).run_id
+        await until_status(chamvi, first, RunStatus.WAITING)
+        await chamvi.approve(first, approved=True)
+        assert (await chamvi.wait(first)).status == RunStatus.COMPLETED
+        second = (await chamvi.dispatch("support", {"order_id": "A-1001"})).run_id
+        run = await chamvi.wait(second)
+        listing = await chamvi.state_list("support", "refunds")
+    lookup = next(s for s in run.steps if s.tool == "lookup_order")
+    assert lookup.output["past_refunds"] == [{"order_id": "A-1001", "amount": 25.0, "run_id": first}]
+    assert [(i.key, i.value["customer"]) for i in listing.page.items] == [("A-1001", "ada@example.com")]
