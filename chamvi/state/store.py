@@ -17,8 +17,10 @@ local mode scores every point with one numpy product and sorts the scores (about
 items), where its scroll sorts every point id in Python for each page (150 ms and more), and a
 payload filter tests each point in Python (a second); ``bench/state.py`` measures both. A Qdrant
 server answers the same query exactly (``exact=True``: a brute-force pass over 4-byte vectors, not
-the approximate graph). Vectors are float32: writes within the same second or two (more, years
-after the epoch) have no set order among themselves, but any given state pages the same way each time.
+the approximate graph). A vector is a float32, whose 24 bits keep the write time to 4 seconds in
+2026 and to 8 seconds until 2029: writes closer together than that rank as equals, in an order that
+is fixed for a given state (in local mode, a few such writes come latest first), so paging stays
+consistent, but "newest first" is only as fine as that.
 """
 
 from __future__ import annotations
