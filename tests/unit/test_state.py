@@ -96,7 +96,7 @@ def test_state_collections_get_three_tools_and_their_names_are_checked() -> None
     with pytest.raises(InvalidAgentDefinitionError, match="state collection name 'Refunds' is invalid"):
         define_agent(name="keeper", model="local/demo", instructions="x", state={"Refunds": Refund})
     with pytest.raises(InvalidAgentDefinitionError, match="'refunds' must map to a pydantic model class"):
-        define_agent(name="keeper", model="local/demo", instructions="x", state={"refunds": dict})
+        define_agent(name="keeper", model="local/demo", instructions="x", state={"refunds": dict})  # type: ignore[dict-item]
 
     @tool(name="state_refunds_list")
     def clash() -> str:
