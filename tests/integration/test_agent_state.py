@@ -155,7 +155,7 @@ async def test_the_tool_policy_covers_state_tools(chamvi: ChamviClient, running_
     assert error is not None and error.code == "tool_not_allowed"
 
 
-async def test_key_value_state_keeps_falsy_values_and_already_applied_reads_it_after_a_timed_out_call(
+async def test_key_value_state_keeps_falsy_values_and_effect_hooks_read_it_after_a_timed_out_call(
     chamvi: ChamviClient, running_worker
 ) -> None:
     attempts: list[str] = []
@@ -163,7 +163,10 @@ async def test_key_value_state_keeps_falsy_values_and_already_applied_reads_it_a
     async def noted(key: str, _input: object, ctx: ToolContext) -> str | None:
         return "found in state" if await ctx.state.get(f"applied:{key}") is not None else None
 
-    @effect_tool(already_applied=noted)
+    def keyed(_args: object, ctx: ToolContext) -> str:
+        return f"{ctx.run.run_id}:{ctx.state.agent}:charge"
+
+    @effect_tool(already_applied=noted, effect_key=keyed)
     async def charge(amount: int, ctx: ToolContext) -> str:
         """Charges once; the first attempt writes its mark, then outlives its timeout."""
         attempts.append(ctx.effect_key or "")
@@ -192,6 +195,7 @@ async def test_key_value_state_keeps_falsy_values_and_already_applied_reads_it_a
         run = await chamvi.wait((await chamvi.dispatch("kv")).run_id)
     assert run.status == RunStatus.COMPLETED, run.error
     assert len(attempts) == 1  # the retried call never ran the function again
+    assert attempts[0] == f"{run.run_id}:kv:charge"  # effect_key read ctx.state too
     assert run.steps[1].output == "found in state"
     assert run.steps[3].output == [False, "missing"]
 
