@@ -80,6 +80,22 @@ async def _timed(samples: int, operation: Callable[[int], Awaitable[object]]) ->
     return times
 
 
+async def _alternating(
+    samples: int, ours: Callable[[int], Awaitable[object]], raw: Callable[[int], Awaitable[object]]
+) -> tuple[list[float], list[float]]:
+    """Milliseconds of each call of ``ours`` and ``raw``, taken in turns after one warm-up call each,
+    so that a machine busy with something else slows both sides alike."""
+    await ours(-1)
+    await raw(-1)
+    times: tuple[list[float], list[float]] = ([], [])
+    for i in range(samples):
+        for side, operation in zip(times, (ours, raw), strict=True):
+            start = time.perf_counter()
+            await operation(i)
+            side.append((time.perf_counter() - start) * 1000)
+    return times
+
+
 def _p(times: list[float], q: float) -> float:
     return statistics.quantiles(times, n=100)[int(q) - 1] if len(times) > 1 else times[0]
 
@@ -115,9 +131,11 @@ async def bench_writes(where: str, writes: int) -> list[object]:
     refunds = AgentStateAccess(store, AGENT, {"refunds": Refund}).collection("refunds")
     await _fill(client, store, "raw", 0, 1)
     raw_name = store.qdrant_collection(AGENT, "raw")
-    await refunds.upsert("warm-up", _refund(0))
-    ours = await _timed(writes, lambda i: refunds.upsert(f"A-{i}", _refund(i)))
-    raw = await _timed(writes, lambda i: client.upsert(raw_name, points=[_point("raw", i)]))
+    ours, raw = await _alternating(
+        writes,
+        lambda i: refunds.upsert(f"A-{i}", _refund(i)),
+        lambda i: client.upsert(raw_name, points=[_point("raw", i)]),
+    )
     await client.close()
     ours_rate, raw_rate = writes / (sum(ours) / 1000), writes / (sum(raw) / 1000)
     return [where, f"{ours_rate:,.0f}/s", f"{raw_rate:,.0f}/s", ratio(ours_rate, raw_rate)]
@@ -135,7 +153,11 @@ async def _measure(
     store = StateStore(client)
     refunds = AgentStateAccess(store, AGENT, {"refunds": Refund}).collection("refunds")
     name = store.qdrant_collection(AGENT, "refunds")
-    first = await _timed(pages, lambda _: refunds.list(limit=PAGE))
+    first, raw_query = await _alternating(
+        pages,
+        lambda _: refunds.list(limit=PAGE),
+        lambda _: client.query_points(name, query=[1.0], limit=PAGE + 1, with_payload=True),
+    )
     deep = await _timed(pages, lambda _: refunds.list(limit=PAGE, offset=500))
     scroll = await _timed(max(3, pages // 4), lambda _: client.scroll(name, limit=PAGE))
     filtered = await _timed(
@@ -148,9 +170,6 @@ async def _measure(
     ]
     if not throughput:
         return row, []
-    raw_query = await _timed(
-        pages, lambda _: client.query_points(name, query=[1.0], limit=PAGE + 1, with_payload=True)
-    )
     rates = [pages / (sum(t) / 1000) for t in (first, raw_query, scroll)]
     return row, [*(f"{r:,.0f}/s" for r in rates), ratio(rates[0], rates[1]), ratio(rates[0], rates[2])]
 
