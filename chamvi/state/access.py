@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
-from pydantic_core import PydanticSerializationError, to_jsonable_python
+from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
 from chamvi.constants import STATE_KEY_MAX_LENGTH, STATE_VALUE_MAX_BYTES
 from chamvi.context import define_context_key
@@ -37,7 +36,7 @@ def _json(what: str, value: Any) -> Any:
         data = to_jsonable_python(value)
     except PydanticSerializationError as error:
         raise ChamviValidationError(f"{what} is not JSON data: {error}") from None
-    size = len(json.dumps(data, separators=(",", ":")).encode())
+    size = len(to_json(data))
     if size > STATE_VALUE_MAX_BYTES:
         raise ChamviValidationError(
             f"{what} is {size:,} bytes as JSON, over the limit of {STATE_VALUE_MAX_BYTES:,}: keep records "
