@@ -13,9 +13,9 @@ after a crash finds its own write (``already_applied``).
 Listing a page is a vector query, not a scroll. Each point's one-dimensional vector is its write
 time, in seconds since :data:`EPOCH`, and the collection ranks by dot product: asking with ``[1.0]``
 answers the most recently written items first, ``offset`` and ``limit`` cut the page. qdrant-client's
-local mode scores every point with one numpy product and sorts the scores (about 8 ms at 100 000
-items), where its scroll sorts every point id in Python for each page (150 ms and more), and a
-payload filter tests each point in Python (a second); ``bench/state.py`` measures both. A Qdrant
+local mode scores every point with one numpy product and sorts the scores (3 to 5 ms at 100 000
+items), where its scroll sorts every point id in Python for each page (200 ms and more), and a
+payload filter tests each point in Python (over a second); ``bench/state.py`` measures both. A Qdrant
 server answers the same query exactly (``exact=True``: a brute-force pass over 4-byte vectors, not
 the approximate graph). A vector is a float32, whose 24 bits keep the write time to 4 seconds in
 2026 and to 8 seconds until 2029: writes closer together than that rank as equals, in an order that
