@@ -6,6 +6,7 @@ from .locks import LockActivities
 from .mcp import McpActivities
 from .model import ModelActivities
 from .runs import RunActivities
+from .schedules import ScheduleActivities
 from .state import StateActivities
 from .tools import ToolActivities
 
@@ -16,6 +17,7 @@ __all__ = [
     "McpActivities",
     "ModelActivities",
     "RunActivities",
+    "ScheduleActivities",
     "StateActivities",
     "ToolActivities",
 ]

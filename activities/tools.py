@@ -17,8 +17,16 @@ from temporalio import activity
 
 from chamvi.app import App
 from chamvi.client import ChamviClient
-from chamvi.constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT, QUERY_TRIGGER
-from chamvi.models import EffectQuery, EffectRecord, RunInput, ToolRequest, ToolResult, TriggerEnvelope
+from chamvi.constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT, QUERY_TRIGGER, SIGNAL_EFFECT_RECORDED
+from chamvi.models import (
+    EffectQuery,
+    EffectRecord,
+    RecordedEffect,
+    RunInput,
+    ToolRequest,
+    ToolResult,
+    TriggerEnvelope,
+)
 from chamvi.tool_runner import ToolRunner
 
 HEARTBEAT_SECONDS = 2.0
@@ -47,6 +55,11 @@ class _TemporalRunAccess:
         handle = activity.client().get_workflow_handle(self._run_id)
         record = await handle.query(QUERY_EFFECT, EffectQuery(key=key), result_type=EffectRecord)
         return record.found, record.result
+
+    async def record_effect(self, key: str, result: Any) -> None:
+        # a signal is in the run's history once the call returns: a query of a retried call sees it
+        handle = activity.client().get_workflow_handle(self._run_id)
+        await handle.signal(SIGNAL_EFFECT_RECORDED, RecordedEffect(key=key, result=result))
 
     async def start(self, run_input: RunInput) -> str:
         client = ChamviClient(activity.client(), task_queue=activity.info().task_queue)

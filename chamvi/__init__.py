@@ -26,6 +26,8 @@ if TYPE_CHECKING:
         Channel,
         ChannelMessage,
         ChannelSubscription,
+        InboundEvent,
+        LifecycleChannel,
         console_channel,
     )
     from chamvi.client import (
@@ -43,7 +45,9 @@ if TYPE_CHECKING:
         BudgetExceededError,
         ChamviError,
         ChamviValidationError,
+        ChannelDeliveryError,
         ChannelNotFoundError,
+        ChannelUnavailableError,
         ContextNotProvidedError,
         ErrorCode,
         FatalToolError,
@@ -51,21 +55,26 @@ if TYPE_CHECKING:
         InvalidAgentDefinitionError,
         InvalidInputError,
         InvalidRunStateError,
+        InvalidScheduleError,
         ModelError,
         ProviderUnavailableError,
         RunNotFoundError,
         RunTimeoutError,
+        ScheduleNotFoundError,
         ToolDeniedError,
         ToolNotAllowedError,
         ToolResultTooLargeError,
     )
     from chamvi.extraction import extract
+    from chamvi.inbound import ChannelContext
     from chamvi.knowledge import (
         define_source,
         folder,
         knowledge_collection,
         knowledge_tools,
     )
+    from chamvi.knowledge.remote import CollectionSearch
+    from chamvi.knowledge_mcp import knowledge_server
     from chamvi.mcp import (
         McpServer,
         mcp_server,
@@ -76,6 +85,7 @@ if TYPE_CHECKING:
         Invoker,
         RunStatus,
         RunView,
+        ScheduleView,
         TriggerEnvelope,
     )
     from chamvi.permissions import (
@@ -97,6 +107,7 @@ if TYPE_CHECKING:
     from chamvi.runtime import (
         build_worker,
     )
+    from chamvi.schedules import AgentSchedule
     from chamvi.state import (
         AgentState,
     )
@@ -109,6 +120,10 @@ if TYPE_CHECKING:
         effect_marker,
         effect_tool,
         tool,
+    )
+    from chamvi.webhooks import (
+        WebhookChannel,
+        webhook_channel,
     )
 
 _EXPORTS: dict[str, str] = {
@@ -127,20 +142,26 @@ _EXPORTS: dict[str, str] = {
     "ChamviPlugin": "chamvi.plugin",
     "ChamviValidationError": "chamvi.errors",
     "Channel": "chamvi.channels",
+    "ChannelContext": "chamvi.inbound",
+    "ChannelDeliveryError": "chamvi.errors",
     "ChannelMessage": "chamvi.channels",
     "ChannelNotFoundError": "chamvi.errors",
     "ChannelSubscription": "chamvi.channels",
+    "ChannelUnavailableError": "chamvi.errors",
+    "CollectionSearch": "chamvi.knowledge.remote",
     "ContextKey": "chamvi.context",
     "ContextNotProvidedError": "chamvi.errors",
     "DispatchResult": "chamvi.client",
     "EffectSpec": "chamvi.tools",
     "ErrorCode": "chamvi.errors",
     "FatalToolError": "chamvi.errors",
+    "InboundEvent": "chamvi.channels",
     "IncompleteResponseError": "chamvi.errors",
     "InvalidAgentDefinitionError": "chamvi.errors",
     "InvalidInputError": "chamvi.errors",
     "InvalidRunStateError": "chamvi.errors",
     "Invoker": "chamvi.models",
+    "LifecycleChannel": "chamvi.channels",
     "McpServer": "chamvi.mcp",
     "ModelError": "chamvi.errors",
     "ModelRegistry": "chamvi.providers",
@@ -160,8 +181,13 @@ _EXPORTS: dict[str, str] = {
     "ToolResultTooLargeError": "chamvi.errors",
     "TriggerEnvelope": "chamvi.models",
     "Trust": "chamvi.tools",
+    "WebhookChannel": "chamvi.webhooks",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
+    "AgentSchedule": "chamvi.schedules",
+    "InvalidScheduleError": "chamvi.errors",
+    "ScheduleNotFoundError": "chamvi.errors",
+    "ScheduleView": "chamvi.models",
     "console_channel": "chamvi.channels",
     "define_agent": "chamvi.agents",
     "define_context_key": "chamvi.context",
@@ -173,6 +199,7 @@ _EXPORTS: dict[str, str] = {
     "has_permission": "chamvi.permissions",
     "inject": "chamvi.context",
     "knowledge_collection": "chamvi.knowledge",
+    "knowledge_server": "chamvi.knowledge_mcp",
     "knowledge_tools": "chamvi.knowledge",
     "matches_permission": "chamvi.permissions",
     "mcp_server": "chamvi.mcp",
@@ -180,6 +207,7 @@ _EXPORTS: dict[str, str] = {
     "require_tool_permission": "chamvi.permissions",
     "tool": "chamvi.tools",
     "try_inject": "chamvi.context",
+    "webhook_channel": "chamvi.webhooks",
 }
 
 
@@ -200,6 +228,7 @@ __all__ = [
     "ActivityTimeouts",
     "Agent",
     "AgentHooks",
+    "AgentSchedule",
     "AgentState",
     "AgentTrust",
     "App",
@@ -212,20 +241,27 @@ __all__ = [
     "ChamviPlugin",
     "ChamviValidationError",
     "Channel",
+    "ChannelContext",
+    "ChannelDeliveryError",
     "ChannelMessage",
     "ChannelNotFoundError",
     "ChannelSubscription",
+    "ChannelUnavailableError",
+    "CollectionSearch",
     "ContextKey",
     "ContextNotProvidedError",
     "DispatchResult",
     "EffectSpec",
     "ErrorCode",
     "FatalToolError",
+    "InboundEvent",
     "IncompleteResponseError",
     "InvalidAgentDefinitionError",
     "InvalidInputError",
     "InvalidRunStateError",
+    "InvalidScheduleError",
     "Invoker",
+    "LifecycleChannel",
     "McpServer",
     "ModelError",
     "ModelRegistry",
@@ -236,6 +272,8 @@ __all__ = [
     "RunStatus",
     "RunTimeoutError",
     "RunView",
+    "ScheduleNotFoundError",
+    "ScheduleView",
     "ScriptedModel",
     "Tool",
     "ToolCallInfo",
@@ -245,6 +283,7 @@ __all__ = [
     "ToolResultTooLargeError",
     "TriggerEnvelope",
     "Trust",
+    "WebhookChannel",
     "approve",
     "build_worker",
     "console_channel",
@@ -258,6 +297,7 @@ __all__ = [
     "has_permission",
     "inject",
     "knowledge_collection",
+    "knowledge_server",
     "knowledge_tools",
     "matches_permission",
     "mcp_server",
@@ -265,4 +305,5 @@ __all__ = [
     "require_tool_permission",
     "tool",
     "try_inject",
+    "webhook_channel",
 ]

@@ -226,6 +226,18 @@ def _subscriptions(
     subscriptions = tuple(
         c if isinstance(c, ChannelSubscription) else ChannelSubscription(c) for c in channels
     )
+    for subscription in subscriptions:
+        if subscription.id is not None and (
+            not isinstance(subscription.id, str) or not 0 < len(subscription.id) <= NAME_MAX_LENGTH
+        ):
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: subscription id {subscription.id!r} must be 1-{NAME_MAX_LENGTH} characters"
+            )
+        if subscription.filter is not None and not callable(subscription.filter):
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: the filter of its subscription to {subscription.channel!r} must be a "
+                "function of the inbound event"
+            )
     ids = [s.id for s in subscriptions if s.id is not None]
     if len(ids) != len(set(ids)):
         raise InvalidAgentDefinitionError(f"agent {name!r}: subscription ids must be unique")

@@ -1,7 +1,14 @@
 """Channels: where runs come from and where tools send messages.
 
 Outbound is tool-driven: a run never sends a message of its own. ``emit`` is an effect, so
-identical emits of one run (and a step redone after a crash) send once.
+identical emits of one run (and a step redone after a crash) send once; its key is recorded in the
+run as soon as ``out`` returns, so a worker killed later in the same tool call does not send it again.
+
+Inbound: a channel with ``start(ctx)`` / ``stop()`` is started by every worker's lifecycle
+(``ChamviPlugin``) and dispatches through its :class:`~chamvi.inbound.ChannelContext`; the built-in
+webhook channel (``chamvi.webhooks``) receives through a route of the HTTP API instead. Either way an
+inbound delivery carries a key, so the same delivery seen by two replicas starts one run per
+subscription.
 """
 
 from __future__ import annotations
@@ -14,12 +21,20 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
-from chamvi.errors import ChamviValidationError, ChannelNotFoundError, InvalidAgentDefinitionError
+from chamvi.errors import (
+    ChamviValidationError,
+    ChannelNotFoundError,
+    InvalidAgentDefinitionError,
+    ToolDeniedError,
+)
 from chamvi.models import ApprovalDecision
 from chamvi.run_context import Approvals, EffectLedger, RunContext, request_approval
+
+if TYPE_CHECKING:
+    from chamvi.inbound import ChannelContext
 
 
 @dataclass(frozen=True)
@@ -56,12 +71,62 @@ class Channel(Protocol):
         ...
 
 
+@runtime_checkable
+class LifecycleChannel(Protocol):
+    """A channel that receives on its own (polls, listens): every worker starts and stops it.
+
+    ``start`` runs once the worker polls and must return soon (start a task for a long poll);
+    ``stop`` runs when the worker's run ends. Every replica starts its channels, so what one
+    dispatches carries a delivery key (``ctx.dispatch(..., key=...)``): a delivery two replicas see
+    starts one run per subscription.
+    """
+
+    async def start(self, ctx: ChannelContext) -> None:
+        """Begins receiving; dispatch runs through ``ctx``."""
+        ...
+
+    async def stop(self) -> None:
+        """Stops receiving; nothing is dispatched after it returns."""
+        ...
+
+
+@dataclass(frozen=True)
+class InboundEvent:
+    """One inbound delivery, as a subscription's filter sees it."""
+
+    channel: str
+    key: str
+    """The delivery's key (a webhook's delivery id): the runs it starts are idempotent on it."""
+    payload: Any = None
+    address: str | None = None
+    """Where the event came from on the channel, and where replies on it go by default."""
+
+
+SubscriptionFilter = Callable[[InboundEvent], bool]
+
+
 @dataclass(frozen=True)
 class ChannelSubscription:
-    """An agent's subscription to a registered channel; ``id``, when given, must be unique per agent."""
+    """An agent's subscription to a registered channel.
+
+    Attributes:
+        channel: the registered channel's name.
+        id: unique per agent, carried by the trigger envelope of the runs it starts.
+        filter: which inbound events start a run (all when None).
+    """
 
     channel: str
     id: str | None = None
+    filter: SubscriptionFilter | None = None
+
+    def accepts(self, event: InboundEvent) -> bool:
+        """Whether ``event`` starts a run of the subscribed agent."""
+        return event.channel == self.channel and (self.filter is None or bool(self.filter(event)))
+
+
+def channel_sends(channel: Channel) -> bool:
+    """Whether the channel has an ``out`` that can deliver (a webhook channel without a URL has not)."""
+    return bool(getattr(channel, "sends", True))
 
 
 def validate_channel_name(name: str) -> None:
@@ -120,12 +185,16 @@ class ChannelHandle:
         effects: EffectLedger,
         approvals: Approvals,
         source_address: str | None,
+        tainted: bool = False,
+        on_tainted: Literal["approve", "deny"] = "approve",
     ) -> None:
         self.channel = channel
         self._run = run
         self._effects = effects
         self._approvals = approvals
         self._source_address = source_address
+        self._tainted = tainted
+        self._on_tainted = on_tainted
 
     @property
     def name(self) -> str:
@@ -135,7 +204,19 @@ class ChannelHandle:
     async def emit(
         self, body: str, *, title: str | None = None, key: str | None = None, address: str | None = None
     ) -> None:
-        """Sends a message once per key; the address defaults to the run's source address."""
+        """Sends a message once per key; the address defaults to the run's source address.
+
+        Once the run is tainted, a send anywhere but back to where the run came from (the source
+        address on the source channel) or to the channel's own default address needs a person's
+        approval, or is denied when the agent's trust says ``on_tainted="deny"``: untrusted content
+        must not steer messages to new recipients.
+
+        Raises:
+            ChamviValidationError: no address: neither given, nor the run's source, nor a default.
+            ToolDeniedError: the run is tainted and the send was denied.
+            ChannelUnavailableError: the receiver may take it later (Temporal retries the call).
+            ChannelDeliveryError: the receiver refused it for good (a tool error).
+        """
         target = address or self._source_address or self.channel.default_address
         if not target:
             raise ChamviValidationError(
@@ -146,8 +227,27 @@ class ChannelHandle:
         found, _ = await self._effects.lookup(effect_key)
         if found:
             return
+        if self._tainted and target not in (self._source_address, self.channel.default_address):
+            await self._gate(target, title, body)
         await self.channel.out(ChannelMessage(body=body, title=title, address=target, key=effect_key))
-        self._effects.record(effect_key, {"sent": True})
+        await self._effects.record_now(effect_key, {"sent": True})
+
+    async def _gate(self, target: str, title: str | None, body: str) -> None:
+        what = f"a message through channel {self.name!r} to {target!r}"
+        if self._on_tainted == "deny":
+            raise ToolDeniedError(
+                f"{what} was denied: the run read untrusted content, and this agent refuses sends "
+                "to addresses other than the run's source or the channel's default from then on"
+            )
+        # the person answering reads where it goes and what it says in the body
+        preview = "\n\n".join([f"To: {target}", *([title] if title else []), body])
+        decision = request_approval(
+            self._approvals,
+            title=f"The run read untrusted content: send a message through channel {self.name!r}?",
+            body=preview[:2000],
+        )
+        if not decision.approved:
+            raise ToolDeniedError(f"{what} was denied: {decision.reason or 'nobody approved'}")
 
     async def approve(
         self,
@@ -159,29 +259,92 @@ class ChannelHandle:
     ) -> ApprovalDecision:
         """``approve()``, with the request delivered through this channel (once, with its deadline)."""
         if not self._approvals.next_is_answered:
-            until = datetime.now(UTC) + timeout
-            lines = [*([body] if body else []), f"Waiting for an answer until {until:%Y-%m-%d %H:%M} UTC."]
-            index = self._approvals.next_index
-            key = f"{self._run.run_id}:approval:{self._run.step}:{self._run.tool_call_id}:{index}"
-            await self.emit("\n".join(lines), title=f"Approval needed: {title}", key=key, address=address)
+            await self.notify_approval(
+                title=title, body=body, timeout=timeout, index=self._approvals.next_index, address=address
+            )
         return request_approval(self._approvals, title=title, body=body, timeout=timeout)
+
+    async def notify_approval(
+        self,
+        *,
+        title: str,
+        body: str | None,
+        timeout: timedelta,
+        index: int,
+        address: str | None = None,
+        required: bool = True,
+    ) -> None:
+        """Sends the review request of the call's ``index``-th approval, once per run.
+
+        What waits, until when and how to answer; ``body`` is what the tool's author wrote, never
+        the call's arguments. The key is the approval's, so the tool's own ``approve()`` through
+        this channel and the run's generic notice are one message.
+
+        Args:
+            title: what waits.
+            body: the tool author's text, if any.
+            timeout: how long the run waits.
+            index: which ``approve()`` of the call this is.
+            address: where to; by default the run's source address, else the channel's default.
+            required: False for the run's own notice, which a channel without an address or an
+                ``out`` simply does not get.
+
+        Raises:
+            ChamviValidationError: required, and the channel has no address for the request.
+        """
+        target = address or self._source_address or self.channel.default_address
+        if not required and (not target or not channel_sends(self.channel)):
+            return
+        if not target:
+            raise ChamviValidationError(
+                f"channel {self.name!r} has no address for the approval request: pass address= or give "
+                "the channel a default address"
+            )
+        key = f"{self._run.run_id}:approval:{self._run.step}:{self._run.tool_call_id}:{index}"
+        found, _ = await self._effects.lookup(key)
+        if found:
+            return
+        until = datetime.now(UTC) + timeout
+        run_id = self._run.run_id
+        lines = [
+            *([body] if body else []),
+            f"Waiting for an answer until {until:%Y-%m-%d %H:%M} UTC.",
+            f"Run {run_id} of agent {self._run.agent!r}: answer with `chamvi approve {run_id}` "
+            f"(or `--deny`), or POST /runs/{run_id}/approve.",
+        ]
+        message = ChannelMessage(
+            body="\n".join(lines), title=f"Approval needed: {title}", address=target, key=key
+        )
+        await self.channel.out(message)
+        await self._effects.record_now(key, {"sent": True})
 
 
 class ChannelAccess:
     """``ctx.channels``: find the run's source channel or another registered one."""
 
     def __init__(
-        self, channels: dict[str, Channel], run: RunContext, effects: EffectLedger, approvals: Approvals
+        self,
+        channels: dict[str, Channel],
+        run: RunContext,
+        effects: EffectLedger,
+        approvals: Approvals,
+        *,
+        tainted: bool = False,
+        on_tainted: Literal["approve", "deny"] = "approve",
     ) -> None:
         self._channels = channels
         self._run = run
         self._effects = effects
         self._approvals = approvals
+        self._tainted = tainted
+        self._on_tainted = on_tainted
 
     def _handle(self, channel: Channel) -> ChannelHandle:
         trigger = self._run.trigger
         source = trigger.address if channel.name == trigger.channel else None
-        return ChannelHandle(channel, self._run, self._effects, self._approvals, source)
+        return ChannelHandle(
+            channel, self._run, self._effects, self._approvals, source, self._tainted, self._on_tainted
+        )
 
     def find_one(self, name: str | None = None) -> ChannelHandle | None:
         """The named channel, or without a name the run's source channel; None when absent."""
@@ -201,5 +364,5 @@ class ChannelAccess:
         return handle
 
     def find(self) -> list[ChannelHandle]:
-        """Every registered channel."""
-        return [self._handle(channel) for channel in self._channels.values()]
+        """Every registered channel that can send."""
+        return [self._handle(channel) for channel in self._channels.values() if channel_sends(channel)]

@@ -13,7 +13,7 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from temporalio.client import (
     Client,
@@ -55,8 +55,18 @@ from chamvi.models import (
     RunStatus,
     RunSummary,
     RunView,
+    ScheduleView,
     StateListing,
     StateListRequest,
+)
+from chamvi.schedules import (
+    ScheduleOptions,
+    create_schedule,
+    define_schedule,
+    delete_schedule,
+    get_schedule,
+    list_schedules,
+    set_paused,
 )
 from chamvi.starters import enqueue, request_sync
 
@@ -342,7 +352,12 @@ class ChamviClient:
         return await self.get_run(run_id)
 
     async def list_runs(
-        self, *, agent: str | None = None, status: str | None = None, limit: int = 20
+        self,
+        *,
+        agent: str | None = None,
+        status: str | None = None,
+        limit: int = 20,
+        channel: str | None = None,
     ) -> list[RunSummary]:
         """The most recent runs first, from search attributes: no worker needed.
 
@@ -352,6 +367,8 @@ class ChamviClient:
         clauses = [f'WorkflowType = "{c.AGENT_RUN_WORKFLOW}"']
         if agent is not None:
             clauses.append(f'{c.SA_AGENT.name} = "{_quote(agent)}"')
+        if channel is not None:
+            clauses.append(f'{c.SA_CHANNEL.name} = "{_quote(channel)}"')
         if status is not None:
             if status not in {s.value for s in RunStatus}:
                 raise InvalidInputError(
@@ -438,6 +455,48 @@ class ChamviClient:
                 "nothing to cancel"
             )
         await self._handle(run_id).cancel()
+
+    # -- agent schedules (see chamvi.schedules) ---------------------------------------------------------
+
+    async def create_schedule(self, agent: str, **options: Unpack[ScheduleOptions]) -> ScheduleView:
+        """Creates a Temporal Schedule that runs ``agent`` on this task queue, kept until deleted.
+
+        The options are ``App.schedule``'s (:class:`chamvi.schedules.ScheduleOptions`). The agent is
+        not looked up here (no app in this process): ``check_agent`` asks a worker; a fire naming an
+        agent the workers lack fails.
+
+        Raises:
+            InvalidScheduleError: both or neither of cron and every, a bad cron, interval or overlap.
+            ConflictError: a schedule with this id exists.
+        """
+        schedule = define_schedule(agent, **options)
+        return await create_schedule(self.client, self.task_queue, schedule)
+
+    async def list_schedules(self) -> list[ScheduleView]:
+        """Every agent schedule of the namespace, declared in code or created at runtime, by id."""
+        return await list_schedules(self.client)
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleView:
+        """The schedule ``schedule_id``: spec, payload, paused, next and recent fires.
+
+        Raises:
+            ScheduleNotFoundError: there is none.
+        """
+        return await get_schedule(self.client, schedule_id)
+
+    async def pause_schedule(self, schedule_id: str, note: str | None = None) -> ScheduleView:
+        """Stops a schedule's fires until it is unpaused (a worker's start keeps it paused)."""
+        await set_paused(self.client, schedule_id, True, note)
+        return await get_schedule(self.client, schedule_id)
+
+    async def unpause_schedule(self, schedule_id: str, note: str | None = None) -> ScheduleView:
+        """Lets a paused schedule fire again."""
+        await set_paused(self.client, schedule_id, False, note)
+        return await get_schedule(self.client, schedule_id)
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """Deletes a schedule (a schedule declared in code comes back at the next worker's start)."""
+        await delete_schedule(self.client, schedule_id)
 
 
 def _quote(value: str) -> str:

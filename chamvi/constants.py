@@ -28,6 +28,9 @@ SIGNAL_LOCK_GRANTED = "concurrency_granted"
 SIGNAL_LOCK_ACQUIRE = "acquire"
 SIGNAL_LOCK_RELEASE = "release"
 UPDATE_ANSWER_APPROVAL = "answer_approval"
+SIGNAL_EFFECT_RECORDED = "effect_recorded"
+"""A tool call records an effect in its run as soon as it happened (an emit's key once ``out``
+returned), so a worker killed before the call ends leaves the key behind and the retry skips it."""
 QUERY_RUN = "run"
 QUERY_TRANSCRIPT = "transcript"
 QUERY_EFFECT = "effect"
@@ -53,8 +56,26 @@ MEMO_KNOWLEDGE_QUEUED = "queued"
 """A collection workflow's memo: True while a pass is owed and has not begun, so a sync request
 (every PUT over REST makes one) reads it instead of adding a signal to the history."""
 PATCH_KNOWLEDGE_QUEUED_MEMO = "knowledge-queued-memo"
+PATCH_KNOWLEDGE_RESYNC_TIMER = "knowledge-resync-timer"
+"""A collection's resync is a timer of its workflow, ``resync`` after the last successful pass."""
+PATCH_KNOWLEDGE_START_SKIPS_BACKOFF = "knowledge-start-skips-backoff"
+"""A worker's start request ends a backoff under way: its own first attempt runs at once."""
 KNOWLEDGE_ID_PREFIX = "knowledge:"
 KNOWLEDGE_SCHEDULE_PREFIX = "knowledge-resync:"
+
+SCHEDULED_RUN_WORKFLOW = "ChamviScheduledRun"
+"""Started by an agent's Temporal Schedule at each fire: dispatches one ordinary run, keyed by the
+schedule and the fire time, and (unless the overlap policy is ``allow_all``) lives as long as that run
+so the Schedule's overlap policy applies to runs."""
+ACTIVITY_DISPATCH_SCHEDULED = "chamvi.dispatch_scheduled"
+SCHEDULE_ID_PREFIX = "chamvi-schedule:"
+"""The Temporal Schedule of an agent schedule ``daily-digest`` is ``chamvi-schedule:daily-digest``."""
+SCHEDULED_RUN_ID_PREFIX = "scheduled-run:"
+"""The fire workflow's id before the fire time Temporal appends (``scheduled-run:<id>-<time>``)."""
+SCHEDULE_TRIGGER = "schedule"
+"""The ``trigger`` of a scheduled run, and the ``kind`` of its invoker (whose id is the schedule id)."""
+SA_SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
+"""Temporal's own attribute on a workflow a Schedule started: the fire's nominal time."""
 
 SA_AGENT = SearchAttributeKey.for_keyword("ChamviAgent")
 SA_STATUS = SearchAttributeKey.for_keyword("ChamviStatus")
@@ -63,6 +84,16 @@ SA_TAINTED = SearchAttributeKey.for_bool("ChamviTainted")
 SEARCH_ATTRIBUTES = (SA_AGENT, SA_STATUS, SA_CHANNEL, SA_TAINTED)
 
 RUN_ID_PREFIX = "run-"
+CHANNEL_TRIGGER = "channel"
+"""The ``trigger`` of a run a channel started (its ``channel`` names which)."""
+CHANNEL_INVOKER_KIND = "channel"
+"""The invoker kind of a run a channel started: its idempotency keys are scoped to the channel."""
+WEBHOOK_SIGNATURE_HEADER = "X-Chamvi-Signature"
+"""``sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">``, inbound and outbound alike."""
+WEBHOOK_TIMESTAMP_HEADER = "X-Chamvi-Timestamp"
+"""Unix seconds when the sender signed; outside the channel's tolerance the delivery is refused."""
+WEBHOOK_DELIVERY_HEADER = "X-Chamvi-Delivery"
+"""The sender's delivery id: the idempotency key of the runs one inbound event starts."""
 LOCK_ID_PREFIX = "chamvi-lock:"
 
 DEFAULT_MAX_STEPS = 20

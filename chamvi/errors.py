@@ -166,6 +166,18 @@ class ConflictError(ChamviError):
     code = "conflict"
 
 
+class InvalidScheduleError(ChamviError):
+    """A schedule that cannot work: both or neither of cron and every, a bad cron, an unknown overlap."""
+
+    code = "invalid_schedule"
+
+
+class ScheduleNotFoundError(ChamviError):
+    """No agent schedule has this id (404 over HTTP)."""
+
+    code = "schedule_not_found"
+
+
 # ---- providers ------------------------------------------------------------------------------------
 
 
@@ -235,6 +247,41 @@ class McpToolError(ChamviError):
     """An MCP server answered a tool call with an error result (``isError``)."""
 
     code = "mcp_tool_error"
+
+
+# ---- channels -------------------------------------------------------------------------------------
+
+
+class ChannelUnavailableError(ChamviError):
+    """A channel's receiver may accept the message later: it answered 408, 429 or 5xx, or was unreachable.
+
+    Retryable: the tool runner lets it fail the tool activity, so Temporal delivers again with backoff
+    (emits already sent are recorded in the run and not sent twice).
+    """
+
+    code = "channel_unavailable"
+    retryable = True
+
+
+class ChannelDeliveryError(ChamviError):
+    """A channel's receiver refused the message for good (a 4xx other than 408 and 429): a tool error."""
+
+    code = "channel_delivery_failed"
+
+
+class WebhookSignatureError(ChamviError):
+    """An inbound webhook delivery without a valid signature (HTTP 401)."""
+
+    code = "invalid_signature"
+
+
+class StaleDeliveryError(ChamviError):
+    """An inbound webhook delivery whose timestamp is outside the channel's tolerance window (HTTP 409).
+
+    A replay of an old, validly signed delivery is refused this way.
+    """
+
+    code = "stale_delivery"
 
 
 # ---- knowledge ------------------------------------------------------------------------------------
@@ -378,10 +425,16 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     ApprovalNotPendingError,
     NotFoundError,
     ConflictError,
+    InvalidScheduleError,
+    ScheduleNotFoundError,
     ContextNotProvidedError,
     ProviderUnavailableError,
     McpServerUnavailableError,
     McpToolError,
+    ChannelUnavailableError,
+    ChannelDeliveryError,
+    WebhookSignatureError,
+    StaleDeliveryError,
     KnowledgeNotReadyError,
     InvalidDocumentError,
     KnowledgePassError,

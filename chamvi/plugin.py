@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
@@ -23,15 +24,21 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi.activity_boundary import ActivityErrors
 from chamvi.app import App
+from chamvi.channels import LifecycleChannel
+from chamvi.client import ChamviClient
 from chamvi.errors import ChamviError
+from chamvi.inbound import ChannelContext
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
 from chamvi.lifecycle import boot_collections, check_index, close_index, index_location, open_index
+from chamvi.schedules import boot_schedules
 from chamvi.settings import Settings
 from chamvi.state import STATE_STORE, StateStore
 from chamvi.state.views import StateViews
 from chamvi.telemetry import ChamviTelemetry
+
+log = logging.getLogger("chamvi.channels")
 
 PLUGIN_NAME = "chamvi.ChamviPlugin"
 
@@ -87,8 +94,10 @@ class ChamviPlugin(SimplePlugin):
     worker's lifecycle.
 
     The lifecycle, around each worker's run: open the knowledge index (unless given) and check it
-    against the app before the worker polls; start the app's collections and their resync schedules
-    in the background once it runs; close the index it opened when the worker stops.
+    against the app before the worker polls; start the app's collections and their resync schedules,
+    and create or update the app's agent schedules, in the background once it runs; start the app's
+    channels that receive on their own (``start(ctx)``) once it polls; when its run ends, stop those
+    channels first, then close the index it opened.
 
     Args:
         app: the app to serve.
@@ -99,6 +108,12 @@ class ChamviPlugin(SimplePlugin):
             schedules); off, they wait for ``chamvi knowledge sync``.
         trace_content: put messages, tool arguments and results on the spans (see
             ``chamvi.telemetry``); by default ``settings.trace_content``, off without settings.
+        start_schedules: create or update the app's schedules (``App.schedule``) when a worker runs,
+            and delete the ones the code no longer declares; off, they are left as they are.
+        start_channels: start the app's channels that have ``start(ctx)`` / ``stop()``; off, this
+            worker receives nothing on its own (the seed's ``start({ channels: false })``), and
+            runs still send through every channel's ``out``. By default on, unless
+            ``settings.no_channels`` (``CHAMVI_NO_CHANNELS=true``).
     """
 
     def __init__(
@@ -109,8 +124,17 @@ class ChamviPlugin(SimplePlugin):
         settings: Settings | None = None,
         start_collections: bool = True,
         trace_content: bool | None = None,
+        start_schedules: bool = True,
+        start_channels: bool | None = None,
     ) -> None:
         self.app = app
+        self._start_channels = (
+            start_channels
+            if start_channels is not None
+            else not (settings is not None and settings.no_channels)
+        )
+        self._started_channels: list[LifecycleChannel] = []
+        self._channels_task: asyncio.Task[None] | None = None
         self._index = index
         self._owns_index = index is None
         self._settings = settings
@@ -118,6 +142,9 @@ class ChamviPlugin(SimplePlugin):
         self._checked = False
         self._boot: asyncio.Task[None] | None = None
         self._booted = asyncio.Event()
+        self._start_schedules = start_schedules
+        self._schedules: asyncio.Task[None] | None = None
+        self._schedules_synced = asyncio.Event()
         super().__init__(
             PLUGIN_NAME,
             data_converter=_data_converter,
@@ -158,6 +185,11 @@ class ChamviPlugin(SimplePlugin):
         if self._start_collections:
             await self._booted.wait()
 
+    async def schedules_started(self) -> None:
+        """Returns once a running worker has brought the app's schedules in line (or failed to)."""
+        if self._start_schedules:
+            await self._schedules_synced.wait()
+
     def _with_workflows(self, existing: Sequence[type] | None) -> Sequence[type]:
         from chamvi.workflows import WORKFLOWS
 
@@ -171,6 +203,7 @@ class ChamviPlugin(SimplePlugin):
             McpActivities,
             ModelActivities,
             RunActivities,
+            ScheduleActivities,
             StateActivities,
             ToolActivities,
         )
@@ -201,6 +234,7 @@ class ChamviPlugin(SimplePlugin):
             knowledge.knowledge_search,
             McpActivities(app).list_mcp_tools,
             StateActivities(StateViews(app, state)).state_list,
+            ScheduleActivities(app).dispatch_scheduled,
         ]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
@@ -214,22 +248,83 @@ class ChamviPlugin(SimplePlugin):
         """The lifecycle around one worker's run (see the class)."""
         try:
             await self.prepare()
+            task_queue = worker.config(active_config=True)["task_queue"]
             if self._start_collections:
-                task_queue = worker.config(active_config=True)["task_queue"]
                 self._booted.clear()
                 self._boot = asyncio.ensure_future(self._start(worker.client, task_queue))
+            if self._start_schedules:
+                self._schedules_synced.clear()
+                self._schedules = asyncio.ensure_future(self._sync_schedules(worker.client, task_queue))
+            if self._start_channels:
+                # a task of its own so that it runs once next() polls, beside the worker
+                self._channels_task = asyncio.ensure_future(
+                    self._start_lifecycle_channels(worker.client, task_queue)
+                )
             await next(worker)
         finally:
-            if self._boot is not None:
-                self._boot.cancel()
-                await asyncio.gather(self._boot, return_exceptions=True)
+            await self.stop_channels()
+            for task in (self._boot, self._schedules):
+                if task is not None:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
             await self.close()
+
+    async def _start_lifecycle_channels(self, client: Client, task_queue: str) -> None:
+        """Starts each channel that receives on its own; one that fails to start is logged and skipped.
+
+        A channel's ``start`` must not keep the worker from serving runs: the worker goes on without it.
+        """
+        runs = ChamviClient(client, task_queue=task_queue)
+        for channel in self.app.channels.values():
+            if not isinstance(channel, LifecycleChannel):
+                continue
+            try:
+                await channel.start(ChannelContext(channel.name, self.app.agents, runs))
+            except Exception as error:
+                log.error(
+                    "channel %r failed to start: %s: %s (the worker goes on)",
+                    channel.name,
+                    type(error).__name__,
+                    error,
+                )
+                continue
+            self._started_channels.append(channel)
+
+    async def stop_channels(self) -> None:
+        """Stops the channels this plugin started, last started first; safe to repeat.
+
+        The worker's run calls it when it ends. Temporal has no hook for "shutdown requested", so a
+        process that stops its worker (``chamvi worker`` and ``chamvi dev`` on SIGINT/SIGTERM) calls
+        it first, before ``Worker.shutdown()``: nothing new comes in while in-flight calls drain. A
+        failing ``stop`` is logged, never raised.
+        """
+        if self._channels_task is not None:
+            self._channels_task.cancel()
+            await asyncio.gather(self._channels_task, return_exceptions=True)
+            self._channels_task = None
+        while self._started_channels:
+            channel = self._started_channels.pop()
+            try:
+                await channel.stop()
+            except Exception as error:
+                log.error(
+                    "channel %r failed to stop: %s: %s",
+                    getattr(channel, "name", "?"),
+                    type(error).__name__,
+                    error,
+                )
 
     async def _start(self, client: Client, task_queue: str) -> None:
         try:
             await boot_collections(client, self.app, self.index, task_queue)
         finally:
             self._booted.set()
+
+    async def _sync_schedules(self, client: Client, task_queue: str) -> None:
+        try:
+            await boot_schedules(client, self.app.schedules, task_queue)
+        finally:
+            self._schedules_synced.set()
 
     async def close(self) -> None:
         """Closes the index if this plugin opened it (a later worker opens it again); safe to repeat."""

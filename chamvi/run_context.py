@@ -43,11 +43,17 @@ class EffectLedger:
     """Recorded effect results of one run, as seen from inside one tool call.
 
     ``lookup`` asks the run (outside history) for keys recorded by earlier calls; ``record`` keeps
-    new results, which the tool call returns to the workflow to keep.
+    new results, which the tool call returns to the workflow to keep; ``record_now`` also hands the
+    result to the run at once (``persist``), for effects that must survive the call being cut short.
     """
 
-    def __init__(self, lookup_recorded: Callable[[str], Awaitable[tuple[bool, Any]]]) -> None:
+    def __init__(
+        self,
+        lookup_recorded: Callable[[str], Awaitable[tuple[bool, Any]]],
+        persist: Callable[[str, Any], Awaitable[None]] | None = None,
+    ) -> None:
         self._lookup_recorded = lookup_recorded
+        self._persist = persist
         self.new: dict[str, Any] = {}
 
     async def lookup(self, key: str) -> tuple[bool, Any]:
@@ -59,6 +65,16 @@ class EffectLedger:
     def record(self, key: str, result: Any) -> None:
         """Keeps ``result`` under ``key``; the workflow stores it when the call returns."""
         self.new[key] = result
+
+    async def record_now(self, key: str, result: Any) -> None:
+        """Keeps ``result`` and records it in the run before returning (the seed's emit window).
+
+        A message sent and then lost with its worker before the call returned would be sent again by
+        the retried call; recorded here, the retry finds the key and sends nothing.
+        """
+        self.new[key] = result
+        if self._persist is not None:
+            await self._persist(key, result)
 
 
 def input_digest(arguments: dict[str, Any]) -> str:

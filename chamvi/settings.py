@@ -42,6 +42,9 @@ class Settings:
     trace_content: bool = False
     """``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``: spans carry messages, tool arguments
     and results; off, they carry names, ids and counts only."""
+    no_channels: bool = False
+    """``CHAMVI_NO_CHANNELS``: workers start none of the app's receiving channels (``start(ctx)``);
+    runs still send through every channel."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -63,6 +66,7 @@ class Settings:
             otlp_headers=_headers(env, "OTEL_EXPORTER_OTLP_HEADERS"),
             metrics_address=env.get("CHAMVI_METRICS_ADDRESS") or None,
             trace_content=_flag(env, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
+            no_channels=_flag(env, "CHAMVI_NO_CHANNELS"),
         )
 
     def with_overrides(self, **changes: object) -> Settings:

@@ -11,7 +11,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
-from chamvi.models import CollectionInput, LockRequest, LockState
+from chamvi.models import CollectionInput, LockRequest, LockState, SyncSignal
 
 
 async def enqueue(client: Client, task_queue: str, request: LockRequest) -> None:
@@ -26,14 +26,17 @@ async def enqueue(client: Client, task_queue: str, request: LockRequest) -> None
     )
 
 
-async def request_sync(client: Client, task_queue: str, name: str) -> bool:
+async def request_sync(client: Client, task_queue: str, name: str, start: SyncSignal | None = None) -> bool:
     """Asks ``knowledge:<name>`` for a pass, starting the workflow if it is not running.
 
     A pass that is owed and has not begun reads whatever was stored before it begins, so when the
     workflow's memo says one is queued the request is already met: it returns False and adds no
     signal (Temporal refuses a run's 10 001st). Returns True when it signalled.
+
+    ``start`` is a worker's request as it starts: always sent, since it also ends a backoff under way
+    (that worker's own first attempt) and declares the collection's ``resync``.
     """
-    if await _pass_queued(client, name):
+    if start is None and await _pass_queued(client, name):
         return False
     await client.start_workflow(
         c.KNOWLEDGE_COLLECTION_WORKFLOW,
@@ -41,6 +44,7 @@ async def request_sync(client: Client, task_queue: str, name: str) -> bool:
         id=c.KNOWLEDGE_ID_PREFIX + name,
         task_queue=task_queue,
         start_signal=c.SIGNAL_KNOWLEDGE_SYNC,
+        start_signal_args=[start] if start is not None else [],
     )
     return True
 

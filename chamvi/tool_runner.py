@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
+from datetime import timedelta
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -28,12 +30,13 @@ from chamvi.constants import TOOL_RESULT_MAX_BYTES
 from chamvi.errors import (
     ChamviError,
     ChamviValidationError,
+    ChannelUnavailableError,
     FatalToolError,
     ToolDeniedError,
     ToolNotAllowedError,
     ToolResultTooLargeError,
 )
-from chamvi.models import ErrorInfo, RunInput, ToolRequest, ToolResult, TriggerEnvelope
+from chamvi.models import ApprovalRequest, ErrorInfo, RunInput, ToolRequest, ToolResult, TriggerEnvelope
 from chamvi.permissions import PolicyRun
 from chamvi.run_context import (
     ApprovalRequired,
@@ -47,6 +50,8 @@ from chamvi.run_context import (
 from chamvi.state import STATE_STORE, AgentStateAccess
 from chamvi.tools import Predicate, Tool, ToolContext, approve
 
+log = logging.getLogger("chamvi.channels")
+
 
 class RunAccess(Protocol):
     """What a tool call reads from its run, outside the call's own input."""
@@ -57,6 +62,10 @@ class RunAccess(Protocol):
 
     async def recorded_effect(self, key: str) -> tuple[bool, Any]:
         """``(True, result)`` when an earlier call of the run recorded ``key``."""
+        ...
+
+    async def record_effect(self, key: str, result: Any) -> None:
+        """Records ``key`` in the run now, before the call returns (an emit, once ``out`` returned)."""
         ...
 
     async def start(self, run_input: RunInput) -> str:
@@ -122,12 +131,20 @@ class ToolRunner:
             step=request.step,
             tool_call_id=request.call.id,
         )
-        effects = EffectLedger(access.recorded_effect)
+        effects = EffectLedger(access.recorded_effect, access.record_effect)
         approvals = Approvals(request.decisions)
         approvals.bind(arguments.model_dump(mode="json"))
+        channels = ChannelAccess(
+            self.app.channels,
+            run,
+            effects,
+            approvals,
+            tainted=request.tainted,
+            on_tainted=agent.trust.on_tainted,
+        )
         ctx = ToolContext(
             run=run,
-            channels=ChannelAccess(self.app.channels, run, effects, approvals),
+            channels=channels,
             effects=effects,
             approvals=approvals,
             provided=self.app.provided,
@@ -185,6 +202,7 @@ class ToolRunner:
             if hooks.after_tool_execution is not None:
                 output = to_jsonable_python(await _maybe_await(hooks.after_tool_execution(info, output, ctx)))
         except ApprovalRequired as required:
+            await _notify_source(ctx, tool.name, required.request)
             return ToolResult(status="approval", approval=required.request, effects=ctx.effects.new)
         except ExtractionRequired as required:
             return ToolResult(status="extraction", extraction=required.request, effects=ctx.effects.new)
@@ -192,6 +210,8 @@ class ToolRunner:
             return ToolResult(status="wait", wait=required.request, effects=ctx.effects.new)
         except FatalToolError as fatal:
             status, error = "fatal", _error(fatal)
+        except ChannelUnavailableError:
+            raise  # the receiver may take it later: Temporal runs the call again, with backoff
         except Exception as failure:
             status, error = "error", _error(failure)
         if await _holds(trust.taint, arguments, ctx):
@@ -202,6 +222,38 @@ class ToolRunner:
             error=error,
             effects=ctx.effects.new,
             taint=ctx.taint,
+        )
+
+
+async def _notify_source(ctx: ToolContext, tool: str, request: ApprovalRequest) -> None:
+    """Tells the run's source channel that the run waits for a person, once per approval.
+
+    Generic on purpose: which tool of which run waits, until when, how to answer; neither the call's
+    arguments nor the request's title and body, which are often made of them (and may carry what
+    untrusted content put there): ``chamvi runs show`` and ``GET /runs/{id}`` show those to whoever
+    may answer. A request the tool already delivered through a channel (``handle.approve``) has the
+    same key and is not sent again. A receiver that refuses for good costs a log line, not the
+    approval: the run waits all the same.
+    """
+    source = ctx.channels.find_one()
+    if source is None:
+        return
+    try:
+        await source.notify_approval(
+            title=f"tool {tool!r} of agent {ctx.run.agent!r}",
+            body=None,
+            timeout=timedelta(seconds=request.timeout_seconds),
+            index=request.index or 0,
+            required=False,
+        )
+    except ChannelUnavailableError:
+        raise
+    except Exception as error:
+        log.warning(
+            "run %s: the approval request could not be delivered through channel %r: %s",
+            ctx.run.run_id,
+            source.name,
+            error,
         )
 
 

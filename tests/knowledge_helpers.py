@@ -24,7 +24,7 @@ from chamvi.models.knowledge import CollectionMeta, CollectionState
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, ScriptedModel, ScriptedTurn, reply
 from chamvi.runtime import build_worker
-from tests.polling import eventually
+from tests.polling import PATIENCE_SECONDS, eventually
 
 
 @dataclass
@@ -113,7 +113,9 @@ async def collection_state(client: Client, name: str) -> CollectionState:
     return await handle.query(QUERY_KNOWLEDGE_STATE, result_type=CollectionState)
 
 
-async def wait_for_passes(client: Client, name: str, passes: int) -> CollectionState:
+async def wait_for_passes(
+    client: Client, name: str, passes: int, seconds: float = PATIENCE_SECONDS
+) -> CollectionState:
     """Waits until ``passes`` passes of the collection ended (whatever their outcome)."""
 
     async def probe() -> CollectionState | None:
@@ -123,7 +125,7 @@ async def wait_for_passes(client: Client, name: str, passes: int) -> CollectionS
             return None
         return state if state.passes >= passes and not state.running else None
 
-    return await eventually(probe, f"{passes} finished passes of {name!r}")
+    return await eventually(probe, f"{passes} finished passes of {name!r}", seconds)
 
 
 async def wait_for_meta(

@@ -8,6 +8,7 @@ from .knowledge import (
     KnowledgeSearchWorkflow,
     KnowledgeSyncRequestWorkflow,
 )
+from .scheduled_run import ScheduledRunWorkflow
 from .state_list import AgentStateListWorkflow
 
 WORKFLOWS = [
@@ -18,6 +19,7 @@ WORKFLOWS = [
     KnowledgeSyncRequestWorkflow,
     KnowledgeSearchWorkflow,
     AgentStateListWorkflow,
+    ScheduledRunWorkflow,
 ]
 
 __all__ = [
@@ -29,4 +31,5 @@ __all__ = [
     "KnowledgeCollectionWorkflow",
     "KnowledgeSearchWorkflow",
     "KnowledgeSyncRequestWorkflow",
+    "ScheduledRunWorkflow",
 ]

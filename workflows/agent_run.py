@@ -49,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         Message,
         ModelRequest,
         ModelResponse,
+        RecordedEffect,
         RunInput,
         RunStatus,
         RunView,
@@ -245,6 +246,15 @@ class AgentRunWorkflow:
                 f"{self._waiting.approval_id!r}"
             )
         return None
+
+    @workflow.signal(name=c.SIGNAL_EFFECT_RECORDED)
+    def effect_recorded(self, effect: RecordedEffect) -> None:
+        """An effect a running tool call applied (an emit), kept before the call returns.
+
+        Only state changes here, no command: histories recorded before this signal existed replay
+        as they are.
+        """
+        self._effects[effect.key] = effect.result
 
     @workflow.signal(name=c.SIGNAL_LOCK_GRANTED)
     def concurrency_granted(self) -> None:

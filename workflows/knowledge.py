@@ -6,8 +6,16 @@ Requests that arrive during a pass set one flag: exactly one more pass follows, 
 one. The flag is also the workflow's memo ``queued``, which a requester reads first: while it is set
 a request adds nothing, so a stream of PUTs during a long pass or a backoff costs a signal or two,
 not one each (a run takes at most 10 000 signals). A failed pass is retried after 5 s doubling to
-5 min, a timer that holds across workers and restarts. Only counts travel through history, never
+5 min, a timer that holds across workers and restarts; a worker's own first request after it starts
+(the ``sync`` signal with ``start``) skips a backoff under way, so each replica makes one attempt of
+its own and the others wait for the shared backoff. Only counts travel through history, never
 documents.
+
+A collection with a ``resync`` (declared by the app, told by each worker's start request) is read
+again that long after its last successful pass, by a timer of this workflow: a pass asked for in
+between (a sync, a boot) moves the next one along, which a fixed clock would not. Runs recorded
+before either rule carry no ``start`` request, so they replay unchanged; the new timers sit behind
+patches all the same.
 
 ``chamvi knowledge search`` asks the collection's workflow itself, through the update ``search``,
 which runs the search as an activity on the worker that holds Qdrant. A workflow per search (what
@@ -20,7 +28,7 @@ history, so the run starts afresh after ``SEARCHES_BEFORE_CONTINUE_AS_NEW`` of t
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from temporalio import workflow
@@ -37,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         PassRequest,
         SearchRequest,
         SyncRequest,
+        SyncSignal,
     )
     from chamvi.retry import PASS_HEARTBEAT_TIMEOUT, SEARCH_FAILURES, backoff, non_retryable
 
@@ -61,11 +70,21 @@ class KnowledgeCollectionWorkflow:
         self._sync_requests = 0
         self._searches = 0
         self._state = CollectionState(name="")
+        self._resync: timedelta | None = None
+        self._resync_told = False
+        self._backing_off = False
+        self._skip_backoff = False
 
     @workflow.signal(name=c.SIGNAL_KNOWLEDGE_SYNC)
-    def sync(self) -> None:
+    def sync(self, request: SyncSignal | None = None) -> None:
         self._requested = True
         self._sync_requests += 1
+        if request is not None and request.start:
+            self._resync = request.resync
+            self._resync_told = True
+            self._state.next_resync = self._next_resync()
+            if self._backing_off and workflow.patched(c.PATCH_KNOWLEDGE_START_SKIPS_BACKOFF):
+                self._skip_backoff = True
         if not self._state.queued:
             self._set_queued(True)
 
@@ -106,9 +125,13 @@ class KnowledgeCollectionWorkflow:
         self._state.meta = collection.meta
         self._requested = self._requested or collection.sync
         self._state.failures = collection.failures
+        self._state.last_success = collection.last_success
+        if not self._resync_told:  # a start request delivered with the start declared it already
+            self._resync = collection.resync
+        self._state.next_resync = self._next_resync()
         self._set_queued(self._requested)
         while True:
-            await workflow.wait_condition(lambda: self._requested or self._searches_due())
+            await self._wait_for_request()
             if self._requested:
                 await self._pass(collection.name)
             if (
@@ -124,8 +147,34 @@ class KnowledgeCollectionWorkflow:
                         sync=self._requested,
                         meta=self._state.meta,
                         failures=self._state.failures,
+                        resync=self._resync,
+                        last_success=self._state.last_success,
                     )
                 )
+
+    def _next_resync(self) -> datetime | None:
+        if self._resync is None or self._state.last_success is None:
+            return None
+        return self._state.last_success + self._resync
+
+    async def _wait_for_request(self) -> None:
+        """Waits for a sync request or searches to hand over; a resync falls due as a request."""
+        due = self._state.next_resync
+        if due is None or self._requested:
+            await workflow.wait_condition(lambda: self._requested or self._searches_due())
+            return
+        left = due - workflow.now()
+        if left > timedelta(0) and workflow.patched(c.PATCH_KNOWLEDGE_RESYNC_TIMER):
+            try:
+                await workflow.wait_condition(
+                    lambda: self._requested or self._searches_due(), timeout=left, timeout_summary="resync"
+                )
+                return
+            except TimeoutError:
+                pass
+        if not self._requested:
+            self._requested = True
+            self._set_queued(True)
 
     async def _pass(self, name: str) -> None:
         """One pass, and on failure the backoff before the next attempt (which stays requested)."""
@@ -146,6 +195,8 @@ class KnowledgeCollectionWorkflow:
             self._state.error = None
             self._state.failures = 0
             self._state.next_attempt = None
+            self._state.last_success = workflow.now()
+            self._state.next_resync = self._next_resync()
         except ActivityError as error:
             retry_in = self._failed(name, error)
         finally:
@@ -154,7 +205,15 @@ class KnowledgeCollectionWorkflow:
         if retry_in is not None:
             self._requested = True
             self._set_queued(True)  # the attempt after the backoff reads what arrives meanwhile
-            await workflow.sleep(retry_in)
+            self._backing_off = True
+            try:
+                # a worker that starts meanwhile makes its own first attempt at once (``sync``)
+                await workflow.wait_condition(lambda: self._skip_backoff, timeout=retry_in)
+            except TimeoutError:
+                pass
+            finally:
+                self._backing_off = False
+                self._skip_backoff = False
 
     def _failed(self, name: str, error: ActivityError) -> timedelta | None:
         """Stores the failure; the next attempt comes after 5 s doubling to 5 min per failure in a
@@ -179,7 +238,10 @@ class KnowledgeCollectionWorkflow:
 
 @workflow.defn(name=c.KNOWLEDGE_SYNC_REQUEST_WORKFLOW)
 class KnowledgeSyncRequestWorkflow:
-    """Started by a collection's resync Schedule: asks the collection for one pass."""
+    """Started by a collection's resync Schedule: asks the collection for one pass.
+
+    Workers no longer keep such Schedules (the collection's own timer resyncs it) and delete them as
+    they start; this stays registered for a Schedule an older worker made, until it is gone."""
 
     @workflow.run
     async def run(self, request: SyncRequest) -> None:

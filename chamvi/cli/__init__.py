@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import click
 
-from chamvi.cli import api, kb, knowledge, runs, stack, state
+from chamvi.cli import api, channels, kb, knowledge, mcp, runs, schedules, stack, state
 from chamvi.cli._common import POLL_SECONDS
 
 __all__ = ["POLL_SECONDS", "cli", "main"]
@@ -42,8 +42,11 @@ for _command in (
     runs.runs,
     runs.approve,
     runs.cancel,
+    channels.channels,
     knowledge.knowledge,
     kb.kb,
+    mcp.mcp,
+    schedules.schedules,
     state.state,
 ):
     cli.add_command(_command)

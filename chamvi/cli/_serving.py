@@ -27,6 +27,7 @@ from chamvi.lifecycle import index_location
 from chamvi.plugin import ChamviPlugin
 from chamvi.runtime import build_worker, connect
 from chamvi.settings import Settings
+from chamvi.webhooks import WebhookChannel
 
 
 @contextlib.contextmanager
@@ -65,10 +66,12 @@ async def run_worker(
     stop: asyncio.Event,
     echo: Callable[[str], None],
     background: Awaitable[None] | None = None,
+    before_shutdown: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     """Runs ``worker`` until ``stop`` is set, then shuts it down gracefully (in-flight activities finish).
 
-    ``background`` (the HTTP API in ``chamvi dev``) runs beside it and is cancelled when it stops.
+    ``background`` (the HTTP API in ``chamvi dev``) runs beside it and is cancelled when it stops;
+    ``before_shutdown`` (the plugin's ``stop_channels``) runs before the shutdown begins.
     """
     running = asyncio.ensure_future(worker.run())
     stopping = asyncio.ensure_future(stop.wait())
@@ -77,6 +80,8 @@ async def run_worker(
         await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if not running.done():
             echo("stopping: in-flight activities finish first")
+            if before_shutdown is not None:
+                await before_shutdown()
             await worker.shutdown()
     finally:
         stopping.cancel()
@@ -121,7 +126,7 @@ async def serve_worker(
             client = await connect_or_fail(settings, serving=True)
             worker = build_worker(client, plugin, task_queue=settings.task_queue)
             echo(describe())
-            await run_worker(worker, stop, echo)
+            await run_worker(worker, stop, echo, before_shutdown=plugin.stop_channels)
         finally:
             await plugin.close()
 
@@ -217,9 +222,12 @@ async def _serve_dev(
             f"{telemetry_line(settings)} Ctrl-C to stop."
         )
         echo(f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs)")
+        hooks = [name for name, channel in app.channels.items() if isinstance(channel, WebhookChannel)]
+        if hooks:
+            echo("webhooks at " + ", ".join(f"{api_socket.url}/channels/{name}/events" for name in hooks))
         if generated is not None:
             echo(f"API token (all permissions, in {config.data / 'api-token'}): {generated}")
-        await run_worker(worker, stop, echo, api_socket.serve(api))
+        await run_worker(worker, stop, echo, api_socket.serve(api), before_shutdown=plugin.stop_channels)
     finally:
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)

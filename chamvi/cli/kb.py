@@ -34,22 +34,30 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _dir_option(function: F) -> F:
-    function = click.option(
+def root_type_option(function: F) -> F:
+    """``--root-type TYPE``: the page type of files directly in a knowledge base's folder."""
+    return click.option(
         "--root-type",
         envvar="CHAMVI_KB_ROOT_TYPE",
         show_envvar=True,
         metavar="TYPE",
         help="The page type of files directly in the folder [default: they are no pages].",
     )(function)
+
+
+def kb_dir_option(*names: str) -> Callable[[F], F]:
+    """The knowledge base's folder, read from ``CHAMVI_KB_DIR``, under the option ``names``."""
     return click.option(
-        "--dir",
-        "directory",
+        *names,
         envvar="CHAMVI_KB_DIR",
         show_envvar=True,
         type=click.Path(file_okay=False, path_type=Path),
         help="The knowledge base's folder (a FileKnowledgeStore).",
-    )(function)
+    )
+
+
+def _dir_option(function: F) -> F:
+    return kb_dir_option("--dir", "directory")(root_type_option(function))
 
 
 def _open(directory: Path | None, root_type: str | None) -> FileKnowledgeStore:

@@ -9,20 +9,15 @@ from datetime import timedelta
 from typing import Any
 
 import click
-from temporalio.client import (
-    Client,
-    WorkflowExecutionStatus,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
-)
-from temporalio.exceptions import ActivityError
+from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
 from chamvi.cli._common import POLL_SECONDS, T, json_option, run_with_client, temporal_options
 from chamvi.cli._output import Spinner, columns, dump, echo_err, short, when
+from chamvi.knowledge.remote import CollectionSearch
 from chamvi.knowledge.search import MAX_CHARS, MAX_TOP_K
-from chamvi.models.knowledge import CollectionMeta, CollectionState, PassStats, SearchRequest
+from chamvi.models.knowledge import CollectionMeta, CollectionState, PassStats
 from chamvi.settings import Settings
 from chamvi.starters import request_sync
 
@@ -305,13 +300,6 @@ def sync_collection(name: str, wait_for_it: bool, as_json: bool, settings: Setti
         raise click.ClickException(f"the pass over {name!r} failed: {short(state.error, 500)}{retry}")
 
 
-def _root_cause(error: WorkflowUpdateFailedError) -> BaseException:
-    cause: BaseException = error
-    while isinstance(cause, WorkflowUpdateFailedError | ActivityError) and cause.cause:
-        cause = cause.cause
-    return cause
-
-
 def _match_lines(matches: list[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     for match in matches:
@@ -344,22 +332,9 @@ def search_collection(
     async def go(client: Client) -> dict[str, Any]:
         await _require_collection(client, settings, name)
         # an update of the collection's own workflow: a workflow per search would stay in the list
-        search = client.get_workflow_handle(c.KNOWLEDGE_ID_PREFIX + name).execute_update(
-            c.UPDATE_KNOWLEDGE_SEARCH,
-            SearchRequest(collections=[name], query=query, top_k=top_k),
-            result_type=dict,
-        )
-        try:
-            result: dict[str, Any] = await asyncio.wait_for(search, timeout)
-        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):  # the SDK names a cancelled wait so
-            raise click.ClickException(
-                f"no worker answered the search within {timeout:g} s on task queue "
-                f"{settings.task_queue!r}: start one with `chamvi dev` or `chamvi worker`"
-            ) from None
-        except WorkflowUpdateFailedError as error:
-            cause = _root_cause(error)
-            raise click.ClickException(str(getattr(cause, "message", None) or cause)) from None
-        return result
+        search = CollectionSearch(client, task_queue=settings.task_queue, timeout=timeout)
+        result = await search.search([name], query, top_k=top_k)
+        return result.model_dump(mode="json", exclude_none=True)
 
     result = _knowledge_run(settings, go)
     if as_json:

@@ -186,12 +186,15 @@ def _table(rows: list[RunSummary]) -> list[str]:
 @click.option("--agent", help="Only runs of this agent.")
 @click.option("--status", type=click.Choice([s.value for s in RunStatus]), help="Only runs in this status.")
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--channel", help="Only runs that came from this channel.")
 @json_option()
 @temporal_options()
-def list_runs(agent: str | None, status: str | None, limit: int, as_json: bool, settings: Settings) -> None:
+def list_runs(
+    agent: str | None, status: str | None, limit: int, channel: str | None, as_json: bool, settings: Settings
+) -> None:
     """List recent runs, newest first (from search attributes: no worker needed)."""
     found = run_with_client(
-        settings, lambda chamvi: chamvi.list_runs(agent=agent, status=status, limit=limit)
+        settings, lambda chamvi: chamvi.list_runs(agent=agent, status=status, limit=limit, channel=channel)
     )
     if as_json:
         click.echo(dump(found))

@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 from temporalio.service import RPCError
 
+from chamvi.app import App
 from chamvi.cli._common import (
     F,
     app_option,
@@ -29,10 +30,10 @@ from chamvi.cli._output import echo_err
 from chamvi.cli._serving import log_to_terminal, serve_dev, serve_worker, telemetry_line
 from chamvi.constants import TASK_QUEUE
 from chamvi.dev import DEFAULT_PORT, DevServer, DevServerConfig
-from chamvi.errors import ChamviError
+from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.knowledge import KnowledgeCollection, Source
-from chamvi.lifecycle import index_location
+from chamvi.lifecycle import check_index, close_index, index_location, open_index
 from chamvi.settings import Settings
 from chamvi.telemetry import exporting_traces
 
@@ -167,18 +168,53 @@ def _needs_openai_key(ref: str) -> bool:
     )
 
 
+def _check_store(app: App, data: Path, problems: list[str], warnings: list[str]) -> None:
+    """Reads the knowledge store as a worker's boot does, never writing to it or embedding.
+
+    A declared collection the store holds as a managed one fails a worker's boot, so it is a problem
+    here too. Qdrant's local mode allows one process per folder: a folder a running worker holds is
+    not read (that worker checked it as it started), which is a warning.
+    """
+    if not app.collections:
+        return
+    settings = build_settings(None, None, None, data=data.resolve())
+    if not settings.qdrant_url and not (settings.data / "qdrant").is_dir():
+        return  # nothing stored yet: the first worker creates it
+    location = index_location(settings)
+    try:
+        index = open_index(settings)
+    except IndexUnavailableError as error:
+        warnings.append(f"the knowledge store was not read: {error.message}")
+        return
+
+    async def read() -> None:
+        try:
+            await check_index(app, index, location)
+        finally:
+            await close_index(index)
+
+    try:
+        asyncio.run(read())
+    except (InvalidAppError, IndexUnavailableError) as error:
+        problems.append(error.message)
+
+
 @click.command()
 @app_option
-def check(app_ref: str) -> None:
+@_data_option("Folder for local state, where the knowledge store (Qdrant in local mode) is read.")
+def check(app_ref: str, data: Path) -> None:
     """Load the app and report problems, without starting anything.
 
     Loading checks the agents (models, tools, channels, MCP servers declared) and the knowledge
     collections (names declared once, embedding models that resolve, folder() paths that are
-    directories, sources' own check()). MCP servers are not contacted: a run lists their tools.
+    directories, sources' own check()). The knowledge store (QDRANT_URL, else Qdrant's folder under
+    --data) is read, never written: a declared collection it holds as a managed one is a problem. MCP
+    servers are not contacted: a run lists their tools.
     """
     app = load_app_or_fail(app_ref)
     problems: list[str] = []
     warnings: list[str] = []
+    _check_store(app, data, problems, warnings)
     lines: list[str] = []
     for name, agent in app.agents.items():
         try:
@@ -223,6 +259,13 @@ def check(app_ref: str) -> None:
                 "OPENAI_BASE_URL is set"
             )
         lines.append(_collection_line(collection))
+    for schedule in app.schedules.values():
+        when = (
+            f"cron {schedule.cron} ({schedule.timezone or 'UTC'})"
+            if schedule.cron
+            else f"every {schedule.every}"
+        )
+        lines.append(f"  schedule {schedule.id}: agent {schedule.agent}, {when}, overlap {schedule.overlap}")
     for warning in warnings:
         echo_err(f"warning: {warning}")
     for problem in problems:

@@ -14,16 +14,19 @@ from chamvi.app import App
 from chamvi.client import ChamviClient
 from chamvi.constants import TASK_QUEUE
 from chamvi.http.auth import AuthMiddleware, RoutePermissions, Token, principal
+from chamvi.http.channels_routes import channels_router
 from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
 from chamvi.http.knowledge_routes import knowledge_router
 from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingMiddleware
 from chamvi.http.runs_routes import runs_router
+from chamvi.http.schedules_routes import schedules_router
 from chamvi.http.state_routes import state_router
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.starters import request_sync
 from chamvi.state import StateStore
 from chamvi.state.views import StateViews
+from chamvi.webhooks import WebhookChannel
 
 log = logging.getLogger("chamvi.http")
 
@@ -54,6 +57,7 @@ def create_api(
     body_limit: int = DEFAULT_BODY_LIMIT,
     base_path: str = "",
     agents: Collection[str] | None = None,
+    inbound: App | None = None,
     state: StateViews | None = None,
 ) -> FastAPI:
     """The HTTP API.
@@ -62,15 +66,18 @@ def create_api(
         tokens: the bearer tokens (``tokens_from_env(os.environ.get("CHAMVI_TOKENS"))``); none: every
             route answers 401.
         managed: the service behind ``/knowledge``; None serves no knowledge routes.
-        runs: the client behind ``/runs``; None serves no run routes.
+        runs: the client behind ``/runs`` and ``/schedules``; None serves neither.
         body_limit: bodies over this many bytes answer 413 before anything parses them.
         base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
             it, such a run is accepted and fails in the worker).
+        inbound: the app whose webhook channels receive events at ``/channels/<name>/events``
+            (signed by the channel's secret, not a token); needs ``runs``; an app without webhook
+            channels serves no such route.
         state: the agents' state behind ``/state``; None serves no state routes.
 
-    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs`` and ``<base_path>/state``;
-    ``/openapi.json`` and ``/docs`` (below the base path too) need no token.
+    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/schedules`` and
+    ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the base path too) need no token.
     """
     base = _base(base_path)
     if body_limit < 1:
@@ -96,12 +103,20 @@ def create_api(
         routers.append(knowledge_router(managed))
     if runs is not None:
         routers.append(runs_router(runs, agents))
+        routers.append(schedules_router(runs, agents))
     if state is not None:
         routers.append(state_router(state))
     permissions = RoutePermissions()
     for router in routers:
         permissions.add_router(router, prefix=base)
         api.include_router(router, prefix=base, dependencies=[Security(_BEARER), Depends(principal)])
+    if (
+        inbound is not None
+        and runs is not None
+        and any(isinstance(c, WebhookChannel) for c in inbound.channels.values())
+    ):
+        # authenticated by each channel's signature, not by a bearer token: no permission, no Security
+        api.include_router(channels_router(inbound.channels, inbound.agents, runs), prefix=base)
     install_error_handlers(api)
     if not tokens:
         log.warning("no tokens (CHAMVI_TOKENS is empty): every route answers 401")
@@ -152,5 +167,6 @@ def build_api(
         body_limit=body_limit,
         base_path=base_path,
         agents=list(app.agents),
+        inbound=app,
         state=StateViews(app, StateStore(store.client, store.prefix)),
     )

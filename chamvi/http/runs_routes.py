@@ -101,6 +101,7 @@ def runs_router(runs: ChamviClient, agents: Collection[str] | None = None) -> AP
         status: Annotated[RunStatus | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=100)] = 20,
         offset: Annotated[int, Query(ge=0, le=10_000)] = 0,
+        channel: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
     ) -> RunList:
         """The most recent runs first, from Temporal's visibility (no worker needed)."""
         if agent is not None:
@@ -109,7 +110,7 @@ def runs_router(runs: ChamviClient, agents: Collection[str] | None = None) -> AP
             except InvalidAgentDefinitionError as error:
                 raise InvalidInputError(error.message) from None
         found = await runs.list_runs(
-            agent=agent, status=status.value if status else None, limit=offset + limit
+            agent=agent, status=status.value if status else None, limit=offset + limit, channel=channel
         )
         return RunList(data=found[offset:], meta=RunListMeta(limit=limit, offset=offset))
 

@@ -12,7 +12,7 @@ from chamvi.errors import InvalidDocumentError
 
 MAX_ID_CHARS = 255
 _ID_REPR_CHARS = 80
-_FIELDS = frozenset({"id", "content", "title", "source", "metadata"})
+_FIELDS = frozenset({"id", "content", "title", "source", "metadata", "version"})
 
 
 
@@ -25,6 +25,10 @@ class Document:
     title: str | None = None
     source: str | None = None
     metadata: dict[str, Any] | None = None
+    version: str | None = None
+    """A token that changes whenever the content may have (a file's size and times, an ETag). It is
+    kept with the document's entry, and a source that can tell it without reading the document asks
+    ``SourceContext.unchanged`` first, reading only what changed. Not part of the content hash."""
 
 
 def content_hash(doc: Document) -> str:
@@ -64,6 +68,7 @@ def validate_item(raw: object) -> Document:
             "title": raw.title,
             "source": raw.source,
             "metadata": raw.metadata,
+            "version": raw.version,
         }
     elif isinstance(raw, Mapping):
         fields = raw
@@ -78,7 +83,7 @@ def validate_item(raw: object) -> Document:
     if unknown:
         raise InvalidDocumentError(
             f"document {name} has unknown field(s) {', '.join(unknown)}: "
-            "use id, content, title, source and metadata"
+            "use id, content, title, source, metadata and version"
         )
     if "content" not in fields:
         raise InvalidDocumentError(f"document {name} has no content")
@@ -90,7 +95,10 @@ def validate_item(raw: object) -> Document:
     title = _optional_text(fields.get("title"), "title", name)
     source = _optional_text(fields.get("source"), "source", name)
     metadata = _check_metadata(fields.get("metadata"), name)
-    return Document(id=doc_id, content=content, title=title, source=source, metadata=metadata)
+    version = _optional_text(fields.get("version"), "version", name)
+    return Document(
+        id=doc_id, content=content, title=title, source=source, metadata=metadata, version=version
+    )
 
 
 def _check_id(value: object) -> str:

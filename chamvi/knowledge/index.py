@@ -466,6 +466,23 @@ class KnowledgeIndex:
         ]
         return {e.id: e for e in entries}
 
+    async def revise_entries(
+        self, name: str, generation: int, entries: Sequence[tuple[DocumentEntry, bool]]
+    ) -> None:
+        """Rewrites entries in place: registry points, or the payload of passage 0 for ``stamped`` ones.
+
+        For a change that needs no new passages (a document read again with the same content).
+        """
+        await self.put_entries(name, [entry for entry, stamped in entries if not stamped])
+        collection = self.generation_collection(name, generation)
+        for entry, stamped in entries:
+            if stamped:
+                await self.client.set_payload(
+                    collection,
+                    payload={_STAMP: entry.model_dump(mode="json", exclude_none=True)},
+                    points=[point_id(entry.id, "0")],
+                )
+
     async def put_entries(self, name: str, entries: Iterable[DocumentEntry]) -> None:
         """Creates or replaces these documents' registry entries."""
         registry = self._registry(name)

@@ -152,6 +152,7 @@ def _entry(
         trusted=item.trusted,
         content=item.document.content if run.managed else None,
         updated_at=now,
+        version=item.document.version,
     )
 
 
@@ -265,12 +266,13 @@ class Indexer:
         reading = _Reading(run)
         incomplete = False
         for source in collection.sources:
+            trusted = collection.source_trusted(source)
             context = SourceContext(
                 cancellation=cancellation or asyncio.Event(),
                 on_error=functools.partial(_skip, stats, name, source.kind),
                 incomplete=functools.partial(_report, name, source.kind),
+                unchanged=functools.partial(self._unchanged, reading),
             )
-            trusted = collection.source_trusted(source)
             async for raw in source.documents(context):
                 try:
                     document = validate_item(raw)
@@ -312,6 +314,34 @@ class Indexer:
         meta.trusted = collection.is_trusted and untrusted == 0
         return await self._settle(meta, run, documents)
 
+    async def _unchanged(self, reading: _Reading, versions: list[tuple[str, str]]) -> set[str]:
+        """The documents whose stored entry has this version: counted read and unchanged, unread.
+
+        A document some earlier source yielded is left out, so the source yields it and the pass
+        reports the duplicate.
+        """
+        run = reading.run
+        found = await self.store.find_entries(run.name, [d for d, _ in versions], run.target)
+        unchanged: set[str] = set()
+        for document, version in versions:
+            stored = found.get(document)
+            entry = stored.entry if stored is not None else None
+            if (
+                stored is None
+                or entry is None
+                or entry.version != version
+                or entry.generation != run.target
+                or entry.status not in ("ready", "failed")
+                or not reading.seen.add(point_id(document, "0"))
+            ):
+                continue
+            run.stats.read += 1
+            run.stats.unchanged += 1
+            run.stats.not_read += 1
+            run.holds(document, entry.passages, entry.trusted, registered=not stored.stamped)
+            unchanged.add(document)
+        return unchanged
+
     async def _compare(self, reading: _Reading, progress: Callable[[PassStats], None]) -> None:
         """Compares a chunk of read documents with their registry entries, one lookup per chunk.
 
@@ -320,6 +350,7 @@ class Indexer:
         """
         run = reading.run
         previous = await self.store.find_entries(run.name, [d.id for d, _, _ in reading.waiting], run.target)
+        revised: list[tuple[DocumentEntry, bool]] = []
         for document, digest, trusted in reading.waiting:
             stored = previous.get(document.id)
             entry = stored.entry if stored is not None else None
@@ -332,6 +363,8 @@ class Indexer:
                 run.stats.unchanged += 1
                 assert stored is not None
                 run.holds(document.id, entry.passages, entry.trusted, registered=not stored.stamped)
+                if entry.version != document.version:  # touched, or read before versions were kept
+                    revised.append((entry.model_copy(update={"version": document.version}), stored.stamped))
                 continue
             known = _known(entry, stored.stamped) if stored is not None and entry is not None else None
             reading.batch.items.append(_Pending(document, digest, trusted, chunk(document.content), known))
@@ -339,6 +372,8 @@ class Indexer:
                 await self._flush(run, reading.batch)
                 progress(run.stats)
         reading.waiting.clear()
+        if revised:
+            await self.store.revise_entries(run.name, run.target, revised)
 
     async def _delete_unseen(self, meta: CollectionMeta, run: _Pass, seen: SeenIds) -> None:
         """Deletes the documents no source yielded in this pass, scanning a page at a time.

@@ -14,7 +14,8 @@ import logging
 import os
 import re
 import stat
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Iterator
+import time
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -27,6 +28,11 @@ log = logging.getLogger("chamvi.knowledge")
 DEFAULT_EXTENSIONS: tuple[str, ...] = (".md", ".markdown", ".mdx", ".txt")
 MAX_FILE_BYTES = 1_048_576
 MAX_PATH_CHARS = 255
+ASK_TIMEOUT_SECONDS = 120.0
+RACY_SECONDS = 2
+"""A file changed this close to a pass's start may change again within its times' resolution (up to
+2 s on some filesystems) without them moving: it is read, never trusted by its version (git's
+"racily clean" entries)."""
 
 # files are read in a worker thread a batch at a time, so a slow disk never stalls the event loop
 # (and the activity's heartbeats) while a thread hop per file would cost more than the read
@@ -45,6 +51,10 @@ def _ignore(reason: str) -> None:
     pass
 
 
+async def _nothing_known(versions: list[tuple[str, str]]) -> set[str]:
+    return set()
+
+
 @dataclass
 class SourceContext:
     """Handed to a source on every pass.
@@ -55,12 +65,17 @@ class SourceContext:
         incomplete: marks this read incomplete (``ctx.incomplete(reason)``): the pass then deletes
             nothing and does not switch generations. The callback given here is told too.
         reasons: why the read is incomplete, in order.
+        unchanged: ``await ctx.unchanged([(id, version), ...])`` answers the ids whose stored entry
+            has that version; the pass counts them read and unchanged, so the source yields nothing
+            for them. A source that can tell a document's version without reading it (a file's size
+            and times, an ETag) asks before reading, and reads only the others.
     """
 
     cancellation: asyncio.Event = field(default_factory=asyncio.Event)
     on_error: Callable[[str], None] = _log_problem
     incomplete: Callable[[str], None] = _ignore
     reasons: list[str] = field(default_factory=list)
+    unchanged: Callable[[list[tuple[str, str]]], Coroutine[Any, Any, set[str]]] = _nothing_known
 
     def __post_init__(self) -> None:
         notify = self.incomplete
@@ -238,9 +253,25 @@ class FolderSource:
         and relative paths over 255 characters are reported and skipped (so the pass deletes them).
         A folder that cannot be listed or a file that cannot be read is reported and marks the read
         incomplete (so what it held stays indexed); so does a cancellation.
+
+        Like git, a file whose size, times and inode match what the index stored is not read
+        (``ctx.unchanged``, asked once per folder): a no-op pass reads nothing but the listings. A
+        file changed too recently for its times to tell (within ``RACY_SECONDS`` of the pass) gets
+        no version, so it is read again next time.
         """
         self.check()
-        walker = _walk(str(self.path), self.extensions)
+        loop = asyncio.get_running_loop()
+
+        def ask(versions: list[tuple[str, str]]) -> set[str]:
+            # from the walk's thread: the event loop is free while the pass awaits that thread
+            asked = asyncio.run_coroutine_threadsafe(ctx.unchanged(versions), loop)
+            try:
+                return asked.result(timeout=ASK_TIMEOUT_SECONDS)
+            except TimeoutError:  # a loop that stopped answering (a worker shutting down): read them all
+                asked.cancel()
+                return set()
+
+        walker = _walk(str(self.path), self.extensions, ask, time.time_ns() - RACY_SECONDS * 1_000_000_000)
         while True:
             if ctx.cancellation.is_set():
                 ctx.incomplete("the read was cancelled")
@@ -362,32 +393,47 @@ def _list(folder_fd: int) -> list[os.DirEntry[str]]:
         return sorted(entries, key=_sort_key)
 
 
-def _walk(root: str, extensions: tuple[str, ...]) -> Iterator[Document | _Problem]:
+Ask = Callable[[list[tuple[str, str]]], set[str]]
+
+
+@dataclass
+class _Folder:
+    """A folder the walk is in: its descriptor, the rest of its listing, its files' versions."""
+
+    prefix: str
+    fd: int
+    entries: Iterator[os.DirEntry[str]]
+    versions: dict[str, str | None]
+    unchanged: set[str]
+
+
+def _walk(root: str, extensions: tuple[str, ...], ask: Ask, racy_after: int) -> Iterator[Document | _Problem]:
     """Depth first, one folder's listing at a time: memory stays flat however large the tree.
 
     Every folder below the root and every file is opened relative to its parent's descriptor and
     without following a link, so a folder swapped for a link after it was listed (or after its
     parent was) cannot lead the walk out of the root: the swap is seen as a link, or the walk goes
-    on reading the folder it had opened. The root itself may be a link: the app named it.
+    on reading the folder it had opened. The root itself may be a link: the app named it. Files
+    whose version ``ask`` finds unchanged are passed over unread.
     """
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    stack: list[tuple[str, int, Iterator[os.DirEntry[str]]]] = []
+    stack: list[_Folder] = []
     try:
-        stack.append(("", root_fd, iter(_list(root_fd))))
+        stack.append(_folder("", root_fd, _list(root_fd), extensions, ask, racy_after))
     except BaseException:
         os.close(root_fd)
         raise
     try:
         while stack:
-            prefix, folder_fd, entries = stack[-1]
-            entry = next(entries, None)
+            here = stack[-1]
+            entry = next(here.entries, None)
             if entry is None:
                 stack.pop()
-                os.close(folder_fd)
+                os.close(here.fd)
                 continue
             if entry.name.startswith("."):
                 continue
-            rel = prefix + entry.name
+            rel = here.prefix + entry.name
             wanted = entry.name.lower().endswith(extensions)
             try:
                 if entry.is_symlink():
@@ -399,19 +445,49 @@ def _walk(root: str, extensions: tuple[str, ...]) -> Iterator[Document | _Proble
                 yield _cannot(rel, "cannot be inspected", error)
                 continue
             if is_dir:
-                opened = _open_folder(folder_fd, entry.name, rel)
+                opened = _open_folder(here.fd, entry.name, rel)
                 if isinstance(opened, _Problem):
                     yield opened
                 else:
-                    stack.append((rel + "/", *opened))
-            elif wanted:
-                yield _read(folder_fd, entry.name, rel)
+                    stack.append(_folder(rel + "/", *opened, extensions, ask, racy_after))
+            elif wanted and rel not in here.unchanged:
+                yield _read(here.fd, entry.name, rel, here.versions.get(rel))
     finally:
-        for _, folder_fd, _ in stack:
-            os.close(folder_fd)
+        for folder in stack:
+            os.close(folder.fd)
 
 
-def _open_folder(parent_fd: int, name: str, rel: str) -> tuple[int, Iterator[os.DirEntry[str]]] | _Problem:
+def _folder(
+    prefix: str,
+    fd: int,
+    listing: list[os.DirEntry[str]],
+    extensions: tuple[str, ...],
+    ask: Ask,
+    racy_after: int,
+) -> _Folder:
+    """A folder entered: the versions of its files, and which of them the index holds unchanged."""
+    versions: dict[str, str | None] = {}
+    for entry in listing:
+        if entry.name.startswith(".") or not entry.name.lower().endswith(extensions):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue  # the walk reports it when it comes to it
+        if stat.S_ISREG(info.st_mode):
+            versions[prefix + entry.name] = _version(info, racy_after)
+    known = [(rel, version) for rel, version in versions.items() if version is not None]
+    return _Folder(prefix, fd, iter(listing), versions, ask(known) if known else set())
+
+
+def _version(info: os.stat_result, racy_after: int) -> str | None:
+    """Size, modification and change times and inode, as git compares them; None while racy."""
+    if max(info.st_mtime_ns, info.st_ctime_ns) >= racy_after:
+        return None
+    return f"{info.st_size}:{info.st_mtime_ns}:{info.st_ctime_ns}:{info.st_ino}"
+
+
+def _open_folder(parent_fd: int, name: str, rel: str) -> tuple[int, list[os.DirEntry[str]]] | _Problem:
     """The folder's descriptor and its sorted listing, or the problem that stops the walk going in."""
     try:
         folder_fd = os.open(name, _FOLDER_FLAGS, dir_fd=parent_fd)
@@ -420,7 +496,7 @@ def _open_folder(parent_fd: int, name: str, rel: str) -> tuple[int, Iterator[os.
             return _skipped(rel, _LINK)
         return _cannot(rel, "the folder cannot be listed", error)
     try:
-        return folder_fd, iter(_list(folder_fd))
+        return folder_fd, _list(folder_fd)
     except OSError as error:
         os.close(folder_fd)
         return _cannot(rel, "the folder cannot be listed", error)
@@ -433,7 +509,7 @@ def _is_link(parent_fd: int, name: str) -> bool:
         return False
 
 
-def _read(folder_fd: int, name: str, rel: str) -> Document | _Problem:
+def _read(folder_fd: int, name: str, rel: str, version: str | None) -> Document | _Problem:
     if len(rel) > MAX_PATH_CHARS:
         return _Problem(f"skipped {describe_id(rel)}: its relative path has {len(rel)} characters, over 255")
     try:
@@ -462,7 +538,8 @@ def _read(folder_fd: int, name: str, rel: str) -> Document | _Problem:
     except UnicodeDecodeError:
         return _skipped(rel, "not UTF-8")
     text = text.removeprefix("\ufeff")
-    return Document(id=rel, content=text, title=first_heading(text) or rel.rpartition("/")[2], source=rel)
+    title = first_heading(text) or rel.rpartition("/")[2]
+    return Document(id=rel, content=text, title=title, source=rel, version=version)
 
 
 def _is_small_regular(info: os.stat_result) -> bool:

@@ -13,6 +13,7 @@ from chamvi.models.knowledge import (
     PassStats,
     SearchRequest,
     SyncRequest,
+    SyncSignal,
 )
 from chamvi.models.mcp import McpListRequest, McpToolInfo, McpToolList
 from chamvi.models.runs import (
@@ -34,6 +35,7 @@ from chamvi.models.runs import (
     Message,
     ModelRequest,
     ModelResponse,
+    RecordedEffect,
     RunInput,
     RunIsOpenRequest,
     RunStatus,
@@ -50,6 +52,13 @@ from chamvi.models.runs import (
     TriggerEnvelope,
     Usage,
     WaitPoint,
+)
+from chamvi.models.schedules import (
+    Overlap,
+    ScheduledDispatch,
+    ScheduledRunInput,
+    ScheduledRunResult,
+    ScheduleView,
 )
 from chamvi.models.state import StateItem, StateListing, StateListRequest, StatePage
 
@@ -80,14 +89,20 @@ __all__ = [
     "Message",
     "ModelRequest",
     "ModelResponse",
+    "Overlap",
     "PassRequest",
     "PassStats",
+    "RecordedEffect",
     "RunInput",
     "RunIsOpenRequest",
     "RunStatus",
     "RunSummary",
     "RunView",
     "RunWaitRequest",
+    "ScheduleView",
+    "ScheduledDispatch",
+    "ScheduledRunInput",
+    "ScheduledRunResult",
     "SearchRequest",
     "StateItem",
     "StateListRequest",
@@ -95,6 +110,7 @@ __all__ = [
     "StatePage",
     "StepView",
     "SyncRequest",
+    "SyncSignal",
     "Taint",
     "ToolCall",
     "ToolRequest",

@@ -6,7 +6,7 @@ collection workflow's state after each pass (so ``chamvi knowledge list`` needs 
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any, Literal
 
@@ -38,6 +38,9 @@ class PassStats(BaseModel):
     """Entries left out: every problem a source reported (a link, a FIFO, a file too large or not
     UTF-8) and every item the pass refused (invalid, or an id seen twice)."""
     failed: int = 0
+    not_read: int = 0
+    """Unchanged documents a source did not even read, their version being the stored one (a
+    folder's files by size and times); counted in ``unchanged`` too."""
     embedding_calls: int = 0
     incomplete: list[str] = Field(default_factory=list)
 
@@ -92,6 +95,9 @@ class DocumentEntry(BaseModel):
     content: str | None = None
     """Kept for managed collections only, so a new generation can be embedded without the sender."""
     updated_at: datetime | None = None
+    version: str | None = None
+    """The document's ``version`` when it was read (a file's size and times): a source that finds
+    it unchanged need not read the document again."""
 
 
 class CollectionInput(BaseModel):
@@ -101,6 +107,19 @@ class CollectionInput(BaseModel):
     sync: bool = True
     meta: CollectionMeta | None = None
     failures: int = 0
+    resync: timedelta | None = None
+    """The collection's ``resync``, as the last worker to start declared it."""
+    last_success: datetime | None = None
+    """When the last successful pass ended: the next resync is due ``resync`` after it."""
+
+
+class SyncSignal(BaseModel):
+    """The payload of a collection's ``sync`` signal; a request without one is an ordinary request."""
+
+    start: bool = False
+    """Sent by a worker as it starts: its first attempt skips a backoff under way (the seed's rule),
+    and it declares ``resync`` as that worker's app has it."""
+    resync: timedelta | None = None
 
 
 class PassRequest(BaseModel):
@@ -122,6 +141,10 @@ class CollectionState(BaseModel):
     meta: CollectionMeta | None = None
     error: str | None = None
     next_attempt: datetime | None = None
+    last_success: datetime | None = None
+    """When the last successful pass ended (workflow time)."""
+    next_resync: datetime | None = None
+    """When the sources are read again unasked: ``resync`` after the last successful pass."""
 
 
 class SyncRequest(BaseModel):

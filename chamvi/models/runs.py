@@ -351,6 +351,13 @@ class EffectRecord(BaseModel):
     result: Any = None
 
 
+class RecordedEffect(BaseModel):
+    """Input of the ``effect_recorded`` signal: an effect a tool call applied, recorded before it returns."""
+
+    key: str
+    result: Any = None
+
+
 class WaitPoint(BaseModel):
     """The approval a run is waiting on, shown in ``RunView.waiting`` until answered or ``until`` passes."""
 

@@ -8,6 +8,11 @@ fields of the same names: ``query``, ``order_id``, ``amount``, ``to``, ``body``)
 ``local/all-minilm-l6-v2`` embedding model shipped with chamvi. Set
 ``CHAMVI_SUPPORT_MODEL=openai/gpt-4o-mini`` and ``OPENAI_API_KEY`` to run it on a real model,
 ``CHAMVI_HANDBOOK_MODEL=openai/text-embedding-3-small`` to embed the handbook with OpenAI.
+
+Tickets arrive through the ``tickets`` webhook channel (``POST /channels/tickets/events`` on the HTTP
+API, signed with ``CHAMVI_TICKETS_SECRET``) and start a ``ticket-desk`` run; its answer goes back
+through the same channel to ``CHAMVI_TICKETS_URL`` (the tracker's webhook), or to the console when
+that is unset.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from chamvi import (
     AgentState,
     App,
     Budget,
+    ChannelSubscription,
     ToolContext,
     approve,
     console_channel,
@@ -30,9 +36,11 @@ from chamvi import (
     effect_marker,
     effect_tool,
     tool,
+    webhook_channel,
 )
 from chamvi.knowledge import folder, knowledge_collection, knowledge_tools
 
+from .digest import define_digest
 from .wiki_agent import librarian
 
 ORDERS = {
@@ -108,6 +116,50 @@ async def send_reply(to: str, body: str, ctx: ToolContext) -> dict[str, str]:
     return {"status": "sent"}
 
 
+TEAMS = {"refund": "billing", "invoice": "billing", "order": "shipping", "delivery": "shipping"}
+DEV_TICKETS_SECRET = "dev-tickets-secret-change-me"
+"""The secret ``chamvi dev`` accepts when ``CHAMVI_TICKETS_SECRET`` is unset: set your own anywhere else."""
+
+
+@tool
+async def answer_ticket(ticket: int, subject: str, ctx: ToolContext) -> str:
+    """Routes a ticket to a team by its subject and tells the reporter, on the ticket it came from."""
+    words = subject.lower()
+    team = next((name for word, name in TEAMS.items() if word in words), "support")
+    reply = f"Thanks for ticket #{ticket} ({subject!r}): the {team} team has it and answers within a day."
+    senders = {handle.name: handle for handle in ctx.channels.find()}
+    # back through the tracker's webhook when it has one; else the console shows the answer
+    handle = senders.get(ctx.run.trigger.channel or "") or senders["console"]
+    await handle.emit(reply, title=f"Re: {subject}")
+    return f"routed to {team}"
+
+
+tickets = webhook_channel(
+    "tickets",
+    secret=os.environ.get("CHAMVI_TICKETS_SECRET") or DEV_TICKETS_SECRET,
+    url=os.environ.get("CHAMVI_TICKETS_URL") or None,
+    address_of=lambda event: (
+        f"ticket-{event['ticket']}" if isinstance(event, dict) and "ticket" in event else None
+    ),
+)
+
+ticket_desk = define_agent(
+    name="ticket-desk",
+    model=os.environ.get("CHAMVI_SUPPORT_MODEL", "local/demo"),
+    instructions="Route the new ticket in the trigger to a team and tell its reporter, on the ticket, once.",
+    tools=[answer_ticket],
+    budget=Budget(max_steps=4),
+    channels=[
+        ChannelSubscription(
+            "tickets",
+            id="new-tickets",
+            filter=lambda event: (
+                isinstance(event.payload, dict) and event.payload.get("action", "opened") == "opened"
+            ),
+        )
+    ],
+)
+
 handbook = knowledge_collection(
     "handbook",
     model=os.environ.get("CHAMVI_HANDBOOK_MODEL", "local/all-minilm-l6-v2"),
@@ -128,4 +180,13 @@ support = define_agent(
     state=AgentState(collections={"refunds": Refund}),
 )
 
-app = App(agents=[support, librarian], channels=[console_channel()], collections=[handbook])
+digest = define_digest(ORDERS)
+
+app = App(
+    agents=[support, librarian, ticket_desk, digest],
+    channels=[console_channel(), tickets],
+    collections=[handbook],
+)
+
+# a Temporal Schedule that every worker's start creates or updates; each fire is an ordinary run
+app.schedule("digest", cron="0 8 * * *", id="daily-digest", payload={"period": "yesterday"})

@@ -14,13 +14,14 @@ import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 from qdrant_client import AsyncQdrantClient
-from temporalio.client import WorkflowFailureError
+from temporalio.client import Client, ScheduleBackfill, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi import (
@@ -31,6 +32,7 @@ from chamvi import (
     ToolContext,
     Trust,
     approve,
+    console_channel,
     define_agent,
     effect_tool,
     extract,
@@ -45,6 +47,8 @@ from chamvi.constants import (
     KNOWLEDGE_SEARCH_WORKFLOW,
     KNOWLEDGE_SYNC_REQUEST_WORKFLOW,
     LOCK_ID_PREFIX,
+    SCHEDULE_ID_PREFIX,
+    SCHEDULED_RUN_ID_PREFIX,
     SEARCH_ATTRIBUTES,
     UPDATE_KNOWLEDGE_SEARCH,
 )
@@ -56,8 +60,8 @@ from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, ScriptedModel, call, calls, reply
 from chamvi.providers.scripted import Turn
 from chamvi.runtime import build_worker
-from tests.knowledge_helpers import wait_for_meta
-from tests.polling import until_status
+from tests.knowledge_helpers import wait_for_meta, wait_for_passes
+from tests.polling import eventually, until_status
 
 HERE = Path(__file__).parent
 
@@ -106,6 +110,13 @@ async def delegate(ctx: ToolContext) -> str:
 
 
 @tool
+async def announce(ctx: ToolContext) -> str:
+    """Sends a message through the run's source channel (its key reaches the run by signal)."""
+    await ctx.channels.find_one_or_fail().emit("Release 2.0 is out")
+    return "announced"
+
+
+@tool
 async def nap(seconds: float) -> str:
     """Sleeps."""
     await asyncio.sleep(seconds)
@@ -131,6 +142,7 @@ def _app() -> App:
         ],
         "linked": [call("delegate"), reply("ok")],
         "child": [reply("done")],
+        "emits": [call("announce"), reply("ok")],
     }
     agents = []
     for name, turns in scripts.items():
@@ -140,11 +152,11 @@ def _app() -> App:
                 name=name,
                 model=f"scripted/{name}",
                 instructions="Record.",
-                tools=[add, post, read_web, deploy, nap, triage, delegate],
+                tools=[add, post, read_web, deploy, nap, triage, delegate, announce],
                 budget=Budget(max_steps=2, timeout=timedelta(seconds=1 if name == "slow" else 60)),
             )
         )
-    return App(agents=agents, models=models)
+    return App(agents=agents, models=models, channels=[console_channel(write=lambda line: None)])
 
 
 failing_once = [True]
@@ -189,6 +201,45 @@ async def _record_knowledge(env: WorkflowEnvironment, task_queue: str, recorded:
     recorded["knowledge-collection"] = KNOWLEDGE_ID_PREFIX + "recorded"
     recorded["knowledge-sync"] = "record-sync"
     recorded["knowledge-search"] = "record-search"
+
+
+_timing_fails: list[bool] = [True]
+
+
+async def _timing_pages() -> AsyncIterator[dict[str, str]]:
+    if _timing_fails and _timing_fails.pop():
+        raise RuntimeError("page 1 answered 503")  # the first pass fails and backs off
+    yield {"id": "refunds", "content": "Refunds are paid within 14 days."}
+
+
+async def _record_knowledge_timing(
+    env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]
+) -> None:
+    """A collection with a resync: a failed pass, a second worker's start request that skips the
+    backoff, then a pass started by the resync timer (a minute after the last successful pass)."""
+    collection = knowledge_collection(
+        "timed",
+        model="test/hash-16",
+        sources=[define_source(documents=_timing_pages)],
+        resync=timedelta(minutes=1),
+    )
+    app = App(agents=[], collections=[collection])
+    store = KnowledgeIndex(AsyncQdrantClient(location=":memory:"))
+    first = ChamviPlugin(app, index=store)
+    async with build_worker(env.client, first, task_queue=task_queue):
+        await first.collections_started()
+        await wait_for_passes(env.client, "timed", 1)
+        second = ChamviPlugin(app, index=store)
+        other = await Client.connect(  # another process's connection: one worker per queue per runtime
+            env.client.service_client.config.target_host,
+            data_converter=pydantic_data_converter,
+            runtime=Runtime(telemetry=TelemetryConfig()),
+        )
+        async with build_worker(other, second, task_queue=task_queue):
+            await second.collections_started()
+            await wait_for_passes(env.client, "timed", 2)
+        await wait_for_passes(env.client, "timed", 3, seconds=150)
+    recorded["knowledge-timing"] = KNOWLEDGE_ID_PREFIX + "timed"
 
 
 async def _record_agent_checks(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
@@ -248,6 +299,27 @@ async def _record_state(env: WorkflowEnvironment, task_queue: str, recorded: dic
         recorded["state-list"] = execution.id
 
 
+async def _record_scheduled_run(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """One fire of an agent schedule (a backfill over a past cron time): dispatch, then wait for the run."""
+    chamvi = ChamviClient(env.client, task_queue=task_queue)
+    await chamvi.create_schedule("tools", cron="0 0 1 1 *", id="record-schedule")
+    fire = datetime(2026, 1, 1, tzinfo=UTC)
+    await env.client.get_schedule_handle(SCHEDULE_ID_PREFIX + "record-schedule").backfill(
+        ScheduleBackfill(start_at=fire - timedelta(minutes=1), end_at=fire + timedelta(minutes=1))
+    )
+    workflow_id = f"{SCHEDULED_RUN_ID_PREFIX}record-schedule-2026-01-01T00:00:00Z"
+
+    async def fired() -> bool | None:
+        async for execution in env.client.list_workflows(f'WorkflowId = "{workflow_id}"'):
+            if execution.status == WorkflowExecutionStatus.COMPLETED:
+                return True
+        return None
+
+    await eventually(fired, "the scheduled fire")
+    await chamvi.delete_schedule("record-schedule")
+    recorded["scheduled-run"] = workflow_id
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=shutil.which("temporal"),
@@ -260,6 +332,7 @@ async def main() -> None:
     async with build_worker(env.client, _app(), task_queue=task_queue):
         for agent in ("tools", "budget", "slow", "extract", "linked"):
             recorded[agent] = (await chamvi.dispatch(agent)).run_id
+        recorded["emits"] = (await chamvi.dispatch("emits", channel="console", address="ops")).run_id
         approved = (await chamvi.dispatch("approval")).run_id
         await until_status(chamvi, approved, RunStatus.WAITING)
         await chamvi.approve(approved, approved=True)
@@ -276,7 +349,9 @@ async def main() -> None:
         recorded["lock"] = LOCK_ID_PREFIX + "k"
         await _record_agent_checks(env, task_queue, recorded)
         await _record_knowledge(env, f"{task_queue}-knowledge", recorded)
+        await _record_knowledge_timing(env, f"{task_queue}-timing", recorded)
         await _record_mcp(env, f"{task_queue}-mcp", recorded)
+        await _record_scheduled_run(env, task_queue, recorded)
         await _record_state(env, f"{task_queue}-state", recorded)
         wanted = set(sys.argv[1:]) or set(recorded)
         for name, workflow_id in recorded.items():

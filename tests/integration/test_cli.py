@@ -36,6 +36,7 @@ from chamvi.client import run_id_for
 from chamvi.constants import CONCURRENCY_LOCK_WORKFLOW, LOCK_ID_PREFIX
 from chamvi.models import RunInput
 from examples.support.app import app as support_app
+from tests.integration.test_readme_webhooks import tour_block
 from tests.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -248,7 +249,9 @@ async def test_dispatch_of_an_agent_the_worker_does_not_serve_fails_at_once_as_o
     async with running_worker(support_app):
         result = await chamvi_cli("dispatch", "nosuch", "--idempotency-key", "k-1", "--wait")
     assert result.exit_code == 1
-    assert result.output.strip() == ("Error: unknown agent 'nosuch': this app serves 'librarian', 'support'")
+    assert result.output.strip() == (
+        "Error: unknown agent 'nosuch': this app serves 'digest', 'librarian', 'support', 'ticket-desk'"
+    )
     with pytest.raises(RunNotFoundError):  # no run was started
         await chamvi.get_run(run_id_for(RunInput(agent="nosuch", idempotency_key="k-1")))
 
@@ -367,6 +370,24 @@ def assert_the_api_answers(api_port: int, run_id: str, token: str) -> None:
     assert created.status_code == 201, created.text
 
 
+def assert_the_tours_ticket_reaches_the_ticket_desk(api_port: int, address: str, env: dict[str, str]) -> None:
+    """The README's signed curl, as written but for the port, starts a ticket-desk run that completes."""
+    script = tour_block().rstrip().replace("http://localhost:3000", f"http://127.0.0.1:{api_port}")
+    sent = subprocess.run(
+        ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert sent.returncode == 0, sent.stderr
+    (started,) = json.loads(sent.stdout)["runs"]
+    assert started["agent"] == "ticket-desk"
+    deadline = time.monotonic() + 60
+    while True:
+        shown = chamvi_process("runs", "show", started["run_id"], "--json", "--address", address, env=env)
+        if shown.returncode == 0 and json.loads(shown.stdout)["status"] == "completed":
+            break
+        assert time.monotonic() < deadline, shown.stdout + shown.stderr
+        time.sleep(0.2)
+
+
 def assert_the_worker_serves_metrics(address: str) -> None:
     """With CHAMVI_METRICS_ADDRESS, the dev stack's worker serves Temporal's metrics and chamvi's."""
     page = httpx.get(f"http://{address}/metrics", timeout=10).text
@@ -437,6 +458,8 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
         if stop_signal == signal.SIGINT:  # once is enough: the real local model embeds the handbook
             assert_the_handbook_gets_indexed(address, env)
             assert_the_api_answers(api_port, run_id, (data / "api-token").read_text().strip())
+            assert f"webhooks at http://localhost:{api_port}/channels/tickets/events" in log.read_text()
+            assert_the_tours_ticket_reaches_the_ticket_desk(api_port, address, env)
 
         dev.send_signal(stop_signal)
         assert dev.wait(timeout=45) == 0, log.read_text()
@@ -453,3 +476,22 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
             dev.wait()
         if server_pid is not None and not group_gone(server_pid):
             os.killpg(server_pid, signal.SIGKILL)
+
+
+async def test_runs_list_with_a_channel_lists_only_the_runs_that_came_through_it(
+    chamvi_cli, chamvi: ChamviClient
+) -> None:
+    channel = f"tickets-{uuid.uuid4().hex[:8]}"
+    # no worker: the listing reads the search attributes the dispatch set
+    through = (await chamvi.dispatch("support", channel=channel, address="ticket-1")).run_id
+    elsewhere = (await chamvi.dispatch("support", channel="console")).run_id
+
+    async def listed() -> list[dict[str, Any]] | None:
+        rows = list(json.loads((await chamvi_cli("runs", "list", "--channel", channel, "--json")).stdout))
+        return rows if rows else None
+
+    rows = await eventually(listed, f"a run listed under channel {channel!r}")
+    assert [(row["run_id"], row["channel"]) for row in rows] == [(through, channel)]
+    assert elsewhere not in {row["run_id"] for row in rows}
+    for run_id in (through, elsewhere):
+        await chamvi.client.get_workflow_handle(run_id).terminate("listed, nothing to run")

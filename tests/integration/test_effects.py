@@ -157,4 +157,5 @@ async def test_a_channel_approval_is_delivered_once_with_its_deadline(
         run = await chamvi.wait(run_id)
     assert next(s for s in run.steps if s.kind == "tool").output == "Restart: yes"
     assert lines[:2] == ["[console -> ops-room] Approval needed: Restart?", "Please check."]
-    assert lines[2].startswith("Waiting for an answer until ") and len(lines) == 3
+    assert lines[2].startswith("Waiting for an answer until ") and len(lines) == 4
+    assert lines[3].startswith("Run ") and "chamvi approve" in lines[3]

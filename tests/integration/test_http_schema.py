@@ -24,7 +24,7 @@ from schemathesis.checks import not_a_server_error, response_schema_conformance
 from schemathesis.core.failures import FailureGroup
 from temporalio.client import Client
 
-from chamvi import App, define_agent
+from chamvi import App, define_agent, webhook_channel
 from chamvi.http import build_api
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
@@ -53,6 +53,8 @@ def make_app(declared: str) -> App:
         collections=[
             knowledge_collection(declared, model="test/schema", sources=[define_source(documents=handbook)])
         ],
+        # a public route (signed, not token-bearing): generated requests must get 401/404/422, never a 5xx
+        channels=[webhook_channel("hooks", secret="schema-secret-0123456789")],
     )
 
 

@@ -6,6 +6,7 @@ files themselves to show what a pass wrote.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,6 +19,7 @@ from chamvi.knowledge import chunk, folder, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import BATCH_SIZE, Indexer
+from chamvi.knowledge.sources import RACY_SECONDS
 from chamvi.models.knowledge import CollectionMeta
 from tests.knowledge_helpers import CountingEmbedder
 
@@ -211,3 +213,62 @@ async def test_an_empty_file_is_kept_in_the_registry_and_deleted_from_it_once_re
     again = await run(passes, docs, embedder)
     assert again.last_stats is not None and again.last_stats.deleted == 1 and again.documents == 4
     assert await passes.store.count_entries(NAME, None) == 0
+
+
+async def test_a_no_op_pass_reads_no_file_whose_size_and_times_are_unchanged(
+    qdrant: AsyncQdrantClient, docs: Path
+) -> None:
+    write_pages(docs, 20)
+    await asyncio.sleep(RACY_SECONDS + 0.2)  # older than the window in which times cannot tell
+    embedder = CountingEmbedder()
+    passes = indexer(qdrant, embedder)
+    first = await run(passes, docs, embedder)
+    noop = await run(passes, docs, embedder)
+    edited = docs / "page003.md"
+    edited.write_text(edited.read_text().replace("Refunds", "Returns", 1))  # the same size
+    calls = embedder.calls
+    after_edit = await run(passes, docs, embedder)
+    assert first.last_stats is not None and first.last_stats.not_read == 0
+    assert noop.last_stats is not None and (noop.last_stats.unchanged, noop.last_stats.not_read) == (20, 20)
+    stats = after_edit.last_stats
+    assert stats is not None and (stats.embedded, stats.unchanged, stats.not_read) == (1, 19, 19)
+    assert embedder.calls == calls + 1 and after_edit.documents == 20
+    entry = await passes.store.entry(NAME, "page003.md")
+    assert entry is not None and entry.version is None  # just written: read again next time
+
+
+async def test_files_read_while_their_times_could_not_tell_get_a_version_once_they_can(
+    qdrant: AsyncQdrantClient, docs: Path, tmp_path: Path
+) -> None:
+    passes, embedder, _ = await indexed(qdrant, docs, 12)  # written just now: no version kept
+    again = await run(passes, docs, embedder)
+    before = stored_rows(tmp_path)
+    await asyncio.sleep(RACY_SECONDS + 0.2)
+    versioned = await run(passes, docs, embedder)
+    written = stored_rows(tmp_path) != before
+    skipped = await run(passes, docs, embedder)
+    assert again.last_stats is not None and again.last_stats.not_read == 0
+    assert versioned.last_stats is not None
+    assert (versioned.last_stats.unchanged, versioned.last_stats.not_read, versioned.last_stats.embedded) == (
+        12,
+        0,
+        0,
+    )
+    assert written  # each entry took its version, in place
+    assert skipped.last_stats is not None and skipped.last_stats.not_read == 12
+    assert embedder.texts == 12 and skipped.documents == 12 and skipped.passages == passages_of(docs)
+
+
+async def test_a_file_yielded_by_an_earlier_source_is_read_and_reported_not_passed_over(
+    qdrant: AsyncQdrantClient, docs: Path
+) -> None:
+    write_pages(docs, 3)
+    await asyncio.sleep(RACY_SECONDS + 0.2)
+    embedder = CountingEmbedder()
+    passes = indexer(qdrant, embedder)
+    collection = knowledge_collection(NAME, model=embedder.ref, sources=[folder(docs), folder(docs)])
+    await passes.run_pass(collection)
+    meta = await passes.run_pass(collection)
+    stats = meta.last_stats
+    assert stats is not None and (stats.read, stats.unchanged, stats.not_read, stats.skipped) == (3, 3, 3, 3)
+    assert meta.documents == 3

@@ -433,30 +433,6 @@ async def test_an_embedding_call_that_does_not_answer_in_time_fails_the_pass() -
     assert meta is not None and meta.status == "pending" and meta.documents == 0
 
 
-async def test_replicas_share_the_backoff_of_a_failed_pass(
-    client: Client, task_queue: str, name: str
-) -> None:
-    pages = {1: ["a"]}
-    fail_on = {1}
-    store = new_store()
-    app = app_for(name, [paged_source(pages, fail_on)], CountingEmbedder())
-    other = await Client.connect(
-        client.service_client.config.target_host,
-        data_converter=pydantic_data_converter,
-        runtime=Runtime(telemetry=TelemetryConfig()),
-    )
-    async with knowledge_worker(client, app, store, task_queue):
-        failed = await wait_for_passes(client, name, 1)
-        async with knowledge_worker(other, app, store, task_queue):  # a replica starts during the backoff
-            await asyncio.sleep(1)
-            during = await collection_state(client, name)
-            fail_on.clear()
-            done = await wait_for_passes(client, name, 2)
-    assert failed.failures == 1 and failed.next_attempt is not None
-    assert during.passes == 1 and during.queued  # its request waits for the backoff, no attempt of its own
-    assert done.error is None and done.passes == 2
-
-
 async def test_a_document_that_shrinks_leaves_none_of_its_old_passages(
     client: Client, task_queue: str, tmp_path: Path, name: str
 ) -> None:

@@ -1,5 +1,6 @@
 """A real OpenAI-compatible embedding server on loopback answering 429/500/400 during passes; search
-options; resync Schedules; boot checks; history that stays small whatever the source's size."""
+options; the resync Schedules of older workers deleted; boot checks; history that stays small
+whatever the source's size."""
 
 from __future__ import annotations
 
@@ -11,16 +12,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import (
+    Client,
+    Schedule,
+    ScheduleActionStartWorkflow,
+    ScheduleIntervalSpec,
+    ScheduleSpec,
+)
+from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import App, InvalidAgentDefinitionError, define_agent
-from chamvi.constants import KNOWLEDGE_ID_PREFIX, KNOWLEDGE_SCHEDULE_PREFIX
+from chamvi.constants import KNOWLEDGE_ID_PREFIX, KNOWLEDGE_SCHEDULE_PREFIX, KNOWLEDGE_SYNC_REQUEST_WORKFLOW
 from chamvi.errors import ChamviValidationError, InvalidAppError, KnowledgeNotReadyError
 from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.embedders.openai import OpenAIEmbeddingProvider
 from chamvi.knowledge.search import MAX_CHARS
 from chamvi.knowledge.sources import CustomSource
+from chamvi.models.knowledge import SyncRequest
 from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, searcher, wait_for_passes
 from tests.support.embedding_server import EmbeddingServer, error, hashed, rate_limited
 
@@ -162,7 +171,7 @@ async def test_a_search_naming_a_collection_the_agent_does_not_have_is_refused_w
     assert error_info is not None and "'secret' is not searchable here" in error_info.message
 
 
-async def test_resync_keeps_one_schedule_per_collection(
+async def test_a_worker_deletes_the_fixed_clock_resync_schedule_an_older_worker_kept(
     client: Client, task_queue: str, tmp_path: Path, name: str
 ) -> None:
     (tmp_path / "a.md").write_text("# A\n\ntext")
@@ -170,13 +179,25 @@ async def test_resync_keeps_one_schedule_per_collection(
     registry = EmbeddingRegistry()
     registry.register(embedder.ref, embedder)
     app = app_over(name, [folder(tmp_path)], embedder.ref, registry, resync=timedelta(minutes=10))
+    schedule = client.get_schedule_handle(KNOWLEDGE_SCHEDULE_PREFIX + name)
+    await client.create_schedule(  # what workers made before the collection's workflow kept the timer
+        schedule.id,
+        Schedule(
+            action=ScheduleActionStartWorkflow(
+                KNOWLEDGE_SYNC_REQUEST_WORKFLOW,
+                SyncRequest(name=name),
+                id=f"sync-{name}",
+                task_queue=task_queue,
+            ),
+            spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=timedelta(minutes=10))]),
+        ),
+    )
     async with knowledge_worker(client, app, new_store(), task_queue):
-        await wait_for_passes(client, name, 1)
-        description = await client.get_schedule_handle(KNOWLEDGE_SCHEDULE_PREFIX + name).describe()
-        await client.get_schedule_handle(KNOWLEDGE_SCHEDULE_PREFIX + name).trigger()
-        state = await wait_for_passes(client, name, 2)
-    assert description.schedule.spec.intervals[0].every == timedelta(minutes=10)
-    assert state.passes == 2  # the Schedule's action asked for one pass
+        state = await wait_for_passes(client, name, 1)
+        with pytest.raises(RPCError) as gone:
+            await schedule.describe()
+    assert gone.value.status == RPCStatusCode.NOT_FOUND
+    assert state.last_success is not None and state.next_resync == state.last_success + timedelta(minutes=10)
 
 
 def test_resync_below_one_minute_is_refused() -> None:

@@ -184,3 +184,40 @@ async def test_a_worker_killed_inside_a_state_upsert_writes_the_item_once(
     listed = next(s for s in run.steps if s.tool == "state_refunds_list").output
     stored = [(i["key"], datetime.fromisoformat(i["updated_at"])) for i in listed["items"]]
     assert stored == [("A-1", datetime.fromisoformat(written.pop()))]
+
+
+async def test_an_emit_before_a_killed_worker_is_not_sent_again_by_the_retried_call(
+    chamvi: ChamviClient, spawn_worker, tmp_path: Path
+) -> None:
+    first = spawn_worker("tests.apps.emits:app")
+    run_id = (await chamvi.dispatch("announcer")).run_id
+    await _until_event(tmp_path / "events.txt", "emitted")
+    first.send_signal(signal.SIGKILL)  # out() returned; the tool call never did
+    first.wait()
+
+    spawn_worker("tests.apps.emits:app")
+    run = await asyncio.wait_for(chamvi.wait(run_id), timeout=90)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert (tmp_path / "events.txt").read_text().count("emitted") == 2  # the call ran again
+    sent = (tmp_path / "outbox.txt").read_text().splitlines()
+    assert len(sent) == 1 and sent[0].startswith(f"team {run_id}:emit:outbox:")
+
+
+async def test_a_graceful_shutdown_stops_the_channels_before_the_call_in_flight_drains(
+    chamvi: ChamviClient, spawn_worker, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.txt"
+    worker = spawn_worker("tests.apps.emits:app")
+    await _until_event(events, "channel-started")
+    run_id = (await chamvi.dispatch("lingerer")).run_id
+    await _until_event(events, "drain-started")
+    worker.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(worker.wait, 30) == 0
+    assert events.read_text().splitlines() == [
+        "channel-started",
+        "drain-started",
+        "channel-stopped",  # nothing new comes in while the call in flight finishes
+        "drain-finished",
+    ]
+    spawn_worker("tests.apps.emits:app")
+    assert (await asyncio.wait_for(chamvi.wait(run_id), timeout=60)).status == RunStatus.COMPLETED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -117,20 +118,40 @@ def test_check_reports_a_module_that_fails_while_importing(
     )
 
 
+def test_channels_list_shows_the_webhook_route_trust_and_subscribers_of_the_example(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CHAMVI_APP", raising=False)
+    result = invoke("channels", "list")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == [
+        "console  ConsoleChannel  in: none  (out, trusted)",
+        "  default address: console",
+        "  subscribers: support",
+        "tickets  webhook  in: POST /channels/tickets/events  (no out, untrusted)",
+        "  subscribers: ticket-desk (new-tickets) [filtered]",
+    ]
+    listed = json.loads(invoke("channels", "list", "--json").stdout)
+    assert [(c["name"], c["outbound"]) for c in listed] == [("console", True), ("tickets", False)]
+
+
 def test_check_of_the_example_lists_its_agent_tools_and_collection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CHAMVI_APP", raising=False)
     monkeypatch.delenv("CHAMVI_HANDBOOK_MODEL", raising=False)
     result = invoke("check")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
-        "examples.support.app:app: ok, 2 agent(s), 1 collection(s), channels: console",
+        "examples.support.app:app: ok, 4 agent(s), 1 collection(s), channels: console, tickets",
         "  agent support: model local/demo, tools: knowledge_search, lookup_order, refund_order (effect), "
         "send_reply (effect), state_refunds_list, state_refunds_upsert (effect), "
         "state_refunds_remove (effect)",
         "  agent librarian: model local/demo, tools: knowledge_read, knowledge_index, knowledge_search, "
         "knowledge_create (effect), knowledge_edit (effect), knowledge_rewrite (effect), "
         "knowledge_supersede (effect), knowledge_log (effect), knowledge_check, knowledge_retire (effect)",
+        "  agent ticket-desk: model local/demo, tools: answer_ticket",
+        "  agent digest: model local/demo, tools: count_orders, post_digest (effect)",
         "  collection handbook: model local/all-minilm-l6-v2, sources: folder examples/support/handbook",
+        "  schedule daily-digest: agent digest, cron 0 8 * * * (UTC), overlap skip",
     ]
     assert result.stderr.splitlines() == [
         "warning: agent 'support': effect tool 'refund_order' has no already_applied: a worker that dies "
@@ -408,3 +429,66 @@ def test_dev_gives_managed_collections_the_offline_model_unless_one_is_chosen() 
     assert dev_knowledge_model(Settings(knowledge_model="openai/text-embedding-3-small"), app) == (
         "openai/text-embedding-3-small"
     )
+
+
+DOCS_APP = """
+docs = knowledge_collection("docs", model="test/hash-64", sources=[folder(DOCS)])
+app = App(agents=[helper], collections=[docs])
+"""
+
+
+def _store_managed(data: Path, name: str) -> None:
+    """A local-mode store under ``data`` holding ``name`` as a managed collection (as `chamvi api` makes)."""
+
+    async def write() -> None:
+        index = KnowledgeIndex(AsyncQdrantClient(path=str(data / "qdrant")))
+        await index.save_meta(CollectionMeta(name=name, kind="managed"))
+        await index.client.close()
+
+    thread = threading.Thread(target=lambda: asyncio.run(write()))
+    thread.start()
+    thread.join(60)
+
+
+def _check_over_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, managed: str, app: str) -> Result:
+    """`chamvi check` of an app declaring 'docs', over a store holding ``managed`` as a managed collection."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("QDRANT_URL", raising=False)
+    _store_managed(tmp_path / "data", managed)
+    return invoke("check", "--app", write_app(tmp_path, monkeypatch, app, DOCS_APP), "--data", "data")
+
+
+def test_check_reads_the_store_and_reports_a_declared_name_it_holds_as_managed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _check_over_store(tmp_path, monkeypatch, "docs", "chamvi_taken_app")
+    assert result.exit_code == 1, result.output
+    assert result.stderr.splitlines() == [
+        "problem: collection 'docs' is declared in the code but exists as a managed collection: "
+        "rename one of them",
+        "Error: chamvi_taken_app:app: 1 problem(s)",
+    ]
+
+
+def test_check_passes_over_a_store_whose_managed_collections_the_app_does_not_declare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = _check_over_store(tmp_path, monkeypatch, "tickets", "chamvi_free_app")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+
+
+def test_check_warns_that_a_store_folder_a_running_worker_holds_was_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("QDRANT_URL", raising=False)
+    holder = QdrantClient(path=str(tmp_path / "data" / "qdrant"))  # as a running `chamvi worker` would
+    try:
+        result = invoke(
+            "check", "--app", write_app(tmp_path, monkeypatch, "chamvi_held_app", DOCS_APP), "--data", "data"
+        )
+    finally:
+        holder.close()
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith("warning: the knowledge store was not read: another process")

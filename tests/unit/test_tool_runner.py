@@ -57,6 +57,7 @@ class InMemoryRun:
     effects: dict[str, Any] = field(default_factory=dict)
     asked: list[str] = field(default_factory=list)
     started: list[RunInput] = field(default_factory=list)
+    recorded_now: list[str] = field(default_factory=list)
 
     async def trigger(self) -> TriggerEnvelope:
         return self.trigger_envelope
@@ -64,6 +65,10 @@ class InMemoryRun:
     async def recorded_effect(self, key: str) -> tuple[bool, Any]:
         self.asked.append(key)
         return (key in self.effects), self.effects.get(key)
+
+    async def record_effect(self, key: str, result: Any) -> None:
+        self.recorded_now.append(key)
+        self.effects[key] = result
 
     async def start(self, run_input: RunInput) -> str:
         self.started.append(run_input)

@@ -1,0 +1,118 @@
+"""``chamvi mcp``: the knowledge tools served to other agents over MCP (stdio or streamable HTTP).
+
+A wiki folder (``--kb``) is opened in this process, as ``chamvi kb`` opens it; collections
+(``--collection``) are searched through their workflows' ``search`` update, so the worker that holds
+Qdrant searches and this process needs Temporal only (in local mode Qdrant allows one process per
+folder, and that process is the worker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import click
+
+from chamvi.cli._common import connect_or_fail, temporal_options
+from chamvi.cli.kb import _open, kb_dir_option, root_type_option
+from chamvi.cli.knowledge import _require_collection
+from chamvi.errors import ChamviError
+from chamvi.knowledge.remote import CollectionSearch
+from chamvi.knowledge.search import MAX_TOP_K
+from chamvi.knowledge_mcp import knowledge_server
+from chamvi.knowledge_store import KnowledgeStore
+from chamvi.settings import Settings
+
+DEFAULT_MCP_PORT = 8765
+
+
+@click.command("mcp")
+@kb_dir_option("--kb", "kb_dir")
+@root_type_option
+@click.option(
+    "--prefix",
+    default="knowledge",
+    show_default=True,
+    help="With --kb: the wiki tools' names, <prefix>_read ... (with --collection too, not 'knowledge').",
+)
+@click.option(
+    "--collection",
+    "collections",
+    multiple=True,
+    metavar="NAME",
+    help="Serve knowledge_search over this collection (repeatable); a worker must serve it.",
+)
+@click.option(
+    "--interactive",
+    is_flag=True,
+    help="Also serve knowledge_retire, which asks the person at the MCP client first (needs --kb).",
+)
+@click.option(
+    "--top-k", type=click.IntRange(1, MAX_TOP_K), default=5, show_default=True, help="Passages per search."
+)
+@click.option(
+    "--transport",
+    type=click.Choice(["stdio", "http"]),
+    default="stdio",
+    show_default=True,
+    help="stdio for a host that starts this command; http for streamable HTTP at /mcp.",
+)
+@click.option("--host", default="127.0.0.1", show_default=True, help="With --transport http: the address.")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=DEFAULT_MCP_PORT,
+    show_default=True,
+    help="With --transport http: the port.",
+)
+@temporal_options()
+def mcp(
+    kb_dir: Path | None,
+    root_type: str | None,
+    prefix: str,
+    collections: tuple[str, ...],
+    interactive: bool,
+    top_k: int,
+    transport: str,
+    host: str,
+    port: int,
+    settings: Settings,
+) -> None:
+    """Serve the knowledge tools over MCP: a wiki's (--kb) and knowledge_search (--collection).
+
+    With --transport stdio (the default) a host such as a desktop assistant starts this command and
+    talks to it on stdin/stdout; with http it serves streamable HTTP at http://HOST:PORT/mcp.
+    """
+    if kb_dir is None and not collections:
+        raise click.ClickException(
+            "nothing to serve: give --kb DIR (a wiki's tools), --collection NAME (knowledge_search), or both"
+        )
+    if interactive and kb_dir is None:
+        raise click.ClickException("--interactive serves knowledge_retire, a wiki tool: give --kb DIR too")
+    store: KnowledgeStore | None = _open(kb_dir, root_type) if kb_dir is not None else None
+
+    async def serve() -> None:
+        search: CollectionSearch | None = None
+        if collections:
+            client = await connect_or_fail(settings)
+            for name in collections:
+                await _require_collection(client, settings, name)
+            search = CollectionSearch(client, task_queue=settings.task_queue)
+        try:
+            server = knowledge_server(
+                store,
+                collections=collections,
+                search=search,
+                interactive=interactive,
+                top_k=top_k,
+                prefix=prefix,
+            )
+        except ChamviError as error:
+            raise click.ClickException(error.message) from None
+        if transport == "stdio":
+            await server.run_stdio_async()
+        else:
+            click.echo(f"chamvi mcp: streamable HTTP at http://{host}:{port}/mcp", err=True)
+            await server.run_streamable_http_async(host=host, port=port)
+
+    asyncio.run(serve())

@@ -1,0 +1,100 @@
+"""``/channels``: inbound webhook events, verified by their signature instead of a bearer token.
+
+A sender holds the channel's secret, not an API token, so these routes declare no permission and
+the bearer middleware lets them through; each request is authenticated by its HMAC signature here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Request, Response
+from pydantic import BaseModel
+
+from chamvi.agents import Agent
+from chamvi.channels import Channel
+from chamvi.client import ChamviClient
+from chamvi.errors import ChannelNotFoundError
+from chamvi.http.errors import PAYLOAD_TOO_LARGE, ErrorResponse, error_responses
+from chamvi.inbound import ChannelContext
+from chamvi.webhooks import WebhookChannel
+
+
+class StartedRunOut(BaseModel):
+    """One run an event started (or had started: a redelivery answers the same runs)."""
+
+    agent: str
+    subscription: str | None
+    run_id: str
+    created: bool
+
+
+class ChannelEventOut(BaseModel):
+    """What an accepted event started: one run per subscribed agent whose filter accepted it."""
+
+    delivery: str
+    runs: list[StartedRunOut]
+
+
+ChannelName = Annotated[str, Path(min_length=1, max_length=64, description="The webhook channel's name")]
+
+
+def channels_router(
+    channels: Mapping[str, Channel], agents: Mapping[str, Agent], runs: ChamviClient
+) -> APIRouter:
+    """The ``/channels/{name}/events`` route for the app's webhook channels.
+
+    Args:
+        channels: the app's channels; only webhook channels receive here.
+        agents: the app's agents, whose subscriptions decide which runs an event starts.
+        runs: the client runs are started with.
+    """
+    router = APIRouter(prefix="/channels", tags=["channels"])
+    webhooks = {name: c for name, c in channels.items() if isinstance(c, WebhookChannel)}
+
+    @router.post(
+        "/{name}/events",
+        status_code=202,
+        response_model=ChannelEventOut,
+        responses={
+            200: {"model": ChannelEventOut, "description": "A redelivery: the runs this delivery started"},
+            **error_responses(401, 404, 409, 413, 422),
+        },
+        summary="Receive a webhook event",
+    )
+    async def receive_event(
+        name: ChannelName, request: Request, response: Response
+    ) -> ChannelEventOut | Response:
+        """Verifies the signed event and starts a run of every subscribed agent; 202 with the runs.
+
+        Signed with `X-Chamvi-Timestamp` and `X-Chamvi-Signature` (`sha256=` HMAC-SHA256 of
+        `<timestamp>.<body>` under the channel's secret); `X-Chamvi-Delivery` is the idempotency key.
+        """
+        channel = webhooks.get(name)
+        if channel is None:
+            known = ", ".join(repr(n) for n in webhooks) or "none"
+            raise ChannelNotFoundError(f"unknown webhook channel {name!r}: webhook channels are {known}")
+        body = await request.body()
+        if len(body) > channel.body_limit:
+            return ErrorResponse(
+                413,
+                PAYLOAD_TOO_LARGE,
+                f"the body is {len(body)} bytes, over channel {name!r}'s limit of {channel.body_limit}",
+            )
+        delivery = channel.verify(request.headers, body, time.time())
+        started = await ChannelContext(name, agents, runs).dispatch(
+            delivery.payload, key=delivery.delivery, address=delivery.address
+        )
+        if started and not any(run.created for run in started):
+            response.status_code = 200
+        return ChannelEventOut(
+            delivery=delivery.delivery,
+            runs=[
+                StartedRunOut(agent=r.agent, subscription=r.subscription, run_id=r.run_id, created=r.created)
+                for r in started
+            ],
+        )
+
+    return router

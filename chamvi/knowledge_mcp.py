@@ -1,0 +1,186 @@
+"""``knowledge_server``: the knowledge tools served to other agents over MCP (``chamvi mcp``).
+
+The knowledge seed's ``createKnowledgeServer``: another agent (a desktop assistant, an IDE, an agent
+on another framework) reaches a wiki and the knowledge collections through the official ``mcp``
+SDK, over stdio or streamable HTTP. The tools are the ones chamvi's own agents get, with the same
+names, descriptions and input schemas (``knowledge_store_tools`` and ``knowledge_tools`` build them):
+
+- the wiki's tools over a :class:`~chamvi.knowledge_store.KnowledgeStore` (``knowledge_read``,
+  ``_index``, ``_search``, ``_create``, ``_edit``, ``_rewrite``, ``_supersede``, ``_log``, ``_check``);
+- ``knowledge_retire`` only when ``interactive``: it asks the person at the MCP client first (MCP
+  elicitation), and retires nothing when the client cannot ask anyone;
+- ``knowledge_search`` over the chosen collections, through each collection workflow's ``search``
+  update (:class:`~chamvi.knowledge.remote.CollectionSearch`): the worker that holds Qdrant searches,
+  so this server opens no index and runs beside a worker in local mode.
+
+Outside a run there is no durable approval and no effect ledger: a call runs once, as the MCP client
+makes it. Errors a tool raises on purpose reach the client as tool errors with their message.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any
+
+from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resolve import Elicit, Resolve
+from pydantic import BaseModel, Field
+
+from chamvi.errors import (
+    ChamviError,
+    ChamviValidationError,
+    InvalidAgentDefinitionError,
+    InvalidPageError,
+    PageNotFoundError,
+    PageStatusError,
+)
+from chamvi.knowledge.remote import CollectionSearch
+from chamvi.knowledge.search import MAX_TOP_K, knowledge_tools
+from chamvi.knowledge_store._types import RETIRED
+from chamvi.knowledge_store.protocol import KnowledgeStore
+from chamvi.knowledge_store.tools import knowledge_store_tools
+from chamvi.tools import Tool
+
+SERVER_NAME = "knowledge"
+"""The seed's name for the server, so hosts that label tools by server recognise its tools."""
+SEARCH = "knowledge_search"
+
+
+class RetireAnswer(BaseModel):
+    """What the person at the MCP client is asked before a page is retired."""
+
+    retire: bool = Field(description="Retire the page?")
+
+
+def _tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Hands the client a chamvi error's message as a tool error (the SDK hides other exceptions)."""
+
+    @functools.wraps(fn)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return await fn(*args, **kwargs)
+        except ChamviError as error:
+            raise ToolError(error.message) from None
+
+    return call
+
+
+def knowledge_server(
+    store: KnowledgeStore | None = None,
+    *,
+    collections: Sequence[str] = (),
+    search: CollectionSearch | None = None,
+    interactive: bool = False,
+    top_k: int = 5,
+    prefix: str = "knowledge",
+) -> MCPServer:
+    """An MCP server with the wiki's tools over ``store`` and ``knowledge_search`` over ``collections``.
+
+    Args:
+        store: the wiki; None serves no wiki tools.
+        collections: the collections ``knowledge_search`` searches (and no other); empty serves no
+            ``knowledge_search``.
+        search: how it reaches them (a Temporal client); needed with ``collections``.
+        interactive: also serve ``knowledge_retire``, which asks the person at the client first. Leave
+            it off where nobody answers.
+        top_k: the passages a search returns when the caller gives no ``top_k``.
+        prefix: the wiki tools' names (``<prefix>_read``, ...); with collections too it must not be
+            ``knowledge``, or the wiki's ``knowledge_search`` would hide the collections'.
+
+    Raises:
+        InvalidAgentDefinitionError: nothing to serve, collections without ``search``, a bad name,
+            ``top_k`` or prefix, two tools of one name, or ``interactive`` without a store.
+    """
+    if store is None and not collections:
+        raise InvalidAgentDefinitionError(
+            "knowledge_server: nothing to serve: give a knowledge store, collections, or both"
+        )
+    if interactive and store is None:
+        raise InvalidAgentDefinitionError(
+            "knowledge_server: interactive serves knowledge_retire, a wiki tool: give a knowledge store"
+        )
+    if store is not None and collections and f"{prefix}_search" == SEARCH:
+        raise InvalidAgentDefinitionError(
+            f"knowledge_server: the wiki's {SEARCH} would hide the collections' one: give the wiki's tools "
+            "another prefix (e.g. prefix='wiki')"
+        )
+    server: MCPServer = MCPServer(SERVER_NAME, log_level="WARNING")
+    if store is not None:
+        for wiki_tool in knowledge_store_tools(store, interactive=interactive, prefix=prefix):
+            if wiki_tool.name == f"{prefix}_retire":
+                _add(server, wiki_tool, _retire(store))
+            else:
+                _add(server, wiki_tool, wiki_tool.fn)
+    if collections:
+        if search is None:
+            raise InvalidAgentDefinitionError(
+                "knowledge_server: collections are searched through Temporal: give "
+                "search=CollectionSearch(client)"
+            )
+        searching = knowledge_tools(collections=collections, top_k=top_k)[0]
+        _add(server, searching, _search(search, list(dict.fromkeys(collections)), top_k))
+    return server
+
+
+def _add(server: MCPServer, described: Tool, fn: Callable[..., Any]) -> None:
+    server.add_tool(_tool_errors(fn), name=described.name, description=described.description)
+
+
+def _search(search: CollectionSearch, allowed: list[str], default_top_k: int) -> Callable[..., Any]:
+    known = ", ".join(repr(name) for name in allowed)
+
+    async def knowledge_search(
+        query: str, collection: str | None = None, top_k: int | None = None
+    ) -> dict[str, Any]:
+        if collection is not None and collection not in allowed:
+            raise ChamviValidationError(
+                f"collection {collection!r} is not searchable here: this server searches {known}"
+            )
+        limit = default_top_k if top_k is None else top_k
+        if not 1 <= limit <= MAX_TOP_K:
+            raise ChamviValidationError(f"top_k must be between 1 and {MAX_TOP_K}")
+        result = await search.search([collection] if collection else allowed, query, top_k=limit)
+        return result.model_dump(mode="json", exclude_none=True)
+
+    return knowledge_search
+
+
+def _retire(store: KnowledgeStore) -> Callable[..., Any]:
+    """``knowledge_retire`` with the person at the MCP client in place of a run's durable approval.
+
+    The question is a resolver's (``Resolve``), so the SDK asks it the way the client's protocol
+    version does: mid-call on older versions, as an input-required round trip on newer ones. A client
+    that declared no elicitation gets an MCP error saying so, and nothing is retired.
+    """
+
+    async def ask(id: str, reason: str) -> Elicit[RetireAnswer]:
+        if not reason.strip():
+            raise InvalidPageError("give a reason to retire a page: it is kept on the page")
+        page = await store.read(id)
+        if page is None:
+            raise PageNotFoundError(f"page {id!r} does not exist: knowledge_index lists every page by id")
+        if page.status == RETIRED:
+            raise PageStatusError(f"page {id!r} is already retired")
+        linked = ", ".join(page.linked_from) if page.linked_from else "no page"
+        question = (
+            f"Retire knowledge page {id}?\n{page.title}\nReason: {reason.strip()}\nLinked from: {linked}"
+        )
+        return Elicit(question, RetireAnswer)
+
+    async def knowledge_retire(id: str, reason: str, answer: Any) -> str:
+        if not isinstance(answer, AcceptedElicitation) or not answer.data.retire:
+            return "Not retired: a person declined. The page stays as it is."
+        await store.retire(id, reason)
+        return f"Retired {id}."
+
+    # built here, not written as annotations: the resolver is a closure over the store
+    knowledge_retire.__annotations__ = {
+        "id": str,
+        "reason": str,
+        "answer": Annotated[ElicitationResult[RetireAnswer], Resolve(_tool_errors(ask))],
+        "return": str,
+    }
+    return knowledge_retire

@@ -1,0 +1,89 @@
+"""Channels that receive on their own: every worker starts them once it polls and stops them when it ends."""
+
+from __future__ import annotations
+
+import uuid
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from chamvi import App, ChamviClient, ChamviPlugin, ChannelContext, RunStatus, define_agent
+from chamvi.channels import ChannelMessage
+from chamvi.inbound import StartedRun
+from chamvi.lifecycle import memory_index
+from chamvi.providers import ModelRegistry, ScriptedModel, reply
+from chamvi.runtime import build_worker
+from tests.polling import eventually
+
+
+class InboxChannel:
+    """Receives one message when it starts, as a channel polling a mailbox would; records its lifecycle."""
+
+    untrusted = False
+    default_address = None
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.events: list[str] = []
+        self.started: list[list[StartedRun]] = []
+
+    async def start(self, ctx: ChannelContext) -> None:
+        self.events.append("start")
+        # the mailbox's message id is the delivery key: every replica reads the same message
+        self.started.append(await ctx.dispatch({"subject": "hello"}, key="message-1", address="alice"))
+
+    async def stop(self) -> None:
+        self.events.append("stop")
+
+    async def out(self, message: ChannelMessage) -> None:
+        self.events.append(f"out:{message.address}")
+
+
+def inbox_app(suffix: str) -> tuple[App, InboxChannel]:
+    inbox = InboxChannel(f"inbox-{suffix}")
+    models = ModelRegistry()
+    models.register("scripted/inbox", ScriptedModel([reply("read")], repeat_last=True))
+    agent = define_agent(
+        name=f"reader-{suffix}", model="scripted/inbox", instructions="Read.", channels=[inbox.name]
+    )
+    return App(agents=[agent], models=models, channels=[inbox]), inbox
+
+
+async def test_two_workers_start_the_channel_and_its_one_message_starts_one_run(
+    client: Client, task_queue: str, chamvi: ChamviClient
+) -> None:
+    app, inbox = inbox_app(uuid.uuid4().hex[:8])
+    # a replica is its own process with its own connection: one connection serves one worker per queue
+    replica = await Client.connect(
+        client.service_client.config.target_host,
+        namespace=client.namespace,
+        data_converter=pydantic_data_converter,
+    )
+    async with (
+        build_worker(client, app, task_queue=task_queue),
+        build_worker(replica, app, task_queue=task_queue),
+    ):
+
+        async def both_started() -> bool | None:
+            return True if len(inbox.started) == 2 else None
+
+        await eventually(both_started, "both workers starting the channel")
+        first, second = inbox.started
+        assert [r.run_id for r in first] == [r.run_id for r in second]
+        assert sorted(r.created for r in [*first, *second]) == [False, True]
+        run = await chamvi.wait(first[0].run_id)
+    assert run.status == RunStatus.COMPLETED
+    assert (run.trigger.channel, run.trigger.address, run.trigger.trigger) == (inbox.name, "alice", "channel")
+    assert inbox.events == ["start", "start", "stop", "stop"]
+
+
+async def test_a_worker_told_to_start_no_channels_receives_nothing(
+    client: Client, task_queue: str, chamvi: ChamviClient
+) -> None:
+    app, inbox = inbox_app(uuid.uuid4().hex[:8])
+    plugin = ChamviPlugin(app, index=memory_index(), start_collections=False, start_channels=False)
+    async with build_worker(client, plugin, task_queue=task_queue):
+        # a run sent through the worker proves it polls: the channel would have started by then
+        manual = await chamvi.dispatch(next(iter(app.agents)))
+        await chamvi.wait(manual.run_id)
+    assert inbox.events == [] and inbox.started == []

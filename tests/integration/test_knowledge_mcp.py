@@ -1,0 +1,285 @@
+"""`chamvi mcp`, driven by the official SDK's own MCP client over stdio and streamable HTTP.
+
+The server is the real command in its own process: a wiki folder it opens itself, and two
+collections served by a worker (with its own Qdrant) that it searches through Temporal only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, ElicitRequestParams, ElicitResult, ErrorData, TextContent
+from temporalio.client import Client as TemporalClient
+
+from chamvi import App, define_agent
+from chamvi.cli import cli
+from chamvi.knowledge import folder, knowledge_collection, knowledge_tools
+from chamvi.knowledge_store import FileKnowledgeStore
+from tests.knowledge_helpers import knowledge_worker, new_store, wait_for_passes
+from tests.polling import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+WIKI_TOOLS = {
+    "knowledge_read",
+    "knowledge_index",
+    "knowledge_search",
+    "knowledge_create",
+    "knowledge_edit",
+    "knowledge_rewrite",
+    "knowledge_supersede",
+    "knowledge_log",
+    "knowledge_check",
+}
+
+
+@dataclass
+class Served:
+    """Two indexed collections on this test's task queue, and a wiki folder with two pages."""
+
+    handbook: str
+    releases: str
+    wiki: Path
+    argv: list[str]
+    """The Temporal options of this test (address, namespace, task queue)."""
+
+    def command(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "chamvi.cli", "mcp", *args, *self.argv]
+
+
+@pytest.fixture
+async def served(client: TemporalClient, task_queue: str, tmp_path: Path) -> AsyncIterator[Served]:
+    suffix = uuid.uuid4().hex[:8]
+    handbook, releases = f"handbook-{suffix}", f"releases-{suffix}"
+    (tmp_path / "handbook").mkdir()
+    (tmp_path / "handbook" / "refunds.md").write_text("# Refunds\n\nRefunds are paid within 14 days.\n")
+    (tmp_path / "handbook" / "shipping.md").write_text(
+        "# Shipping\n\nWe ship worldwide with tracked parcels.\n"
+    )
+    (tmp_path / "releases").mkdir()
+    (tmp_path / "releases" / "v2.md").write_text("# Version 2\n\nRefunds can now be asked for in the app.\n")
+    wiki = FileKnowledgeStore(tmp_path / "wiki")
+    await wiki.create("concept", "refunds", "Refunds", "Refunds are paid within 14 days of the return.")
+    await wiki.create("concept", "returns", "Returns", "Returns are free within 30 days.")
+    reader = define_agent(
+        name="reader",
+        model="local/demo",
+        instructions="Read.",
+        tools=knowledge_tools(collections=[handbook, releases]),
+    )
+    app = App(
+        agents=[reader],
+        collections=[
+            knowledge_collection(handbook, model="test/hash-64", sources=[folder(tmp_path / "handbook")]),
+            knowledge_collection(releases, model="test/hash-64", sources=[folder(tmp_path / "releases")]),
+        ],
+    )
+    argv = [
+        "--address",
+        client.service_client.config.target_host,
+        "--namespace",
+        client.namespace,
+        "--task-queue",
+        task_queue,
+    ]
+    async with knowledge_worker(client, app, new_store(), task_queue):
+        await wait_for_passes(client, handbook, 1)
+        await wait_for_passes(client, releases, 1)
+        yield Served(handbook, releases, wiki.directory, argv)
+
+
+def text(result: CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, TextContent))
+
+
+@asynccontextmanager
+async def stdio(served: Served, *args: str) -> AsyncIterator[Client]:
+    """``chamvi mcp ARGS`` started by the SDK's stdio client, as a host would start it."""
+    program, *rest = served.command(*args)
+    params = StdioServerParameters(command=program, args=rest, env=dict(os.environ), cwd=str(ROOT))
+    async with Client(params, cache=None) as client:
+        yield client
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@asynccontextmanager
+async def http(served: Served, *args: str, answer: str | None = None) -> AsyncIterator[Client]:
+    """``chamvi mcp --transport http ARGS`` in its own process, reached by the SDK's HTTP client.
+
+    ``answer`` is what the person at the client answers when asked (``accept``: yes, retire it).
+    """
+    port = _free_port()
+    log = (served.wiki.parent / f"mcp-{port}.log").open("ab")
+    process = subprocess.Popen(
+        served.command("--transport", "http", "--port", str(port), *args),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+
+    async def accepting() -> bool | None:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            return None
+        writer.close()
+        return True
+
+    async def person(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+        assert params.message.startswith("Retire knowledge page ")
+        if answer == "accept":
+            return ElicitResult(action="accept", content={"retire": True})
+        return ElicitResult(action="decline")
+
+    try:
+        await eventually(accepting, f"`chamvi mcp` on port {port}")
+        transport = streamable_http_client(f"http://127.0.0.1:{port}/mcp")
+        callback = person if answer is not None else None
+        async with Client(transport, cache=None, elicitation_callback=callback) as client:
+            yield client
+    finally:
+        process.kill()
+        process.wait()
+        log.close()
+
+
+async def test_stdio_serves_the_wiki_tools_and_a_search_over_the_chosen_collections(served: Served) -> None:
+    wiki = ["--kb", str(served.wiki), "--prefix", "wiki"]
+    async with stdio(served, *wiki, "--collection", served.handbook) as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        page = await client.call_tool("wiki_read", {"id": "concept/refunds"})
+        hits = await client.call_tool("wiki_search", {"query": "refunds"})
+        found = await client.call_tool("knowledge_search", {"query": "refunds paid within 14 days"})
+        created = await client.call_tool(
+            "wiki_create",
+            {
+                "type": "concept",
+                "slug": "exchanges",
+                "title": "Exchanges",
+                "content": "See [refunds](concept/refunds).",
+            },
+        )
+    assert set(listed) == {name.replace("knowledge_", "wiki_") for name in WIKI_TOOLS} | {"knowledge_search"}
+    assert "# Refunds" in text(page) and not page.is_error
+    assert [hit["id"] for hit in hits.structured_content["result"]][:1] == ["concept/refunds"]
+    assert [m["document"] for m in found.structured_content["matches"]][:1] == ["refunds.md"]
+    assert found.structured_content["matches"][0]["collection"] == served.handbook
+    assert text(created) == "Created concept/exchanges."
+    assert (await FileKnowledgeStore(served.wiki).read("concept/exchanges")) is not None
+
+
+async def test_knowledge_search_over_two_collections_ranks_across_both_and_refuses_a_third(
+    served: Served,
+) -> None:
+    async with stdio(served, "--collection", served.handbook, "--collection", served.releases) as client:
+        listed = [tool.name for tool in (await client.list_tools()).tools]
+        both = await client.call_tool("knowledge_search", {"query": "refunds", "top_k": 3})
+        one = await client.call_tool("knowledge_search", {"query": "refunds", "collection": served.releases})
+        refused = await client.call_tool("knowledge_search", {"query": "refunds", "collection": "secret"})
+    assert listed == ["knowledge_search"]
+    matches = both.structured_content["matches"]
+    assert {m["collection"] for m in matches} == {served.handbook, served.releases}
+    assert [m["score"] for m in matches] == sorted((m["score"] for m in matches), reverse=True)
+    assert {m["collection"] for m in one.structured_content["matches"]} == {served.releases}
+    assert refused.is_error
+    assert f"collection 'secret' is not searchable here: this server searches '{served.handbook}', " in text(
+        refused
+    )
+
+
+async def test_streamable_http_serves_retire_when_interactive_and_asks_the_person_first(
+    served: Served,
+) -> None:
+    async with http(served, "--kb", str(served.wiki), "--interactive", answer="decline") as client:
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        declined = await client.call_tool("knowledge_retire", {"id": "concept/returns", "reason": "Wrong."})
+    kept = await FileKnowledgeStore(served.wiki).read("concept/returns")
+    async with http(served, "--kb", str(served.wiki), "--interactive", answer="accept") as client:
+        retired = await client.call_tool("knowledge_retire", {"id": "concept/returns", "reason": "Wrong."})
+        again = await client.call_tool("knowledge_retire", {"id": "concept/returns", "reason": "Wrong."})
+    page = await FileKnowledgeStore(served.wiki).read("concept/returns")
+    assert listed == WIKI_TOOLS | {"knowledge_retire"}
+    assert text(declined) == "Not retired: a person declined. The page stays as it is."
+    assert kept is not None and kept.status != "retired"
+    assert text(retired) == "Retired concept/returns."
+    assert page is not None and page.status == "retired"
+    assert again.is_error and "page 'concept/returns' is already retired" in text(again)
+
+
+async def test_streamable_http_without_interactive_has_no_retire_and_a_client_that_cannot_ask_retires_nothing(
+    served: Served,
+) -> None:
+    async with http(served, "--kb", str(served.wiki)) as client:
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        missing = await client.call_tool("knowledge_read", {"id": "concept/nowhere"})
+    async with http(served, "--kb", str(served.wiki), "--interactive") as client:
+        with pytest.raises(MCPError, match="did not declare the form elicitation capability"):
+            await client.call_tool("knowledge_retire", {"id": "concept/returns", "reason": "Wrong."})
+    page = await FileKnowledgeStore(served.wiki).read("concept/returns")
+    assert listed == WIKI_TOOLS
+    assert missing.is_error and "page 'concept/nowhere' does not exist" in text(missing)
+    assert page is not None and page.status != "retired"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            [],
+            "Error: nothing to serve: give --kb DIR (a wiki's tools), --collection NAME "
+            "(knowledge_search), or both",
+        ),
+        (
+            ["--collection", "handbook", "--interactive"],
+            "Error: --interactive serves knowledge_retire, a wiki tool: give --kb DIR too",
+        ),
+        (
+            ["--kb", "no/such/folder"],
+            "Error: no knowledge base at 'no/such/folder': the folder does not exist",
+        ),
+    ],
+    ids=["nothing", "interactive-without-kb", "missing-folder"],
+)
+def test_bad_options_are_one_line_naming_the_problem(args: list[str], expected: str) -> None:
+    result = CliRunner().invoke(cli, ["mcp", *args])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [expected]
+
+
+async def test_a_wiki_and_collections_under_one_search_name_are_refused(served: Served) -> None:
+    argv = ["mcp", "--kb", str(served.wiki), "--collection", served.handbook, *served.argv]
+    result = await asyncio.to_thread(CliRunner().invoke, cli, argv)
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: knowledge_server: the wiki's knowledge_search would hide the collections' one: give the "
+        "wiki's tools another prefix (e.g. prefix='wiki')"
+    ]
+
+
+async def test_a_collection_no_worker_serves_is_refused_at_the_start(served: Served) -> None:
+    result = await asyncio.to_thread(
+        CliRunner().invoke, cli, ["mcp", "--collection", "handbok", *served.argv]
+    )
+    assert result.exit_code == 1
+    assert result.output.strip().startswith("Error: unknown collection 'handbok': known collections are ")
