@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -100,10 +101,15 @@ def _p(times: list[float], q: float) -> float:
     return statistics.quantiles(times, n=100)[int(q) - 1] if len(times) > 1 else times[0]
 
 
+_FOLDERS: list[str] = []
+"""The folders this run made, removed when it ends."""
+
+
 def _folder(fast: bool = False) -> str:
     """A fresh folder for local mode on disk; ``fast``: in memory-backed /dev/shm where there is one."""
     shm = "/dev/shm" if fast and os.path.isdir("/dev/shm") else None
-    return tempfile.mkdtemp(prefix="chamvi-bench-state-", dir=shm)
+    _FOLDERS.append(tempfile.mkdtemp(prefix="chamvi-bench-state-", dir=shm))
+    return _FOLDERS[-1]
 
 
 def _open(where: str) -> AsyncQdrantClient:
@@ -229,6 +235,8 @@ async def main(quick: bool) -> None:
             latency_rows,
         )
     )
+    for folder in _FOLDERS:
+        shutil.rmtree(folder, ignore_errors=True)
     leave()
 
 
