@@ -116,6 +116,9 @@ if TYPE_CHECKING:
         build_worker,
     )
     from chamvi.schedules import AgentSchedule
+    from chamvi.state import (
+        AgentState,
+    )
     from chamvi.tools import (
         EffectSpec,
         Tool,
@@ -135,6 +138,7 @@ _EXPORTS: dict[str, str] = {
     "ActivityTimeouts": "chamvi.app",
     "Agent": "chamvi.agents",
     "AgentHooks": "chamvi.agents",
+    "AgentState": "chamvi.state",
     "AgentTrust": "chamvi.agents",
     "App": "chamvi.app",
     "ApprovalDecision": "chamvi.models",
@@ -239,6 +243,7 @@ __all__ = [
     "Agent",
     "AgentHooks",
     "AgentSchedule",
+    "AgentState",
     "AgentTrust",
     "App",
     "ApprovalDecision",

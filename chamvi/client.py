@@ -45,6 +45,7 @@ from chamvi.errors import (
     InvalidInputError,
     InvalidRunStateError,
     RunNotFoundError,
+    UnavailableError,
 )
 from chamvi.models import (
     ApprovalAnswer,
@@ -58,6 +59,8 @@ from chamvi.models import (
     RunSummary,
     RunView,
     ScheduleView,
+    StateListing,
+    StateListRequest,
 )
 from chamvi.schedules import (
     ScheduleOptions,
@@ -73,6 +76,8 @@ from chamvi.starters import enqueue, request_sync
 QUERY_TIMEOUT = timedelta(seconds=5)
 AGENT_CHECK_TIMEOUT = timedelta(seconds=3)
 """How long ``check_agent`` waits for a worker; a worker that is up answers within milliseconds."""
+STATE_LIST_TIMEOUT = timedelta(seconds=10)
+"""How long ``state_list`` waits for a worker to read a page."""
 
 _TEMPORAL_STATUS = {
     WorkflowExecutionStatus.COMPLETED: RunStatus.COMPLETED,
@@ -84,6 +89,20 @@ _TEMPORAL_STATUS = {
 
 
 _ERRORS_BY_CODE = {cls.code: cls for cls in ERROR_CLASSES}
+
+
+def _worker_cause(error: WorkflowFailureError) -> BaseException | None:
+    """Why a short workflow answered by a worker failed; a chamvi error of the app is raised as itself.
+
+    Raises:
+        ChamviError: the app's own error (an unknown agent, say), by its code.
+    """
+    cause: BaseException | None = error.cause
+    while isinstance(cause, ActivityError) and cause.cause is not None:
+        cause = cause.cause
+    if isinstance(cause, ApplicationError) and cause.type in _ERRORS_BY_CODE:
+        raise _ERRORS_BY_CODE[cause.type](cause.message) from None
+    return cause
 
 
 @dataclass(frozen=True)
@@ -287,15 +306,49 @@ class ChamviClient:
                 execution_timeout=timeout,
             )
         except WorkflowFailureError as error:
-            cause: BaseException | None = error.cause
-            while isinstance(cause, ActivityError) and cause.cause is not None:
-                cause = cause.cause
+            cause = _worker_cause(error)
             if isinstance(cause, TemporalTimeoutError):
                 return False
-            if isinstance(cause, ApplicationError) and cause.type in _ERRORS_BY_CODE:
-                raise _ERRORS_BY_CODE[cause.type](cause.message) from None
             raise ChamviError(f"the worker could not describe agent {agent!r}: {cause}") from None
         return True
+
+    async def state_list(
+        self,
+        agent: str,
+        collection: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        timeout: timedelta = STATE_LIST_TIMEOUT,
+    ) -> StateListing:
+        """A page of ``agent``'s state, read by a worker (the one process that holds Qdrant locally).
+
+        Without ``collection``: its key-value entries and the size of each declared collection.
+
+        Raises:
+            AgentNotFoundError, NotFoundError: the worker's app has no such agent or collection.
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        _check_agent_name(agent)
+        request = StateListRequest(agent=agent, collection=collection, limit=limit, offset=offset)
+        try:
+            listing: StateListing = await self.client.execute_workflow(
+                c.AGENT_STATE_LIST_WORKFLOW,
+                request,
+                id=f"{c.AGENT_STATE_LIST_ID_PREFIX}{uuid.uuid4().hex}",
+                task_queue=self.task_queue,
+                execution_timeout=timeout,
+                result_type=StateListing,
+            )
+        except WorkflowFailureError as error:
+            cause = _worker_cause(error)
+            if isinstance(cause, TemporalTimeoutError):
+                raise UnavailableError(
+                    f"no worker answered on task queue {self.task_queue!r} within "
+                    f"{timeout.total_seconds():g} s: start one with `chamvi dev` or `chamvi worker`"
+                ) from None
+            raise ChamviError(f"the worker could not list the state of agent {agent!r}: {cause}") from None
+        return listing
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(run_id)

@@ -125,3 +125,16 @@ METRIC_TOKENS = "chamvi_tokens"
 """Counter {agent, model, direction}: tokens the provider reported, ``input`` and ``output``."""
 METRIC_KNOWLEDGE_PASS_DURATION = "chamvi_knowledge_pass_duration"
 """Histogram {collection, outcome} in milliseconds: one knowledge pass, whatever its outcome."""
+
+# Agent state (chamvi.state): names stored in Temporal history or Qdrant, typed by people in the CLI.
+AGENT_STATE_LIST_WORKFLOW = "AgentStateList"
+"""A short workflow per ``chamvi state list``: the worker that holds Qdrant reads the page."""
+AGENT_STATE_LIST_ID_PREFIX = "state-list-"
+ACTIVITY_STATE_LIST = "chamvi.state_list"
+STATE_COLLECTION_PATTERN = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$"
+"""A state collection's name: it becomes part of tool names (``state_<name>_upsert``) and of a Qdrant
+collection's name (``<prefix>__state__<agent>__<name>``), so single underscores only."""
+STATE_COLLECTION_MAX_LENGTH = 40
+STATE_KEY_MAX_LENGTH = 255
+STATE_VALUE_MAX_BYTES = 262_144
+"""The largest item or key-value entry, as JSON: state holds small records; files are artifacts."""

@@ -35,6 +35,8 @@ from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
 from chamvi.lifecycle import boot_collections, check_index, close_index, index_location, open_index
 from chamvi.schedules import boot_schedules
 from chamvi.settings import Settings
+from chamvi.state import STATE_STORE, StateStore
+from chamvi.state.views import StateViews
 from chamvi.telemetry import ChamviTelemetry
 
 log = logging.getLogger("chamvi.channels")
@@ -215,6 +217,7 @@ class ChamviPlugin(SimplePlugin):
             ModelActivities,
             RunActivities,
             ScheduleActivities,
+            StateActivities,
             ToolActivities,
         )
 
@@ -223,6 +226,9 @@ class ChamviPlugin(SimplePlugin):
             index, app.embedders, retry=app.retry.embedding, declared=frozenset(app.collections)
         )
         app.provided.set(KNOWLEDGE_SEARCH, search)
+        # agent state lives in the same Qdrant as the knowledge index (see chamvi.state.store)
+        state = StateStore(index.client, index.prefix)
+        app.provided.set(STATE_STORE, state)
         agents = AgentActivities(app)
         model = ModelActivities(app, artifacts=self.artifacts)
         tools = ToolActivities(app, artifacts=self.artifacts)
@@ -242,6 +248,7 @@ class ChamviPlugin(SimplePlugin):
             knowledge.knowledge_request_sync,
             knowledge.knowledge_search,
             McpActivities(app).list_mcp_tools,
+            StateActivities(StateViews(app, state)).state_list,
             ScheduleActivities(app).dispatch_scheduled,
         ]
 

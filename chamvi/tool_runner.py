@@ -48,6 +48,7 @@ from chamvi.run_context import (
     RunContext,
     RunWaitRequired,
 )
+from chamvi.state import STATE_STORE, AgentStateAccess
 from chamvi.tools import Predicate, Tool, ToolContext, approve
 
 log = logging.getLogger("chamvi.channels")
@@ -157,9 +158,15 @@ class ToolRunner:
             tool_context=agent.tools_context.get(tool.name),
             runs=LinkedRuns(run, effects, access, request.tainted),
             run_artifacts=RunArtifacts(self.artifacts, request.run_id, request.artifact_count),
+            state_access=self._state(agent),
         )
         result = await self._call(agent, tool, arguments, ctx, request.tainted)
         return _within_payload_limit(result, tool.name)
+
+    def _state(self, agent: Agent) -> AgentStateAccess | None:
+        """``ctx.state`` over the store the worker's plugin opened (none outside a worker)."""
+        store = self.app.provided.get(STATE_STORE)
+        return AgentStateAccess(store, agent.name, agent.state.collections) if store is not None else None
 
     def _mcp_tool(self, agent: Agent, request: ToolRequest) -> Tool | None:
         """The MCP tool the run listed under this name, if the agent still uses that server and tool."""

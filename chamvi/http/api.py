@@ -22,9 +22,12 @@ from chamvi.http.knowledge_routes import knowledge_router
 from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingMiddleware
 from chamvi.http.runs_routes import check_agent_for, runs_router
 from chamvi.http.schedules_routes import schedules_router
+from chamvi.http.state_routes import state_router
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.starters import request_sync
+from chamvi.state import StateStore
+from chamvi.state.views import StateViews
 from chamvi.webhooks import WebhookChannel
 
 log = logging.getLogger("chamvi.http")
@@ -57,6 +60,7 @@ def create_api(
     base_path: str = "",
     agents: Collection[str] | None = None,
     inbound: App | None = None,
+    state: StateViews | None = None,
 ) -> FastAPI:
     """The HTTP API.
 
@@ -72,9 +76,10 @@ def create_api(
         inbound: the app whose webhook channels receive events at ``/channels/<name>/events``
             (signed by the channel's secret, not a token); needs ``runs``; an app without webhook
             channels serves no such route.
+        state: the agents' state behind ``/state``; None serves no state routes.
 
-    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs`` and ``<base_path>/schedules``;
-    ``/openapi.json`` and ``/docs`` (below the base path too) need no token.
+    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/schedules`` and
+    ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the base path too) need no token.
     """
     base = _base(base_path)
     if body_limit < 1:
@@ -106,6 +111,8 @@ def create_api(
     if runs is not None:
         routers.append(runs_router(runs, agents))
         routers.append(schedules_router(runs, agents))
+    if state is not None:
+        routers.append(state_router(state))
     permissions = RoutePermissions()
     for router in routers:
         permissions.add_router(router, prefix=base)
@@ -175,4 +182,5 @@ def build_api(
         base_path=base_path,
         agents=list(app.agents),
         inbound=app,
+        state=StateViews(app, StateStore(store.client, store.prefix)),
     )

@@ -61,6 +61,7 @@ from chamvi.models.schedules import (
     ScheduledRunResult,
     ScheduleView,
 )
+from chamvi.models.state import StateItem, StateListing, StateListRequest, StatePage
 
 __all__ = [
     "AgentSpec",
@@ -105,6 +106,10 @@ __all__ = [
     "ScheduledRunInput",
     "ScheduledRunResult",
     "SearchRequest",
+    "StateItem",
+    "StateListRequest",
+    "StateListing",
+    "StatePage",
     "StepView",
     "SyncRequest",
     "SyncSignal",

@@ -43,6 +43,7 @@ from chamvi import (
 from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.constants import (
     AGENT_CHECK_WORKFLOW,
+    AGENT_STATE_LIST_WORKFLOW,
     KNOWLEDGE_ID_PREFIX,
     KNOWLEDGE_SEARCH_WORKFLOW,
     KNOWLEDGE_SYNC_REQUEST_WORKFLOW,
@@ -299,6 +300,28 @@ async def _record_artifacts(env: WorkflowEnvironment, task_queue: str, recorded:
         recorded["artifacts"] = (await chamvi.wait(dispatched.run_id)).run_id
 
 
+class Note(BaseModel):
+    text: str
+
+
+async def _record_state(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run that writes to and lists an agent's state collection, and a listing from outside a run."""
+    models = ModelRegistry()
+    turns: list[Turn] = [
+        call("state_notes_upsert", key="n1", item={"text": "remember me"}),
+        call("state_notes_list"),
+        reply("ok"),
+    ]
+    models.register("scripted/state", ScriptedModel(turns))
+    agent = define_agent(name="state", model="scripted/state", instructions="x", state={"notes": Note})
+    async with build_worker(env.client, App(agents=[agent], models=models), task_queue=task_queue):
+        chamvi = ChamviClient(env.client, task_queue=task_queue)
+        recorded["state"] = (await chamvi.wait((await chamvi.dispatch("state")).run_id)).run_id
+        await chamvi.state_list("state", "notes")
+    async for execution in env.client.list_workflows(f'WorkflowType = "{AGENT_STATE_LIST_WORKFLOW}"'):
+        recorded["state-list"] = execution.id
+
+
 async def _record_scheduled_run(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
     """One fire of an agent schedule (a backfill over a past cron time): dispatch, then wait for the run."""
     chamvi = ChamviClient(env.client, task_queue=task_queue)
@@ -355,6 +378,7 @@ async def main() -> None:
 
 
         await _record_scheduled_run(env, task_queue, recorded)
+        await _record_state(env, f"{task_queue}-state", recorded)
         wanted = set(sys.argv[1:]) or set(recorded)
         for name, workflow_id in recorded.items():
             if name not in wanted:
