@@ -7,6 +7,7 @@ from .mcp import McpActivities
 from .model import ModelActivities
 from .runs import RunActivities
 from .schedules import ScheduleActivities
+from .state import StateActivities
 from .tools import ToolActivities
 
 __all__ = [
@@ -17,5 +18,6 @@ __all__ = [
     "ModelActivities",
     "RunActivities",
     "ScheduleActivities",
+    "StateActivities",
     "ToolActivities",
 ]

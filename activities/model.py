@@ -11,6 +11,7 @@ from temporalio import activity
 from chamvi._heartbeat import heartbeating
 from chamvi.agents import Agent
 from chamvi.app import App
+from chamvi.artifacts import ArtifactStore
 from chamvi.constants import (
     ACTIVITY_CALL_MODEL,
     ACTIVITY_EXTRACT,
@@ -32,7 +33,7 @@ from chamvi.models import (
     TranscriptQuery,
 )
 from chamvi.permissions import PolicyRun
-from chamvi.providers import ChatRequest, DeltaKind, OnDelta, ToolSchema
+from chamvi.providers import AttachedFile, ChatRequest, DeltaKind, OnDelta, ToolSchema
 from chamvi.run_events import RUN_DELTA, RunEvent
 from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
@@ -41,8 +42,15 @@ class ModelActivities:
     """Holds the app (and through it the providers), this worker's transcript cache, and the MCP
     tools of the runs it served lately."""
 
-    def __init__(self, app: App, cache: TranscriptCache | None = None, max_runs: int = 256) -> None:
+    def __init__(
+        self,
+        app: App,
+        cache: TranscriptCache | None = None,
+        max_runs: int = 256,
+        artifacts: ArtifactStore | None = None,
+    ) -> None:
         self.app = app
+        self.artifacts = artifacts or ArtifactStore.memory()
         self.cache = cache or TranscriptCache()
         self._mcp_tools: OrderedDict[str, list[McpToolInfo]] = OrderedDict()
         self._max_runs = max_runs
@@ -120,6 +128,10 @@ class ModelActivities:
             ],
             output_schema=agent.output.model_json_schema() if agent.output is not None else None,
             on_delta=self._deltas(request),
+            # read for each call, never kept: history and checkpoints hold the references only
+            attachments=[
+                AttachedFile(a, await self.artifacts.read(a.id)) for a in request.trigger.attachments
+            ],
         )
         async with heartbeating():  # a cancelled run stops its call, even one whose stream stalls
             response = await model.complete(chat)

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
         ActivityTimeouts,
         App,
     )
+    from chamvi.artifacts import (
+        ArtifactStore,
+        Attachment,
+        RunArtifacts,
+    )
     from chamvi.channels import (
         Channel,
         ChannelMessage,
@@ -42,6 +47,8 @@ if TYPE_CHECKING:
     )
     from chamvi.errors import (
         ApprovalNotPendingError,
+        ArtifactNotFoundError,
+        AttachmentTooLargeError,
         BudgetExceededError,
         ChamviError,
         ChamviValidationError,
@@ -82,6 +89,7 @@ if TYPE_CHECKING:
     )
     from chamvi.models import (
         ApprovalDecision,
+        Artifact,
         Invoker,
         RunStatus,
         RunView,
@@ -109,6 +117,9 @@ if TYPE_CHECKING:
         build_worker,
     )
     from chamvi.schedules import AgentSchedule
+    from chamvi.state import (
+        AgentState,
+    )
     from chamvi.tools import (
         EffectSpec,
         Tool,
@@ -128,10 +139,16 @@ _EXPORTS: dict[str, str] = {
     "ActivityTimeouts": "chamvi.app",
     "Agent": "chamvi.agents",
     "AgentHooks": "chamvi.agents",
+    "AgentState": "chamvi.state",
     "AgentTrust": "chamvi.agents",
     "App": "chamvi.app",
     "ApprovalDecision": "chamvi.models",
     "ApprovalNotPendingError": "chamvi.errors",
+    "Artifact": "chamvi.models",
+    "ArtifactNotFoundError": "chamvi.errors",
+    "ArtifactStore": "chamvi.artifacts",
+    "Attachment": "chamvi.artifacts",
+    "AttachmentTooLargeError": "chamvi.errors",
     "Budget": "chamvi.agents",
     "BudgetExceededError": "chamvi.errors",
     "ChamviClient": "chamvi.client",
@@ -165,6 +182,7 @@ _EXPORTS: dict[str, str] = {
     "PolicyRun": "chamvi.permissions",
     "ProviderUnavailableError": "chamvi.errors",
     "RetryPolicies": "chamvi.retry",
+    "RunArtifacts": "chamvi.artifacts",
     "RunEvent": "chamvi.run_events",
     "RunNotFoundError": "chamvi.errors",
     "RunStatus": "chamvi.models",
@@ -227,10 +245,16 @@ __all__ = [
     "Agent",
     "AgentHooks",
     "AgentSchedule",
+    "AgentState",
     "AgentTrust",
     "App",
     "ApprovalDecision",
     "ApprovalNotPendingError",
+    "Artifact",
+    "ArtifactNotFoundError",
+    "ArtifactStore",
+    "Attachment",
+    "AttachmentTooLargeError",
     "Budget",
     "BudgetExceededError",
     "ChamviClient",
@@ -265,6 +289,7 @@ __all__ = [
     "PolicyRun",
     "ProviderUnavailableError",
     "RetryPolicies",
+    "RunArtifacts",
     "RunEvent",
     "RunNotFoundError",
     "RunStatus",

@@ -17,6 +17,7 @@ from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError
 from chamvi.mcp import McpTools
 from chamvi.models import BudgetSpec, Message
 from chamvi.permissions import PolicyRun, ToolPolicy
+from chamvi.state import AgentState, check_state, state_tools
 from chamvi.tools import Tool, ToolContext, Trust
 
 
@@ -102,6 +103,8 @@ class Agent:
     tool_factory: ToolFactory | None = None
     tools_context: Mapping[str, BaseModel] = field(default_factory=dict)
     """Third-party tools' configuration, validated by each tool's ``context_schema``, kept by reference."""
+    state: AgentState = field(default_factory=AgentState)
+    """The agent's typed state collections (``ctx.state``); its tools are among ``tools``."""
 
     def build_tools(self, run: PolicyRun) -> dict[str, Tool]:
         """The run's tools: the agent's own, or what its factory builds for this run.
@@ -125,6 +128,7 @@ class Agent:
                 f"agent {self.name!r}: its tool factory must return a list of tools, not {built!r}"
             )
         tools, servers = _tools(self.name, built)
+        tools = _with_state_tools(self.name, tools, self.state)
         if servers:
             raise InvalidAgentDefinitionError(
                 f"agent {self.name!r}: its tool factory built mcp_tools({servers[0]!r}): name an agent's MCP "
@@ -253,6 +257,7 @@ def define_agent(
     hooks: AgentHooks | None = None,
     trust: AgentTrust | None = None,
     tools_context: Mapping[str, Any] | None = None,
+    state: AgentState | Mapping[str, type[BaseModel]] | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
@@ -264,7 +269,9 @@ def define_agent(
     ``tool_not_allowed`` tool error. ``trust`` classifies tools by name and says whether a guarded
     call once tainted asks a person or is denied. ``tools_context`` hands third-party tools their
     configuration (an API client's settings, say) by reference, each checked by the tool's
-    ``context_schema``.
+    ``context_schema``. ``state`` declares typed collections the agent remembers between runs
+    (``AgentState(collections={"refunds": Refund})``, or the mapping alone); the model gets each as
+    the tools ``state_<name>_list``, ``state_<name>_upsert`` and ``state_<name>_remove``.
 
     Raises:
         InvalidAgentDefinitionError: naming what is wrong.
@@ -278,6 +285,9 @@ def define_agent(
         raise InvalidAgentDefinitionError(f"agent {name!r}: output must be a pydantic model class or None")
     factory = tools if callable(tools) and not isinstance(tools, Tool) else None
     checked_tools, mcp_servers = ({}, ()) if factory is not None else _tools(name, tools)  # type: ignore[arg-type]
+    checked_state = check_state(name, state)
+    if factory is None:
+        checked_tools = _with_state_tools(name, checked_tools, checked_state)
     return Agent(
         name=name,
         model=model,
@@ -292,7 +302,20 @@ def define_agent(
         tool_factory=factory,
         mcp_servers=mcp_servers,
         tools_context=_tools_context(name, tools_context or {}, checked_tools),
+        state=checked_state,
     )
+
+
+def _with_state_tools(name: str, tools: dict[str, Tool], state: AgentState) -> dict[str, Tool]:
+    """The agent's tools followed by its state collections' tools; a name taken twice is refused."""
+    for made in state_tools(state.collections):
+        if made.name in tools:
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: a tool is named {made.name!r}, which its state collection's tool takes: "
+                "rename the tool"
+            )
+        tools[made.name] = made
+    return tools
 
 
 def _tools_context(name: str, values: Mapping[str, Any], tools: Mapping[str, Tool]) -> dict[str, BaseModel]:

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Unpack
@@ -36,6 +36,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
 from chamvi.agents import validate_agent_name
+from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.errors import (
     ERROR_CLASSES,
     ApprovalNotPendingError,
@@ -44,9 +45,11 @@ from chamvi.errors import (
     InvalidInputError,
     InvalidRunStateError,
     RunNotFoundError,
+    UnavailableError,
 )
 from chamvi.models import (
     ApprovalAnswer,
+    Artifact,
     CollectionState,
     DescribeAgentRequest,
     Invoker,
@@ -56,6 +59,8 @@ from chamvi.models import (
     RunSummary,
     RunView,
     ScheduleView,
+    StateListing,
+    StateListRequest,
 )
 from chamvi.run_events import RunEvent, history_events
 from chamvi.schedules import (
@@ -72,6 +77,8 @@ from chamvi.starters import enqueue, request_sync
 QUERY_TIMEOUT = timedelta(seconds=5)
 AGENT_CHECK_TIMEOUT = timedelta(seconds=3)
 """How long ``check_agent`` waits for a worker; a worker that is up answers within milliseconds."""
+STATE_LIST_TIMEOUT = timedelta(seconds=10)
+"""How long ``state_list`` waits for a worker to read a page."""
 
 _TEMPORAL_STATUS = {
     WorkflowExecutionStatus.COMPLETED: RunStatus.COMPLETED,
@@ -83,6 +90,20 @@ _TEMPORAL_STATUS = {
 
 
 _ERRORS_BY_CODE = {cls.code: cls for cls in ERROR_CLASSES}
+
+
+def _worker_cause(error: WorkflowFailureError) -> BaseException | None:
+    """Why a short workflow answered by a worker failed; a chamvi error of the app is raised as itself.
+
+    Raises:
+        ChamviError: the app's own error (an unknown agent, say), by its code.
+    """
+    cause: BaseException | None = error.cause
+    while isinstance(cause, ActivityError) and cause.cause is not None:
+        cause = cause.cause
+    if isinstance(cause, ApplicationError) and cause.type in _ERRORS_BY_CODE:
+        raise _ERRORS_BY_CODE[cause.type](cause.message) from None
+    return cause
 
 
 @dataclass(frozen=True)
@@ -146,11 +167,22 @@ class ChamviClient:
     Args:
         client: a connected Temporal client.
         task_queue: the workers' task queue, where runs are started.
+        artifacts: where attachments are stored; the workers must use the same store.
+        attachment_max_bytes: the size limit per attachment.
     """
 
-    def __init__(self, client: Client, task_queue: str = c.TASK_QUEUE) -> None:
+    def __init__(
+        self,
+        client: Client,
+        task_queue: str = c.TASK_QUEUE,
+        *,
+        artifacts: ArtifactStore | None = None,
+        attachment_max_bytes: int = c.DEFAULT_ATTACHMENT_MAX_BYTES,
+    ) -> None:
         self.client = client
         self.task_queue = task_queue
+        self.artifacts = artifacts
+        self.attachment_max_bytes = attachment_max_bytes
         self.open_streams = 0
         """How many ``events()`` iterators are open (each holds one history long-poll)."""
 
@@ -166,8 +198,17 @@ class ChamviClient:
         invoker: Invoker | None = None,
         idempotency_key: str | None = None,
         concurrency_key: str | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> DispatchResult:
-        """Starts a run, or returns the existing one when the idempotency key was seen before."""
+        """Starts a run, or returns the existing one when the idempotency key was seen before.
+
+        ``attachments`` are stored as the run's first artifacts before it starts (a redelivery stores
+        nothing) and reach the model as parts of the run's first message.
+
+        Raises:
+            InvalidInputError: a field the run would refuse, or attachments without an artifact store.
+            AttachmentTooLargeError: an attachment over the size limit.
+        """
         return await self.start(
             RunInput(
                 agent=agent,
@@ -179,15 +220,21 @@ class ChamviClient:
                 invoker=invoker,
                 idempotency_key=idempotency_key,
                 concurrency_key=concurrency_key,
-            )
+            ),
+            attachments,
         )
 
-    async def start(self, run_input: RunInput) -> DispatchResult:
+    async def start(self, run_input: RunInput, attachments: Sequence[Attachment] = ()) -> DispatchResult:
         """Starts the run ``run_input`` describes whole (a run started by a run carries its parent)."""
         validate_run_input(run_input)
+        run_id = run_id_for(run_input)
+        if attachments:
+            if run_input.idempotency_key is not None and await self._exists(run_id):
+                return DispatchResult(run_id=run_id, created=False)
+            stored = await self._store_attachments(run_id, attachments)
+            run_input = run_input.model_copy(update={"attachments": stored})
         agent, channel, trigger = run_input.agent, run_input.channel, run_input.trigger
         concurrency_key = run_input.concurrency_key
-        run_id = run_id_for(run_input)
         attributes = [
             SearchAttributePair(c.SA_AGENT, agent),
             SearchAttributePair(c.SA_STATUS, RunStatus.QUEUED.value),
@@ -212,6 +259,33 @@ class ChamviClient:
             await enqueue(self.client, self.task_queue, LockRequest(key=concurrency_key, run_id=run_id))
         return DispatchResult(run_id=run_id, created=True)
 
+    async def _store_attachments(self, run_id: str, attachments: Sequence[Attachment]) -> list[Artifact]:
+        """Stores a dispatch's files as the run's first artifacts, all checked before any is stored."""
+        if self.artifacts is None:
+            raise InvalidInputError(
+                "this client has no artifact store for attachments: ChamviClient(..., artifacts=...)"
+            )
+        for attachment in attachments:
+            attachment.check_size(self.attachment_max_bytes)
+        return [
+            await self.artifacts.put(run_id, index, a.kind, a.data, a.filename)
+            for index, a in enumerate(attachments)
+        ]
+
+    async def _exists(self, run_id: str) -> bool:
+        """Whether a workflow has this id: a redelivered dispatch must store no attachment again.
+
+        Two deliveries racing past this check store the same files under the same ids, and one
+        run starts.
+        """
+        try:
+            await self._handle(run_id).describe()
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return True
+
     async def check_agent(
         self, agent: str, *, channel: str | None = None, timeout: timedelta = AGENT_CHECK_TIMEOUT
     ) -> bool:
@@ -235,15 +309,49 @@ class ChamviClient:
                 execution_timeout=timeout,
             )
         except WorkflowFailureError as error:
-            cause: BaseException | None = error.cause
-            while isinstance(cause, ActivityError) and cause.cause is not None:
-                cause = cause.cause
+            cause = _worker_cause(error)
             if isinstance(cause, TemporalTimeoutError):
                 return False
-            if isinstance(cause, ApplicationError) and cause.type in _ERRORS_BY_CODE:
-                raise _ERRORS_BY_CODE[cause.type](cause.message) from None
             raise ChamviError(f"the worker could not describe agent {agent!r}: {cause}") from None
         return True
+
+    async def state_list(
+        self,
+        agent: str,
+        collection: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        timeout: timedelta = STATE_LIST_TIMEOUT,
+    ) -> StateListing:
+        """A page of ``agent``'s state, read by a worker (the one process that holds Qdrant locally).
+
+        Without ``collection``: its key-value entries and the size of each declared collection.
+
+        Raises:
+            AgentNotFoundError, NotFoundError: the worker's app has no such agent or collection.
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        _check_agent_name(agent)
+        request = StateListRequest(agent=agent, collection=collection, limit=limit, offset=offset)
+        try:
+            listing: StateListing = await self.client.execute_workflow(
+                c.AGENT_STATE_LIST_WORKFLOW,
+                request,
+                id=f"{c.AGENT_STATE_LIST_ID_PREFIX}{uuid.uuid4().hex}",
+                task_queue=self.task_queue,
+                execution_timeout=timeout,
+                result_type=StateListing,
+            )
+        except WorkflowFailureError as error:
+            cause = _worker_cause(error)
+            if isinstance(cause, TemporalTimeoutError):
+                raise UnavailableError(
+                    f"no worker answered on task queue {self.task_queue!r} within "
+                    f"{timeout.total_seconds():g} s: start one with `chamvi dev` or `chamvi worker`"
+                ) from None
+            raise ChamviError(f"the worker could not list the state of agent {agent!r}: {cause}") from None
+        return listing
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(run_id)

@@ -104,6 +104,11 @@ APPROVAL_TIMEOUT_MAX = timedelta(milliseconds=2_147_483_647)
 NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 NAME_MAX_LENGTH = 64
 TRIGGER_KEY_MAX_LENGTH = 255
+ARTIFACT_INDEX_DIGITS = 4
+"""Artifact ids are ``<run_id>.0000``, ``<run_id>.0001``, ...: stored in references and typed by people."""
+ARTIFACT_MEDIA_TYPE_PATTERN = r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*(\s*;.*)?$"
+DEFAULT_ATTACHMENT_MAX_BYTES = 20 * 1024 * 1024
+"""The size limit per attachment unless ``CHAMVI_ATTACHMENT_MAX_BYTES`` says otherwise."""
 TOOL_RESULT_MAX_BYTES = 1_048_576
 """The largest tool result (as stored) a run accepts: Temporal refuses a payload over 2 MB and warns
 over 512 KiB; a larger result is a tool error the model sees."""
@@ -120,3 +125,16 @@ METRIC_TOKENS = "chamvi_tokens"
 """Counter {agent, model, direction}: tokens the provider reported, ``input`` and ``output``."""
 METRIC_KNOWLEDGE_PASS_DURATION = "chamvi_knowledge_pass_duration"
 """Histogram {collection, outcome} in milliseconds: one knowledge pass, whatever its outcome."""
+
+# Agent state (chamvi.state): names stored in Temporal history or Qdrant, typed by people in the CLI.
+AGENT_STATE_LIST_WORKFLOW = "AgentStateList"
+"""A short workflow per ``chamvi state list``: the worker that holds Qdrant reads the page."""
+AGENT_STATE_LIST_ID_PREFIX = "state-list-"
+ACTIVITY_STATE_LIST = "chamvi.state_list"
+STATE_COLLECTION_PATTERN = r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$"
+"""A state collection's name: it becomes part of tool names (``state_<name>_upsert``) and of a Qdrant
+collection's name (``<prefix>__state__<agent>__<name>``), so single underscores only."""
+STATE_COLLECTION_MAX_LENGTH = 40
+STATE_KEY_MAX_LENGTH = 255
+STATE_VALUE_MAX_BYTES = 262_144
+"""The largest item or key-value entry, as JSON: state holds small records; files are artifacts."""

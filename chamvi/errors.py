@@ -154,6 +154,18 @@ class ApprovalNotPendingError(ChamviError):
     code = "approval_not_pending"
 
 
+class ArtifactNotFoundError(ChamviError):
+    """A run refers to an artifact its store does not hold (deleted, or another store)."""
+
+    code = "artifact_not_found"
+
+
+class AttachmentTooLargeError(ChamviError):
+    """An attachment over the size limit per attachment (HTTP 413)."""
+
+    code = "attachment_too_large"
+
+
 class NotFoundError(ChamviError):
     """A collection or document that does not exist (404 over HTTP)."""
 
@@ -423,6 +435,8 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     ToolResultTooLargeError,
     ChannelNotFoundError,
     ApprovalNotPendingError,
+    ArtifactNotFoundError,
+    AttachmentTooLargeError,
     NotFoundError,
     ConflictError,
     InvalidScheduleError,

@@ -24,6 +24,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi.activity_boundary import ActivityErrors
 from chamvi.app import App
+from chamvi.artifacts import ArtifactStore, open_artifact_store
 from chamvi.channels import LifecycleChannel
 from chamvi.client import ChamviClient
 from chamvi.errors import ChamviError
@@ -34,6 +35,8 @@ from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
 from chamvi.lifecycle import boot_collections, check_index, close_index, index_location, open_index
 from chamvi.schedules import boot_schedules
 from chamvi.settings import Settings
+from chamvi.state import STATE_STORE, StateStore
+from chamvi.state.views import StateViews
 from chamvi.telemetry import ChamviTelemetry
 
 log = logging.getLogger("chamvi.channels")
@@ -101,7 +104,10 @@ class ChamviPlugin(SimplePlugin):
         app: the app to serve.
         index: the knowledge index (Qdrant); by default opened from ``settings``: ``QDRANT_URL``, else
             Qdrant's local mode in the data folder.
-        settings: where the default index lives; ``Settings.from_env()`` when not given.
+        settings: where the default index and artifact store live; ``Settings.from_env()`` when
+            not given.
+        artifacts: the artifact store (attachments, ``ctx.artifacts``); by default opened from
+            ``settings``: ``CHAMVI_ARTIFACTS_URL``, else the data folder's ``artifacts``.
         start_collections: start the app's collections when a worker runs (a pass each, resync
             schedules); off, they wait for ``chamvi knowledge sync``.
         trace_content: put messages, tool arguments and results on the spans (see
@@ -122,10 +128,12 @@ class ChamviPlugin(SimplePlugin):
         settings: Settings | None = None,
         start_collections: bool = True,
         trace_content: bool | None = None,
+        artifacts: ArtifactStore | None = None,
         start_schedules: bool = True,
         start_channels: bool | None = None,
     ) -> None:
         self.app = app
+        self._artifacts = artifacts
         self._start_channels = (
             start_channels
             if start_channels is not None
@@ -165,6 +173,13 @@ class ChamviPlugin(SimplePlugin):
             self._index = open_index(self._settings or Settings.from_env())
         return self._index
 
+    @property
+    def artifacts(self) -> ArtifactStore:
+        """The artifact store, opened on first use when none was given."""
+        if self._artifacts is None:
+            self._artifacts = open_artifact_store(self._settings or Settings.from_env())
+        return self._artifacts
+
     async def prepare(self) -> None:
         """Opens the index and checks it against the app, once; a worker's run does it if nobody did.
 
@@ -202,6 +217,7 @@ class ChamviPlugin(SimplePlugin):
             ModelActivities,
             RunActivities,
             ScheduleActivities,
+            StateActivities,
             ToolActivities,
         )
 
@@ -210,7 +226,12 @@ class ChamviPlugin(SimplePlugin):
             index, app.embedders, retry=app.retry.embedding, declared=frozenset(app.collections)
         )
         app.provided.set(KNOWLEDGE_SEARCH, search)
-        agents, model, tools = AgentActivities(app), ModelActivities(app), ToolActivities(app)
+        # agent state lives in the same Qdrant as the knowledge index (see chamvi.state.store)
+        state = StateStore(index.client, index.prefix)
+        app.provided.set(STATE_STORE, state)
+        agents = AgentActivities(app)
+        model = ModelActivities(app, artifacts=self.artifacts)
+        tools = ToolActivities(app, artifacts=self.artifacts)
         locks = LockActivities()
         indexer = Indexer(index, app.embedders, retry=app.retry.embedding)
         knowledge = KnowledgeActivities(app, index, indexer, search)
@@ -227,6 +248,7 @@ class ChamviPlugin(SimplePlugin):
             knowledge.knowledge_request_sync,
             knowledge.knowledge_search,
             McpActivities(app).list_mcp_tools,
+            StateActivities(StateViews(app, state)).state_list,
             ScheduleActivities(app).dispatch_scheduled,
         ]
 

@@ -13,6 +13,7 @@ from temporalio.envconfig import ClientConfig
 from temporalio.worker import Worker
 
 from chamvi.app import App
+from chamvi.artifacts import ArtifactStore
 from chamvi.errors import InvalidAppError
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.lifecycle import memory_index
@@ -72,19 +73,25 @@ def build_worker(
     index: KnowledgeIndex | None = None,
     graceful_shutdown_timeout: timedelta = timedelta(seconds=30),
     max_concurrent_activities: int | None = None,
+    artifacts: ArtifactStore | None = None,
 ) -> Worker:
     """A worker serving chamvi through :class:`ChamviPlugin`: the one way chamvi starts a worker.
 
     Graceful shutdown lets in-flight activities finish (up to the timeout) before the worker stops,
     so a deploy does not cut a tool call in the middle of its side effect. Given a plugin, the worker
     has its index and lifecycle (``chamvi worker``, ``chamvi dev``). Given an app, as tests and
-    benchmarks do, the index is ``index`` or an in-memory one and nothing starts in the background:
-    collections pass when asked.
+    benchmarks do, the index is ``index`` or an in-memory one, the artifact store ``artifacts`` or an
+    in-memory one, and nothing starts in the background: collections pass when asked.
     """
     plugin = (
         app
         if isinstance(app, ChamviPlugin)
-        else ChamviPlugin(app, index=index or memory_index(), start_collections=False)
+        else ChamviPlugin(
+            app,
+            index=index or memory_index(),
+            start_collections=False,
+            artifacts=artifacts or ArtifactStore.memory(),
+        )
     )
     return Worker(
         client,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import unquote
 
-from chamvi.constants import TASK_QUEUE
+from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
 from chamvi.errors import ChamviValidationError
 
 DEFAULT_APP = "examples.support.app:app"
@@ -42,6 +42,11 @@ class Settings:
     trace_content: bool = False
     """``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``: spans carry messages, tool arguments
     and results; off, they carry names, ids and counts only."""
+    artifacts_url: str | None = None
+    """``CHAMVI_ARTIFACTS_URL`` (``s3://bucket/prefix``): where artifacts live; unset, in
+    ``<data>/artifacts``. obstore reads the endpoint and credentials from ``AWS_*`` variables."""
+    attachment_max_bytes: int = DEFAULT_ATTACHMENT_MAX_BYTES
+    """``CHAMVI_ATTACHMENT_MAX_BYTES``: the size limit per attachment of a dispatch."""
     no_channels: bool = False
     """``CHAMVI_NO_CHANNELS``: workers start none of the app's receiving channels (``start(ctx)``);
     runs still send through every channel."""
@@ -66,6 +71,8 @@ class Settings:
             otlp_headers=_headers(env, "OTEL_EXPORTER_OTLP_HEADERS"),
             metrics_address=env.get("CHAMVI_METRICS_ADDRESS") or None,
             trace_content=_flag(env, "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"),
+            artifacts_url=env.get("CHAMVI_ARTIFACTS_URL") or None,
+            attachment_max_bytes=_positive(env, "CHAMVI_ATTACHMENT_MAX_BYTES", DEFAULT_ATTACHMENT_MAX_BYTES),
             no_channels=_flag(env, "CHAMVI_NO_CHANNELS"),
         )
 
@@ -105,3 +112,17 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     if value in ("true", "1", "yes"):
         return True
     raise ChamviValidationError(f"{name}={env[name]!r} is not a boolean: use true or false")
+
+
+def _positive(env: Mapping[str, str], name: str, default: int) -> int:
+    """A positive whole number of bytes; unset or empty takes ``default``.
+
+    Raises:
+        ChamviValidationError: anything else, named so it can be fixed.
+    """
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) <= 0:
+        raise ChamviValidationError(f"{name}={raw!r} is not a positive number of bytes, e.g. 20971520")
+    return int(raw)

@@ -25,6 +25,7 @@ from pydantic_core import to_jsonable_python
 from chamvi._mcp_client import as_tool
 from chamvi.agents import Agent, ToolCallInfo
 from chamvi.app import App
+from chamvi.artifacts import ArtifactStore, RunArtifacts
 from chamvi.channels import ChannelAccess
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
 from chamvi.errors import (
@@ -47,6 +48,7 @@ from chamvi.run_context import (
     RunContext,
     RunWaitRequired,
 )
+from chamvi.state import STATE_STORE, AgentStateAccess
 from chamvi.tools import Predicate, Tool, ToolContext, approve
 
 log = logging.getLogger("chamvi.channels")
@@ -93,10 +95,16 @@ def _refused(error: ChamviError) -> ToolResult:
 
 
 class ToolRunner:
-    """Runs the tool calls of ``app``'s agents."""
+    """Runs the tool calls of ``app``'s agents.
 
-    def __init__(self, app: App) -> None:
+    Args:
+        app: the app whose tools run.
+        artifacts: where ``ctx.artifacts`` keeps files; by default this process's memory.
+    """
+
+    def __init__(self, app: App, artifacts: ArtifactStore | None = None) -> None:
         self.app = app
+        self.artifacts = artifacts or ArtifactStore.memory()
 
     async def run(self, request: ToolRequest, access: RunAccess, cancellation: asyncio.Event) -> ToolResult:
         """The result of one tool call, as the workflow records it; never raises for a tool's failure."""
@@ -149,9 +157,16 @@ class ToolRunner:
             provided=self.app.provided,
             tool_context=agent.tools_context.get(tool.name),
             runs=LinkedRuns(run, effects, access, request.tainted),
+            run_artifacts=RunArtifacts(self.artifacts, request.run_id, request.artifact_count),
+            state_access=self._state(agent),
         )
         result = await self._call(agent, tool, arguments, ctx, request.tainted)
         return _within_payload_limit(result, tool.name)
+
+    def _state(self, agent: Agent) -> AgentStateAccess | None:
+        """``ctx.state`` over the store the worker's plugin opened (none outside a worker)."""
+        store = self.app.provided.get(STATE_STORE)
+        return AgentStateAccess(store, agent.name, agent.state.collections) if store is not None else None
 
     def _mcp_tool(self, agent: Agent, request: ToolRequest) -> Tool | None:
         """The MCP tool the run listed under this name, if the agent still uses that server and tool."""
@@ -195,6 +210,7 @@ class ToolRunner:
             if hooks.after_tool_execution is not None:
                 output = to_jsonable_python(await _maybe_await(hooks.after_tool_execution(info, output, ctx)))
         except ApprovalRequired as required:
+            # what the call put so far it puts again, under the same ids, when it runs again
             await _notify_source(ctx, tool.name, required.request)
             return ToolResult(status="approval", approval=required.request, effects=ctx.effects.new)
         except ExtractionRequired as required:
@@ -215,6 +231,7 @@ class ToolRunner:
             error=error,
             effects=ctx.effects.new,
             taint=ctx.taint,
+            artifacts=ctx.artifacts.new,
         )
 
 

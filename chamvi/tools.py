@@ -17,7 +17,7 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, create_model
 from pydantic_core import to_jsonable_python
@@ -30,6 +30,10 @@ from chamvi.errors import InvalidAgentDefinitionError, InvalidInputError
 from chamvi.models import ApprovalDecision, RunView
 from chamvi.run_context import Approvals, EffectLedger, LinkedRuns, RunContext, request_approval
 
+if TYPE_CHECKING:  # chamvi.state's generated tools import this module
+    from chamvi.artifacts import RunArtifacts
+    from chamvi.state.access import AgentStateAccess
+
 TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 Predicate = bool | Callable[[Any, "ToolContext"], bool | Awaitable[bool]]
@@ -37,7 +41,7 @@ Predicate = bool | Callable[[Any, "ToolContext"], bool | Awaitable[bool]]
 
 @dataclass
 class ToolContext:
-    """Handed to a tool that asks for it: ``ctx.run``, ``ctx.channels``, and what the app provides.
+    """Handed to a tool that asks for it: ``ctx.run``, ``ctx.state``, ``ctx.channels``, what the app provides.
 
     Built by the tool runner for one tool call (``chamvi.tool_runner``).
     """
@@ -50,14 +54,43 @@ class ToolContext:
     tool_context: Any = None
     """The configuration the agent handed this tool (``tools_context``), validated by its schema."""
     runs: LinkedRuns | None = None
+    run_artifacts: RunArtifacts | None = None
+    """What ``artifacts`` answers; the tool runner gives every call of a run one."""
+    state_access: AgentStateAccess | None = None
+    """The agent's state; read it as :attr:`state`."""
     _taint: str | None = field(default=None, init=False)
     effect_key: str | None = field(default=None, init=False)
     """The effect key of this call of an effect tool, to pass on as a remote API's idempotency key."""
 
     @property
+    def state(self) -> AgentStateAccess:
+        """The agent's state, shared by its runs: ``get``/``set`` and ``collection(name)``.
+
+        Raises:
+            InvalidInputError: the context belongs to no worker's state store (a ToolContext built by hand).
+        """
+        if self.state_access is None:
+            raise InvalidInputError(
+                "this ToolContext has no agent state: state is read in tool calls run by a worker "
+                "(ChamviPlugin opens the store)"
+            )
+        return self.state_access
+
+    @property
     def taint(self) -> str | None:
         """Where untrusted content came from in this call (``tool:x``), if anywhere."""
         return self._taint
+
+    @property
+    def artifacts(self) -> RunArtifacts:
+        """The run's files: ``put(media_type, data, filename=None)``, ``get(id)``, ``list()``.
+
+        Raises:
+            InvalidInputError: outside a tool call of a run.
+        """
+        if self.run_artifacts is None:
+            raise InvalidInputError("ctx.artifacts is only available inside a tool call of a run")
+        return self.run_artifacts
 
     async def dispatch(
         self,

@@ -9,6 +9,7 @@ from .knowledge import (
     KnowledgeSyncRequestWorkflow,
 )
 from .scheduled_run import ScheduledRunWorkflow
+from .state_list import AgentStateListWorkflow
 
 WORKFLOWS = [
     AgentRunWorkflow,
@@ -17,6 +18,7 @@ WORKFLOWS = [
     KnowledgeCollectionWorkflow,
     KnowledgeSyncRequestWorkflow,
     KnowledgeSearchWorkflow,
+    AgentStateListWorkflow,
     ScheduledRunWorkflow,
 ]
 
@@ -24,6 +26,7 @@ __all__ = [
     "WORKFLOWS",
     "AgentCheckWorkflow",
     "AgentRunWorkflow",
+    "AgentStateListWorkflow",
     "ConcurrencyLockWorkflow",
     "KnowledgeCollectionWorkflow",
     "KnowledgeSearchWorkflow",

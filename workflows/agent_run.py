@@ -145,6 +145,8 @@ class AgentRunWorkflow:
         self._answer: ApprovalDecision | None = None
         self._taint: Taint | None = None
         self._effects: dict[str, Any] = {}
+        self._artifact_count = 0
+        """Artifacts the run holds (attachments, then what tools put): the next put numbers on."""
         self._mcp_tools: list[McpToolInfo] = []
         self._granted = False
         self._extracting: dict[str, ExtractionRequest] = {}
@@ -265,6 +267,7 @@ class AgentRunWorkflow:
     @workflow.run
     async def run(self, run_input: RunInput) -> RunView:
         self._input = run_input
+        self._artifact_count = len(run_input.attachments)
         run_id = workflow.info().workflow_id
         self._upsert(agent=run_input.agent, channel=run_input.channel)
         try:
@@ -505,6 +508,7 @@ class AgentRunWorkflow:
                         decisions=decisions,
                         tainted=self._taint is not None,
                         mcp_server=next((t.server for t in self._mcp_tools if t.name == call.name), None),
+                        artifact_count=self._artifact_count,
                     ),
                     result_type=ToolResult,
                     start_to_close_timeout=timedelta(seconds=spec.tool_timeout_seconds),
@@ -533,6 +537,7 @@ class AgentRunWorkflow:
                 decisions.append(decision)
             else:  # later answers were given for an input the call no longer has
                 decisions = [*decisions[: request.index], decision]
+        self._artifact_count += len(result.artifacts)
         view = StepView(
             index=step,
             kind="tool",

@@ -1,4 +1,4 @@
-"""The ``chamvi`` command line: the local stack, workers, runs and knowledge collections.
+"""The ``chamvi`` command line: the local stack, workers, runs, knowledge collections and agent state.
 
 Runs can be dispatched, listed, shown, approved and cancelled.
 
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import click
 
-from chamvi.cli import api, channels, kb, knowledge, mcp, runs, schedules, stack
+from chamvi.cli import api, artifacts, channels, kb, knowledge, mcp, runs, schedules, stack, state
 from chamvi.cli._common import POLL_SECONDS
 
 __all__ = ["POLL_SECONDS", "cli", "main"]
@@ -42,11 +42,13 @@ for _command in (
     runs.runs,
     runs.approve,
     runs.cancel,
+    artifacts.artifacts,
     channels.channels,
     knowledge.knowledge,
     kb.kb,
     mcp.mcp,
     schedules.schedules,
+    state.state,
 ):
     cli.add_command(_command)
 

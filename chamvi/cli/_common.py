@@ -16,6 +16,7 @@ from temporalio.envconfig import ClientConfig
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi.app import App
+from chamvi.artifacts import open_artifact_store
 from chamvi.client import ChamviClient
 from chamvi.constants import TASK_QUEUE
 from chamvi.errors import ChamviError, RunNotFoundError
@@ -144,12 +145,25 @@ async def connect_or_fail(settings: Settings, *, serving: bool = False) -> Clien
         raise
 
 
-def run_with_client(settings: Settings, operation: Callable[[ChamviClient], Awaitable[T]]) -> T:
-    """Connects, runs ``operation`` with a ChamviClient, and turns failures into one-line errors."""
+def run_with_client(
+    settings: Settings, operation: Callable[[ChamviClient], Awaitable[T]], *, artifacts: bool = False
+) -> T:
+    """Connects, runs ``operation`` with a ChamviClient, and turns failures into one-line errors.
+
+    ``artifacts``: the client gets the settings' artifact store (attachments, listings); other
+    commands leave the data folder untouched.
+    """
 
     async def go() -> T:
         client = await connect_or_fail(settings)
-        return await operation(ChamviClient(client, task_queue=settings.task_queue))
+        store = open_artifact_store(settings) if artifacts else None
+        chamvi = ChamviClient(
+            client,
+            task_queue=settings.task_queue,
+            artifacts=store,
+            attachment_max_bytes=settings.attachment_max_bytes,
+        )
+        return await operation(chamvi)
 
     try:
         return asyncio.run(go())

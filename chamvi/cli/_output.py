@@ -12,6 +12,8 @@ from typing import Any
 import click
 from pydantic import BaseModel
 
+from chamvi.models import Artifact
+
 _SPINNER = "|/-\\"
 
 
@@ -48,6 +50,14 @@ def columns(cells: Sequence[Sequence[str]]) -> list[str]:
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
         for row in cells
     ]
+
+
+def artifact_lines(artifacts: Sequence[Artifact]) -> list[str]:
+    """A table of artifacts: id, media type, size, file name."""
+    cells = [("ID", "TYPE", "BYTES", "NAME")] + [
+        (a.id, a.media_type, f"{a.size:,}", a.filename or "-") for a in artifacts
+    ]
+    return columns(cells)
 
 
 class Spinner:

@@ -212,6 +212,8 @@ async def _serve_dev(
         tokens=api_tokens,
         task_queue=settings.task_queue,
         knowledge_model=dev_knowledge_model(settings, app),
+        artifacts=plugin.artifacts,
+        attachment_max_bytes=settings.attachment_max_bytes,
     )
     watcher = asyncio.ensure_future(_watch(server, stop))
     try:

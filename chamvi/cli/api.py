@@ -7,6 +7,7 @@ import os
 
 import click
 
+from chamvi.artifacts import open_artifact_store
 from chamvi.cli._common import app_option, connect_or_fail, load_app_or_fail, temporal_options
 from chamvi.cli._output import echo_err
 from chamvi.cli._serving import first_of, log_to_terminal, stop_on_signals
@@ -63,6 +64,8 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
                     tokens=tokens,
                     task_queue=settings.task_queue,
                     knowledge_model=settings.knowledge_model,
+                    artifacts=open_artifact_store(settings),
+                    attachment_max_bytes=settings.attachment_max_bytes,
                 )
                 echo_err(f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs). Ctrl-C to stop.")
                 await first_of(api_socket.serve(application), stop.wait())

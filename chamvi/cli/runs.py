@@ -10,17 +10,19 @@ import asyncio
 import getpass
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 from temporalio.service import RPCError
 
+from chamvi.artifacts import Attachment, check_attachment_size
 from chamvi.cli._common import POLL_SECONDS, json_option, run_with_client, temporal_options
 from chamvi.cli._follow import Api, Printer, api_options, follow_run
-from chamvi.cli._output import Spinner, columns, dump, echo_err, short, when
+from chamvi.cli._output import Spinner, artifact_lines, columns, dump, echo_err, short, when
 from chamvi.client import AGENT_CHECK_TIMEOUT, ChamviClient
 from chamvi.errors import ChamviError
-from chamvi.models import Invoker, RunStatus, RunSummary, RunView, StepView
+from chamvi.models import Artifact, Invoker, RunStatus, RunSummary, RunView, StepView
 from chamvi.run_events import RunEvent
 from chamvi.settings import Settings
 
@@ -42,6 +44,16 @@ def _parse_payload(text: str | None) -> dict[str, Any] | None:
             f"--payload must be a JSON object, e.g. {_PAYLOAD_EXAMPLE}: got {short(value, 40)}"
         )
     return value
+
+
+def _attachments(paths: tuple[Path, ...], limit: int) -> list[Attachment]:
+    """The files of ``--attach``, each checked against the limit before it is read."""
+    try:
+        for path in paths:
+            check_attachment_size(path.name, path.stat().st_size, limit)
+        return [Attachment.from_path(path) for path in paths]
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None
 
 
 class _Progress(Spinner):
@@ -110,6 +122,14 @@ def _outcome(view: RunView, as_json: bool) -> None:
 @click.option("--idempotency-key", help="A redelivery with the same key returns the existing run.")
 @click.option("--concurrency-key", help="Runs sharing this key run one at a time, in dispatch order.")
 @click.option(
+    "--attach",
+    "attach",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="A file the model gets with the first message (repeatable); stored as an artifact of the run.",
+)
+@click.option(
     "--wait", "wait_for_it", is_flag=True, help="Show progress until the run settles; print its outcome."
 )
 @click.option(
@@ -127,6 +147,7 @@ def dispatch(
     channel_address: str | None,
     idempotency_key: str | None,
     concurrency_key: str | None,
+    attach: tuple[Path, ...],
     wait_for_it: bool,
     follow: bool,
     as_json: bool,
@@ -139,6 +160,7 @@ def dispatch(
     an error at once; with no worker up, the run is queued (and says so) until one starts.
     """
     value = _parse_payload(payload)
+    attachments = _attachments(attach, settings.attachment_max_bytes)
     state: dict[str, str] = {}
     printer = Printer("", as_json=as_json)
 
@@ -156,6 +178,7 @@ def dispatch(
             address=channel_address,
             idempotency_key=idempotency_key,
             concurrency_key=concurrency_key,
+            attachments=attachments,
         )
         state["run_id"] = result.run_id
         if not result.created:
@@ -172,7 +195,7 @@ def dispatch(
         return await _watch(chamvi, result.run_id, _Progress(result.run_id))
 
     try:
-        view = run_with_client(settings, go)
+        view = run_with_client(settings, go, artifacts=bool(attachments))
     except KeyboardInterrupt:
         run_id = state.get("run_id")
         if run_id is None:
@@ -241,7 +264,7 @@ def _step_line(step: StepView) -> str:
     return f"  {step.index:>3}  {step.kind:<4}  {what}"
 
 
-def _show(view: RunView) -> list[str]:
+def _show(view: RunView, artifacts: list[Artifact]) -> list[str]:
     trigger = view.trigger
     origin = trigger.trigger + (f" via {trigger.channel}" if trigger.channel else "")
     origin += f" ({trigger.address})" if trigger.address else ""
@@ -274,6 +297,9 @@ def _show(view: RunView) -> list[str]:
     if view.steps:
         lines.append("steps")
         lines.extend(_step_line(step) for step in view.steps)
+    if artifacts:
+        lines.append("artifacts (chamvi artifacts get ID -o FILE)")
+        lines.extend(artifact_lines(artifacts))
     if view.output is not None:
         output = view.output if isinstance(view.output, str) else dump(view.output)
         lines.append("output")
@@ -288,12 +314,17 @@ def _show(view: RunView) -> list[str]:
 @json_option()
 @temporal_options()
 def show_run(run_id: str, as_json: bool, settings: Settings) -> None:
-    """Show a run: status, steps, approval it waits on, output or error."""
-    view = run_with_client(settings, lambda chamvi: chamvi.get_run(run_id))
+    """Show a run: status, steps, approval it waits on, artifacts, output or error."""
+
+    async def read(chamvi: ChamviClient) -> tuple[RunView, list[Artifact]]:
+        view = await chamvi.get_run(run_id)
+        return view, await chamvi.artifacts.list(run_id) if chamvi.artifacts else []
+
+    view, artifacts = run_with_client(settings, read, artifacts=True)
     if as_json:
         click.echo(dump(view))
     else:
-        for line in _show(view):
+        for line in _show(view, artifacts):
             click.echo(line)
 
 

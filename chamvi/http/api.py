@@ -11,19 +11,24 @@ from fastapi.security import HTTPBearer
 from temporalio.client import Client
 
 from chamvi.app import App
+from chamvi.artifacts import ArtifactStore
 from chamvi.client import ChamviClient
-from chamvi.constants import TASK_QUEUE
+from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
+from chamvi.http.artifacts_routes import artifacts_router, upload_body_limit
 from chamvi.http.auth import AuthMiddleware, RoutePermissions, Token, principal
 from chamvi.http.channels_routes import channels_router
 from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
 from chamvi.http.knowledge_routes import knowledge_router
 from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingMiddleware
-from chamvi.http.runs_routes import runs_router
+from chamvi.http.runs_routes import check_agent_for, runs_router
 from chamvi.http.schedules_routes import schedules_router
+from chamvi.http.state_routes import state_router
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.run_events import EventHub
 from chamvi.starters import request_sync
+from chamvi.state import StateStore
+from chamvi.state.views import StateViews
 from chamvi.webhooks import WebhookChannel
 
 log = logging.getLogger("chamvi.http")
@@ -57,6 +62,7 @@ def create_api(
     agents: Collection[str] | None = None,
     events: EventHub | None = None,
     inbound: App | None = None,
+    state: StateViews | None = None,
 ) -> FastAPI:
     """The HTTP API.
 
@@ -74,9 +80,10 @@ def create_api(
         inbound: the app whose webhook channels receive events at ``/channels/<name>/events``
             (signed by the channel's secret, not a token); needs ``runs``; an app without webhook
             channels serves no such route.
+        state: the agents' state behind ``/state``; None serves no state routes.
 
-    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs`` and ``<base_path>/schedules``;
-    ``/openapi.json`` and ``/docs`` (below the base path too) need no token.
+    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/schedules`` and
+    ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the base path too) need no token.
     """
     base = _base(base_path)
     if body_limit < 1:
@@ -100,9 +107,16 @@ def create_api(
     routers: list[APIRouter] = []
     if managed is not None:
         routers.append(knowledge_router(managed))
+    upload_limits: dict[str, int] = {}
+    if runs is not None and runs.artifacts is not None:
+        # before the JSON dispatch: it takes only multipart bodies, the JSON route all others
+        routers.append(artifacts_router(runs, check_agent_for(agents)))
+        upload_limits[f"{base}/runs"] = upload_body_limit(runs, body_limit)
     if runs is not None:
         routers.append(runs_router(runs, agents, events))
         routers.append(schedules_router(runs, agents))
+    if state is not None:
+        routers.append(state_router(state))
     permissions = RoutePermissions()
     for router in routers:
         permissions.add_router(router, prefix=base)
@@ -119,7 +133,7 @@ def create_api(
         log.warning("no tokens (CHAMVI_TOKENS is empty): every route answers 401")
     # the last added runs first: catch everything, refuse ambiguous framing, then authenticate,
     # then limit the body
-    api.add_middleware(BodyLimitMiddleware, limit=body_limit)
+    api.add_middleware(BodyLimitMiddleware, limit=body_limit, upload_limits=upload_limits)
     api.add_middleware(AuthMiddleware, routes=permissions, tokens=list(tokens))
     api.add_middleware(FramingMiddleware)
     api.add_middleware(CatchAllMiddleware)
@@ -136,6 +150,8 @@ def build_api(
     knowledge_model: str | None = None,
     body_limit: int = DEFAULT_BODY_LIMIT,
     base_path: str = "",
+    artifacts: ArtifactStore | None = None,
+    attachment_max_bytes: int = DEFAULT_ATTACHMENT_MAX_BYTES,
 ) -> FastAPI:
     """``create_api`` for an app, as ``chamvi api`` and ``chamvi dev`` serve it.
 
@@ -149,6 +165,9 @@ def build_api(
             collections' default model.
         body_limit: bodies over this many bytes answer 413 before anything parses them.
         base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
+        artifacts: the artifact store the workers use; with it, ``POST /runs`` takes files and the
+            artifact routes are served.
+        attachment_max_bytes: the size limit per attachment (413 over it).
     """
     managed = ManagedCollections(
         store,
@@ -160,10 +179,13 @@ def build_api(
     return create_api(
         tokens=tokens,
         managed=managed,
-        runs=ChamviClient(client, task_queue=task_queue),
+        runs=ChamviClient(
+            client, task_queue=task_queue, artifacts=artifacts, attachment_max_bytes=attachment_max_bytes
+        ),
         body_limit=body_limit,
         base_path=base_path,
         agents=list(app.agents),
         events=app.events,
         inbound=app,
+        state=StateViews(app, StateStore(store.client, store.prefix)),
     )

@@ -22,6 +22,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from chamvi.errors import (
     AgentNotFoundError,
     ApprovalNotPendingError,
+    ArtifactNotFoundError,
+    AttachmentTooLargeError,
     ChamviError,
     ChamviValidationError,
     ChannelNotFoundError,
@@ -63,6 +65,8 @@ _STATUS_BY_ERROR: tuple[tuple[type[ChamviError], int], ...] = (
     (NotFoundError, 404),
     (RunNotFoundError, 404),
     (AgentNotFoundError, 404),
+    (ArtifactNotFoundError, 404),
+    (AttachmentTooLargeError, 413),
     (ChannelNotFoundError, 404),
     (WebhookSignatureError, 401),
     (StaleDeliveryError, 409),

@@ -12,6 +12,8 @@ passes the limit, so at most ``limit`` bytes are ever held.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from chamvi.http.errors import BAD_REQUEST, PAYLOAD_TOO_LARGE, ErrorResponse
@@ -56,27 +58,39 @@ class BodyLimitMiddleware:
     Args:
         app: the ASGI app the middleware wraps.
         limit: the largest body accepted, in bytes.
+        upload_limits: larger limits for ``multipart/form-data`` bodies sent to these paths (a
+            dispatch with files); the route checks each file against its own limit.
 
     Raises:
         ValueError: ``limit`` is below one byte.
     """
 
-    def __init__(self, app: ASGIApp, *, limit: int = DEFAULT_BODY_LIMIT) -> None:
+    def __init__(
+        self, app: ASGIApp, *, limit: int = DEFAULT_BODY_LIMIT, upload_limits: Mapping[str, int] | None = None
+    ) -> None:
         if limit < 1:
             raise ValueError(f"body_limit must be at least 1 byte, not {limit}")
         self.app = app
         self.limit = limit
+        self.upload_limits = dict(upload_limits or {})
+
+    def _limit_for(self, scope: Scope) -> int:
+        for name, value in scope.get("headers", ()):
+            if name == b"content-type" and value.lower().startswith(b"multipart/form-data"):
+                return self.upload_limits.get(scope["path"], self.limit)
+        return self.limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Passes the request on, or answers 413 as soon as its body is known to be over the limit."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self._limit_for(scope)
         length = _content_length(scope)
         if length is not None:
             # the server reads no more than Content-Length (h11 enforces it), so the check is complete
-            if length > self.limit:
-                await _too_large(self.limit)(scope, receive, send)
+            if length > limit:
+                await _too_large(limit)(scope, receive, send)
                 return
             await self.app(scope, receive, send)
             return
@@ -88,8 +102,8 @@ class BodyLimitMiddleware:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.limit:
-                await _too_large(self.limit)(scope, receive, send)
+            if size > limit:
+                await _too_large(limit)(scope, receive, send)
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):

@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Collection
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Response
 from fastapi.responses import StreamingResponse
 
 from chamvi.agents import validate_agent_name
+from chamvi.artifacts import Attachment
 from chamvi.client import ChamviClient
 from chamvi.errors import AgentNotFoundError, InvalidAgentDefinitionError, InvalidInputError, UnavailableError
 from chamvi.http.auth import QUERY_TOKEN_KEY, Token, permission, principal
@@ -46,6 +47,51 @@ RunId = Annotated[str, Path(min_length=1, max_length=1000, description="The run 
 Principal = Annotated[Token, Depends(principal)]
 
 
+async def dispatch_as(
+    runs: ChamviClient,
+    body: DispatchRun,
+    token: Token,
+    response: Response,
+    attachments: Sequence[Attachment] = (),
+) -> DispatchResultOut:
+    """Dispatches ``body`` for the token's principal: 202 for a new run, 200 for a redelivery."""
+    result = await runs.dispatch(
+        body.agent,
+        body.payload,
+        trigger=TRIGGER,
+        channel=body.channel,
+        address=body.address,
+        invoker=token.invoker(),
+        idempotency_key=body.idempotency_key,
+        concurrency_key=body.concurrency_key,
+        attachments=attachments,
+    )
+    if not result.created:
+        response.status_code = 200
+    return DispatchResultOut(run_id=result.run_id, created=result.created)
+
+
+def check_agent_for(agents: Collection[str] | None) -> Callable[[str], None]:
+    """Refuses a malformed agent name, and one the workers do not serve when ``agents`` is known.
+
+    Raises (from the check):
+        InvalidInputError: a malformed name.
+        AgentNotFoundError: an agent outside ``agents``.
+    """
+    known = sorted(agents) if agents is not None else None
+
+    def check_agent(name: str) -> None:
+        try:
+            validate_agent_name(name)
+        except InvalidAgentDefinitionError as error:
+            raise InvalidInputError(error.message) from None
+        if known is not None and name not in known:
+            served = ", ".join(repr(a) for a in known) or "none"
+            raise AgentNotFoundError(f"unknown agent {name!r}: this app serves {served}")
+
+    return check_agent
+
+
 def runs_router(
     runs: ChamviClient, agents: Collection[str] | None = None, hub: EventHub | None = None
 ) -> APIRouter:
@@ -59,16 +105,7 @@ def runs_router(
             dev``) the event stream carries the model's deltas too.
     """
     router = APIRouter(prefix="/runs", tags=["runs"])
-    known = sorted(agents) if agents is not None else None
-
-    def check_agent(name: str) -> None:
-        try:
-            validate_agent_name(name)
-        except InvalidAgentDefinitionError as error:
-            raise InvalidInputError(error.message) from None
-        if known is not None and name not in known:
-            served = ", ".join(repr(a) for a in known) or "none"
-            raise AgentNotFoundError(f"unknown agent {name!r}: this app serves {served}")
+    check_agent = check_agent_for(agents)
 
     @router.post(
         "",
@@ -89,19 +126,7 @@ def runs_router(
         With an `idempotency_key` seen before from the same token, 200 with the existing run instead.
         """
         check_agent(body.agent)
-        result = await runs.dispatch(
-            body.agent,
-            body.payload,
-            trigger=TRIGGER,
-            channel=body.channel,
-            address=body.address,
-            invoker=token.invoker(),
-            idempotency_key=body.idempotency_key,
-            concurrency_key=body.concurrency_key,
-        )
-        if not result.created:
-            response.status_code = 200
-        return DispatchResultOut(run_id=result.run_id, created=result.created)
+        return await dispatch_as(runs, body, token, response)
 
     @router.get(
         "",

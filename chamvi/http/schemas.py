@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from chamvi.constants import TRIGGER_KEY_MAX_LENGTH
 from chamvi.knowledge.managed import MAX_CONTENT_CHARS, DocumentPage
-from chamvi.models import RunSummary
+from chamvi.models import Artifact, RunSummary
 from chamvi.models.knowledge import CollectionMeta, DocumentEntry
 
 MAX_JSON_DEPTH = 64
@@ -226,6 +226,12 @@ class DocumentList(BaseModel):
 
 
 _Key = Field(default=None, min_length=1, max_length=TRIGGER_KEY_MAX_LENGTH)
+
+
+class ArtifactList(BaseModel):
+    """Answer of ``GET /runs/{run_id}/artifacts``: the run's artifacts in order."""
+
+    data: list[Artifact]
 
 
 class DispatchRun(_Body):

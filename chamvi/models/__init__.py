@@ -3,6 +3,7 @@
 Pydantic only: a workflow imports these and nothing that loads an I/O client.
 """
 
+from chamvi.models.artifacts import Artifact
 from chamvi.models.knowledge import (
     CollectionInput,
     CollectionMeta,
@@ -60,12 +61,14 @@ from chamvi.models.schedules import (
     ScheduledRunResult,
     ScheduleView,
 )
+from chamvi.models.state import StateItem, StateListing, StateListRequest, StatePage
 
 __all__ = [
     "AgentSpec",
     "ApprovalAnswer",
     "ApprovalDecision",
     "ApprovalRequest",
+    "Artifact",
     "BudgetSpec",
     "CollectionInput",
     "CollectionMeta",
@@ -103,6 +106,10 @@ __all__ = [
     "ScheduledRunInput",
     "ScheduledRunResult",
     "SearchRequest",
+    "StateItem",
+    "StateListRequest",
+    "StateListing",
+    "StatePage",
     "StepView",
     "SyncRequest",
     "SyncSignal",

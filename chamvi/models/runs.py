@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
+from chamvi.models.artifacts import Artifact
+
 
 class RunStatus(StrEnum):
     """Where a run stands; stored in the ``ChamviStatus`` search attribute that ``chamvi runs`` lists."""
@@ -48,6 +50,9 @@ class TriggerEnvelope(BaseModel):
     address: str | None = None
     payload: Any = None
     invoker: Invoker | None = None
+    attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """The files the run was dispatched with, by reference; left out of the JSON when there are
+    none, so every step's history stays as small as before attachments existed."""
 
 
 class RunInput(BaseModel):
@@ -66,6 +71,8 @@ class RunInput(BaseModel):
     """The run whose tool started this one (``ctx.dispatch``)."""
     inherited_taint: str | None = None
     """The parent's taint: a run started by a tainted run is tainted from its start."""
+    attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """Stored before the run starts (``ChamviClient.dispatch(attachments=...)``): references only."""
 
     def envelope(self) -> TriggerEnvelope:
         """The trigger as the run's first user message and tool policies see it."""
@@ -76,6 +83,7 @@ class RunInput(BaseModel):
             address=self.address,
             payload=self.payload,
             invoker=self.invoker,
+            attachments=self.attachments,
         )
 
 
@@ -275,6 +283,9 @@ class ToolRequest(BaseModel):
     tainted: bool = False
     mcp_server: str | None = None
     """The MCP server that listed the called tool for this run; None for the agent's own tools."""
+    artifact_count: int = Field(default=0, exclude_if=lambda v: v == 0)
+    """Artifacts the run holds before this call: its ``ctx.artifacts.put`` numbers on from here, so
+    a call that runs again (a retry after a crash, after an approval) puts under the same ids."""
 
 
 class RunWaitRequest(BaseModel):
@@ -333,6 +344,8 @@ class ToolResult(_Lean):
     wait: RunWaitRequest | None = None
     effects: dict[str, Any] = Field(default_factory=dict)
     taint: str | None = None
+    artifacts: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """What the call put (``ctx.artifacts.put``); the run counts them so the next call numbers on."""
 
 
 class TranscriptQuery(BaseModel):

@@ -5,6 +5,7 @@ tests all register here, so a test exercises the same resolution path as product
 """
 
 from chamvi.providers._base import (
+    AttachedFile,
     ChatModel,
     ChatRequest,
     DeltaKind,
@@ -17,6 +18,7 @@ from chamvi.providers.openai import OpenAIChatModel, OpenAIProvider
 from chamvi.providers.scripted import ScriptedModel, ScriptedTurn, call, calls, reply
 
 __all__ = [
+    "AttachedFile",
     "ChatModel",
     "ChatRequest",
     "DeltaKind",

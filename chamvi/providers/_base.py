@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from chamvi.models import Message, ModelResponse
+from chamvi.models import Artifact, Message, ModelResponse
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,14 @@ OnDelta = Callable[[DeltaKind, str], None]
 
 
 @dataclass(frozen=True)
+class AttachedFile:
+    """An attachment's bytes, read from the artifact store for one model call and never stored."""
+
+    artifact: Artifact
+    data: bytes
+
+
+@dataclass(frozen=True)
 class ChatRequest:
     """One model call: the agent's instructions followed by the run's transcript."""
 
@@ -31,6 +39,8 @@ class ChatRequest:
     messages: list[Message]
     tools: list[ToolSchema] = field(default_factory=list)
     output_schema: dict[str, Any] | None = None
+    attachments: list[AttachedFile] = field(default_factory=list)
+    """The run's attachments: content parts of the first user message (the trigger's)."""
     on_delta: OnDelta | None = None
     """Where a streaming model sends its deltas while it writes; they are never stored."""
 

@@ -9,6 +9,7 @@ servers. The SDK's own retries are off: Temporal retries the model activity. An 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -24,7 +25,7 @@ from openai.types.chat import ChatCompletion
 
 from chamvi.errors import ProviderHTTPError, ProviderUnavailableError, provider_http_error
 from chamvi.models import Message, ModelResponse, ToolCall, Usage
-from chamvi.providers._base import ChatRequest, ToolSchema
+from chamvi.providers._base import AttachedFile, ChatRequest, ToolSchema
 from chamvi.providers._streaming import FinishReason, StreamedAnswer
 
 INVALID_JSON_KEY = "_invalid_json"
@@ -32,6 +33,9 @@ INVALID_JSON_KEY = "_invalid_json"
 
 NON_OBJECT_KEY = "_value"
 """The key under which tool call arguments that are JSON but not an object reach the tool."""
+
+_TEXT_TYPES = frozenset({"application/json", "application/xml", "application/yaml", "application/x-yaml"})
+"""Media types outside ``text/`` that models read best as text parts."""
 
 # Local servers (Ollama, vLLM without --api-key) ignore the key, but the SDK insists on one.
 _PLACEHOLDER_KEY = "no-key"
@@ -91,6 +95,34 @@ def to_wire_message(message: Message) -> dict[str, Any]:
             wire["content"] = message.content
         return wire
     return {"role": message.role, "content": message.content or ""}
+
+
+def attachment_part(attached: AttachedFile) -> dict[str, Any]:
+    """One attachment as a content part, in the Chat Completions wire format.
+
+    Images become image parts, text text parts, PDFs (and any other file) file parts, each inline
+    as a data URL.
+    """
+    artifact = attached.artifact
+    media_type = artifact.media_type.split(";")[0].strip()
+    name = artifact.filename or artifact.id
+    if media_type.startswith("text/") or media_type in _TEXT_TYPES:
+        return {"type": "text", "text": f"{name} ({media_type}):\n{attached.data.decode(errors='replace')}"}
+    url = f"data:{media_type};base64,{base64.b64encode(attached.data).decode()}"
+    if media_type.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "file", "file": {"filename": name, "file_data": url}}
+
+
+def to_wire_messages(request: ChatRequest) -> list[dict[str, Any]]:
+    """The request's messages; the first user message (the trigger) carries the attachments as parts."""
+    wire = [to_wire_message(m) for m in request.messages]
+    if request.attachments:
+        first = next((i for i, m in enumerate(request.messages) if m.role == "user"), None)
+        if first is not None:
+            text = {"type": "text", "text": wire[first]["content"]}
+            wire[first]["content"] = [text, *(attachment_part(a) for a in request.attachments)]
+    return wire
 
 
 def to_wire_tools(tools: Sequence[ToolSchema]) -> list[dict[str, Any]]:
@@ -270,7 +302,7 @@ class OpenAIChatModel:
         client = self.client
         params: dict[str, Any] = {
             "model": self.model_id,
-            "messages": [to_wire_message(m) for m in request.messages],
+            "messages": to_wire_messages(request),
         }
         if request.tools:
             params["tools"] = to_wire_tools(request.tools)

@@ -1,5 +1,6 @@
 """The support example: an agent that searches the support handbook, looks up an order, refunds it
-after a person approves, and replies to the customer exactly once.
+after a person approves, and replies to the customer exactly once. It remembers every refund it made
+(its state collection ``refunds``), so an order's lookup shows the customer's past refunds.
 
 Runs offline with the ``local/demo`` model (deterministic, no weights: it calls each tool whose
 required arguments the payload has, once, in the order below, with arguments from the payload's
@@ -21,7 +22,10 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
+from pydantic import BaseModel
+
 from chamvi import (
+    AgentState,
     App,
     Budget,
     ChannelSubscription,
@@ -50,13 +54,25 @@ def outbox_path() -> Path:
     return Path(os.environ.get("CHAMVI_DATA", ".chamvi")) / "outbox.jsonl"
 
 
+class Refund(BaseModel):
+    """A refund the agent made, remembered across runs under its order id."""
+
+    customer: str
+    order_id: str
+    amount: float
+    run_id: str
+
+
 @tool
-async def lookup_order(order_id: str) -> dict[str, object]:
-    """Looks up an order by id (e.g. A-1001): customer, total and delivery status."""
+async def lookup_order(order_id: str, ctx: ToolContext) -> dict[str, object]:
+    """Looks up an order by id (e.g. A-1001): customer, total, delivery status, and the customer's
+    past refunds."""
     order = ORDERS.get(order_id)
     if order is None:
         raise LookupError(f"no order {order_id!r}")
-    return {"order_id": order_id, **order}
+    past = await ctx.state.collection("refunds").list(where={"customer": str(order["customer"])})
+    refunds = [item.value.model_dump(exclude={"customer"}) for item in past.items]
+    return {"order_id": order_id, **order, "past_refunds": refunds}
 
 
 @effect_tool
@@ -70,6 +86,9 @@ async def refund_order(order_id: str, amount: float, ctx: ToolContext) -> str:
     )
     if not decision.approved:
         return f"Not refunded: {decision.reason or 'denied'}"
+    customer = str(ORDERS[order_id]["customer"]) if order_id in ORDERS else "unknown"
+    refund = Refund(customer=customer, order_id=order_id, amount=amount, run_id=ctx.run.run_id)
+    await ctx.state.collection("refunds").upsert(order_id, refund, effect_key=ctx.effect_key)
     return f"Refunded {amount:.2f} on order {order_id}."
 
 
@@ -158,6 +177,7 @@ support = define_agent(
     tools=[*knowledge_tools(collections=["handbook"], top_k=3), lookup_order, refund_order, send_reply],
     budget=Budget(max_steps=12),
     channels=["console"],
+    state=AgentState(collections={"refunds": Refund}),
 )
 
 digest = define_digest(ORDERS)

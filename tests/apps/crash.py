@@ -56,13 +56,35 @@ async def drain_me() -> str:
     return "drained"
 
 
+@effect_tool
+async def render_report(title: str, ctx: ToolContext) -> str:
+    """Puts a report; the first attempt dies after the put, before its completion is recorded."""
+    artifact = await ctx.artifacts.put("text/markdown", f"# {title}\n", filename="report.md")
+    _note("events.txt", f"report-put {artifact.id}")
+    if (here() / "events.txt").read_text().count("report-put") == 1:
+        await asyncio.sleep(60)
+    return artifact.id
+
+
+@tool
+async def annotate(ctx: ToolContext) -> str:
+    """Puts a note after the report: its id numbers on from the report's."""
+    return (await ctx.artifacts.put("text/plain", "checked", filename="note.txt")).id
+
+
 models = ModelRegistry()
 models.register("scripted/crash", ScriptedModel([call("charge", amount=42), call("hang"), reply("all done")]))
+models.register(
+    "scripted/report", ScriptedModel([call("render_report", title="Q3"), call("annotate"), reply("filed")])
+)
 models.register("scripted/drain", ScriptedModel([call("drain_me"), reply("drained")]))
 
 app = App(
     agents=[
         define_agent(name="crash", model="scripted/crash", instructions="Charge.", tools=[charge, hang]),
+        define_agent(
+            name="report", model="scripted/report", instructions="Report.", tools=[render_report, annotate]
+        ),
         define_agent(name="drain", model="scripted/drain", instructions="Drain.", tools=[drain_me]),
     ],
     models=models,

@@ -40,8 +40,10 @@ from chamvi import (
     mcp_tools,
     tool,
 )
+from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.constants import (
     AGENT_CHECK_WORKFLOW,
+    AGENT_STATE_LIST_WORKFLOW,
     KNOWLEDGE_ID_PREFIX,
     KNOWLEDGE_SEARCH_WORKFLOW,
     KNOWLEDGE_SYNC_REQUEST_WORKFLOW,
@@ -301,6 +303,50 @@ async def _record_streams(env: WorkflowEnvironment, task_queue: str, recorded: d
                 recorded[name] = (await chamvi.wait((await chamvi.dispatch("streamed")).run_id)).run_id
 
 
+@tool
+async def file_report(ctx: ToolContext) -> str:
+    """Puts a file beside the run's attachment."""
+    return (await ctx.artifacts.put("text/markdown", "# report", filename="report.md")).id
+
+
+async def _record_artifacts(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run dispatched with an attachment whose tool puts a file: references only in its history."""
+    models = ModelRegistry()
+    models.register("scripted/artifacts", ScriptedModel([call("file_report"), reply("filed")]))
+    agent = define_agent(
+        name="artifacts", model="scripted/artifacts", instructions="File.", tools=[file_report]
+    )
+    store = ArtifactStore.memory()
+    async with build_worker(
+        env.client, App(agents=[agent], models=models), task_queue=task_queue, artifacts=store
+    ):
+        chamvi = ChamviClient(env.client, task_queue=task_queue, artifacts=store)
+        dispatched = await chamvi.dispatch("artifacts", attachments=[Attachment(b"%PDF-1.4", "invoice.pdf")])
+        recorded["artifacts"] = (await chamvi.wait(dispatched.run_id)).run_id
+
+
+class Note(BaseModel):
+    text: str
+
+
+async def _record_state(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run that writes to and lists an agent's state collection, and a listing from outside a run."""
+    models = ModelRegistry()
+    turns: list[Turn] = [
+        call("state_notes_upsert", key="n1", item={"text": "remember me"}),
+        call("state_notes_list"),
+        reply("ok"),
+    ]
+    models.register("scripted/state", ScriptedModel(turns))
+    agent = define_agent(name="state", model="scripted/state", instructions="x", state={"notes": Note})
+    async with build_worker(env.client, App(agents=[agent], models=models), task_queue=task_queue):
+        chamvi = ChamviClient(env.client, task_queue=task_queue)
+        recorded["state"] = (await chamvi.wait((await chamvi.dispatch("state")).run_id)).run_id
+        await chamvi.state_list("state", "notes")
+    async for execution in env.client.list_workflows(f'WorkflowType = "{AGENT_STATE_LIST_WORKFLOW}"'):
+        recorded["state-list"] = execution.id
+
+
 async def _record_scheduled_run(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
     """One fire of an agent schedule (a backfill over a past cron time): dispatch, then wait for the run."""
     chamvi = ChamviClient(env.client, task_queue=task_queue)
@@ -354,7 +400,10 @@ async def main() -> None:
         await _record_knowledge_timing(env, f"{task_queue}-timing", recorded)
         await _record_mcp(env, f"{task_queue}-mcp", recorded)
         await _record_streams(env, f"{task_queue}-streams", recorded)
+        await _record_artifacts(env, f"{task_queue}-artifacts", recorded)
+
         await _record_scheduled_run(env, task_queue, recorded)
+        await _record_state(env, f"{task_queue}-state", recorded)
         wanted = set(sys.argv[1:]) or set(recorded)
         for name, workflow_id in recorded.items():
             if name not in wanted:

@@ -28,13 +28,17 @@ from chamvi import (
     RunNotFoundError,
     RunStatus,
     RunView,
+    ToolContext,
     define_agent,
     tool,
 )
+from chamvi.artifacts import ArtifactStore
 from chamvi.cli import POLL_SECONDS, cli
 from chamvi.client import run_id_for
 from chamvi.constants import CONCURRENCY_LOCK_WORKFLOW, LOCK_ID_PREFIX
 from chamvi.models import RunInput
+from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from chamvi.runtime import build_worker
 from examples.support.app import app as support_app
 from tests.integration.test_readme_webhooks import tour_block
 from tests.polling import eventually
@@ -482,6 +486,107 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
             dev.wait()
         if server_pid is not None and not group_gone(server_pid):
             os.killpg(server_pid, signal.SIGKILL)
+
+
+@tool
+async def count_files(ctx: ToolContext) -> int:
+    """How many files the run holds."""
+    return len(await ctx.artifacts.list())
+
+
+async def _offline_cli(*args: str) -> Result:
+    """A command that needs no Temporal, in a thread of its own (it runs ``asyncio.run``)."""
+    return await asyncio.to_thread(CliRunner().invoke, cli, list(args))
+
+
+def files_app() -> App:
+    models = ModelRegistry()
+    models.register(
+        "scripted/files",
+        ScriptedModel(
+            [
+                call("count_files"),
+                lambda request: reply(
+                    " ".join(f"{a.artifact.filename}:{len(a.data)}" for a in request.attachments)
+                ),
+            ]
+        ),
+    )
+    agent = define_agent(name="files", model="scripted/files", instructions="Read.", tools=[count_files])
+    return App(agents=[agent], models=models)
+
+
+async def test_dispatch_attach_stores_the_files_and_artifacts_list_get_and_runs_show_read_them(
+    chamvi_cli, client: Client, task_queue: str, data_folder: Path
+) -> None:
+    (data_folder / "dot.png").write_bytes(b"\x89PNG tiny")
+    (data_folder / "terms.txt").write_text("net 30")
+    store = ArtifactStore.local(data_folder / "artifacts")  # where the CLI's settings put them
+    async with build_worker(client, files_app(), task_queue=task_queue, artifacts=store):
+        dispatched = await chamvi_cli(
+            "dispatch",
+            "files",
+            "--attach",
+            str(data_folder / "dot.png"),
+            "--attach",
+            str(data_folder / "terms.txt"),
+            "--wait",
+        )
+        assert dispatched.exit_code == 0, dispatched.output
+        shown = await chamvi_cli("runs", "show", run_id := dispatched.output.splitlines()[0])
+
+    assert dispatched.output.splitlines()[-1] == "dot.png:9 terms.txt:6"
+    assert f"{run_id}.0000  image/png   9      dot.png" in shown.output
+    assert f"{run_id}.0001  text/plain  6      terms.txt" in shown.output
+    listed = await _offline_cli("artifacts", "list", run_id, "--json")
+    assert [a["filename"] for a in json.loads(listed.output)] == ["dot.png", "terms.txt"]
+    target = data_folder / "out.txt"
+    got = await _offline_cli("artifacts", "get", f"{run_id}.0001", "-o", str(target))
+    assert got.exit_code == 0, got.output
+    assert target.read_text() == "net 30"
+    missing = await _offline_cli("artifacts", "get", f"{run_id}.0007", "-o", str(target))
+    assert missing.exit_code == 1
+    assert (
+        missing.output
+        == f"Error: artifact '{run_id}.0007' is not in the artifact store at {store.location}\n"
+    )
+
+
+async def test_dispatch_attach_over_the_limit_is_a_one_line_error_and_starts_nothing(
+    chamvi_cli, data_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHAMVI_ATTACHMENT_MAX_BYTES", "10")
+    (data_folder / "big.bin").write_bytes(b"x" * 11)
+
+    result = await chamvi_cli("dispatch", "files", "--attach", str(data_folder / "big.bin"))
+
+    assert result.exit_code == 1
+    assert result.output == (
+        "Error: attachment 'big.bin' is 11 bytes, over the limit of 10 bytes per attachment "
+        "(CHAMVI_ATTACHMENT_MAX_BYTES)\n"
+    )
+    assert not (data_folder / "artifacts").exists()
+
+
+async def test_the_readme_tours_dispatch_with_a_file_stores_it_before_any_worker_takes_the_run(
+    chamvi_cli, data_folder: Path
+) -> None:
+    dispatched = await chamvi_cli(
+        "dispatch",
+        "support",
+        "--payload",
+        '{"query": "refund policy"}',
+        "--attach",
+        "examples/support/handbook/refunds.md",
+    )
+    assert dispatched.exit_code == 0, dispatched.output
+    run_id = dispatched.output.splitlines()[-1]  # after the notice that no worker is up: it is queued
+
+    listed = await _offline_cli("artifacts", "list", run_id)
+    [header, row] = listed.output.splitlines()
+    assert header.split() == ["ID", "TYPE", "BYTES", "NAME"]
+    size = (ROOT / "examples/support/handbook/refunds.md").stat().st_size
+    assert row.split() == [f"{run_id}.0000", "text/markdown", f"{size:,}", "refunds.md"]
 
 
 async def test_runs_list_with_a_channel_lists_only_the_runs_that_came_through_it(

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 from temporalio.client import Client
 
 from chamvi import App, define_agent
-from chamvi.cli import cli
 from chamvi.constants import ACTIVITY_KNOWLEDGE_SEARCH, KNOWLEDGE_COLLECTION_WORKFLOW, KNOWLEDGE_ID_PREFIX
 from chamvi.http import create_api
 from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
@@ -26,6 +25,7 @@ from chamvi.knowledge.sources import Source
 from chamvi.models.knowledge import CollectionInput
 from chamvi.starters import request_sync
 from tests.knowledge_helpers import knowledge_worker, new_store, wait_for_passes
+from tests.support.cli import cli_on
 from tests.support.http_api import bearer, make_tokens, serving
 
 Cli = Callable[..., "asyncio.Future[Result]"]
@@ -39,13 +39,7 @@ def name() -> str:
 @pytest.fixture
 def chamvi_cli(client: Client, task_queue: str) -> Cli:
     """``await chamvi_cli("knowledge", "list")`` on this test's queue, in a thread of its own."""
-    address = client.service_client.config.target_host
-
-    def run(*args: str) -> asyncio.Future[Result]:
-        argv = [*args, "--address", address, "--namespace", client.namespace, "--task-queue", task_queue]
-        return asyncio.ensure_future(asyncio.to_thread(CliRunner().invoke, cli, argv))
-
-    return run
+    return cli_on(client, task_queue)
 
 
 def write_handbook(root: Path) -> Path:

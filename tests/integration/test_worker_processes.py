@@ -9,12 +9,14 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi import ChamviClient, RunStatus
+from chamvi.artifacts import ArtifactStore
 from chamvi.models.knowledge import CollectionState, CollectionStatus
 from tests.knowledge_helpers import collection_state
 from tests.polling import eventually
@@ -67,6 +69,18 @@ async def _until_event(path: Path, event: str, count: int = 1) -> None:
     await eventually(probe, f"{event!r}")
 
 
+async def _killed_after(
+    spawn_worker, chamvi: ChamviClient, app: str, agent: str, events: Path, event: str
+) -> str:
+    """Dispatches a run of ``agent`` to a worker of ``app`` and SIGKILLs it once ``event`` happened."""
+    first = spawn_worker(app)
+    run_id = (await chamvi.dispatch(agent)).run_id
+    await _until_event(events, event)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    return run_id
+
+
 async def test_a_killed_worker_applies_an_effect_once_and_a_new_worker_finishes_the_run(
     chamvi: ChamviClient, spawn_worker, tmp_path: Path
 ) -> None:
@@ -91,15 +105,36 @@ async def test_a_killed_worker_applies_an_effect_once_and_a_new_worker_finishes_
     assert charge.output == "charged (found after a crash)"
 
 
+async def test_a_put_in_an_effect_tool_retried_after_a_crash_stores_once(
+    chamvi: ChamviClient, spawn_worker, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.txt"
+    first = spawn_worker()
+    run_id = (await chamvi.dispatch("report")).run_id
+    await _until_event(events, "report-put")
+    first.send_signal(signal.SIGKILL)  # the file is stored; the call's completion never reaches Temporal
+    first.wait()
+
+    spawn_worker()
+    run = await asyncio.wait_for(chamvi.wait(run_id), timeout=90)
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert events.read_text().splitlines() == [f"report-put {run_id}.0000"] * 2
+    stored = await ArtifactStore.local(tmp_path / "data" / "artifacts").list(run_id)
+    assert [(a.id, a.filename) for a in stored] == [
+        (f"{run_id}.0000", "report.md"),
+        (f"{run_id}.0001", "note.txt"),
+    ]
+    assert [s.output for s in run.steps if s.kind == "tool"] == [f"{run_id}.0000", f"{run_id}.0001"]
+
+
 async def test_an_effect_mcp_tool_is_applied_once_across_a_killed_worker(
     chamvi: ChamviClient, spawn_worker, tmp_path: Path
 ) -> None:
     events = tmp_path / "events.txt"
-    first = spawn_worker("tests.apps.mcp_notes:app")
-    run_id = (await chamvi.dispatch("notes")).run_id
-    await _until_event(events, "note-saved")
-    first.send_signal(signal.SIGKILL)  # the MCP server saved the note; the result never reached Temporal
-    first.wait()
+    # the MCP server saved the note; the result never reached Temporal
+    app = "tests.apps.mcp_notes:app"
+    run_id = await _killed_after(spawn_worker, chamvi, app, "notes", events, "note-saved")
 
     spawn_worker("tests.apps.mcp_notes:app")
     run = await asyncio.wait_for(chamvi.wait(run_id), timeout=90)
@@ -148,6 +183,31 @@ async def test_a_pass_on_a_killed_worker_is_taken_up_and_finished_by_the_next_wo
     state = await eventually(finished, f"the next worker finishing the pass over {name!r}")
     assert state.meta is not None and state.meta.documents == 5
     assert state.passes == 2 and state.error is None  # the lost pass, then the one that finished
+
+
+async def test_a_worker_killed_inside_a_state_upsert_writes_the_item_once(
+    chamvi: ChamviClient, spawn_worker, tmp_path: Path
+) -> None:
+    events = tmp_path / "events.txt"
+    # the item is in Qdrant (on disk); the call's result is not recorded
+    run_id = await _killed_after(
+        spawn_worker, chamvi, "tests.apps.state_crash:app", "remember", events, "upsert-written"
+    )
+
+    spawn_worker("tests.apps.state_crash:app")
+    run = await asyncio.wait_for(chamvi.wait(run_id), timeout=90)
+    assert run.status == RunStatus.COMPLETED, run.error
+    written = {line.split()[1] for line in events.read_text().splitlines()}
+    assert len(written) == 1  # the redone call found its own write and wrote nothing
+    upsert = next(s for s in run.steps if s.tool == "state_refunds_upsert")
+    assert upsert.output == {
+        "key": "A-1",
+        "item": {"customer": "ada@example.com", "amount": 25.0},
+        "stored": True,
+    }
+    listed = next(s for s in run.steps if s.tool == "state_refunds_list").output
+    stored = [(i["key"], datetime.fromisoformat(i["updated_at"])) for i in listed["items"]]
+    assert stored == [("A-1", datetime.fromisoformat(written.pop()))]
 
 
 async def test_an_emit_before_a_killed_worker_is_not_sent_again_by_the_retried_call(

@@ -54,6 +54,8 @@ def test_the_stack_has_every_service(services: dict[str, Any]) -> None:
         "qdrant",
         "jaeger",
         "otel-collector",
+        "minio",
+        "minio-init",
         "worker",
         "api",
     }
@@ -122,7 +124,29 @@ def test_the_worker_is_built_here_and_starts_after_the_search_attributes(service
         "temporal-init": "service_completed_successfully",
         "qdrant": "service_healthy",
         "otel-collector": "service_started",
+        "minio-init": "service_completed_successfully",
     }
+
+
+def test_the_worker_and_the_api_share_the_s3_artifact_store_whose_bucket_is_made_first(
+    compose: dict[str, Any], services: dict[str, Any]
+) -> None:
+    worker, api = environment(services["worker"]), environment(services["api"])
+    keys = ("CHAMVI_ARTIFACTS_URL", "AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+    assert {k: worker[k] for k in keys} == {k: api[k] for k in keys}
+    bucket = default_of(worker["CHAMVI_ARTIFACTS_URL"]).removeprefix("s3://")
+    assert (
+        default_of(worker["AWS_ENDPOINT_URL"]) == "http://minio:9000" and worker["AWS_ALLOW_HTTP"] == "true"
+    )
+    minio, init = services["minio"], services["minio-init"]
+    assert image(minio).startswith("minio/minio:") and "9000:9000" in minio["ports"]
+    assert default_of(environment(minio)["MINIO_ROOT_USER"]) == default_of(worker["AWS_ACCESS_KEY_ID"])
+    assert default_of(environment(minio)["MINIO_ROOT_PASSWORD"]) == default_of(
+        worker["AWS_SECRET_ACCESS_KEY"]
+    )
+    assert init["entrypoint"][-1] == f"store/{bucket}" and depends(init) == {"minio": "service_healthy"}
+    assert depends(services["api"])["minio-init"] == "service_completed_successfully"
+    assert "minio-data" in compose["volumes"]
 
 
 def test_the_worker_environment(services: dict[str, Any]) -> None:
@@ -138,7 +162,7 @@ def test_the_worker_environment(services: dict[str, Any]) -> None:
 
 def test_state_lives_on_named_volumes(compose: dict[str, Any], services: dict[str, Any]) -> None:
     declared = set(compose["volumes"])
-    for name in ("postgres", "qdrant", "worker"):
+    for name in ("postgres", "qdrant", "worker", "minio"):
         sources = [v.split(":")[0] for v in services[name]["volumes"]]
         assert sources and all(source in declared for source in sources), name
     assert "/qdrant/storage" in services["qdrant"]["volumes"][0]

@@ -9,8 +9,8 @@ import pytest
 from openai.types.chat import ChatCompletion
 
 from chamvi.errors import ProviderHTTPError
-from chamvi.models import Message, ToolCall
-from chamvi.providers import ChatRequest, OpenAIProvider, ToolSchema
+from chamvi.models import Artifact, Message, ToolCall
+from chamvi.providers import AttachedFile, ChatRequest, OpenAIProvider, ToolSchema
 from chamvi.providers.openai import (
     INVALID_JSON_KEY,
     NON_OBJECT_KEY,
@@ -19,6 +19,7 @@ from chamvi.providers.openai import (
     parse_retry_after,
     to_response_format,
     to_wire_message,
+    to_wire_messages,
     to_wire_tools,
 )
 
@@ -236,3 +237,40 @@ def test_a_base_url_without_a_key_sends_a_placeholder_key_and_never_retries_in_t
     assert str(client.base_url) == "http://127.0.0.1:11434/v1/"
     assert client.api_key
     assert client.max_retries == 0
+
+
+def attached(media_type: str, data: bytes, filename: str | None = None) -> AttachedFile:
+    artifact = Artifact(
+        id="r.0000", run_id="r", media_type=media_type, filename=filename, size=len(data), sha256=""
+    )
+    return AttachedFile(artifact, data)
+
+
+def test_attachments_are_parts_of_the_first_user_message_only() -> None:
+    messages = [
+        Message(role="system", content="Be brief."),
+        Message(role="user", content="Trigger"),
+        Message(role="user", content="later"),
+    ]
+    files = [
+        attached("application/json; charset=utf-8", b'{"a": 1}', "a.json"),
+        attached("application/zip", b"PK", None),
+    ]
+
+    wire = to_wire_messages(ChatRequest(run_id="r", agent="a", step=0, messages=messages, attachments=files))
+
+    assert wire[0] == {"role": "system", "content": "Be brief."}
+    assert wire[1]["content"] == [
+        {"type": "text", "text": "Trigger"},
+        {"type": "text", "text": 'a.json (application/json):\n{"a": 1}'},
+        {"type": "file", "file": {"filename": "r.0000", "file_data": "data:application/zip;base64,UEs="}},
+    ]
+    assert wire[2] == {"role": "user", "content": "later"}
+
+
+def test_without_attachments_the_first_message_stays_a_string() -> None:
+    messages = [Message(role="user", content="Trigger")]
+
+    assert to_wire_messages(ChatRequest(run_id="r", agent="a", step=0, messages=messages)) == [
+        {"role": "user", "content": "Trigger"}
+    ]

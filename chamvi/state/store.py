@@ -1,0 +1,198 @@
+"""Agent state in Qdrant payload collections: the Qdrant the knowledge index already runs.
+
+Names (one rule, here only; knowledge names never hold ``__``, state names never start with ``_``):
+
+* ``<prefix>__state__<agent>``: the agent's key-value entries, one point per key;
+* ``<prefix>__state__<agent>__<collection>``: one declared collection, one point per item.
+
+A point's id is a uuid5 of (agent, collection, key), so concurrent writes of different items never
+touch the same point and a retried write overwrites itself. Its payload is ``{key, value,
+updated_at, effect}``; ``effect`` is the effect key of the tool call that wrote it, so a call redone
+after a crash finds its own write (``already_applied``).
+
+Listing a page is a vector query, not a scroll. Each point's one-dimensional vector is its write
+time, in seconds since :data:`EPOCH`, and the collection ranks by dot product: asking with ``[1.0]``
+answers the most recently written items first, ``offset`` and ``limit`` cut the page. qdrant-client's
+local mode scores every point with one numpy product and sorts the scores (3 to 5 ms at 100 000
+items), where its scroll sorts every point id in Python for each page (200 ms and more), and a
+payload filter tests each point in Python (over a second); ``bench/state.py`` measures both. A Qdrant
+server answers the same query exactly (``exact=True``: a brute-force pass over 4-byte vectors, not
+the approximate graph). A vector is a float32, whose 24 bits keep the write time to 4 seconds in
+2026 and to 8 seconds until 2029: writes closer together than that rank as equals, in an order that
+is fixed for a given state (in local mode, a few such writes come latest first), so paging stays
+consistent, but "newest first" is only as fine as that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from qdrant_client import AsyncQdrantClient, models
+
+from chamvi.models.state import StateItem, StatePage
+
+_NAMESPACE = uuid.UUID("5e0c2f3a-6b1d-4c7e-9a8f-2d4b6e1c3a57")
+EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
+_NEWEST_FIRST = [1.0]
+_EXACT = models.SearchParams(exact=True)
+
+
+def state_point_id(agent: str, collection: str | None, key: str) -> str:
+    """The point of one item (or, with no collection, one key-value entry): same key, same point."""
+    return str(uuid.uuid5(_NAMESPACE, "\0".join((agent, collection or "", key))))
+
+
+def _item(payload: Mapping[str, Any] | None) -> StateItem:
+    payload = payload or {}
+    return StateItem(
+        key=payload.get("key", ""), value=payload.get("value"), updated_at=payload.get("updated_at")
+    )
+
+
+class StateStore:
+    """Reads and writes agent state; values are JSON data here (``chamvi.state.access`` types them).
+
+    Args:
+        client: the Qdrant client (the knowledge index's: local mode or a server).
+        prefix: starts every Qdrant collection name, as for the knowledge index.
+    """
+
+    def __init__(self, client: AsyncQdrantClient, prefix: str = "chamvi") -> None:
+        self.client = client
+        self.prefix = prefix
+        self._existing: set[str] = set()
+        self._creating = asyncio.Lock()
+        options = client.init_options
+        local = options.get("path") is not None or options.get("location") == ":memory:"
+        # local mode always searches exactly, and warns when asked to
+        self._search_params = None if local else _EXACT
+
+    def qdrant_collection(self, agent: str, collection: str | None = None) -> str:
+        """Where an agent's key-value entries (no ``collection``) or one of its collections live."""
+        base = f"{self.prefix}__state__{agent}"
+        return f"{base}__{collection}" if collection else base
+
+    async def _exists(self, name: str) -> bool:
+        if name in self._existing:
+            return True
+        if await self.client.collection_exists(name):
+            self._existing.add(name)
+            return True
+        return False
+
+    async def _ensure(self, name: str) -> None:
+        if await self._exists(name):
+            return
+        async with self._creating:  # one create per name in this process
+            if await self._exists(name):
+                return
+            try:
+                await self.client.create_collection(
+                    name, vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT)
+                )
+            except Exception:
+                # another worker created it between the check and the create: that is all we wanted
+                if not await self.client.collection_exists(name):
+                    raise
+            self._existing.add(name)
+
+    async def put(
+        self, agent: str, collection: str | None, key: str, value: Any, *, effect: str | None = None
+    ) -> StateItem:
+        """Stores ``value`` (JSON data) under ``key``, replacing what was there; answers the stored item."""
+        name = self.qdrant_collection(agent, collection)
+        await self._ensure(name)
+        now = datetime.now(UTC)
+        payload = {"key": key, "value": value, "updated_at": now.isoformat(), "effect": effect}
+        await self.client.upsert(
+            name,
+            points=[
+                models.PointStruct(
+                    id=state_point_id(agent, collection, key),
+                    vector=[(now - EPOCH).total_seconds()],
+                    payload=payload,
+                )
+            ],
+        )
+        return StateItem(key=key, value=value, updated_at=now)
+
+    async def _payload(self, agent: str, collection: str | None, key: str) -> dict[str, Any] | None:
+        name = self.qdrant_collection(agent, collection)
+        if not await self._exists(name):
+            return None
+        point = state_point_id(agent, collection, key)
+        points = await self.client.retrieve(name, ids=[point], with_payload=True)
+        return dict(points[0].payload or {}) if points else None
+
+    async def get(self, agent: str, collection: str | None, key: str) -> StateItem | None:
+        """The item stored under ``key``, or None."""
+        payload = await self._payload(agent, collection, key)
+        return _item(payload) if payload is not None else None
+
+    async def written_by(self, agent: str, collection: str | None, key: str) -> str | None:
+        """The effect key of the tool call that last wrote ``key``, if a tool call did."""
+        payload = await self._payload(agent, collection, key)
+        return payload.get("effect") if payload is not None else None
+
+    async def delete(self, agent: str, collection: str | None, key: str) -> bool:
+        """Removes ``key``; answers whether it was there."""
+        if await self._payload(agent, collection, key) is None:
+            return False
+        await self.client.delete(
+            self.qdrant_collection(agent, collection),
+            points_selector=models.PointIdsList(points=[state_point_id(agent, collection, key)]),
+        )
+        return True
+
+    async def page(
+        self,
+        agent: str,
+        collection: str | None,
+        *,
+        limit: int,
+        offset: int = 0,
+        where: Mapping[str, str | int | bool] | None = None,
+    ) -> StatePage:
+        """A page of items, most recently written first (see the module docstring for why a query).
+
+        ``where`` keeps the items whose value has these fields equal to these values (a payload filter:
+        fast on a Qdrant server, a pass over every item in local mode).
+        """
+        name = self.qdrant_collection(agent, collection)
+        if not await self._exists(name):
+            return StatePage()
+        query_filter = (
+            models.Filter(
+                must=[
+                    models.FieldCondition(key=f"value.{field}", match=models.MatchValue(value=value))
+                    for field, value in where.items()
+                ]
+            )
+            if where
+            else None
+        )
+        found = await self.client.query_points(
+            name,
+            query=_NEWEST_FIRST,
+            query_filter=query_filter,
+            limit=limit + 1,  # one more tells whether a next page exists
+            offset=offset,
+            with_payload=True,
+            search_params=self._search_params,
+        )
+        points = found.points
+        return StatePage(
+            items=[_item(p.payload) for p in points[:limit]],
+            next_offset=offset + limit if len(points) > limit else None,
+        )
+
+    async def count(self, agent: str, collection: str | None) -> int:
+        """How many items (or key-value entries) are stored."""
+        name = self.qdrant_collection(agent, collection)
+        if not await self._exists(name):
+            return 0
+        return (await self.client.count(name, exact=True)).count

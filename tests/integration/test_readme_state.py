@@ -1,0 +1,32 @@
+"""The README's "Agent state" file, run as a reader would run it."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from chamvi import App, ChamviClient, RunStatus
+from tests.integration.test_packaging import readme_files
+
+
+async def test_the_readme_state_example_counts_loops_and_remembers_who_counted(
+    chamvi: ChamviClient, running_worker, tmp_path: Path
+) -> None:
+    files = readme_files("## Agent state")
+    assert set(files) == {"digest.py"}
+    (tmp_path / "digest.py").write_text(files["digest.py"])
+    spec = importlib.util.spec_from_file_location("readme_digest", tmp_path / "digest.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    app: App = module.app
+    async with running_worker(app):
+        first = await chamvi.wait((await chamvi.dispatch("digest")).run_id)
+        second = await chamvi.wait((await chamvi.dispatch("digest")).run_id)
+        overview = await chamvi.state_list("digest")
+    assert first.status == second.status == RunStatus.COMPLETED, first.error
+    outputs = {s.tool: s.output for s in second.steps if s.kind == "tool"}
+    # the demo model calls every tool without required arguments: the count and the generated list
+    assert outputs == {"count_loops": 0, "state_loops_list": {"items": [], "next_offset": None}}
+    assert overview.collections == {"loops": 0}
+    assert [(i.key, i.value) for i in overview.page.items] == [("last_count_by", second.run_id)]
