@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from chamvi._heartbeat import heartbeating
 from chamvi._mcp_client import list_tools
 from chamvi.app import App
 from chamvi.constants import ACTIVITY_LIST_MCP_TOOLS
 from chamvi.models import McpListRequest, McpToolList
-
-from .tools import _heartbeating
 
 
 class McpActivities:
@@ -26,6 +25,6 @@ class McpActivities:
         tool heartbeat timeout rather than the whole tool timeout.
         """
         server = self.app.mcp_server(request.server)
-        async with _heartbeating():
+        async with heartbeating():
             tools = await list_tools(server)
         return McpToolList(server=server.name, tools=tools)

@@ -8,6 +8,7 @@ from collections import OrderedDict
 from pydantic import ValidationError as PydanticValidationError
 from temporalio import activity
 
+from chamvi._heartbeat import heartbeating
 from chamvi.agents import Agent
 from chamvi.app import App
 from chamvi.artifacts import ArtifactStore
@@ -18,7 +19,7 @@ from chamvi.constants import (
     QUERY_MCP_TOOLS,
     QUERY_TRANSCRIPT,
 )
-from chamvi.errors import IncompleteResponseError
+from chamvi.errors import IncompleteResponseError, ProviderUnavailableError
 from chamvi.extraction import EXTRACTION_INSTRUCTIONS
 from chamvi.models import (
     EffectQuery,
@@ -32,7 +33,8 @@ from chamvi.models import (
     TranscriptQuery,
 )
 from chamvi.permissions import PolicyRun
-from chamvi.providers import AttachedFile, ChatRequest, ToolSchema
+from chamvi.providers import AttachedFile, ChatRequest, DeltaKind, OnDelta, ToolSchema
+from chamvi.run_events import RUN_DELTA, RunEvent
 from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
 
@@ -83,6 +85,23 @@ class ModelActivities:
         self.cache.store(request.run_id, prefix, chain_digest(request.base_digest, request.delta))
         return prefix
 
+    def _deltas(self, request: ModelRequest) -> OnDelta:
+        """Hands each delta to this process's listeners while the model writes.
+
+        The deltas are never stored: a retried call streams again from the start.
+        """
+        events = self.app.events
+
+        def on_delta(kind: DeltaKind, text: str) -> None:
+            if events.wants(RUN_DELTA, request.run_id):
+                events.emit(
+                    RunEvent(
+                        RUN_DELTA, request.run_id, None, {"step": request.step, "kind": kind, "text": text}
+                    )
+                )
+
+        return on_delta
+
     @activity.defn(name=ACTIVITY_CALL_MODEL)
     async def call_model(self, request: ModelRequest) -> ModelResponse:
         agent = self.app.agent(request.agent)
@@ -108,16 +127,18 @@ class ModelActivities:
                 ),
             ],
             output_schema=agent.output.model_json_schema() if agent.output is not None else None,
+            on_delta=self._deltas(request),
             # read for each call, never kept: history and checkpoints hold the references only
             attachments=[
                 AttachedFile(a, await self.artifacts.read(a.id)) for a in request.trigger.attachments
             ],
         )
-        response = await model.complete(chat)
+        async with heartbeating():  # a cancelled run stops its call, even one whose stream stalls
+            response = await model.complete(chat)
         if (
             agent.output is not None
             and not response.message.tool_calls
-            and response.finish_reason != "length"
+            and response.finish_reason not in ("length", "error", "incomplete")
         ):
             try:
                 parsed = agent.output.model_validate_json(response.message.content or "")
@@ -150,6 +171,10 @@ class ModelActivities:
         )
         if response.finish_reason == "length":
             raise IncompleteResponseError("the extraction was cut off at the model's output token limit")
+        if response.finish_reason in ("error", "incomplete"):
+            # retried: nothing of a broken stream has reached the tool, so another attempt is safe
+            problem = response.error.message if response.error else "the stream closed without a finish"
+            raise ProviderUnavailableError(f"the extraction's stream broke: {problem}")
         try:
             output = json.loads(response.message.content or "")
         except json.JSONDecodeError as error:

@@ -7,14 +7,12 @@ seconds and a killed worker's call is retried soon.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator
 from typing import Any
 
 from temporalio import activity
 
+from chamvi._heartbeat import heartbeating
 from chamvi.app import App
 from chamvi.artifacts import ArtifactStore
 from chamvi.client import ChamviClient
@@ -29,8 +27,6 @@ from chamvi.models import (
     TriggerEnvelope,
 )
 from chamvi.tool_runner import ToolRunner
-
-HEARTBEAT_SECONDS = 2.0
 
 
 class _TemporalRunAccess:
@@ -79,35 +75,6 @@ class ToolActivities:
     async def call_tool(self, request: ToolRequest) -> ToolResult:
         """One tool call of a run."""
         access = _TemporalRunAccess(request.run_id, self._triggers, self._max_runs)
-        async with _heartbeating() as cancellation:
+        async with heartbeating() as cancellation:
             return await self.runner.run(request, access, cancellation)
 
-
-@contextlib.asynccontextmanager
-async def _heartbeating() -> AsyncIterator[asyncio.Event]:
-    """Heartbeats while the body runs; the event it yields is set when Temporal cancels the activity."""
-    cancellation = asyncio.Event()
-    heartbeat = asyncio.create_task(_heartbeat(cancellation))
-    try:
-        yield cancellation
-    finally:
-        heartbeat.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await heartbeat
-
-
-async def _heartbeat(cancellation: asyncio.Event) -> None:
-    """Keeps a long tool call alive and lets the server notice a killed worker quickly."""
-    timeout = activity.info().heartbeat_timeout
-    # often enough that a cancelled or timed-out run stops its tool within seconds
-    interval = min(timeout.total_seconds() / 3, HEARTBEAT_SECONDS) if timeout else HEARTBEAT_SECONDS
-    waiter = asyncio.ensure_future(activity.wait_for_cancelled())
-    try:
-        while not waiter.done():
-            # the first heartbeat only after an interval: a quick tool call sends none
-            await asyncio.wait([waiter], timeout=interval)
-            if not waiter.done():
-                activity.heartbeat()
-        cancellation.set()
-    finally:
-        waiter.cancel()

@@ -112,6 +112,7 @@ if TYPE_CHECKING:
     from chamvi.retry import (
         RetryPolicies,
     )
+    from chamvi.run_events import RunEvent
     from chamvi.runtime import (
         build_worker,
     )
@@ -182,6 +183,7 @@ _EXPORTS: dict[str, str] = {
     "ProviderUnavailableError": "chamvi.errors",
     "RetryPolicies": "chamvi.retry",
     "RunArtifacts": "chamvi.artifacts",
+    "RunEvent": "chamvi.run_events",
     "RunNotFoundError": "chamvi.errors",
     "RunStatus": "chamvi.models",
     "RunTimeoutError": "chamvi.errors",
@@ -288,6 +290,7 @@ __all__ = [
     "ProviderUnavailableError",
     "RetryPolicies",
     "RunArtifacts",
+    "RunEvent",
     "RunNotFoundError",
     "RunStatus",
     "RunTimeoutError",

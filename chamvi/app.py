@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar, Unpack
@@ -24,6 +24,7 @@ from chamvi.models import AgentSpec, ToolSpec
 from chamvi.permissions import PolicyRun
 from chamvi.providers import ChatModel, ModelRegistry, default_registry
 from chamvi.retry import RetryPolicies, retry_spec
+from chamvi.run_events import EventHub, Listener
 from chamvi.schedules import AgentSchedule, ScheduleOptions, define_schedule
 from chamvi.tools import Tool
 
@@ -85,6 +86,8 @@ class App:
         self.timeouts = timeouts or ActivityTimeouts()
         self.retry = retry or RetryPolicies()
         self.provided = Provided()
+        self.events = EventHub()
+        """This process's run event listeners (``on``) and the streams that follow runs here."""
         self.channels: dict[str, Channel] = {}
         for channel in channels:
             validate_channel_name(channel.name)
@@ -143,6 +146,27 @@ class App:
             raise InvalidScheduleError(f"two schedules have the id {declared.id!r}: give one another id=")
         self.schedules[declared.id] = declared
         return declared
+
+    def on(self, event_type: str, listener: Listener) -> Callable[[], None]:
+        """Calls ``listener(event)`` for each run event of ``event_type`` this process sees.
+
+        ``run.delta`` (the model's text and reasoning while it writes, never stored) reaches the
+        listeners of the worker process that makes the model call. The other types reach the
+        listeners of the worker process that started the run, each once, read from the run's
+        history as it grows; a run that process no longer serves (it stopped) is heard no more
+        there. From any process, ``ChamviClient.events(run_id)`` reads every event of a run.
+
+        Args:
+            event_type: one of ``chamvi.run_events.EVENT_TYPES``, or ``"*"`` for all.
+            listener: a function or coroutine function; its errors are logged, never raised.
+
+        Returns:
+            A function that removes the listener.
+
+        Raises:
+            InvalidInputError: ``event_type`` is no event type.
+        """
+        return self.events.on(event_type, listener)
 
     def provide(self, key: ContextKey[T], value: T) -> None:
         """Gives tools a shared instance under ``key`` (read with ``inject(ctx, key)``); once per key."""

@@ -282,6 +282,7 @@ class ChamviPlugin(SimplePlugin):
                 if task is not None:
                     task.cancel()
                     await asyncio.gather(task, return_exceptions=True)
+            await self.app.events.close()
             await self.close()
 
     async def _start_lifecycle_channels(self, client: Client, task_queue: str) -> None:

@@ -25,6 +25,7 @@ from chamvi.http.schedules_routes import schedules_router
 from chamvi.http.state_routes import state_router
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
+from chamvi.run_events import EventHub
 from chamvi.starters import request_sync
 from chamvi.state import StateStore
 from chamvi.state.views import StateViews
@@ -59,6 +60,7 @@ def create_api(
     body_limit: int = DEFAULT_BODY_LIMIT,
     base_path: str = "",
     agents: Collection[str] | None = None,
+    events: EventHub | None = None,
     inbound: App | None = None,
     state: StateViews | None = None,
 ) -> FastAPI:
@@ -73,6 +75,8 @@ def create_api(
         base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
             it, such a run is accepted and fails in the worker).
+        events: this process's run events (``App.events``): with a worker in the same process,
+            ``/runs/{id}/events`` streams the model's deltas too.
         inbound: the app whose webhook channels receive events at ``/channels/<name>/events``
             (signed by the channel's secret, not a token); needs ``runs``; an app without webhook
             channels serves no such route.
@@ -109,7 +113,7 @@ def create_api(
         routers.append(artifacts_router(runs, check_agent_for(agents)))
         upload_limits[f"{base}/runs"] = upload_body_limit(runs, body_limit)
     if runs is not None:
-        routers.append(runs_router(runs, agents))
+        routers.append(runs_router(runs, agents, events))
         routers.append(schedules_router(runs, agents))
     if state is not None:
         routers.append(state_router(state))
@@ -181,6 +185,7 @@ def build_api(
         body_limit=body_limit,
         base_path=base_path,
         agents=list(app.agents),
+        events=app.events,
         inbound=app,
         state=StateViews(app, StateStore(store.client, store.prefix)),
     )

@@ -8,6 +8,8 @@ from chamvi.providers._base import (
     AttachedFile,
     ChatModel,
     ChatRequest,
+    DeltaKind,
+    OnDelta,
     ToolSchema,
 )
 from chamvi.providers._registry import ModelRegistry, default_registry
@@ -19,8 +21,10 @@ __all__ = [
     "AttachedFile",
     "ChatModel",
     "ChatRequest",
+    "DeltaKind",
     "LocalChatModel",
     "ModelRegistry",
+    "OnDelta",
     "OpenAIChatModel",
     "OpenAIProvider",
     "ScriptedModel",

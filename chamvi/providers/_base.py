@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from chamvi.models import Artifact, Message, ModelResponse
 
@@ -13,6 +14,11 @@ class ToolSchema:
     name: str
     description: str
     parameters: dict[str, Any]
+
+
+DeltaKind = Literal["text", "reasoning"]
+OnDelta = Callable[[DeltaKind, str], None]
+"""Called with each piece of text or reasoning as the model writes it (a streaming model only)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,8 @@ class ChatRequest:
     output_schema: dict[str, Any] | None = None
     attachments: list[AttachedFile] = field(default_factory=list)
     """The run's attachments: content parts of the first user message (the trigger's)."""
+    on_delta: OnDelta | None = None
+    """Where a streaming model sends its deltas while it writes; they are never stored."""
 
 
 class ChatModel(Protocol):

@@ -58,11 +58,12 @@ from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.models import DescribeAgentRequest
 from chamvi.models.knowledge import SearchRequest, SyncRequest
 from chamvi.plugin import ChamviPlugin
-from chamvi.providers import ModelRegistry, ScriptedModel, call, calls, reply
+from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, calls, reply
 from chamvi.providers.scripted import Turn
 from chamvi.runtime import build_worker
 from tests.knowledge_helpers import wait_for_meta, wait_for_passes
 from tests.polling import eventually, until_status
+from tests.support.openai_server import OpenAIServer, StreamError, stream
 
 HERE = Path(__file__).parent
 
@@ -278,6 +279,30 @@ async def _record_mcp(env: WorkflowEnvironment, task_queue: str, recorded: dict[
             recorded["mcp"] = (await chamvi.wait((await chamvi.dispatch("mcp")).run_id)).run_id
 
 
+async def _record_streams(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """Runs whose model stream breaks: mid-answer (finish reason error) and without a finish."""
+    call_fragment = {
+        "index": 0,
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "add", "arguments": "{}"},
+    }
+    with OpenAIServer() as server:
+        server.add(
+            stream("Hal", StreamError("overloaded")),
+            stream({"tool_calls": [call_fragment]}, finish_reason=None),
+        )
+        provider = OpenAIProvider(api_key="test", base_url=server.url + "/v1")
+        app = App(
+            agents=[define_agent(name="streamed", model="openai/test", instructions="x", tools=[add])],
+            models=ModelRegistry(providers={"openai": provider.model}),
+        )
+        async with build_worker(env.client, app, task_queue=task_queue):
+            chamvi = ChamviClient(env.client, task_queue=task_queue)
+            for name in ("stream-broken", "stream-incomplete"):
+                recorded[name] = (await chamvi.wait((await chamvi.dispatch("streamed")).run_id)).run_id
+
+
 @tool
 async def file_report(ctx: ToolContext) -> str:
     """Puts a file beside the run's attachment."""
@@ -374,8 +399,8 @@ async def main() -> None:
         await _record_knowledge(env, f"{task_queue}-knowledge", recorded)
         await _record_knowledge_timing(env, f"{task_queue}-timing", recorded)
         await _record_mcp(env, f"{task_queue}-mcp", recorded)
+        await _record_streams(env, f"{task_queue}-streams", recorded)
         await _record_artifacts(env, f"{task_queue}-artifacts", recorded)
-
 
         await _record_scheduled_run(env, task_queue, recorded)
         await _record_state(env, f"{task_queue}-state", recorded)

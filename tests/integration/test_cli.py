@@ -319,6 +319,20 @@ def chamvi_process(*args: str, env: dict[str, str]) -> subprocess.CompletedProce
     )
 
 
+def start_dev(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """``chamvi <command>`` in a process group of its own (so the test can stop all it started),
+    its output in ``log``."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "chamvi.cli", *command],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+
 def gone(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -423,15 +437,7 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
         "--api-port",
         str(api_port),
     ]
-    with log.open("wb") as out:
-        dev = subprocess.Popen(
-            [sys.executable, "-m", "chamvi.cli", *command],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    dev = start_dev(command, env, log)
     server_pid: int | None = None
     try:
         deadline = time.monotonic() + 60
