@@ -55,6 +55,7 @@ from chamvi.models import (
     RunSummary,
     RunView,
 )
+from chamvi.run_details import static_details, static_summary
 from chamvi.starters import enqueue, request_sync
 
 QUERY_TIMEOUT = timedelta(seconds=5)
@@ -189,7 +190,10 @@ class ChamviClient:
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 search_attributes=TypedSearchAttributes(attributes),
-                static_summary=f"{agent} ({trigger})",
+                static_summary=static_summary(agent, trigger),
+                static_details=static_details(
+                    agent=agent, trigger=trigger, channel=channel, invoker=run_input.invoker, run_id=run_id
+                ),
             )
         except WorkflowAlreadyStartedError:
             return DispatchResult(run_id=run_id, created=False)

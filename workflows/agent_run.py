@@ -73,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
         activity_policy,
         non_retryable,
     )
+    from chamvi.run_details import current_details
     from chamvi.transcript import EMPTY_DIGEST, chain_digest
 
 RUN_WAIT_TIMEOUT = timedelta(days=30)
@@ -465,6 +466,7 @@ class AgentRunWorkflow:
                 usage=response.usage,
             )
         )
+        self._show_details()
         return response
 
     async def _call_tool(self, spec: AgentSpec, step: int, call: ToolCall) -> None:
@@ -524,6 +526,7 @@ class AgentRunWorkflow:
             error=result.error,
         )
         self._steps.append(view)
+        self._show_details()
         if result.status == "fatal":
             message = result.error.message if result.error else "a tool failed the run"
             raise RunFailed.of(FatalToolError(message))
@@ -649,6 +652,19 @@ class AgentRunWorkflow:
         previous, self._status = self._status, status
         workflow.upsert_search_attributes([c.SA_STATUS.value_set(status.value)])
         self._count_transition(previous, status)
+        self._show_details()
+
+    def _show_details(self) -> None:
+        """The status and the approval's question on the run's page in the Temporal UI (no command)."""
+        workflow.set_current_details(
+            current_details(
+                self._status,
+                run_id=workflow.info().workflow_id,
+                steps=len(self._steps),
+                waiting=self._waiting,
+                error=self._error,
+            )
+        )
 
     def _count_transition(self, previous: RunStatus | None, status: RunStatus) -> None:
         """Counts the run out of ``previous`` and into ``status`` (the SDK records nothing on replay)."""
@@ -677,3 +693,4 @@ class AgentRunWorkflow:
         if channel:
             updates.append(c.SA_CHANNEL.value_set(channel))
         workflow.upsert_search_attributes(updates)
+        self._show_details()
