@@ -18,6 +18,7 @@ from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
 from chamvi.http.knowledge_routes import knowledge_router
 from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingMiddleware
 from chamvi.http.runs_routes import runs_router
+from chamvi.http.ui import ui_router
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.starters import request_sync
@@ -65,7 +66,8 @@ def create_api(
             it, such a run is accepted and fails in the worker).
 
     Routes are below ``<base_path>/knowledge`` and ``<base_path>/runs``; ``/openapi.json`` and
-    ``/docs`` (below the base path too) need no token.
+    ``/docs`` (below the base path too) need no token, nor does the approvals page ``/ui`` (served
+    with the run routes), which asks a person for one.
     """
     base = _base(base_path)
     if body_limit < 1:
@@ -95,6 +97,9 @@ def create_api(
     for router in routers:
         permissions.add_router(router, prefix=base)
         api.include_router(router, prefix=base, dependencies=[Security(_BEARER), Depends(principal)])
+    if runs is not None:
+        # the approvals page needs no token to load; it reads the run routes with the one typed into it
+        api.include_router(ui_router(base))
     install_error_handlers(api)
     if not tokens:
         log.warning("no tokens (CHAMVI_TOKENS is empty): every route answers 401")
