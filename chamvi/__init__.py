@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     from chamvi.retry import (
         RetryPolicies,
     )
+    from chamvi.run_events import RunEvent
     from chamvi.runtime import (
         build_worker,
     )
@@ -143,6 +144,7 @@ _EXPORTS: dict[str, str] = {
     "PolicyRun": "chamvi.permissions",
     "ProviderUnavailableError": "chamvi.errors",
     "RetryPolicies": "chamvi.retry",
+    "RunEvent": "chamvi.run_events",
     "RunNotFoundError": "chamvi.errors",
     "RunStatus": "chamvi.models",
     "RunTimeoutError": "chamvi.errors",
@@ -227,6 +229,7 @@ __all__ = [
     "PolicyRun",
     "ProviderUnavailableError",
     "RetryPolicies",
+    "RunEvent",
     "RunNotFoundError",
     "RunStatus",
     "RunTimeoutError",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar
@@ -19,6 +19,7 @@ from chamvi.models import AgentSpec, ToolSpec
 from chamvi.permissions import PolicyRun
 from chamvi.providers import ChatModel, ModelRegistry, default_registry
 from chamvi.retry import RetryPolicies, retry_spec
+from chamvi.run_events import EventHub, Listener
 from chamvi.tools import Tool
 
 T = TypeVar("T")
@@ -79,6 +80,8 @@ class App:
         self.timeouts = timeouts or ActivityTimeouts()
         self.retry = retry or RetryPolicies()
         self.provided = Provided()
+        self.events = EventHub()
+        """This process's run event listeners (``on``) and the streams that follow runs here."""
         self.channels: dict[str, Channel] = {}
         for channel in channels:
             validate_channel_name(channel.name)
@@ -113,6 +116,26 @@ class App:
                 raise InvalidAppError(f"two agents are named {agent.name!r}")
             self._check_agent(agent)
             self.agents[agent.name] = agent
+
+    def on(self, event_type: str, listener: Listener) -> Callable[[], None]:
+        """Calls ``listener(event)`` for each run event of ``event_type`` this process sees.
+
+        ``run.delta`` (the model's text and reasoning while it writes, never stored) reaches the
+        listeners of the worker process that makes the model call. Other types reach them in a
+        process that follows a run (``ChamviClient.events``, the API's event stream); from any
+        process, ``ChamviClient.events(run_id)`` reads them all from the run's history.
+
+        Args:
+            event_type: one of ``chamvi.run_events.EVENT_TYPES``, or ``"*"`` for all.
+            listener: a function or coroutine function; its errors are logged, never raised.
+
+        Returns:
+            A function that removes the listener.
+
+        Raises:
+            InvalidInputError: ``event_type`` is no event type.
+        """
+        return self.events.on(event_type, listener)
 
     def provide(self, key: ContextKey[T], value: T) -> None:
         """Gives tools a shared instance under ``key`` (read with ``inject(ctx, key)``); once per key."""

@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -56,6 +57,7 @@ from chamvi.models import (
     RunView,
 )
 from chamvi.run_details import static_details, static_summary
+from chamvi.run_events import RunEvent, history_events
 from chamvi.starters import enqueue, request_sync
 
 QUERY_TIMEOUT = timedelta(seconds=5)
@@ -140,6 +142,8 @@ class ChamviClient:
     def __init__(self, client: Client, task_queue: str = c.TASK_QUEUE) -> None:
         self.client = client
         self.task_queue = task_queue
+        self.open_streams = 0
+        """How many ``events()`` iterators are open (each holds one history long-poll)."""
 
     async def dispatch(
         self,
@@ -291,6 +295,33 @@ class ChamviClient:
                 raise RunNotFoundError(f"no run {run_id!r}") from None
             raise
         return await self.get_run(run_id)
+
+    async def is_open(self, run_id: str) -> bool:
+        """Whether the run has yet to end (its history may still grow).
+
+        Raises:
+            RunNotFoundError: there is no such run.
+        """
+        description = await self._describe(run_id)
+        return bool(description.status == WorkflowExecutionStatus.RUNNING)
+
+    async def events(self, run_id: str, after: int | None = None) -> AsyncIterator[RunEvent]:
+        """The run's events (``chamvi.run_events``) after event id ``after``, until the run ends.
+
+        Built on Temporal's long-poll of the workflow history: each event arrives as the run
+        records it. Pass the ``event_id`` of the last event seen as ``after`` to resume without gaps
+        or repeats. Closing the iterator (``aclose()``, or leaving an ``async for``) ends the poll.
+
+        Raises:
+            RunNotFoundError: there is no such run.
+        """
+        description = await self._describe(run_id)
+        self.open_streams += 1
+        try:
+            async for event in history_events(self.client, run_id, after, execution=description.run_id):
+                yield event
+        finally:
+            self.open_streams -= 1
 
     async def list_runs(
         self, *, agent: str | None = None, status: str | None = None, limit: int = 20

@@ -21,6 +21,7 @@ from chamvi.http.runs_routes import runs_router
 from chamvi.http.ui import ui_router
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
+from chamvi.run_events import EventHub
 from chamvi.starters import request_sync
 
 log = logging.getLogger("chamvi.http")
@@ -52,6 +53,7 @@ def create_api(
     body_limit: int = DEFAULT_BODY_LIMIT,
     base_path: str = "",
     agents: Collection[str] | None = None,
+    events: EventHub | None = None,
 ) -> FastAPI:
     """The HTTP API.
 
@@ -64,6 +66,8 @@ def create_api(
         base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
             it, such a run is accepted and fails in the worker).
+        events: this process's run events (``App.events``): with a worker in the same process,
+            ``/runs/{id}/events`` streams the model's deltas too.
 
     Routes are below ``<base_path>/knowledge`` and ``<base_path>/runs``; ``/openapi.json`` and
     ``/docs`` (below the base path too) need no token, nor does the approvals page ``/ui`` (served
@@ -92,7 +96,7 @@ def create_api(
     if managed is not None:
         routers.append(knowledge_router(managed))
     if runs is not None:
-        routers.append(runs_router(runs, agents))
+        routers.append(runs_router(runs, agents, events))
     permissions = RoutePermissions()
     for router in routers:
         permissions.add_router(router, prefix=base)
@@ -150,4 +154,5 @@ def build_api(
         body_limit=body_limit,
         base_path=base_path,
         agents=list(app.agents),
+        events=app.events,
     )

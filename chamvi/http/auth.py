@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from re import Pattern
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import APIRouter, HTTPException, Request
 from fastapi.routing import APIRoute
@@ -30,6 +31,10 @@ from chamvi.permissions import has_permission
 PERMISSION_KEY = "x-permission"
 """The OpenAPI extension naming the permission a route needs."""
 PRINCIPAL_KEY = "chamvi.principal"
+QUERY_TOKEN_KEY = "x-token-in-query"
+"""Marks a route that also takes its token as ``?token=``: a browser's ``EventSource`` cannot send
+headers. The access log never shows query strings (``chamvi.http.server``)."""
+QUERY_TOKEN_PARAM = "token"
 """Where the middleware leaves the authenticated ``Token`` in the ASGI scope."""
 TOKEN_KIND = "token"
 
@@ -175,11 +180,21 @@ def bearer_credentials(scope: Scope) -> bytes | None:
     return None
 
 
+def query_credentials(scope: Scope) -> bytes | None:
+    """The ``token`` query parameter, as sent; None without it."""
+    query: bytes = scope.get("query_string", b"")
+    for name, value in parse_qsl(query.decode("latin-1")):
+        if name == QUERY_TOKEN_PARAM and value.strip():
+            return value.strip().encode("latin-1")
+    return None
+
+
 @dataclass(frozen=True)
 class _Rule:
     pattern: Pattern[str]
     methods: frozenset[str]
     permission: str
+    query_token: bool = False
 
 
 class RoutePermissions:
@@ -197,10 +212,20 @@ class RoutePermissions:
             if not isinstance(required, str):
                 raise ValueError(f"route {route.path!r} declares no permission: give it openapi_extra")
             pattern, _, _ = compile_path(prefix + route.path)
-            self._rules.append(_Rule(pattern, frozenset(route.methods or ()), required))
+            query_token = bool((route.openapi_extra or {}).get(QUERY_TOKEN_KEY))
+            self._rules.append(_Rule(pattern, frozenset(route.methods or ()), required, query_token))
 
     def required(self, scope: Scope) -> str | None:
         """The permission the request's route needs; None when no route takes it (a 404 or 405)."""
+        rule = self._rule(scope)
+        return rule.permission if rule is not None else None
+
+    def takes_query_token(self, scope: Scope) -> bool:
+        """Whether the request's route takes its token as ``?token=`` too."""
+        rule = self._rule(scope)
+        return rule is not None and rule.query_token
+
+    def _rule(self, scope: Scope) -> _Rule | None:
         path: str = scope["path"]
         root: str = scope.get("root_path", "")
         # as Starlette routes: below the root path only at a segment boundary
@@ -208,7 +233,7 @@ class RoutePermissions:
             path = path[len(root) :]
         for rule in self._rules:
             if scope["method"] in rule.methods and rule.pattern.match(path):
-                return rule.permission
+                return rule
         return None
 
 
@@ -234,6 +259,8 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         credentials = bearer_credentials(scope)
+        if credentials is None and self.routes.takes_query_token(scope):
+            credentials = query_credentials(scope)
         token = self.authenticator.authenticate(credentials) if credentials is not None else None
         if token is None:
             message = (

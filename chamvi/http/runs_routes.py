@@ -7,15 +7,18 @@ of the approvals it answers.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection
+import contextlib
+import json
+from collections.abc import AsyncIterator, Collection
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Depends, Path, Query, Response
+from fastapi import APIRouter, Body, Depends, Header, Path, Query, Response
+from fastapi.responses import StreamingResponse
 
 from chamvi.agents import validate_agent_name
 from chamvi.client import ChamviClient
 from chamvi.errors import AgentNotFoundError, InvalidAgentDefinitionError, InvalidInputError, UnavailableError
-from chamvi.http.auth import Token, permission, principal
+from chamvi.http.auth import QUERY_TOKEN_KEY, Token, permission, principal
 from chamvi.http.errors import error_responses
 from chamvi.http.schemas import (
     ApprovalOut,
@@ -27,22 +30,33 @@ from chamvi.http.schemas import (
     RunListMeta,
 )
 from chamvi.models import RunStatus, RunView
+from chamvi.run_events import RUN_DELTA, EventHub, RunEvent, parse_event_id
 
 TRIGGER = "http"
 APPROVE_TIMEOUT_SECONDS = 30.0
 """An approval is an update the run's worker answers; without a worker it would wait forever."""
 
+SSE_MEDIA_TYPE = "text/event-stream"
+SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+"""No cache may keep a stream, and no proxy may buffer it (nginx honours ``X-Accel-Buffering``)."""
+KEEPALIVE_SECONDS = 15.0
+"""A comment line this often while nothing happens, so proxies do not close an idle stream."""
+
 RunId = Annotated[str, Path(min_length=1, max_length=1000, description="The run id dispatch answered")]
 Principal = Annotated[Token, Depends(principal)]
 
 
-def runs_router(runs: ChamviClient, agents: Collection[str] | None = None) -> APIRouter:
-    """The ``/runs`` routes: dispatch, list, show, approve and cancel runs through ``runs``.
+def runs_router(
+    runs: ChamviClient, agents: Collection[str] | None = None, hub: EventHub | None = None
+) -> APIRouter:
+    """The ``/runs`` routes: dispatch, list, show, follow, approve and cancel runs through ``runs``.
 
     Args:
         runs: the client that talks to Temporal.
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
             it, such a run is accepted and fails in the worker).
+        hub: the events of this process (the app's); with a worker in the same process (``chamvi
+            dev``) the event stream carries the model's deltas too.
     """
     router = APIRouter(prefix="/runs", tags=["runs"])
     known = sorted(agents) if agents is not None else None
@@ -124,6 +138,40 @@ def runs_router(runs: ChamviClient, agents: Collection[str] | None = None) -> AP
         """Status, steps, usage, output, error, what it waits for, and its taint."""
         return await runs.get_run(run_id)
 
+    @router.get(
+        "/{run_id}/events",
+        response_class=StreamingResponse,
+        responses={
+            200: {"content": {SSE_MEDIA_TYPE: {}}, "description": "The run's events, until it ends"},
+            204: {"description": "The run has ended and has no event after `Last-Event-ID`"},
+            **error_responses(401, 403, 404, 422),
+        },
+        openapi_extra={**permission("runs:read"), QUERY_TOKEN_KEY: True},
+        summary="Follow a run's events",
+    )
+    async def run_events(
+        run_id: RunId,
+        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=40)] = None,
+    ) -> Response:
+        """The run's events as Server-Sent Events, until the run ends.
+
+        Each is `id: <event id>`, `event: <type>`, `data: <JSON>`.
+        Reconnect with `Last-Event-ID` to resume after that event, without gaps or repeats. Deltas
+        (`run.delta`) carry no id: they are not stored. The token may come as `?token=` for a
+        browser's `EventSource`, which cannot send headers.
+        """
+        after = parse_event_id(last_event_id)
+        if not await runs.is_open(run_id):
+            # an ended run's history is complete: read it at once, and tell a browser that
+            # reconnects after the last event to stop (204), rather than reconnect forever
+            ended = [event async for event in runs.events(run_id, after)]
+            if not ended:
+                return Response(status_code=204)
+            return StreamingResponse(_sse_lines(ended), media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS)
+        return StreamingResponse(
+            _follow(runs, hub, run_id, after), media_type=SSE_MEDIA_TYPE, headers=SSE_HEADERS
+        )
+
     @router.post(
         "/{run_id}/approve",
         response_model=ApprovalOut,
@@ -170,3 +218,65 @@ def runs_router(runs: ChamviClient, agents: Collection[str] | None = None) -> AP
         return CancelOut(run_id=run_id)
 
     return router
+
+
+def sse_message(event: RunEvent) -> str:
+    """One event in the Server-Sent Events format; a delta has no ``id`` so a reconnect skips none."""
+    data = json.dumps(event.as_dict(), default=str, separators=(",", ":"))
+    head = f"id: {event.event_id}\n" if event.event_id is not None else ""
+    return f"{head}event: {event.type}\ndata: {data}\n\n"
+
+
+async def _sse_lines(events: list[RunEvent]) -> AsyncIterator[str]:
+    for event in events:
+        yield sse_message(event)
+
+
+async def _follow(
+    runs: ChamviClient, hub: EventHub | None, run_id: str, after: int | None
+) -> AsyncIterator[str]:
+    """The run's history events merged with this process's deltas, until the run ends.
+
+    When the client goes away the response is cancelled, which cancels the history long-poll and
+    forgets the delta queue: a closed stream holds nothing on the server.
+    """
+    watching: contextlib.AbstractContextManager[asyncio.Queue[RunEvent]] = (
+        hub.watching(run_id) if hub is not None else contextlib.nullcontext(asyncio.Queue())
+    )
+    with watching as queue:
+        done: asyncio.Queue[RunEvent | None] = asyncio.Queue()
+
+        async def pump() -> None:
+            try:
+                async for event in runs.events(run_id, after):
+                    await done.put(event)
+            finally:
+                await done.put(None)
+
+        pumping = asyncio.create_task(pump())
+        try:
+            while True:
+                history = asyncio.ensure_future(done.get())
+                delta = asyncio.ensure_future(queue.get())
+                finished, _ = await asyncio.wait(
+                    {history, delta}, timeout=KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED
+                )
+                for waiting in (history, delta):
+                    if waiting not in finished:
+                        waiting.cancel()
+                if delta in finished:
+                    event = delta.result()
+                    if event.type == RUN_DELTA:
+                        yield sse_message(event)
+                if history in finished:
+                    ended = history.result()
+                    if ended is None:
+                        pumping.result()  # raises what ended the history, if it failed
+                        return
+                    yield sse_message(ended)
+                if not finished:
+                    yield ": keep-alive\n\n"
+        finally:
+            pumping.cancel()
+            with contextlib.suppress(BaseException):
+                await pumping
