@@ -124,6 +124,15 @@ async def test_a_person_logs_in_sees_a_waiting_run_appear_approves_it_and_sees_i
     await expect(card.locator(".deadline")).to_contain_text("then denied")
     await expect(card.locator(".agent")).to_have_text(stack.agent)
 
+    # the run's steps so far, followed through its event stream
+    await card.locator("a.run").click()
+    await expect(page.locator("#run-status")).to_have_text("waiting", timeout=PATIENCE_MS)
+    await expect(page.locator("#run-live")).to_have_text("Live: following the run's events.")
+    await expect(page.locator("#steps li[data-kind=llm]")).to_contain_text("model (calls refund)")
+    await expect(page.locator("#steps li[data-kind=waiting]")).to_have_text(
+        "waiting for approval: Refund 40 EUR on order A-1042?"
+    )
+
     await card.locator(".reason").fill("lost parcel, checked with the carrier")
     await card.locator("button.approve").click()
     await expect(page.locator("#run-id")).to_have_text(run_id, timeout=PATIENCE_MS)
@@ -134,6 +143,7 @@ async def test_a_person_logs_in_sees_a_waiting_run_appear_approves_it_and_sees_i
     await expect(page.locator("#steps li[data-kind=tool]")).to_contain_text("refunded A-1042")
     await expect(page.locator("#run-outcome")).to_have_text("output: The refund is done.")
     await expect(card).to_have_count(0)
+    await expect(page.locator("#run-live")).to_have_text("The run has ended.")
     assert await page.evaluate("window.notReloaded") is True
 
     # the token was entered once: a reload keeps it for the tab

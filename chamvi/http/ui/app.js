@@ -7,7 +7,6 @@
 (() => {
   const TOKEN_KEY = "chamvi.token";
   const LIST_EVERY_MS = 3000;
-  const RUN_POLL_MS = 2000;
   const RECONNECT_MS = 2000;
   const ENDED = new Set(["completed", "failed", "cancelled"]);
   // served at <base>/ui/: the API's routes are below <base>
@@ -209,6 +208,7 @@
     $("run-id").textContent = runId;
     $("steps").replaceChildren();
     $("run-outcome").textContent = "";
+    $("run-live").textContent = "";
     follow(runId, controller.signal, watching);
   }
 
@@ -276,9 +276,8 @@
   async function follow(runId, signal, state) {
     let lastId = null;
     try {
-      const view = await show(runId, signal, state);
-      if (ENDED.has(view.status)) return;
-      while (!signal.aborted) {
+      let ended = ENDED.has((await show(runId, signal, state)).status);
+      while (!ended && !signal.aborted) {
         const headers = { Accept: "text/event-stream" };
         if (lastId !== null) headers["Last-Event-ID"] = lastId;
         let response;
@@ -286,38 +285,26 @@
           response = await api(`${runPath(runId)}/events`, { headers, signal });
         } catch (error) {
           if (signal.aborted || error.status === 401) return;
-          if (error instanceof ApiError) return poll(runId, signal, state);
+          if (error instanceof ApiError) throw error;
           await sleep(RECONNECT_MS, signal); // the network dropped: reconnect where it left off
           continue;
         }
+        // 204: the run has ended and has nothing after the last event this page read
+        if (response.status === 204) break;
         $("run-live").textContent = "Live: following the run's events.";
-        const ended = await readEvents(response, signal, async (event) => {
+        ended = await readEvents(response, signal, async (event) => {
           if (event.id) lastId = event.id;
           if (event.type === "run.delta") delta(JSON.parse(event.data));
           else if (event.type.startsWith("run.")) await show(runId, signal, state);
           return ENDED.has(event.type.slice("run.".length));
         });
-        if (ended) break;
-        await sleep(RECONNECT_MS, signal);
+        if (!ended) await sleep(RECONNECT_MS, signal);
       }
     } catch (error) {
       if (!signal.aborted) $("run-live").textContent = `Stopped following: ${error.message}`;
       return;
     }
     if (!signal.aborted) $("run-live").textContent = "The run has ended.";
-  }
-
-  async function poll(runId, signal, state) {
-    // a server without the event stream: the run's view every few seconds instead
-    $("run-live").textContent = "Live: polling the run (this server streams no events).";
-    for (;;) {
-      await sleep(RUN_POLL_MS, signal);
-      if (signal.aborted) return;
-      if (ENDED.has((await show(runId, signal, state)).status)) {
-        $("run-live").textContent = "The run has ended.";
-        return;
-      }
-    }
   }
 
   async function readEvents(response, signal, onEvent) {
