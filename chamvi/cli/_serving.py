@@ -216,7 +216,8 @@ async def _serve_dev(
             f"agents: {', '.join(app.agents) or 'none'}, knowledge in {index_location(settings)}."
             f"{telemetry_line(settings)} Ctrl-C to stop."
         )
-        echo(f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs)")
+        url = api_socket.url
+        echo(f"HTTP API at {url} (docs at {url}/docs, approvals page at {url}/ui)")
         if generated is not None:
             echo(f"API token (all permissions, in {config.data / 'api-token'}): {generated}")
         await run_worker(worker, stop, echo, api_socket.serve(api))

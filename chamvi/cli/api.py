@@ -64,7 +64,10 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
                     task_queue=settings.task_queue,
                     knowledge_model=settings.knowledge_model,
                 )
-                echo_err(f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs). Ctrl-C to stop.")
+                echo_err(
+                    f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs, "
+                    f"approvals page at {api_socket.url}/ui). Ctrl-C to stop."
+                )
                 await first_of(api_socket.serve(application), stop.wait())
             finally:
                 api_socket.sock.close()
