@@ -31,7 +31,8 @@ from chamvi.models import (
     TranscriptQuery,
 )
 from chamvi.permissions import PolicyRun
-from chamvi.providers import ChatRequest, ToolSchema
+from chamvi.providers import ChatRequest, DeltaKind, OnDelta, ToolSchema
+from chamvi.run_events import RUN_DELTA, RunEvent
 from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
 
@@ -75,6 +76,25 @@ class ModelActivities:
         self.cache.store(request.run_id, prefix, chain_digest(request.base_digest, request.delta))
         return prefix
 
+    def _deltas(self, request: ModelRequest) -> OnDelta:
+        """Hands each delta to this process's listeners and heartbeats, while the model writes.
+
+        The heartbeat is how a cancelled run's streaming call learns it should stop; the deltas are
+        never stored (a retried call streams again from the start).
+        """
+        events = self.app.events
+
+        def on_delta(kind: DeltaKind, text: str) -> None:
+            activity.heartbeat()
+            if events.wants(RUN_DELTA, request.run_id):
+                events.emit(
+                    RunEvent(
+                        RUN_DELTA, request.run_id, None, {"step": request.step, "kind": kind, "text": text}
+                    )
+                )
+
+        return on_delta
+
     @activity.defn(name=ACTIVITY_CALL_MODEL)
     async def call_model(self, request: ModelRequest) -> ModelResponse:
         agent = self.app.agent(request.agent)
@@ -100,12 +120,13 @@ class ModelActivities:
                 ),
             ],
             output_schema=agent.output.model_json_schema() if agent.output is not None else None,
+            on_delta=self._deltas(request),
         )
         response = await model.complete(chat)
         if (
             agent.output is not None
             and not response.message.tool_calls
-            and response.finish_reason != "length"
+            and response.finish_reason not in ("length", "error", "incomplete")
         ):
             try:
                 parsed = agent.output.model_validate_json(response.message.content or "")

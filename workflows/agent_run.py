@@ -351,6 +351,17 @@ class AgentRunWorkflow:
             response = await self._call_model(spec, step)
             message = response.message
             self._messages.append(message)
+            if response.finish_reason == "error":  # the stream broke after the model began to write
+                error = response.error or ErrorInfo(code="model_error", message="the model's stream failed")
+                raise RunFailed(error.code, error.message)
+            if response.finish_reason == "incomplete":  # none of this step's tool calls runs
+                calls = len(message.tool_calls)
+                raise RunFailed.of(
+                    IncompleteResponseError(
+                        "the model's stream closed without a finish reason, so its answer may be cut short"
+                        + (f"; its {calls} tool call(s) did not run" if calls else "")
+                    )
+                )
             if response.finish_reason == "length":
                 raise RunFailed.of(
                     IncompleteResponseError("the model's answer was cut off at its output token limit")

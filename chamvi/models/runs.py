@@ -218,9 +218,12 @@ class ModelResponse(_Lean):
 
     message: Message
     usage: Usage = Field(default_factory=Usage)
-    finish_reason: Literal["stop", "tool_calls", "length", "other"] = "stop"
+    finish_reason: Literal["stop", "tool_calls", "length", "other", "error", "incomplete"] = "stop"
+    """``error``: the stream failed after the model began to write (``message`` holds the text so
+    far, ``error`` the failure); ``incomplete``: the stream closed without a finish reason."""
     output: Any = None
     output_error: str | None = None
+    error: ErrorInfo | None = None
 
 
 class ApprovalDecision(BaseModel):

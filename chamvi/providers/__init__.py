@@ -7,6 +7,8 @@ tests all register here, so a test exercises the same resolution path as product
 from chamvi.providers._base import (
     ChatModel,
     ChatRequest,
+    DeltaKind,
+    OnDelta,
     ToolSchema,
 )
 from chamvi.providers._registry import ModelRegistry, default_registry
@@ -17,8 +19,10 @@ from chamvi.providers.scripted import ScriptedModel, ScriptedTurn, call, calls, 
 __all__ = [
     "ChatModel",
     "ChatRequest",
+    "DeltaKind",
     "LocalChatModel",
     "ModelRegistry",
+    "OnDelta",
     "OpenAIChatModel",
     "OpenAIProvider",
     "ScriptedModel",

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from chamvi.models import Message, ModelResponse
 
@@ -13,6 +14,11 @@ class ToolSchema:
     name: str
     description: str
     parameters: dict[str, Any]
+
+
+DeltaKind = Literal["text", "reasoning"]
+OnDelta = Callable[[DeltaKind, str], None]
+"""Called with each piece of text or reasoning as the model writes it (a streaming model only)."""
 
 
 @dataclass(frozen=True)
@@ -25,6 +31,8 @@ class ChatRequest:
     messages: list[Message]
     tools: list[ToolSchema] = field(default_factory=list)
     output_schema: dict[str, Any] | None = None
+    on_delta: OnDelta | None = None
+    """Where a streaming model sends its deltas while it writes; they are never stored."""
 
 
 class ChatModel(Protocol):

@@ -16,16 +16,16 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Literal
+from typing import Any
 
+import httpx
 import openai
 from openai.types.chat import ChatCompletion
 
 from chamvi.errors import ProviderHTTPError, ProviderUnavailableError, provider_http_error
 from chamvi.models import Message, ModelResponse, ToolCall, Usage
 from chamvi.providers._base import ChatRequest, ToolSchema
-
-FinishReason = Literal["stop", "tool_calls", "length", "other"]
+from chamvi.providers._streaming import FinishReason, StreamedAnswer
 
 INVALID_JSON_KEY = "_invalid_json"
 """The key under which tool call arguments that are not JSON reach the tool (which then refuses them)."""
@@ -228,11 +228,20 @@ class OpenAIChatModel:
     Args:
         model_id: the id the server knows the model by, e.g. ``gpt-4.1-mini`` or ``llama3.2``.
         client: the client, or a function building it on first use (so resolving a ref needs no key).
+        stream: stream the answer (text and reasoning reach ``ChatRequest.on_delta`` as the model
+            writes, usage comes in the last chunk); off for a server that cannot stream.
     """
 
-    def __init__(self, model_id: str, client: openai.AsyncOpenAI | Callable[[], openai.AsyncOpenAI]) -> None:
+    def __init__(
+        self,
+        model_id: str,
+        client: openai.AsyncOpenAI | Callable[[], openai.AsyncOpenAI],
+        *,
+        stream: bool = True,
+    ) -> None:
         self.model_id = model_id
         self._client = client
+        self.stream = stream
 
     @property
     def ref(self) -> str:
@@ -249,6 +258,10 @@ class OpenAIChatModel:
     async def complete(self, request: ChatRequest) -> ModelResponse:
         """One Chat Completions call for one step of a run.
 
+        A streamed call that fails before the model writes anything raises (and is retried); one
+        that fails after answers with what was written, finish reason ``error`` and the error; one
+        whose stream closes without a finish reason answers finish reason ``incomplete``.
+
         Raises:
             ProviderHTTPError: the server refused the request (not retried: the request is at fault).
             ProviderUnavailableError: the server could not be reached, did not answer in time, or
@@ -263,14 +276,47 @@ class OpenAIChatModel:
             params["tools"] = to_wire_tools(request.tools)
         if request.output_schema is not None:
             params["response_format"] = to_response_format(request.output_schema)
-        with translated_errors(
-            f"{self.ref!r} at {client.base_url}",
-            client.timeout,
-            service="model provider",
-            retried_by="Temporal retries the call",
-        ):
-            completion = await client.chat.completions.create(**params)
-        return from_completion(completion, request, self.ref)
+        where = f"{self.ref!r} at {client.base_url}"
+        errors = translated_errors(
+            where, client.timeout, service="model provider", retried_by="Temporal retries the call"
+        )
+        if not self.stream:
+            with errors:
+                completion = await client.chat.completions.create(**params)
+            return from_completion(completion, request, self.ref)
+        answer = StreamedAnswer(request, parse_arguments, _finish_reason)
+        try:
+            with errors, _broken_stream(where):
+                chunks = await client.chat.completions.create(
+                    **params, stream=True, stream_options={"include_usage": True}
+                )
+                async with chunks:
+                    async for chunk in chunks:
+                        answer.add(chunk)
+        except (ProviderHTTPError, ProviderUnavailableError) as error:
+            if not answer.started:
+                raise
+            return answer.response(error)
+        return answer.response()
+
+
+@contextlib.contextmanager
+def _broken_stream(where: str) -> Iterator[None]:
+    """A stream that broke after it began: an error event in the stream, or the connection lost.
+
+    Either may pass if tried again, so it is retried when the model had written nothing yet.
+    Status, connection and timeout errors pass on to ``translated_errors``.
+    """
+    try:
+        yield
+    except openai.APIError as error:
+        if isinstance(error, openai.APIStatusError | openai.APIConnectionError):
+            raise
+        raise ProviderUnavailableError(f"the stream of {where} failed: {error.message}") from None
+    except httpx.TransportError as error:
+        raise ProviderUnavailableError(
+            f"the stream of {where} broke: {type(error).__name__}: {error}"
+        ) from None
 
 
 def new_openai_client(api_key: str | None, base_url: str | None, timeout: float) -> openai.AsyncOpenAI | None:
@@ -333,8 +379,15 @@ class LazyOpenAIClient:
 
 
 class OpenAIProvider(LazyOpenAIClient):
-    """Serves every ``openai/...`` chat ref; its HTTP timeout (110 s) stays below the model activity's."""
+    """Serves every ``openai/...`` chat ref; its HTTP timeout (110 s) stays below the model activity's.
+
+    Attributes:
+        stream: whether its models stream their answers; set it to False for a compatible server
+            that cannot stream.
+    """
+
+    stream = True
 
     def model(self, model_id: str) -> OpenAIChatModel:
         """The registry's factory for ``openai/<model_id>``; builds no client yet."""
-        return OpenAIChatModel(model_id, self.client)
+        return OpenAIChatModel(model_id, self.client, stream=self.stream)

@@ -15,11 +15,17 @@ from typing import Any, Generic, Self, TypeVar
 
 @dataclass(frozen=True)
 class Answer:
-    """One prepared HTTP response."""
+    """One prepared HTTP response.
+
+    With ``events``, the response is a Server-Sent Events stream instead of ``body``: each dict is
+    sent as ``data: <json>``, each string as ``data: <string>`` (``[DONE]``), and at each
+    ``threading.Event`` the server waits until the test sets it; then the connection closes.
+    """
 
     status: int
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    events: tuple[dict[str, Any] | str | threading.Event, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,8 +70,13 @@ class ScriptedServer(Generic[R]):
     """
 
     def __init__(
-        self, path: str, request_type: type[R], fallback: Callable[[R], Answer] | None = None
+        self,
+        path: str,
+        request_type: type[R],
+        fallback: Callable[[R], Answer] | None = None,
+        shape: Callable[[Answer, R], Answer] | None = None,
     ) -> None:
+        self._shape = shape
         self._path = path
         self._request_type = request_type
         self._fallback = fallback
@@ -112,7 +123,8 @@ class ScriptedServer(Generic[R]):
             if self._fallback is None:
                 return error(400, f"the test server's script is exhausted (request {count})"), 0.0
             scripted = self._fallback
-        return (scripted if isinstance(scripted, Answer) else scripted(request)), delay
+        answer = scripted if isinstance(scripted, Answer) else scripted(request)
+        return (self._shape(answer, request) if self._shape else answer), delay
 
     def start(self) -> Self:
         server = self
@@ -136,7 +148,28 @@ class ScriptedServer(Generic[R]):
                     time.sleep(delay)
                 self._send(answer)
 
+            def _stream(self, answer: Answer) -> None:
+                self.close_connection = True  # the end of the body is the end of the connection
+                try:
+                    self.send_response(answer.status)
+                    self.send_header("content-type", "text/event-stream")
+                    self.send_header("connection", "close")
+                    self.end_headers()
+                    for item in answer.events or ():
+                        if isinstance(item, threading.Event):
+                            self.wfile.flush()
+                            item.wait(timeout=120)
+                            continue
+                        data = item if isinstance(item, str) else json.dumps(item)
+                        self.wfile.write(f"data: {data}\n\n".encode())
+                        self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
             def _send(self, answer: Answer) -> None:
+                if answer.events is not None:
+                    self._stream(answer)
+                    return
                 payload = json.dumps(answer.body).encode()
                 try:
                     self.send_response(answer.status)
