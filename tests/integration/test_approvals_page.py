@@ -6,7 +6,9 @@ sees a waiting run appear without reloading, answers it, and sees the run comple
 
 from __future__ import annotations
 
+import re
 import shutil
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -18,9 +20,10 @@ from temporalio.client import Client
 
 from chamvi import App, ToolContext, approve, define_agent, tool
 from chamvi.http import Token
-from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
 from tests.support.http_api import bearer, make_tokens, runs_api, serving
+from tests.support.openai_server import OpenAIServer, Reasoning, stream, tool_call
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -127,7 +130,7 @@ async def test_a_person_logs_in_sees_a_waiting_run_appear_approves_it_and_sees_i
     # the run's steps so far, followed through its event stream
     await card.locator("a.run").click()
     await expect(page.locator("#run-status")).to_have_text("waiting", timeout=PATIENCE_MS)
-    await expect(page.locator("#run-live")).to_have_text("Live: following the run's events.")
+    await expect(page.locator("#run-live")).to_contain_text("Live: following the run's events")
     await expect(page.locator("#steps li[data-kind=llm]")).to_contain_text("model (calls refund)")
     await expect(page.locator("#steps li[data-kind=waiting]")).to_have_text(
         "waiting for approval: Refund 40 EUR on order A-1042?"
@@ -221,3 +224,51 @@ async def test_below_a_base_path_the_page_finds_the_api_beside_it(
         await page.click("#login-form button[type=submit]")
         await expect(card_of(page, run_id)).to_be_visible(timeout=PATIENCE_MS)
         assert page.url == f"{url}/chamvi/ui/"
+
+
+async def test_a_watched_run_shows_the_models_words_while_it_writes_them(
+    client: Client, task_queue: str, stack: Stack
+) -> None:
+    connected, rest = threading.Event(), threading.Event()
+    with OpenAIServer() as server:
+        server.add(
+            tool_call("refund", {"order": "A-7", "amount": 5}),
+            stream(connected, Reasoning("refund approved, "), "The refund ", rest, "is done."),
+        )
+        try:
+            provider = OpenAIProvider(api_key="test", base_url=server.url + "/v1")
+            agent = f"writer-{uuid.uuid4().hex[:8]}"
+            app = App(
+                agents=[
+                    define_agent(
+                        name=agent, model="openai/test-model", instructions="Refund.", tools=[refund]
+                    )
+                ],
+                models=ModelRegistry(providers={"openai": provider.model}),
+            )
+            # worker and API in one process, as `chamvi dev` runs them: the stream carries the deltas
+            queue = f"{task_queue}-streaming"  # the stack's worker serves the test's own queue
+            api = runs_api(stack.tokens, client, queue, agents=[agent], events=app.events)
+            async with build_worker(client, app, task_queue=queue), serving(api) as url:
+                page = await stack.browser.new_page()
+                await page.goto(f"{url}/ui")
+                await page.fill("#token", stack.tokens["approver"].value)
+                await page.click("#login-form button[type=submit]")
+                async with httpx.AsyncClient(base_url=url, headers=bearer(stack.tokens["support"])) as http:
+                    run_id = (await http.post("/runs", json={"agent": agent})).json()["run_id"]
+                await card_of(page, run_id).locator("button.approve").click(timeout=PATIENCE_MS)
+                # the page listens before the model writes: deltas are not stored, a late listener misses them
+                received = re.compile(r"\((\d+) received\)")
+                await expect(page.locator("#run-live")).to_have_text(received, timeout=PATIENCE_MS)
+                connected.set()
+                writing = page.locator("#steps li[data-kind=delta]")
+                await expect(writing.locator(".text")).to_have_text("The refund ", timeout=PATIENCE_MS)
+                await expect(writing.locator(".reasoning")).to_have_text("refund approved, ")
+                await expect(page.locator("#run-status")).to_have_text("running")
+                rest.set()
+                await expect(page.locator("#run-status")).to_have_text("completed", timeout=PATIENCE_MS)
+                await expect(page.locator("#run-outcome")).to_have_text("output: The refund is done.")
+                await expect(writing).to_have_count(0)  # the step's record took its place
+        finally:
+            connected.set()
+            rest.set()

@@ -22,6 +22,7 @@ from temporalio.client import Client
 from chamvi.client import ChamviClient
 from chamvi.http import Token, create_api
 from chamvi.http.server import bind, server
+from chamvi.run_events import EventHub
 from tests.polling import eventually
 
 __all__ = ["bearer", "make_tokens", "runs_api", "serving"]
@@ -42,14 +43,19 @@ def runs_api(
     *,
     agents: Collection[str] | None = None,
     base_path: str = "",
+    events: EventHub | None = None,
 ) -> FastAPI:
-    """The run routes (and the approvals page) in front of the workers of ``task_queue``."""
+    """The run routes (and the approvals page) in front of the workers of ``task_queue``.
+
+    ``events``: the app's, when its worker runs in this process: the event stream carries its deltas.
+    """
     return create_api(
         tokens=list(tokens.values()),
         managed=None,
         runs=ChamviClient(client, task_queue=task_queue),
         agents=agents,
         base_path=base_path,
+        events=events,
     )
 
 

@@ -259,22 +259,26 @@
   const text = (value) => (typeof value === "string" ? value : JSON.stringify(value));
 
   function delta(data) {
-    // the model's text as it is written, into the step it belongs to (the step's record replaces it)
-    let item = $("steps").querySelector(`li[data-kind="delta"][data-step="${Number(data.step)}"]`);
+    // the model's words as it writes them, into the step they belong to (the step's record replaces them)
+    const step = String(Number(data.step));
+    let item = $("steps").querySelector(`li[data-kind="delta"][data-step="${step}"]`);
     if (!item) {
       item = document.createElement("li");
       item.dataset.kind = "delta";
-      item.dataset.step = String(Number(data.step));
-      const said = document.createElement("span");
-      said.className = "text";
-      item.append(said);
+      item.dataset.step = step;
+      for (const kind of ["reasoning", "text"]) {
+        const said = document.createElement("span");
+        said.className = kind;
+        item.append(said);
+      }
       $("steps").append(item);
     }
-    item.querySelector(".text").textContent += data.text;
+    item.querySelector(data.kind === "reasoning" ? ".reasoning" : ".text").textContent += data.text;
   }
 
   async function follow(runId, signal, state) {
     let lastId = null;
+    let received = 0;
     try {
       let ended = ENDED.has((await show(runId, signal, state)).status);
       while (!ended && !signal.aborted) {
@@ -293,6 +297,8 @@
         if (response.status === 204) break;
         $("run-live").textContent = "Live: following the run's events.";
         ended = await readEvents(response, signal, async (event) => {
+          received += 1;
+          $("run-live").textContent = `Live: following the run's events (${received} received).`;
           if (event.id) lastId = event.id;
           if (event.type === "run.delta") delta(JSON.parse(event.data));
           else if (event.type.startsWith("run.")) await show(runId, signal, state);
