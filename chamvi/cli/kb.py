@@ -9,6 +9,7 @@ folder.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
@@ -26,6 +27,7 @@ from chamvi.knowledge_store import (
     PageType,
     is_slug,
 )
+from chamvi.knowledge_store._frontmatter import split as split_front_matter
 from chamvi.knowledge_store.tools import format_page
 
 T = TypeVar("T")
@@ -59,11 +61,16 @@ def _open(directory: Path | None, root_type: str | None) -> FileKnowledgeStore:
         raise click.ClickException(
             f"--root-type {root_type!r} is invalid: use lowercase letters and digits joined by single hyphens"
         )
-    built_in = {t.name for t in BUILT_IN_PAGE_TYPES}
+    # the built-in types' folders in either layout (concept/, concepts/) are the store's already
+    built_in = {t.folder_in(plural=plural) for t in BUILT_IN_PAGE_TYPES for plural in (True, False)}
     types = [
         PageType(name=child.name, description=f"Pages in {child.name}/.")
         for child in sorted(directory.iterdir())
-        if child.is_dir() and is_slug(child.name) and child.name not in built_in and child.name != root_type
+        if child.is_dir()
+        and is_slug(child.name)
+        and child.name not in built_in
+        and child.name != root_type
+        and not _typed(child)
     ]
     if root_type is not None:
         types.append(PageType(name=root_type, description="Pages in the root folder.", folder=""))
@@ -71,6 +78,19 @@ def _open(directory: Path | None, root_type: str | None) -> FileKnowledgeStore:
         return FileKnowledgeStore(directory, page_types=types)
     except KnowledgeStoreError as error:
         raise click.ClickException(error.message) from None
+
+
+def _typed(folder: Path) -> bool:
+    """Whether the pages of ``folder`` name their type (``type: topic``), as agent-kit's do.
+
+    Such a folder is no type of its own: the store reads each page as the type it names.
+    """
+    for page in sorted(folder.glob("*.md")):
+        with contextlib.suppress(OSError, UnicodeDecodeError, ValueError):
+            front, _ = split_front_matter(page.read_text(encoding="utf-8"))
+            if front is not None and "type" in front:
+                return True
+    return False
 
 
 def _run(operation: Awaitable[T]) -> T:

@@ -6,7 +6,7 @@ A store of your own can use these helpers too (they are what ``FileKnowledgeStor
 from __future__ import annotations
 
 import re
-from collections import Counter
+import unicodedata
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
@@ -30,7 +30,7 @@ STORE_TIMES = ("created", "updated", "ingested")
 """Fields the store sets itself; a caller's value is ignored (a summary's ``ingested`` above all)."""
 
 _FIELD_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
-_WORD = re.compile(r"\w+")
+_NON_ALNUM = re.compile(r"[\W_]+")
 _LINK_TEXT = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _SNIPPET_CHARS = 160
 _GIST_CHARS = 120
@@ -88,6 +88,10 @@ def check_fields(changes: FieldChanges | None) -> tuple[str | None, dict[str, Fi
             )
         if name in STORE_TIMES:
             continue
+        if name == "type":
+            raise InvalidPageError(
+                "field 'type' is the page's type, kept by the store: create a page of the other type instead"
+            )
         if name == "title":
             title = check_title(value)
             continue
@@ -218,62 +222,78 @@ def linked_from(pages: Iterable[KnowledgePage], page_id: str) -> tuple[str, ...]
     )
 
 
-def _normalise(word: str) -> str:
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+TITLE_SCORE = 5
+ALIAS_SCORE = 4
+LINE_SCORE = 1
+"""What a query term found in a page's title, its ``aliases`` field, or one line of its body adds."""
 
 
-def _terms(text: str) -> list[str]:
-    return [_normalise(w) for w in _WORD.findall(text.lower())]
+def fold(text: str) -> str:
+    """Text as search compares it: accents stripped (NFD, marks dropped) and lowercase."""
+    decomposed = unicodedata.normalize("NFD", text)
+    return "".join(c for c in decomposed if not unicodedata.combining(c)).lower()
+
+
+def search_terms(query: str) -> list[str]:
+    """The query's terms: folded, split on anything not a letter or a digit, one letter ones dropped."""
+    return list(dict.fromkeys(t for t in _NON_ALNUM.split(fold(query)) if len(t) > 1))
 
 
 def keyword_search(pages: Iterable[KnowledgePage], query: str, limit: int) -> list[SearchHit]:
-    """Live pages sharing words with ``query``: more query words first, then more occurrences.
+    """Live pages holding the query's terms, best first: agent-kit's keyword search.
 
-    The score is the share of the query's words the page holds (a title counts three times).
+    Each term found in the title scores 5, in the ``aliases`` field 4, and 1 for each body line
+    holding it (links count by their text), all compared folded (:func:`fold`) and as substrings,
+    so ``refund`` finds "Refunds" and ``nautico`` finds "Náutico".
     """
     if not isinstance(query, str) or not query.strip():
         raise InvalidPageError("the query is empty: say what to look for")
     if not isinstance(limit, int) or limit < 1:
         raise InvalidPageError(f"limit must be a positive integer, got {limit!r}")
-    wanted = list(dict.fromkeys(t for t in _terms(query) if len(t) > 1 or t.isdigit()))
-    if not wanted:
+    terms = search_terms(query)
+    if not terms:
         return []
-    ranked: list[tuple[int, int, str, KnowledgePage]] = []
+    ranked: list[tuple[int, str, KnowledgePage, str]] = []
     for page in pages:
         if page.status == RETIRED:
             continue
-        counts = Counter(_terms(page.title) * 3 + _terms(_plain(page.content)))
-        found = [t for t in wanted if counts[t]]
-        if found:
-            ranked.append((-len(found), -sum(counts[t] for t in found), page.id, page))
-    ranked.sort(key=lambda r: r[:3])
+        title = fold(page.title)
+        aliases = page.fields.get("aliases", "")
+        alias_text = fold(", ".join(aliases) if isinstance(aliases, list) else aliases)
+        lines = [line.strip() for line in _plain(page.content).splitlines() if line.strip()]
+        folded = [fold(line) for line in lines]
+        score = 0
+        first_line: int | None = None
+        for term in terms:
+            score += TITLE_SCORE * (term in title) + ALIAS_SCORE * (term in alias_text)
+            for number, line in enumerate(folded):
+                if term in line:
+                    score += LINE_SCORE
+                    first_line = number if first_line is None else min(first_line, number)
+        if score:
+            shown = lines[first_line] if first_line is not None else gist(page.content)
+            ranked.append((-score, page.id, page, shown))
+    ranked.sort(key=lambda r: r[:2])
     return [
         SearchHit(
             id=page.id,
             type=page.type,
             title=page.title,
-            score=round(-matched / len(wanted), 4),
-            snippet=snippet(page.content, query),
+            score=float(-negative),
+            snippet=_cut(shown, _SNIPPET_CHARS),
             status=page.status,
         )
-        for matched, _, _, page in ranked[:limit]
+        for negative, _, page, shown in ranked[:limit]
     ]
+
+
+def _cut(text: str, size: int) -> str:
+    return text if len(text) <= size else text[: size - 1].rstrip() + "…"
 
 
 def _plain(content: str) -> str:
     """Content with links reduced to their text, so ``concept/refunds`` does not match 'concept'."""
     return _LINK_TEXT.sub(r"\1", content)
-
-
-def snippet(content: str, query: str) -> str:
-    """About 160 characters of ``content`` around the first query word found (else its start)."""
-    text = " ".join(_plain(content).split())
-    lowered = text.lower()
-    positions = [lowered.find(w) for w in _WORD.findall(query.lower()) if len(w) > 1]
-    hits = [p for p in positions if p >= 0]
-    start = max(0, min(hits) - _SNIPPET_CHARS // 3) if hits else 0
-    piece = text[start : start + _SNIPPET_CHARS]
-    return ("…" if start else "") + piece + ("…" if start + _SNIPPET_CHARS < len(text) else "")
 
 
 def gist(content: str) -> str:

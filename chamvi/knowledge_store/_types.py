@@ -26,8 +26,11 @@ class PageType:
         name: the type in ids (``concept`` in ``concept/refunds``): a slug.
         description: when to use it, for the model.
         template: the page body a new page starts from.
-        folder: where a file store keeps these pages: None for a folder named like the type, ``""``
-            for the root folder itself (at most one type may live there).
+        folder: where a file store keeps these pages: ``""`` for the root folder itself (at most one
+            type may live there; in agent-kit's layout its files carry ``type:`` in their front
+            matter), a name for that folder, or None for the default: a built-in type's plural
+            folder in agent-kit's layout (``concepts/``), its own name in the older singular layout
+            (``concept/``), and its own name for any other type.
         standalone: pages of this type need no page linking to them: ``check()`` never reports
             them as orphans (summaries, syntheses and preferences are).
     """
@@ -40,7 +43,24 @@ class PageType:
 
     @property
     def directory(self) -> str:
-        return self.name if self.folder is None else self.folder
+        """The folder in the older singular layout (see :meth:`folder_in`)."""
+        return self.folder_in(plural=False)
+
+    def folder_in(self, *, plural: bool) -> str:
+        """The folder of these pages in agent-kit's plural layout (``plural``) or the singular one."""
+        if self.folder is not None:
+            return self.folder
+        return PLURAL_FOLDERS.get(self.name, self.name) if plural else self.name
+
+
+PLURAL_FOLDERS: dict[str, str] = {
+    "summary": "summaries",
+    "concept": "concepts",
+    "entity": "entities",
+    "synthesis": "syntheses",
+    "preference": "preferences",
+}
+"""The built-in types' folders in agent-kit's layout, the one new stores use."""
 
 
 BUILT_IN_PAGE_TYPES: tuple[PageType, ...] = (
@@ -144,15 +164,17 @@ def resolve_page_types(declared: Sequence[PageType] = ()) -> tuple[PageType, ...
             )
         seen.add(page_type.name)
         by_name[page_type.name] = page_type
-    folders: dict[str, str] = {}
-    for page_type in by_name.values():
-        other = folders.setdefault(page_type.directory, page_type.name)
-        if other != page_type.name:
-            where = repr(page_type.directory) if page_type.directory else "the root folder"
-            raise InvalidPageError(
-                f"page types {other!r} and {page_type.name!r} both keep their pages in {where}: give one "
-                "of them another folder="
-            )
+    for plural in (True, False):  # a folder is either layout's, so neither may put two types in one
+        folders: dict[str, str] = {}
+        for page_type in by_name.values():
+            directory = page_type.folder_in(plural=plural)
+            other = folders.setdefault(directory, page_type.name)
+            if other != page_type.name:
+                where = repr(directory) if directory else "the root folder"
+                raise InvalidPageError(
+                    f"page types {other!r} and {page_type.name!r} both keep their pages in {where}: give "
+                    "one of them another folder="
+                )
     return tuple(by_name.values())
 
 
@@ -200,6 +222,8 @@ class KnowledgePage:
     content: str
     fields: dict[str, FieldValue] = field(default_factory=dict)
     linked_from: tuple[str, ...] = ()
+    notice_text: str | None = None
+    """The notice as written on the page (``supersede`` and ``retire`` date it); None for none."""
 
     @property
     def slug(self) -> str:
@@ -216,8 +240,10 @@ class KnowledgePage:
 
     @property
     def notice(self) -> str | None:
-        """The line shown at the top of a superseded or retired page."""
-        return notice_for(self.status, self.fields)
+        """The line shown at the top of a superseded or retired page: as written, else made up."""
+        if self.status == ACTIVE:
+            return None
+        return self.notice_text or notice_for(self.status, self.fields)
 
     def info(self) -> PageInfo:
         updated = self.fields.get("updated")

@@ -1,22 +1,31 @@
 """``FileKnowledgeStore``: pages as markdown files a person can open, in any editor or on a git host.
 
-On disk::
+On disk, in agent-kit's layout (what its own store writes, and what a new store writes)::
 
     wiki/
-      index.md            the catalogue, rewritten whenever a page changes
-      log.md              ## [YYYY-MM-DD] operation | what, oldest first
-      overview.md         the overview page
-      concept/refunds.md  one folder per page type, one file per page
-      summary/...
+      index.md             the catalogue, rewritten whenever a page changes
+      log.md               ## [YYYY-MM-DD] operation | what, then "- pages: a, b"; oldest first
+      overview.md          the overview page
+      concepts/refunds.md  one folder per page type (summaries/, concepts/, entities/, syntheses/,
+      summaries/...        preferences/; a declared type's folder= or its name), one file per page
 
-A page file has a small front matter (``title``, ``status``, ``created``, ``updated``, a
-summary's ``file`` and ``ingested``, fields of your own), then a notice when the page is superseded
-or retired, then ``# Title``, then the content. Links between pages are written as relative paths
-(``[Refunds](../concept/refunds.md)``) and read back as ids (``[Refunds](concept/refunds)``).
+A page file has a small front matter (``type``, ``title``, ``status``, ``created``, ``updated``, a
+summary's ``file`` and ``ingested``, fields of your own such as ``aliases``), then the notice of a
+superseded or retired page ("> Superseded on DATE (reason): see [Title](../concepts/new.md)."),
+then ``# Title``, then the content. Links between pages, and ``superseded_by``, are written as
+relative paths (``[Refunds](../concepts/refunds.md)``) and read back as ids
+(``[Refunds](concept/refunds)``).
+
+A folder chamvi wrote before it used agent-kit's layout keeps its singular folders
+(``concept/refunds.md``): it is read and written as it is, for as long as it has a singular
+built-in folder and no plural one.
 
 An existing folder written by hand reads as pages too: files without front matter (the first ``#``
 heading is the title), relative links, and files directly in the root folder, which are pages of the
-type declared with ``folder=""`` (without such a type they are no pages and ``check()`` lists them).
+type declared with ``folder=""`` (in agent-kit's layout when their front matter says that ``type:``).
+A file whose front matter names its ``type:`` outside the declared types' folders is a page of that
+type: a type is a label, so such pages are listed, read, searched and edited in place, though
+``create`` only makes pages of declared types.
 
 Symbolic links inside the folder are never followed, so the store reads and writes nothing outside
 it: a linked type folder, page file, ``index.md``, ``log.md`` or ``overview.md`` is no page,
@@ -48,16 +57,16 @@ from chamvi.knowledge_store._disk import (
     LOG_FILE,
     OVERVIEW_FILE,
     RESERVED_ROOT_SLUGS,
-    Entry,
-    Layout,
-    Snapshot,
     atomic_write,
     lock_for,
     normal_content,
     read_text,
 )
 from chamvi.knowledge_store._ids import make_id, parse_id
+from chamvi.knowledge_store._journal import folder_lock, pending, recover, write_all
+from chamvi.knowledge_store._layout import Entry, Layout, Snapshot
 from chamvi.knowledge_store._rules import (
+    STORE_TIMES,
     apply_fields,
     check_fields,
     check_links,
@@ -93,7 +102,8 @@ T = TypeVar("T")
 
 _LOG_ENTRY = re.compile(r"## (\[\d{4}-\d{2}-\d{2}\] .+?)\s*$")
 _LOG_PAGE = re.compile(r"[-*] \[[^\]]*\]\(([^)\s]+)\)")
-_LOG_HEADER = "# Log\n\nWhat was done in this knowledge base, oldest first.\n"
+_LOG_PAGES = re.compile(r"[-*] pages: (.*)")
+_LOG_HEADER = "# Log\n"
 
 
 def _utc_now() -> datetime:
@@ -108,11 +118,14 @@ class FileKnowledgeStore:
         page_types: the app's page types, on top of the built-ins (same name replaces one).
         clock: the store's clock (tests pass their own); times are written in UTC.
 
-    Writers never lose an update to each other in one process: every operation holds a lock per
-    folder (shared by every store object opened on it) and files are replaced atomically, so a
-    reader in another process sees a page before or after a write, never half of one. Search is by
-    keywords; wrap the store in :class:`~chamvi.knowledge_store.VectorKnowledgeStore` to search by
-    meaning.
+    Writers never lose an update to each other, in one process or in several (worker replicas on
+    one folder): every operation holds a lock on the folder (``flock``, shared to read, exclusive
+    to write) and files are replaced atomically. A write of several files (``create_many``, a page
+    and the index) goes through a journal, so a process killed in the middle leaves all of it or
+    none for the next operation to see; running the same ``create_many`` again then answers the
+    pages it made. Search is by keywords (agent-kit's: see
+    :func:`~chamvi.knowledge_store._rules.keyword_search`); wrap the store in
+    :class:`~chamvi.knowledge_store.VectorKnowledgeStore` to search by meaning.
     """
 
     def __init__(
@@ -135,12 +148,20 @@ class FileKnowledgeStore:
         """The built-in page types and the app's, each with the folder its pages live in."""
         return self._types
 
-    async def _run(self, operation: Callable[..., T], *args: Any) -> T:
-        return await asyncio.to_thread(self._locked, operation, *args)
+    async def _run(self, operation: Callable[..., T], *args: Any, write: bool = False) -> T:
+        return await asyncio.to_thread(self._locked, write, operation, *args)
 
-    def _locked(self, operation: Callable[..., T], *args: Any) -> T:
-        with self._lock:
-            return operation(*args)
+    def _locked(self, write: bool, operation: Callable[..., T], *args: Any) -> T:
+        with self._lock:  # threads of this process; folder_lock orders processes
+            exclusive = write
+            while True:
+                with folder_lock(self.directory, exclusive=exclusive):
+                    if pending(self.directory):
+                        if not exclusive:  # finishing a killed writer's batch needs the folder alone
+                            exclusive = True
+                            continue
+                        recover(self.directory)
+                    return operation(*args)
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -210,7 +231,11 @@ class FileKnowledgeStore:
 
     async def overview(self) -> str:
         """The content of ``overview.md`` with its links as ids, or "" before one is written."""
-        return await self._run(self._overview)
+        return await self._run(self._read_overview)
+
+    def _read_overview(self) -> str:
+        self._layout.scan()  # its links read by the folder's layout and the pages in it now
+        return self._overview()
 
     def _overview(self) -> str:
         text = read_text(self.directory, OVERVIEW_FILE)
@@ -227,13 +252,21 @@ class FileKnowledgeStore:
         if text is None:
             return []
         entries: builtins.list[tuple[str, builtins.list[str]]] = []
+        scanned = False
         for line in text.splitlines():
             heading = _LOG_ENTRY.fullmatch(line)
             if heading is not None:
                 entries.append((heading.group(1), []))
                 continue
-            listed = _LOG_PAGE.match(line.strip())
+            named = _LOG_PAGES.fullmatch(line.strip())
+            if named is not None and entries:
+                entries[-1][1].extend(i.strip() for i in named.group(1).split(",") if i.strip())
+                continue
+            listed = _LOG_PAGE.match(line.strip())  # the older format: one link per page
             if listed is not None and entries:
+                if not scanned:  # its links read by the folder's layout
+                    self._layout.scan()
+                    scanned = True
                 target = listed.group(1)
                 entries[-1][1].append(self._layout.target_from_disk(target, "") or target)
         lines = [what + (f" (pages: {', '.join(pages)})" if pages else "") for what, pages in entries]
@@ -250,14 +283,19 @@ class FileKnowledgeStore:
             PageExistsError: the id is taken (by a retired page too: ids are never reused).
             MissingLinksError: the content links to pages that do not exist; nothing is written.
         """
-        created = await self._run(self._create_many, [NewPage(type, slug, title, content, fields)])
+        new = NewPage(type, slug, title, content, fields)
+        created = await self._run(self._create_many, [new], write=True)
         return created[0]
 
     async def create_many(self, pages: Sequence[NewPage]) -> builtins.list[str]:
-        """Creates pages that may link to each other: all of them or none, under one lock.
+        """Creates pages that may link to each other: all of them or none, even across a kill.
+
+        The same call made again once it was done (a retry after a crash, or after its answer was
+        lost) writes nothing and answers the same ids.
 
         Raises:
-            PageExistsError: one of the ids is taken; nothing is written.
+            PageExistsError: one of the ids is taken (by anything but this very call); nothing is
+                written.
             MissingLinksError: a link resolves to no existing or new page; nothing is written.
         """
         pages = list(pages)
@@ -266,7 +304,7 @@ class FileKnowledgeStore:
                 raise InvalidPageError(f"{page!r} is not a NewPage(type, slug, title, content, fields)")
         if not pages:
             return []
-        return await self._run(self._create_many, pages)
+        return await self._run(self._create_many, pages, write=True)
 
     def _create_many(self, pages: builtins.list[NewPage]) -> builtins.list[str]:
         snapshot = self._layout.scan()
@@ -274,15 +312,19 @@ class FileKnowledgeStore:
         batch: dict[str, KnowledgePage] = {}
         for number, new in enumerate(pages):
             page = self._new_page(new, now, number if len(pages) > 1 else None)
-            if snapshot.exists(page.id):
-                retired = page.id in snapshot.pages and snapshot.pages[page.id].page.status == RETIRED
-                raise PageExistsError(
-                    f"page {page.id!r} already exists{' (retired)' if retired else ''}: "
-                    + ("choose another slug" if retired else "edit or rewrite it, or choose another slug")
-                )
             if page.id in batch:
                 raise InvalidPageError(f"page {page.id!r} is given twice")
             batch[page.id] = page
+        taken = [page_id for page_id in batch if snapshot.exists(page_id)]
+        if taken:
+            if len(taken) == len(batch) and all(_same(snapshot, page) for page in batch.values()):
+                # this very call was done before (a retry after a crash or a lost answer): it is done
+                return list(batch)
+            retired = taken[0] in snapshot.pages and snapshot.pages[taken[0]].page.status == RETIRED
+            raise PageExistsError(
+                f"page {taken[0]!r} already exists{' (retired)' if retired else ''}: "
+                + ("choose another slug" if retired else "edit or rewrite it, or choose another slug")
+            )
         missing: builtins.list[str] = []
         bad: builtins.list[str] = []
         for page in batch.values():
@@ -296,9 +338,9 @@ class FileKnowledgeStore:
             assert path is not None
             paths[page_id] = path
         snapshot.refuse_links(*(paths[page_id] for page_id in batch), INDEX_FILE)
-        for page in batch.values():
-            atomic_write(self.directory, paths[page.id], self._layout.render(page, paths))
-        self._write_index({**_pages(snapshot), **batch}, paths)
+        files = {paths[page.id]: self._layout.render(page, paths) for page in batch.values()}
+        files.update(self._index_file({**_pages(snapshot), **batch}, paths))
+        write_all(self.directory, files)
         return list(batch)
 
     def _new_page(self, new: NewPage, now: str, number: int | None) -> KnowledgePage:
@@ -335,7 +377,7 @@ class FileKnowledgeStore:
             PageStatusError: the page is retired, kept only as a record.
             EditMismatchError: ``old_text`` occurs zero times or more than once.
         """
-        await self._run(self._edit, page_id, old_text, new_text, fields)
+        await self._run(self._edit, page_id, old_text, new_text, fields, write=True)
 
     def _edit(self, page_id: str, old_text: str, new_text: str, fields: FieldChanges | None) -> None:
         snapshot = self._layout.scan()
@@ -351,7 +393,7 @@ class FileKnowledgeStore:
             PageNotFoundError: no page has this id.
             PageStatusError: the page is retired, kept only as a record.
         """
-        await self._run(self._rewrite, page_id, content, fields)
+        await self._run(self._rewrite, page_id, content, fields, write=True)
 
     def _rewrite(self, page_id: str, content: str, fields: FieldChanges | None) -> None:
         snapshot = self._layout.scan()
@@ -385,7 +427,7 @@ class FileKnowledgeStore:
         Raises:
             PageStatusError: either page is retired, or the page is superseded already.
         """
-        await self._run(self._supersede, page_id, by, reason)
+        await self._run(self._supersede, page_id, by, reason, write=True)
 
     def _supersede(self, page_id: str, by: str, reason: str | None) -> None:
         snapshot = self._layout.scan()
@@ -404,7 +446,10 @@ class FileKnowledgeStore:
             raise PageStatusError(f"page {by!r} is retired: it cannot replace {page_id!r}")
         if reason is not None and (not isinstance(reason, str) or "\n" in reason):
             raise InvalidPageError("the reason must be one line")
-        self._mark(snapshot, page, SUPERSEDED, (reason or "").strip() or None, by)
+        reason = (reason or "").strip() or None
+        because = f" ({reason})" if reason else ""
+        notice = f"> Superseded on {self._day()}{because}: see [{replacement.title}]({by})."
+        self._mark(snapshot, page, SUPERSEDED, reason, by, notice)
 
     async def retire(self, page_id: str, reason: str) -> None:
         """Marks the page retired with ``reason``: it leaves the listings, the index and search, not the disk.
@@ -412,7 +457,7 @@ class FileKnowledgeStore:
         Raises:
             PageStatusError: the page is retired already.
         """
-        await self._run(self._retire, page_id, reason)
+        await self._run(self._retire, page_id, reason, write=True)
 
     def _retire(self, page_id: str, reason: str) -> None:
         if not isinstance(reason, str) or not reason.strip():
@@ -424,13 +469,29 @@ class FileKnowledgeStore:
         if page.status == RETIRED:
             raise PageStatusError(f"page {page_id!r} is already retired")
         superseded_by = page.fields.get("superseded_by")
+        reason = reason.strip()
         self._mark(
-            snapshot, page, RETIRED, reason.strip(), superseded_by if isinstance(superseded_by, str) else None
+            snapshot,
+            page,
+            RETIRED,
+            reason,
+            superseded_by if isinstance(superseded_by, str) else None,
+            f"> Retired on {self._day()}: {reason.rstrip('.')}. Don't rely on what it says.",
         )
 
+    def _day(self) -> str:
+        return self._clock().astimezone(UTC).strftime("%Y-%m-%d")
+
     def _mark(
-        self, snapshot: Snapshot, page: KnowledgePage, status: str, reason: str | None, by: str | None
+        self,
+        snapshot: Snapshot,
+        page: KnowledgePage,
+        status: str,
+        reason: str | None,
+        by: str | None,
+        notice: str,
     ) -> None:
+        """Sets the status fields and the notice, which replaces the page's earlier one."""
         fields = dict(page.fields)
         fields["status"] = status
         for name, value in (("superseded_by", by), ("reason", reason)):
@@ -439,33 +500,31 @@ class FileKnowledgeStore:
             else:
                 fields[name] = value
         fields["updated"] = now_iso(self._clock)
-        self._write(snapshot, replace(page, fields=fields))
+        self._write(snapshot, replace(page, fields=fields, notice_text=notice))
 
     async def log(self, operation: str, what: str, pages: Sequence[str] = ()) -> None:
-        """Appends ``## [YYYY-MM-DD] operation | what`` to ``log.md``, with links to the pages it touched."""
-        await self._run(self._log, operation, what, list(pages))
+        """Appends ``## [YYYY-MM-DD] operation | what`` to ``log.md``, and ``- pages: a, b`` when given.
+
+        The pages are ids as given: a log records what was done, so a page that does not exist
+        (any more, or yet) is no reason to refuse it.
+        """
+        await self._run(self._log, operation, what, list(pages), write=True)
 
     def _log(self, operation: str, what: str, pages: builtins.list[str]) -> None:
         operation, what = check_log_entry(operation, what)
         for page_id in pages:
             parse_id(page_id)
-        snapshot = self._layout.scan()
-        raise_link_problems([i for i in dict.fromkeys(pages) if not snapshot.exists(i)], [])
         text = read_text(self.directory, LOG_FILE)
         if text is None:
             text = _LOG_HEADER
-        date = self._clock().astimezone(UTC).strftime("%Y-%m-%d")
-        entry = [f"## [{date}] {operation} | {what}"]
+        entry = [f"## [{self._day()}] {operation} | {what}"]
         if pages:
-            links = self._layout.to_disk(
-                "\n".join(f"- [{i}]({i})" for i in dict.fromkeys(pages)), "", _paths(snapshot)
-            )
-            entry += ["", links]
+            entry.append("- pages: " + ", ".join(dict.fromkeys(pages)))
         atomic_write(self.directory, LOG_FILE, text.rstrip("\n") + "\n\n" + "\n".join(entry) + "\n")
 
     async def write_overview(self, content: str) -> None:
         """Replaces ``overview.md``; its links must resolve like a page's."""
-        await self._run(self._write_overview, content)
+        await self._run(self._write_overview, content, write=True)
 
     def _write_overview(self, content: str) -> None:
         if not isinstance(content, str):
@@ -500,17 +559,37 @@ class FileKnowledgeStore:
     def _write(self, snapshot: Snapshot, page: KnowledgePage) -> None:
         paths = _paths(snapshot)
         snapshot.refuse_links(paths[page.id], INDEX_FILE)
-        atomic_write(self.directory, paths[page.id], self._layout.render(page, paths))
-        self._write_index({**_pages(snapshot), page.id: page}, paths)
+        files = {paths[page.id]: self._layout.render(page, paths)}
+        files.update(self._index_file({**_pages(snapshot), page.id: page}, paths))
+        write_all(self.directory, files)
 
-    def _write_index(self, pages: dict[str, KnowledgePage], paths: dict[str, str]) -> None:
+    def _index_file(self, pages: dict[str, KnowledgePage], paths: dict[str, str]) -> dict[str, str]:
+        """``index.md`` with its new text, or nothing when it already says that."""
         text = self._layout.to_disk(render_index(pages.values(), self._types), "", paths)
         try:
             if read_text(self.directory, INDEX_FILE) == text:
-                return
+                return {}
         except UnicodeDecodeError:
             pass
-        atomic_write(self.directory, INDEX_FILE, text)
+        return {INDEX_FILE: text}
+
+
+def _same(snapshot: Snapshot, new: KnowledgePage) -> bool:
+    """Whether the folder holds ``new`` as creating it wrote it (the store's own times aside)."""
+    entry = snapshot.pages.get(new.id)
+    if entry is None:
+        return False
+    old = entry.page
+
+    def own(fields: dict[str, FieldValue]) -> dict[str, FieldValue]:
+        return {k: v for k, v in fields.items() if k not in STORE_TIMES}
+
+    return (old.status, old.title, old.content, own(old.fields)) == (
+        ACTIVE,
+        new.title,
+        new.content,
+        own(new.fields),
+    )
 
 
 def _pages(snapshot: Snapshot) -> dict[str, KnowledgePage]:

@@ -86,7 +86,7 @@ class KnowledgeStore(Protocol):
         ...
 
     async def log(self, operation: str, what: str, pages: Sequence[str] = ()) -> None:
-        """Records finished work: ``## [YYYY-MM-DD] operation | what``."""
+        """Records finished work: ``## [YYYY-MM-DD] operation | what``; ``pages`` need not exist."""
         ...
 
     async def check(self) -> CheckReport:

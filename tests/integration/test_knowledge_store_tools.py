@@ -67,7 +67,7 @@ async def test_a_missing_link_is_a_tool_error_until_the_target_exists(
     assert template.output.startswith("No content given, so nothing was created. Page type 'entity': ")
     assert "## Facts" in template.output
     assert (
-        (tmp_path / "concept" / "refunds.md")
+        (tmp_path / "concepts" / "refunds.md")
         .read_text()
         .endswith("Refunds are paid once [the return](returns.md) arrives.\n")
     )

@@ -48,8 +48,9 @@ async def test_pages_are_markdown_files_with_front_matter_and_relative_links(tmp
     store = FileKnowledgeStore(tmp_path, clock=fixed_clock)
     await seed(store)
     await store.write_overview("Start at [Refunds](concept/refunds).")
-    assert (tmp_path / "entity" / "acme.md").read_text() == (
+    assert (tmp_path / "entities" / "acme.md").read_text() == (
         "---\n"
+        "type: entity\n"
         "title: Acme\n"
         "status: active\n"
         "created: 2025-03-04T05:06:07Z\n"
@@ -58,16 +59,17 @@ async def test_pages_are_markdown_files_with_front_matter_and_relative_links(tmp
         "\n"
         "# Acme\n"
         "\n"
-        "A shop. Its [refund rules](../concept/refunds.md) apply.\n"
+        "A shop. Its [refund rules](../concepts/refunds.md) apply.\n"
     )
-    summary = (tmp_path / "summary" / "policy-2024.md").read_text()
+    summary = (tmp_path / "summaries" / "policy-2024.md").read_text()
     assert "ingested: 2025-03-04T05:06:07Z\nfile: sources/policy-2024.pdf\n" in summary
-    assert "[Refunds](../concept/refunds.md) and [Acme](../entity/acme.md)" in summary
-    assert (tmp_path / "overview.md").read_text() == "Start at [Refunds](concept/refunds.md).\n"
+    assert "[Refunds](../concepts/refunds.md) and [Acme](../entities/acme.md)" in summary
+    assert (tmp_path / "overview.md").read_text() == "Start at [Refunds](concepts/refunds.md).\n"
     index = (tmp_path / "index.md").read_text()
-    assert "- [Refunds](concept/refunds.md): Refunds are paid within 14 days of the return." in index
+    assert "- [Refunds](concepts/refunds.md): Refunds are paid within 14 days of the return." in index
     assert index.index("## summary") < index.index("## concept") < index.index("## entity")
-    assert await store.index() == index.replace(".md)", ")")
+    by_id = index.replace("summaries/", "summary/").replace("concepts/", "concept/")
+    assert await store.index() == by_id.replace("entities/", "entity/").replace(".md)", ")")
     assert not [p for p in tmp_path.rglob(".*")], "no temporary file is left behind"
 
 
@@ -75,27 +77,35 @@ async def test_the_log_is_one_heading_per_entry_and_the_index_follows_every_chan
     store = FileKnowledgeStore(tmp_path, clock=fixed_clock)
     await seed(store)
     await store.log("ingest", "Policy 2024", ["summary/policy-2024"])
-    log = (tmp_path / "log.md").read_text()
-    assert log.endswith(
-        "## [2025-03-04] ingest | Policy 2024\n\n- [summary/policy-2024](summary/policy-2024.md)\n"
+    await store.log("query", "Asked about refunds")
+    assert (tmp_path / "log.md").read_text() == (
+        "# Log\n\n"
+        "## [2025-03-04] ingest | Policy 2024\n- pages: summary/policy-2024\n\n"
+        "## [2025-03-04] query | Asked about refunds\n"
     )
     await store.create("concept", "warranty", "Warranty", "Two years.")
-    assert "(concept/warranty.md)" in (tmp_path / "index.md").read_text()
+    assert "(concepts/warranty.md)" in (tmp_path / "index.md").read_text()
     await store.create("concept", "warranty-2025", "Warranty (2025)", "Three years.")
     await store.supersede("concept/warranty", "concept/warranty-2025", "longer now")
-    text = (tmp_path / "concept" / "warranty.md").read_text()
+    text = (tmp_path / "concepts" / "warranty.md").read_text()
+    assert "\nsuperseded_by: warranty-2025.md\n" in text
     assert (
-        "\n> **Superseded** by [concept/warranty-2025](warranty-2025.md): longer now\n\n# Warranty\n" in text
+        "---\n\n> Superseded on 2025-03-04 (longer now): see [Warranty (2025)](warranty-2025.md).\n\n"
+        "# Warranty\n" in text
     )
     page = await store.read("concept/warranty")
     assert page is not None and page.content == "Two years.\n"  # the notice is no part of the content
+    assert page.fields["superseded_by"] == "concept/warranty-2025"
     assert (
-        "(superseded by [concept/warranty-2025](concept/warranty-2025.md))"
+        "(superseded by [concept/warranty-2025](concepts/warranty-2025.md))"
         in (tmp_path / "index.md").read_text()
     )
     await store.retire("concept/warranty", "wrong")
-    assert "concept/warranty.md" not in (tmp_path / "index.md").read_text()
-    assert "> **Retired**: wrong" in (tmp_path / "concept" / "warranty.md").read_text()
+    assert "concepts/warranty.md" not in (tmp_path / "index.md").read_text()
+    text = (tmp_path / "concepts" / "warranty.md").read_text()
+    # the new notice replaces the old one
+    assert "---\n\n> Retired on 2025-03-04: wrong. Don't rely on what it says.\n\n# Warranty\n" in text
+    assert "Superseded on" not in text
 
 
 async def test_a_hand_written_folder_reads_as_pages(tmp_path: Path) -> None:
@@ -143,7 +153,7 @@ async def test_a_hand_written_folder_reads_as_pages(tmp_path: Path) -> None:
     # the legacy page gains front matter on its first write; its title and other text stay
     await store.edit("entity/acme", "A shop", "A small shop")
     text = (tmp_path / "entity" / "acme.md").read_text()
-    assert text.startswith("---\ntitle: Acme Corp\nstatus: active\nupdated: ")
+    assert text.startswith("---\ntype: entity\ntitle: Acme Corp\nstatus: active\nupdated: ")
     assert text.endswith("---\n\n# Acme Corp\n\nA small shop that [refunds](../concept/refunds.md).\n")
     # an edit elsewhere on a page with a broken link is allowed; a new broken link is not
     await store.edit("concept/refunds", "Paid after", "Refunded after")
@@ -231,8 +241,8 @@ async def test_the_store_folder_is_created_on_the_first_write(tmp_path: Path) ->
     assert await store.list() == [] and await store.overview() == "" and await store.recent_log() == []
     assert (await store.check()).clean
     await store.create("entity", "acme", "Acme", "A shop.")
-    assert (tmp_path / "new" / "wiki" / "entity" / "acme.md").is_file()
-    assert sorted(os.listdir(tmp_path / "new" / "wiki")) == ["entity", "index.md"]
+    assert (tmp_path / "new" / "wiki" / "entities" / "acme.md").is_file()
+    assert sorted(os.listdir(tmp_path / "new" / "wiki")) == ["entities", "index.md"]
 
 
 def test_page_types_are_checked_when_the_store_is_built(tmp_path: Path) -> None:
@@ -257,10 +267,10 @@ async def test_files_get_ordinary_permissions_and_keep_their_own(tmp_path: Path)
     await store.create("concept", "a", "A", "Aa.")
     umask = os.umask(0)
     os.umask(umask)
-    assert (tmp_path / "concept" / "a.md").stat().st_mode & 0o777 == 0o666 & ~umask
-    (tmp_path / "concept" / "a.md").chmod(0o640)
+    assert (tmp_path / "concepts" / "a.md").stat().st_mode & 0o777 == 0o666 & ~umask
+    (tmp_path / "concepts" / "a.md").chmod(0o640)
     await store.edit("concept/a", "Aa", "Bb")
-    assert (tmp_path / "concept" / "a.md").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "concepts" / "a.md").stat().st_mode & 0o777 == 0o640
 
 
 def snapshot_of(folder: Path) -> dict[str, str]:
@@ -313,6 +323,7 @@ async def test_links_in_the_store_folder_are_refused_never_followed(tmp_path: Pa
 async def test_a_page_or_folder_swapped_for_a_link_after_a_scan_is_not_read_through(tmp_path: Path) -> None:
     write(tmp_path, "outside/acme.md", "# Secret\n\nTop secret.\n")
     wiki = tmp_path / "wiki"
+    (wiki / "concept").mkdir(parents=True)  # the singular layout, where entity/acme lives in entity/
     store = FileKnowledgeStore(wiki)
     await store.create("entity", "acme", "Acme", "A shop.")
     layout = store._layout  # reads what a scan found a moment before, as a raced read would

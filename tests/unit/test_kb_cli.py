@@ -123,3 +123,18 @@ def test_the_example_wiki_is_clean() -> None:
     result = kb("check", "--dir", str(wiki))
     assert result.exit_code == 0, result.output
     assert result.output == "5 page(s), nothing to fix\n"
+
+
+def test_an_agent_kit_wiki_reads_with_its_plural_folders_and_typed_pages(tmp_path: Path) -> None:
+    from tests.knowledge_store.test_agent_kit_layout import WIKI
+
+    for rel, text in WIKI.items():
+        write(tmp_path, rel, text)
+    result = kb("index", "--dir", str(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert "- [Bowline](concept/bowline): A loop that does not slip" in result.output
+    assert "- [Knots](topic/knots)" in result.output and "- [First lesson](lesson/first)" in result.output
+    assert "concepts/" not in result.output and "topics/" not in result.output
+    found = kb("search", "nautico", "--dir", str(tmp_path))
+    assert found.exit_code == 0, found.output
+    assert found.output.index("entity/club-nautico") < found.output.index("summary/sailing-manual")
