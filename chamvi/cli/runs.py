@@ -1,4 +1,4 @@
-"""Runs: ``chamvi dispatch``, ``chamvi runs list`` / ``runs show``, ``chamvi approve``, ``chamvi cancel``.
+"""Runs: ``chamvi dispatch``, ``chamvi runs list`` / ``show`` / ``watch``, ``approve``, ``cancel``.
 
 Every run operation goes through ``ChamviClient``; the same runs are visible in the Temporal UI
 and the ``temporal`` CLI.
@@ -16,10 +16,12 @@ import click
 from temporalio.service import RPCError
 
 from chamvi.cli._common import POLL_SECONDS, json_option, run_with_client, temporal_options
+from chamvi.cli._follow import Api, Printer, api_options, follow_run
 from chamvi.cli._output import Spinner, columns, dump, echo_err, short, when
 from chamvi.client import AGENT_CHECK_TIMEOUT, ChamviClient
 from chamvi.errors import ChamviError
 from chamvi.models import Invoker, RunStatus, RunSummary, RunView, StepView
+from chamvi.run_events import RunEvent
 from chamvi.settings import Settings
 
 _PAYLOAD_EXAMPLE = """--payload '{"query": "shipping"}'"""
@@ -110,8 +112,14 @@ def _outcome(view: RunView, as_json: bool) -> None:
 @click.option(
     "--wait", "wait_for_it", is_flag=True, help="Show progress until the run settles; print its outcome."
 )
+@click.option(
+    "--follow",
+    is_flag=True,
+    help="Print the model's text as it is written, each step and approval, until the run ends.",
+)
 @json_option()
 @temporal_options()
+@api_options
 def dispatch(
     agent: str,
     payload: str | None,
@@ -120,7 +128,9 @@ def dispatch(
     idempotency_key: str | None,
     concurrency_key: str | None,
     wait_for_it: bool,
+    follow: bool,
     as_json: bool,
+    api: Api | None,
     settings: Settings,
 ) -> None:
     """Start a run of AGENT and print its id (with --wait: its outcome; non-zero exit unless it completes).
@@ -130,8 +140,9 @@ def dispatch(
     """
     value = _parse_payload(payload)
     state: dict[str, str] = {}
+    printer = Printer("", as_json=as_json)
 
-    async def go(chamvi: ChamviClient) -> RunView | None:
+    async def go(chamvi: ChamviClient) -> RunView | RunEvent | None:
         if not await chamvi.check_agent(agent, channel=channel):
             echo_err(
                 f"no worker answered on task queue {settings.task_queue!r} within "
@@ -153,6 +164,9 @@ def dispatch(
             click.echo(result.run_id)
         elif not wait_for_it:
             click.echo(dump({"run_id": result.run_id, "created": result.created}))
+        if follow:
+            printer.run_id = result.run_id
+            return await follow_run(chamvi, result.run_id, api, printer)
         if not wait_for_it:
             return None
         return await _watch(chamvi, result.run_id, _Progress(result.run_id))
@@ -165,7 +179,9 @@ def dispatch(
             raise
         echo_err(f"\nstopped watching; the run goes on: chamvi runs show {run_id}")
         raise click.exceptions.Exit(130) from None
-    if view is not None:
+    if isinstance(view, RunEvent):
+        printer.outcome(view)
+    elif view is not None:
         _outcome(view, as_json)
 
 
@@ -276,6 +292,26 @@ def show_run(run_id: str, as_json: bool, settings: Settings) -> None:
     else:
         for line in _show(view):
             click.echo(line)
+
+
+@runs.command("watch")
+@click.argument("run_id", metavar="RUN")
+@json_option("Print each event as one JSON line.")
+@temporal_options()
+@api_options
+def watch_run(run_id: str, as_json: bool, api: Api | None, settings: Settings) -> None:
+    """Follow RUN until it ends: the model's text as it is written, each step and approval.
+
+    Exits 0 when the run completes, 1 when it fails or is cancelled. Ctrl-C stops watching only.
+    """
+    printer = Printer(run_id, as_json=as_json)
+    try:
+        final = run_with_client(settings, lambda chamvi: follow_run(chamvi, run_id, api, printer))
+    except KeyboardInterrupt:
+        echo_err(f"\nstopped watching; the run goes on: chamvi runs show {run_id}")
+        raise click.exceptions.Exit(130) from None
+    if final is not None:
+        printer.outcome(final)
 
 
 def _approver() -> Invoker:
