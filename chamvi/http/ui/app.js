@@ -15,6 +15,7 @@
 
   let token = sessionStorage.getItem(TOKEN_KEY);
   let listTimer = null;
+  let polling = 0; // which login the list's polling belongs to
   let watching = null; // {runId, controller, shown}
   const cards = new Map(); // run id -> {approvalId, element}
 
@@ -57,6 +58,7 @@
 
   function logout(message) {
     token = null;
+    polling += 1;
     sessionStorage.removeItem(TOKEN_KEY);
     clearTimeout(listTimer);
     listTimer = null;
@@ -84,6 +86,7 @@
       return;
     }
     sessionStorage.setItem(TOKEN_KEY, candidate);
+    polling += 1;
     $("login").hidden = true;
     $("main").hidden = false;
     $("logout").hidden = false;
@@ -94,6 +97,7 @@
 
   async function refreshList() {
     clearTimeout(listTimer);
+    const session = polling;
     try {
       const listed = (await (await api("/runs?status=waiting&limit=100")).json()).data;
       const ids = new Set(listed.map((run) => run.run_id));
@@ -103,17 +107,27 @@
           cards.delete(runId);
         }
       }
+      let unread = 0;
       for (const run of listed) {
-        if (!cards.has(run.run_id)) await addCard(run.run_id);
+        if (cards.has(run.run_id)) continue;
+        try {
+          await addCard(run.run_id);
+        } catch (error) {
+          if (error.status === 401) return;
+          unread += 1; // e.g. no worker answers its query now: the next poll tries again
+        }
       }
-      $("list-status").textContent = `Updated ${new Date().toLocaleTimeString()}`;
+      const note = unread ? ` (${unread} waiting run(s) could not be read; retrying)` : "";
+      $("list-status").textContent = `Updated ${new Date().toLocaleTimeString()}${note}`;
     } catch (error) {
       if (error.status === 401) return;
       $("list-status").textContent = `Could not list the runs: ${error.message}`;
     }
+    // a logout (or a new login) while this poll was under way has started polling afresh
+    if (session !== polling) return;
     $("waiting-count").textContent = String(cards.size);
     $("none-waiting").hidden = cards.size > 0;
-    if (token) listTimer = setTimeout(refreshList, LIST_EVERY_MS);
+    listTimer = setTimeout(refreshList, LIST_EVERY_MS);
   }
 
   async function addCard(runId) {
@@ -177,7 +191,6 @@
         method: "POST",
         body: JSON.stringify({ approval_id: card.approvalId, approved, reason: reason || null }),
       });
-      element.classList.add("answered");
       element.remove();
       cards.delete(runId);
       $("waiting-count").textContent = String(cards.size);
