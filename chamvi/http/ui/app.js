@@ -252,7 +252,7 @@
     item.dataset.step = String(step.index);
     if (step.kind === "llm") {
       const calls = step.tool_calls.map((call) => call.name).join(", ");
-      item.textContent = `model${calls ? ` (calls ${calls})` : ""}: `;
+      item.textContent = `model${calls ? ` (calls ${calls})` : ""}${step.text ? ": " : ""}`;
       const said = document.createElement("span");
       said.className = "text";
       said.textContent = step.text || "";
