@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 
 from chamvi.models import ErrorInfo, Invoker, RunStatus, WaitPoint
 
+SUMMARY_MAX_CHARS = 200
+"""A question is cut here in the timeline's one line; the run's current details carry it whole."""
 BODY_MAX_CHARS = 2_000
 """An approval's body is cut here on the workflow page: a glance; ``chamvi runs show`` has it all."""
 
@@ -72,6 +74,14 @@ def current_details(
     if error is not None:
         lines.append(f"**Error:** `{error.code}`: {_one_line(error.message)}")
     return "\n\n".join(lines)
+
+
+def approval_summary(approval_id: str, title: str) -> str:
+    """The one line the approval's timer shows in the UI's timeline: its id and its question."""
+    question = _one_line(title)
+    if len(question) > SUMMARY_MAX_CHARS:
+        question = question[:SUMMARY_MAX_CHARS] + "…"
+    return f"approval {approval_id}: {question}"
 
 
 def _who(invoker: Invoker) -> str:

@@ -73,7 +73,7 @@ with workflow.unsafe.imports_passed_through():
         activity_policy,
         non_retryable,
     )
-    from chamvi.run_details import current_details
+    from chamvi.run_details import approval_summary, current_details
     from chamvi.transcript import EMPTY_DIGEST, chain_digest
 
 RUN_WAIT_TIMEOUT = timedelta(days=30)
@@ -615,7 +615,9 @@ class AgentRunWorkflow:
         self._set_status(RunStatus.WAITING)
         try:
             await workflow.wait_condition(
-                lambda: self._answer is not None, timeout=timeout, timeout_summary=f"approval {approval_id}"
+                lambda: self._answer is not None,
+                timeout=timeout,
+                timeout_summary=approval_summary(approval_id, request.title),
             )
             decision = self._answer or ApprovalDecision(approved=False)
         except builtins.TimeoutError:

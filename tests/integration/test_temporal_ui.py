@@ -40,6 +40,17 @@ async def current_details(client: Client, run_id: str) -> str:
     return metadata.current_details
 
 
+async def timer_summaries(client: Client, run_id: str) -> list[str]:
+    """The one-line summaries of the run's timers, as the UI's timeline shows them."""
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    converter = client.data_converter.payload_converter
+    return [
+        converter.from_payload(event.user_metadata.summary, str)
+        for event in history.events
+        if event.HasField("timer_started_event_attributes") and event.user_metadata.HasField("summary")
+    ]
+
+
 async def test_a_runs_page_shows_who_started_it_and_its_status_and_the_question_while_it_waits(
     client: Client, chamvi: ChamviClient, running_worker
 ) -> None:
@@ -55,6 +66,7 @@ async def test_a_runs_page_shows_who_started_it_and_its_status_and_the_question_
         await chamvi.approve(run_id, approved=False, reason="already refunded")
         await chamvi.wait(run_id)
         settled = await current_details(client, run_id)
+        timers = await timer_summaries(client, run_id)
     assert await description.static_summary() == "refunder (http)"
     details = await description.static_details() or ""
     assert "**Agent:** `refunder`" in details and "**Invoker:** Ops `ops-7` (token)" in details
@@ -65,6 +77,7 @@ async def test_a_runs_page_shows_who_started_it_and_its_status_and_the_question_
     assert "**Tool:** `refund` (step 0)" in waiting and "**Approval id:** `0:call-1:0`" in waiting
     assert "**Deadline:** " in waiting and f"`chamvi approve {run_id}`" in waiting
     assert "**Status:** completed" in settled and "Waiting for approval" not in settled
+    assert "approval 0:call-1:0: Refund 40 EUR?" in timers  # the timeline shows the question too
     assert "**Steps:** 4" in settled  # the model call, the wait, the tool call, the answer
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta, timezone
 
 from chamvi.models import ErrorInfo, Invoker, RunStatus, WaitPoint
-from chamvi.run_details import BODY_MAX_CHARS, current_details, static_details
+from chamvi.run_details import (
+    BODY_MAX_CHARS,
+    SUMMARY_MAX_CHARS,
+    approval_summary,
+    current_details,
+    static_details,
+)
 
 
 def wait_point(**fields: object) -> WaitPoint:
@@ -55,3 +61,9 @@ def test_static_details_name_what_is_known_and_leave_out_the_rest() -> None:
         run_id="run-a",
     )
     assert "**Channel:** `email`" in named and "**Invoker:** `u-1` (user)" in named
+
+
+def test_the_timelines_line_for_an_approval_holds_its_question_on_one_short_line() -> None:
+    assert approval_summary("0:c:0", "Refund\n40 EUR?") == "approval 0:c:0: Refund 40 EUR?"
+    long = approval_summary("0:c:0", "y" * (SUMMARY_MAX_CHARS * 3))
+    assert long.endswith("…") and len(long) < SUMMARY_MAX_CHARS + 20
