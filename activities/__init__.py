@@ -6,6 +6,7 @@ from .locks import LockActivities
 from .mcp import McpActivities
 from .model import ModelActivities
 from .runs import RunActivities
+from .schedules import ScheduleActivities
 from .tools import ToolActivities
 
 __all__ = [
@@ -15,5 +16,6 @@ __all__ = [
     "McpActivities",
     "ModelActivities",
     "RunActivities",
+    "ScheduleActivities",
     "ToolActivities",
 ]

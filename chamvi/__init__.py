@@ -51,10 +51,12 @@ if TYPE_CHECKING:
         InvalidAgentDefinitionError,
         InvalidInputError,
         InvalidRunStateError,
+        InvalidScheduleError,
         ModelError,
         ProviderUnavailableError,
         RunNotFoundError,
         RunTimeoutError,
+        ScheduleNotFoundError,
         ToolDeniedError,
         ToolNotAllowedError,
         ToolResultTooLargeError,
@@ -76,6 +78,7 @@ if TYPE_CHECKING:
         Invoker,
         RunStatus,
         RunView,
+        ScheduleView,
         TriggerEnvelope,
     )
     from chamvi.permissions import (
@@ -98,6 +101,7 @@ if TYPE_CHECKING:
     from chamvi.runtime import (
         build_worker,
     )
+    from chamvi.schedules import AgentSchedule
     from chamvi.tools import (
         EffectSpec,
         Tool,
@@ -160,6 +164,10 @@ _EXPORTS: dict[str, str] = {
     "Trust": "chamvi.tools",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
+    "AgentSchedule": "chamvi.schedules",
+    "InvalidScheduleError": "chamvi.errors",
+    "ScheduleNotFoundError": "chamvi.errors",
+    "ScheduleView": "chamvi.models",
     "console_channel": "chamvi.channels",
     "define_agent": "chamvi.agents",
     "define_context_key": "chamvi.context",
@@ -198,6 +206,7 @@ __all__ = [
     "ActivityTimeouts",
     "Agent",
     "AgentHooks",
+    "AgentSchedule",
     "AgentTrust",
     "App",
     "ApprovalDecision",
@@ -222,6 +231,7 @@ __all__ = [
     "InvalidAgentDefinitionError",
     "InvalidInputError",
     "InvalidRunStateError",
+    "InvalidScheduleError",
     "Invoker",
     "McpServer",
     "ModelError",
@@ -234,6 +244,8 @@ __all__ = [
     "RunStatus",
     "RunTimeoutError",
     "RunView",
+    "ScheduleNotFoundError",
+    "ScheduleView",
     "ScriptedModel",
     "Tool",
     "ToolCallInfo",

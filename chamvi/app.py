@@ -6,12 +6,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TypeVar
+from typing import TypeVar, Unpack
 
 from chamvi.agents import Agent
 from chamvi.channels import Channel, validate_channel_name
 from chamvi.context import ContextKey, Provided
-from chamvi.errors import AgentNotFoundError, InvalidAgentDefinitionError, InvalidAppError
+from chamvi.errors import (
+    AgentNotFoundError,
+    InvalidAgentDefinitionError,
+    InvalidAppError,
+    InvalidScheduleError,
+)
 from chamvi.knowledge.collections import KnowledgeCollection
 from chamvi.knowledge.embedders import EmbeddingRegistry, default_embedding_registry
 from chamvi.mcp import McpServer
@@ -20,6 +25,7 @@ from chamvi.permissions import PolicyRun
 from chamvi.providers import ChatModel, ModelRegistry, default_registry
 from chamvi.retry import RetryPolicies, retry_spec
 from chamvi.run_events import EventHub, Listener
+from chamvi.schedules import AgentSchedule, ScheduleOptions, define_schedule
 from chamvi.tools import Tool
 
 T = TypeVar("T")
@@ -116,6 +122,30 @@ class App:
                 raise InvalidAppError(f"two agents are named {agent.name!r}")
             self._check_agent(agent)
             self.agents[agent.name] = agent
+        self.schedules: dict[str, AgentSchedule] = {}
+
+    def schedule(self, agent: str, **options: Unpack[ScheduleOptions]) -> AgentSchedule:
+        """Declares a Temporal Schedule that runs ``agent``; every worker's start creates or updates it.
+
+        ``app.schedule("digest", cron="0 8 * * *", payload={...}, overlap="skip", id="daily-digest")``:
+        exactly one of ``cron`` and ``every`` (the options are :class:`chamvi.schedules.ScheduleOptions`).
+        Each fire dispatches an ordinary run whose idempotency key is the schedule id and the fire
+        time. A schedule the code stops declaring is deleted by the next worker that starts.
+
+        Returns:
+            The validated schedule.
+
+        Raises:
+            AgentNotFoundError: the app serves no such agent.
+            InvalidScheduleError: both or neither of cron and every, a bad cron, interval, overlap,
+                zone or id, or an id declared twice.
+        """
+        declared = define_schedule(agent, **options)
+        self.agent(agent)
+        if declared.id in self.schedules:
+            raise InvalidScheduleError(f"two schedules have the id {declared.id!r}: give one another id=")
+        self.schedules[declared.id] = declared
+        return declared
 
     def on(self, event_type: str, listener: Listener) -> Callable[[], None]:
         """Calls ``listener(event)`` for each run event of ``event_type`` this process sees.

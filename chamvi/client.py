@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from temporalio.client import (
     Client,
@@ -55,9 +55,19 @@ from chamvi.models import (
     RunStatus,
     RunSummary,
     RunView,
+    ScheduleView,
 )
 from chamvi.run_details import static_details, static_summary
 from chamvi.run_events import RunEvent, history_events
+from chamvi.schedules import (
+    ScheduleOptions,
+    create_schedule,
+    define_schedule,
+    delete_schedule,
+    get_schedule,
+    list_schedules,
+    set_paused,
+)
 from chamvi.starters import enqueue, request_sync
 
 QUERY_TIMEOUT = timedelta(seconds=5)
@@ -420,6 +430,48 @@ class ChamviClient:
                 "nothing to cancel"
             )
         await self._handle(run_id).cancel()
+
+    # -- agent schedules (see chamvi.schedules) ---------------------------------------------------------
+
+    async def create_schedule(self, agent: str, **options: Unpack[ScheduleOptions]) -> ScheduleView:
+        """Creates a Temporal Schedule that runs ``agent`` on this task queue, kept until deleted.
+
+        The options are ``App.schedule``'s (:class:`chamvi.schedules.ScheduleOptions`). The agent is
+        not looked up here (no app in this process): ``check_agent`` asks a worker; a fire naming an
+        agent the workers lack fails.
+
+        Raises:
+            InvalidScheduleError: both or neither of cron and every, a bad cron, interval or overlap.
+            ConflictError: a schedule with this id exists.
+        """
+        schedule = define_schedule(agent, **options)
+        return await create_schedule(self.client, self.task_queue, schedule)
+
+    async def list_schedules(self) -> list[ScheduleView]:
+        """Every agent schedule of the namespace, declared in code or created at runtime, by id."""
+        return await list_schedules(self.client)
+
+    async def get_schedule(self, schedule_id: str) -> ScheduleView:
+        """The schedule ``schedule_id``: spec, payload, paused, next and recent fires.
+
+        Raises:
+            ScheduleNotFoundError: there is none.
+        """
+        return await get_schedule(self.client, schedule_id)
+
+    async def pause_schedule(self, schedule_id: str, note: str | None = None) -> ScheduleView:
+        """Stops a schedule's fires until it is unpaused (a worker's start keeps it paused)."""
+        await set_paused(self.client, schedule_id, True, note)
+        return await get_schedule(self.client, schedule_id)
+
+    async def unpause_schedule(self, schedule_id: str, note: str | None = None) -> ScheduleView:
+        """Lets a paused schedule fire again."""
+        await set_paused(self.client, schedule_id, False, note)
+        return await get_schedule(self.client, schedule_id)
+
+    async def delete_schedule(self, schedule_id: str) -> None:
+        """Deletes a schedule (a schedule declared in code comes back at the next worker's start)."""
+        await delete_schedule(self.client, schedule_id)
 
 
 def _quote(value: str) -> str:

@@ -56,6 +56,20 @@ PATCH_KNOWLEDGE_QUEUED_MEMO = "knowledge-queued-memo"
 KNOWLEDGE_ID_PREFIX = "knowledge:"
 KNOWLEDGE_SCHEDULE_PREFIX = "knowledge-resync:"
 
+SCHEDULED_RUN_WORKFLOW = "ChamviScheduledRun"
+"""Started by an agent's Temporal Schedule at each fire: dispatches one ordinary run, keyed by the
+schedule and the fire time, and (unless the overlap policy is ``allow_all``) lives as long as that run
+so the Schedule's overlap policy applies to runs."""
+ACTIVITY_DISPATCH_SCHEDULED = "chamvi.dispatch_scheduled"
+SCHEDULE_ID_PREFIX = "chamvi-schedule:"
+"""The Temporal Schedule of an agent schedule ``daily-digest`` is ``chamvi-schedule:daily-digest``."""
+SCHEDULED_RUN_ID_PREFIX = "scheduled-run:"
+"""The fire workflow's id before the fire time Temporal appends (``scheduled-run:<id>-<time>``)."""
+SCHEDULE_TRIGGER = "schedule"
+"""The ``trigger`` of a scheduled run, and the ``kind`` of its invoker (whose id is the schedule id)."""
+SA_SCHEDULED_START_TIME = SearchAttributeKey.for_datetime("TemporalScheduledStartTime")
+"""Temporal's own attribute on a workflow a Schedule started: the fire's nominal time."""
+
 SA_AGENT = SearchAttributeKey.for_keyword("ChamviAgent")
 SA_STATUS = SearchAttributeKey.for_keyword("ChamviStatus")
 SA_CHANNEL = SearchAttributeKey.for_keyword("ChamviChannel")

@@ -166,6 +166,18 @@ class ConflictError(ChamviError):
     code = "conflict"
 
 
+class InvalidScheduleError(ChamviError):
+    """A schedule that cannot work: both or neither of cron and every, a bad cron, an unknown overlap."""
+
+    code = "invalid_schedule"
+
+
+class ScheduleNotFoundError(ChamviError):
+    """No agent schedule has this id (404 over HTTP)."""
+
+    code = "schedule_not_found"
+
+
 # ---- providers ------------------------------------------------------------------------------------
 
 
@@ -378,6 +390,8 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     ApprovalNotPendingError,
     NotFoundError,
     ConflictError,
+    InvalidScheduleError,
+    ScheduleNotFoundError,
     ContextNotProvidedError,
     ProviderUnavailableError,
     McpServerUnavailableError,

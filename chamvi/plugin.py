@@ -28,6 +28,7 @@ from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
 from chamvi.lifecycle import boot_collections, check_index, close_index, index_location, open_index
+from chamvi.schedules import boot_schedules
 from chamvi.settings import Settings
 from chamvi.telemetry import ChamviTelemetry
 
@@ -85,8 +86,9 @@ class ChamviPlugin(SimplePlugin):
     worker's lifecycle.
 
     The lifecycle, around each worker's run: open the knowledge index (unless given) and check it
-    against the app before the worker polls; start the app's collections and their resync schedules
-    in the background once it runs; close the index it opened when the worker stops.
+    against the app before the worker polls; start the app's collections and their resync schedules,
+    and create or update the app's agent schedules, in the background once it runs; close the index
+    it opened when the worker stops.
 
     Args:
         app: the app to serve.
@@ -97,6 +99,8 @@ class ChamviPlugin(SimplePlugin):
             schedules); off, they wait for ``chamvi knowledge sync``.
         trace_content: put messages, tool arguments and results on the spans (see
             ``chamvi.telemetry``); by default ``settings.trace_content``, off without settings.
+        start_schedules: create or update the app's schedules (``App.schedule``) when a worker runs,
+            and delete the ones the code no longer declares; off, they are left as they are.
     """
 
     def __init__(
@@ -107,6 +111,7 @@ class ChamviPlugin(SimplePlugin):
         settings: Settings | None = None,
         start_collections: bool = True,
         trace_content: bool | None = None,
+        start_schedules: bool = True,
     ) -> None:
         self.app = app
         self._index = index
@@ -116,6 +121,9 @@ class ChamviPlugin(SimplePlugin):
         self._checked = False
         self._boot: asyncio.Task[None] | None = None
         self._booted = asyncio.Event()
+        self._start_schedules = start_schedules
+        self._schedules: asyncio.Task[None] | None = None
+        self._schedules_synced = asyncio.Event()
         super().__init__(
             PLUGIN_NAME,
             data_converter=_data_converter,
@@ -156,6 +164,11 @@ class ChamviPlugin(SimplePlugin):
         if self._start_collections:
             await self._booted.wait()
 
+    async def schedules_started(self) -> None:
+        """Returns once a running worker has brought the app's schedules in line (or failed to)."""
+        if self._start_schedules:
+            await self._schedules_synced.wait()
+
     def _with_workflows(self, existing: Sequence[type] | None) -> Sequence[type]:
         from chamvi.workflows import WORKFLOWS
 
@@ -169,6 +182,7 @@ class ChamviPlugin(SimplePlugin):
             McpActivities,
             ModelActivities,
             RunActivities,
+            ScheduleActivities,
             ToolActivities,
         )
 
@@ -194,6 +208,7 @@ class ChamviPlugin(SimplePlugin):
             knowledge.knowledge_request_sync,
             knowledge.knowledge_search,
             McpActivities(app).list_mcp_tools,
+            ScheduleActivities(app).dispatch_scheduled,
         ]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
@@ -211,11 +226,16 @@ class ChamviPlugin(SimplePlugin):
                 task_queue = worker.config(active_config=True)["task_queue"]
                 self._booted.clear()
                 self._boot = asyncio.ensure_future(self._start(worker.client, task_queue))
+            if self._start_schedules:
+                task_queue = worker.config(active_config=True)["task_queue"]
+                self._schedules_synced.clear()
+                self._schedules = asyncio.ensure_future(self._sync_schedules(worker.client, task_queue))
             await next(worker)
         finally:
-            if self._boot is not None:
-                self._boot.cancel()
-                await asyncio.gather(self._boot, return_exceptions=True)
+            for task in (self._boot, self._schedules):
+                if task is not None:
+                    task.cancel()
+                    await asyncio.gather(task, return_exceptions=True)
             await self.close()
 
     async def _start(self, client: Client, task_queue: str) -> None:
@@ -223,6 +243,12 @@ class ChamviPlugin(SimplePlugin):
             await boot_collections(client, self.app, self.index, task_queue)
         finally:
             self._booted.set()
+
+    async def _sync_schedules(self, client: Client, task_queue: str) -> None:
+        try:
+            await boot_schedules(client, self.app.schedules, task_queue)
+        finally:
+            self._schedules_synced.set()
 
     async def close(self) -> None:
         """Closes the index if this plugin opened it (a later worker opens it again); safe to repeat."""

@@ -8,6 +8,7 @@ from .knowledge import (
     KnowledgeSearchWorkflow,
     KnowledgeSyncRequestWorkflow,
 )
+from .scheduled_run import ScheduledRunWorkflow
 
 WORKFLOWS = [
     AgentRunWorkflow,
@@ -16,6 +17,7 @@ WORKFLOWS = [
     KnowledgeCollectionWorkflow,
     KnowledgeSyncRequestWorkflow,
     KnowledgeSearchWorkflow,
+    ScheduledRunWorkflow,
 ]
 
 __all__ = [
@@ -26,4 +28,5 @@ __all__ = [
     "KnowledgeCollectionWorkflow",
     "KnowledgeSearchWorkflow",
     "KnowledgeSyncRequestWorkflow",
+    "ScheduledRunWorkflow",
 ]

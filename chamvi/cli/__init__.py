@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import click
 
-from chamvi.cli import api, kb, knowledge, runs, stack
+from chamvi.cli import api, kb, knowledge, runs, schedules, stack
 from chamvi.cli._common import POLL_SECONDS
 
 __all__ = ["POLL_SECONDS", "cli", "main"]
@@ -44,6 +44,7 @@ for _command in (
     runs.cancel,
     knowledge.knowledge,
     kb.kb,
+    schedules.schedules,
 ):
     cli.add_command(_command)
 

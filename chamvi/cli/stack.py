@@ -223,6 +223,13 @@ def check(app_ref: str) -> None:
                 "OPENAI_BASE_URL is set"
             )
         lines.append(_collection_line(collection))
+    for schedule in app.schedules.values():
+        when = (
+            f"cron {schedule.cron} ({schedule.timezone or 'UTC'})"
+            if schedule.cron
+            else f"every {schedule.every}"
+        )
+        lines.append(f"  schedule {schedule.id}: agent {schedule.agent}, {when}, overlap {schedule.overlap}")
     for warning in warnings:
         echo_err(f"warning: {warning}")
     for problem in problems:

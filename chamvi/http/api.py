@@ -18,6 +18,7 @@ from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
 from chamvi.http.knowledge_routes import knowledge_router
 from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingMiddleware
 from chamvi.http.runs_routes import runs_router
+from chamvi.http.schedules_routes import schedules_router
 from chamvi.http.ui import ui_router
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
@@ -61,7 +62,7 @@ def create_api(
         tokens: the bearer tokens (``tokens_from_env(os.environ.get("CHAMVI_TOKENS"))``); none: every
             route answers 401.
         managed: the service behind ``/knowledge``; None serves no knowledge routes.
-        runs: the client behind ``/runs``; None serves no run routes.
+        runs: the client behind ``/runs`` and ``/schedules``; None serves neither.
         body_limit: bodies over this many bytes answer 413 before anything parses them.
         base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
@@ -69,9 +70,9 @@ def create_api(
         events: this process's run events (``App.events``): with a worker in the same process,
             ``/runs/{id}/events`` streams the model's deltas too.
 
-    Routes are below ``<base_path>/knowledge`` and ``<base_path>/runs``; ``/openapi.json`` and
-    ``/docs`` (below the base path too) need no token, nor does the approvals page ``/ui`` (served
-    with the run routes), which asks a person for one.
+    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs`` and ``<base_path>/schedules``;
+    ``/openapi.json`` and ``/docs`` (below the base path too) need no token, nor does the approvals
+    page ``/ui`` (served with the run routes), which asks a person for one.
     """
     base = _base(base_path)
     if body_limit < 1:
@@ -97,6 +98,7 @@ def create_api(
         routers.append(knowledge_router(managed))
     if runs is not None:
         routers.append(runs_router(runs, agents, events))
+        routers.append(schedules_router(runs, agents))
     permissions = RoutePermissions()
     for router in routers:
         permissions.add_router(router, prefix=base)

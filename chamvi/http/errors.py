@@ -29,9 +29,11 @@ from chamvi.errors import (
     InvalidDocumentError,
     InvalidInputError,
     InvalidRunStateError,
+    InvalidScheduleError,
     ModelNotFoundError,
     NotFoundError,
     RunNotFoundError,
+    ScheduleNotFoundError,
     UnavailableError,
 )
 from chamvi.http.schemas import ErrorBody
@@ -58,6 +60,8 @@ _STATUS_BY_ERROR: tuple[tuple[type[ChamviError], int], ...] = (
     (NotFoundError, 404),
     (RunNotFoundError, 404),
     (AgentNotFoundError, 404),
+    (ScheduleNotFoundError, 404),
+    (InvalidScheduleError, 422),
     (ConflictError, 409),
     (ApprovalNotPendingError, 409),
     (InvalidRunStateError, 409),

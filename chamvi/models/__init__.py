@@ -51,6 +51,13 @@ from chamvi.models.runs import (
     Usage,
     WaitPoint,
 )
+from chamvi.models.schedules import (
+    Overlap,
+    ScheduledDispatch,
+    ScheduledRunInput,
+    ScheduledRunResult,
+    ScheduleView,
+)
 
 __all__ = [
     "AgentSpec",
@@ -79,6 +86,7 @@ __all__ = [
     "Message",
     "ModelRequest",
     "ModelResponse",
+    "Overlap",
     "PassRequest",
     "PassStats",
     "RunInput",
@@ -87,6 +95,10 @@ __all__ = [
     "RunSummary",
     "RunView",
     "RunWaitRequest",
+    "ScheduleView",
+    "ScheduledDispatch",
+    "ScheduledRunInput",
+    "ScheduledRunResult",
     "SearchRequest",
     "StepView",
     "SyncRequest",

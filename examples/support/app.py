@@ -29,6 +29,7 @@ from chamvi import (
 )
 from chamvi.knowledge import folder, knowledge_collection, knowledge_tools
 
+from .digest import define_digest
 from .wiki_agent import librarian
 
 ORDERS = {
@@ -108,4 +109,9 @@ support = define_agent(
     channels=["console"],
 )
 
-app = App(agents=[support, librarian], channels=[console_channel()], collections=[handbook])
+digest = define_digest(ORDERS)
+
+app = App(agents=[support, librarian, digest], channels=[console_channel()], collections=[handbook])
+
+# a Temporal Schedule that every worker's start creates or updates; each fire is an ordinary run
+app.schedule("digest", cron="0 8 * * *", id="daily-digest", payload={"period": "yesterday"})

@@ -14,12 +14,12 @@ import sys
 import tempfile
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 from qdrant_client import AsyncQdrantClient
-from temporalio.client import WorkflowFailureError
+from temporalio.client import ScheduleBackfill, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
@@ -44,6 +44,8 @@ from chamvi.constants import (
     KNOWLEDGE_SEARCH_WORKFLOW,
     KNOWLEDGE_SYNC_REQUEST_WORKFLOW,
     LOCK_ID_PREFIX,
+    SCHEDULE_ID_PREFIX,
+    SCHEDULED_RUN_ID_PREFIX,
     SEARCH_ATTRIBUTES,
     UPDATE_KNOWLEDGE_SEARCH,
 )
@@ -56,7 +58,7 @@ from chamvi.providers import ModelRegistry, ScriptedModel, call, calls, reply
 from chamvi.providers.scripted import Turn
 from chamvi.runtime import build_worker
 from tests.knowledge_helpers import wait_for_meta
-from tests.polling import until_status
+from tests.polling import eventually, until_status
 
 HERE = Path(__file__).parent
 
@@ -225,6 +227,27 @@ async def _record_mcp(env: WorkflowEnvironment, task_queue: str, recorded: dict[
             recorded["mcp"] = (await chamvi.wait((await chamvi.dispatch("mcp")).run_id)).run_id
 
 
+async def _record_scheduled_run(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """One fire of an agent schedule (a backfill over a past cron time): dispatch, then wait for the run."""
+    chamvi = ChamviClient(env.client, task_queue=task_queue)
+    await chamvi.create_schedule("tools", cron="0 0 1 1 *", id="record-schedule")
+    fire = datetime(2026, 1, 1, tzinfo=UTC)
+    await env.client.get_schedule_handle(SCHEDULE_ID_PREFIX + "record-schedule").backfill(
+        ScheduleBackfill(start_at=fire - timedelta(minutes=1), end_at=fire + timedelta(minutes=1))
+    )
+    workflow_id = f"{SCHEDULED_RUN_ID_PREFIX}record-schedule-2026-01-01T00:00:00Z"
+
+    async def fired() -> bool | None:
+        async for execution in env.client.list_workflows(f'WorkflowId = "{workflow_id}"'):
+            if execution.status == WorkflowExecutionStatus.COMPLETED:
+                return True
+        return None
+
+    await eventually(fired, "the scheduled fire")
+    await chamvi.delete_schedule("record-schedule")
+    recorded["scheduled-run"] = workflow_id
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=shutil.which("temporal"),
@@ -254,6 +277,7 @@ async def main() -> None:
         await _record_agent_checks(env, task_queue, recorded)
         await _record_knowledge(env, f"{task_queue}-knowledge", recorded)
         await _record_mcp(env, f"{task_queue}-mcp", recorded)
+        await _record_scheduled_run(env, task_queue, recorded)
         wanted = set(sys.argv[1:]) or set(recorded)
         for name, workflow_id in recorded.items():
             if name not in wanted:

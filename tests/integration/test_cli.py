@@ -248,7 +248,9 @@ async def test_dispatch_of_an_agent_the_worker_does_not_serve_fails_at_once_as_o
     async with running_worker(support_app):
         result = await chamvi_cli("dispatch", "nosuch", "--idempotency-key", "k-1", "--wait")
     assert result.exit_code == 1
-    assert result.output.strip() == ("Error: unknown agent 'nosuch': this app serves 'librarian', 'support'")
+    assert result.output.strip() == (
+        "Error: unknown agent 'nosuch': this app serves 'digest', 'librarian', 'support'"
+    )
     with pytest.raises(RunNotFoundError):  # no run was started
         await chamvi.get_run(run_id_for(RunInput(agent="nosuch", idempotency_key="k-1")))
 

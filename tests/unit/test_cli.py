@@ -123,13 +123,15 @@ def test_check_of_the_example_lists_its_agent_tools_and_collection(monkeypatch: 
     result = invoke("check")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == [
-        "examples.support.app:app: ok, 2 agent(s), 1 collection(s), channels: console",
+        "examples.support.app:app: ok, 3 agent(s), 1 collection(s), channels: console",
         "  agent support: model local/demo, tools: knowledge_search, lookup_order, refund_order (effect), "
         "send_reply (effect)",
         "  agent librarian: model local/demo, tools: knowledge_read, knowledge_index, knowledge_search, "
         "knowledge_create (effect), knowledge_edit (effect), knowledge_rewrite (effect), "
         "knowledge_supersede (effect), knowledge_log (effect), knowledge_check, knowledge_retire (effect)",
+        "  agent digest: model local/demo, tools: count_orders, post_digest (effect)",
         "  collection handbook: model local/all-minilm-l6-v2, sources: folder examples/support/handbook",
+        "  schedule daily-digest: agent digest, cron 0 8 * * * (UTC), overlap skip",
     ]
     assert result.stderr.splitlines() == [
         "warning: agent 'support': effect tool 'refund_order' has no already_applied: a worker that dies "

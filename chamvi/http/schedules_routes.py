@@ -1,0 +1,144 @@
+"""``/schedules``: agent schedules (Temporal Schedules whose fires dispatch ordinary runs).
+
+``schedules:read`` lists and shows them; ``schedules:write`` creates, pauses, unpauses and deletes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from chamvi.client import ChamviClient
+from chamvi.errors import AgentNotFoundError
+from chamvi.http.auth import permission
+from chamvi.http.errors import error_responses
+from chamvi.models import Overlap, ScheduleView
+
+ScheduleId = Annotated[str, Path(min_length=1, max_length=64, description="The schedule's id")]
+
+
+class CreateSchedule(BaseModel):
+    """Body of ``POST /schedules``: the agent, one of ``cron`` and ``every``, and each run's payload."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"agent": "digest", "cron": "0 8 * * 1-5", "timezone": "Europe/Madrid", "id": "daily-digest"},
+                {"agent": "digest", "every": "1h", "payload": {"topic": "releases"}},
+            ]
+        },
+    )
+
+    agent: str = Field(min_length=1, max_length=64)
+    cron: str | None = Field(default=None, max_length=200, description="Five cron fields, or @daily")
+    every: str | None = Field(default=None, max_length=40, description="An interval: 90s, 15m, 1h30m, 1d")
+    timezone: str | None = Field(default=None, max_length=100, description="IANA zone of the cron (UTC)")
+    payload: Any = Field(default=None, description="Each run's payload (any JSON value)")
+    overlap: Overlap = "skip"
+    id: str | None = Field(default=None, max_length=64, description="The schedule's id (the agent's name)")
+
+
+class PauseSchedule(BaseModel):
+    """Body of ``POST /schedules/{id}/pause`` and ``/unpause`` (optional): a note the Temporal UI shows."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    note: str | None = Field(default=None, max_length=1000)
+
+
+class ScheduleList(BaseModel):
+    """Answer of ``GET /schedules``: every agent schedule of the namespace, by id."""
+
+    data: list[ScheduleView]
+
+
+def schedules_router(runs: ChamviClient, agents: Collection[str] | None = None) -> APIRouter:
+    """The ``/schedules`` routes, through ``runs``'s Temporal client and task queue.
+
+    Args:
+        runs: the client that talks to Temporal; schedules fire on its task queue.
+        agents: the agents the workers serve; a schedule naming another answers 404 at once.
+    """
+    router = APIRouter(prefix="/schedules", tags=["schedules"])
+    known = sorted(agents) if agents is not None else None
+
+    @router.get(
+        "",
+        response_model=ScheduleList,
+        responses=error_responses(401, 403),
+        openapi_extra=permission("schedules:read"),
+        summary="List schedules",
+    )
+    async def list_schedules() -> ScheduleList:
+        """Every agent schedule, declared in code or created here (Temporal's visibility lags a moment)."""
+        return ScheduleList(data=await runs.list_schedules())
+
+    @router.post(
+        "",
+        status_code=201,
+        response_model=ScheduleView,
+        responses=error_responses(400, 401, 403, 404, 409, 413, 422),
+        openapi_extra=permission("schedules:write"),
+        summary="Create a schedule",
+    )
+    async def create_schedule(body: Annotated[CreateSchedule, Body()]) -> ScheduleView:
+        """Creates a Temporal Schedule whose fires dispatch runs of `agent`; 409 when the id exists."""
+        if known is not None and body.agent not in known:
+            served = ", ".join(repr(a) for a in known) or "none"
+            raise AgentNotFoundError(f"unknown agent {body.agent!r}: this app serves {served}")
+        return await runs.create_schedule(body.agent, **body.model_dump(exclude={"agent"}))
+
+    @router.get(
+        "/{schedule_id}",
+        response_model=ScheduleView,
+        responses=error_responses(401, 403, 404, 422),
+        openapi_extra=permission("schedules:read"),
+        summary="Show a schedule",
+    )
+    async def get_schedule(schedule_id: ScheduleId) -> ScheduleView:
+        """The schedule: agent, cron or interval, state, next and recent fires."""
+        return await runs.get_schedule(schedule_id)
+
+    def add_pause_route(action: str, paused: bool, doc: str) -> None:
+        """``pause`` and ``unpause``: one shape, the state they set differs."""
+
+        async def set_state(
+            schedule_id: ScheduleId, body: Annotated[PauseSchedule | None, Body()] = None
+        ) -> ScheduleView:
+            note = body.note if body else None
+            if paused:
+                return await runs.pause_schedule(schedule_id, note)
+            return await runs.unpause_schedule(schedule_id, note)
+
+        router.add_api_route(
+            f"/{{schedule_id}}/{action}",
+            set_state,
+            methods=["POST"],
+            name=f"{action}_schedule",
+            response_model=ScheduleView,
+            responses=error_responses(400, 401, 403, 404, 413, 422),
+            openapi_extra=permission("schedules:write"),
+            summary=f"{action.capitalize()} a schedule",
+            description=doc,
+        )
+
+    add_pause_route("pause", True, "Stops the schedule's fires until it is unpaused.")
+    add_pause_route("unpause", False, "Lets the schedule fire again.")
+
+    @router.delete(
+        "/{schedule_id}",
+        status_code=204,
+        responses=error_responses(401, 403, 404, 422),
+        openapi_extra=permission("schedules:write"),
+        summary="Delete a schedule",
+    )
+    async def delete_schedule(schedule_id: ScheduleId) -> Response:
+        """Deletes the schedule; the runs it started go on."""
+        await runs.delete_schedule(schedule_id)
+        return Response(status_code=204)
+
+    return router
