@@ -16,9 +16,17 @@ class AgentActivities:
 
     @activity.defn(name=ACTIVITY_DESCRIBE_AGENT)
     async def describe_agent(self, request: DescribeAgentRequest) -> AgentSpec:
+        """The agent's spec; for a run, where this process starts relaying its events.
+
+        A run is described once, at its start, so the process that starts a run relays its events
+        to its ``App.on`` listeners, each once.
+        """
         run = (
             PolicyRun(request.run_id, request.agent, request.trigger)
             if request.run_id is not None and request.trigger is not None
             else None
         )
-        return self.app.spec(request.agent, run)
+        spec = self.app.spec(request.agent, run)
+        if run is not None:
+            self.app.events.follow(activity.client(), run.run_id)
+        return spec

@@ -17,7 +17,7 @@ from chamvi.constants import (
     QUERY_MCP_TOOLS,
     QUERY_TRANSCRIPT,
 )
-from chamvi.errors import IncompleteResponseError
+from chamvi.errors import IncompleteResponseError, ProviderUnavailableError
 from chamvi.extraction import EXTRACTION_INSTRUCTIONS
 from chamvi.models import (
     EffectQuery,
@@ -159,6 +159,10 @@ class ModelActivities:
         )
         if response.finish_reason == "length":
             raise IncompleteResponseError("the extraction was cut off at the model's output token limit")
+        if response.finish_reason in ("error", "incomplete"):
+            # retried: nothing of a broken stream has reached the tool, so another attempt is safe
+            problem = response.error.message if response.error else "the stream closed without a finish"
+            raise ProviderUnavailableError(f"the extraction's stream broke: {problem}")
         try:
             output = json.loads(response.message.content or "")
         except json.JSONDecodeError as error:

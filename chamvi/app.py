@@ -151,9 +151,10 @@ class App:
         """Calls ``listener(event)`` for each run event of ``event_type`` this process sees.
 
         ``run.delta`` (the model's text and reasoning while it writes, never stored) reaches the
-        listeners of the worker process that makes the model call. Other types reach them in a
-        process that follows a run (``ChamviClient.events``, the API's event stream); from any
-        process, ``ChamviClient.events(run_id)`` reads them all from the run's history.
+        listeners of the worker process that makes the model call. The other types reach the
+        listeners of the worker process that started the run, each once, read from the run's
+        history as it grows; a run that process no longer serves (it stopped) is heard no more
+        there. From any process, ``ChamviClient.events(run_id)`` reads every event of a run.
 
         Args:
             event_type: one of ``chamvi.run_events.EVENT_TYPES``, or ``"*"`` for all.

@@ -236,6 +236,7 @@ class ChamviPlugin(SimplePlugin):
                 if task is not None:
                     task.cancel()
                     await asyncio.gather(task, return_exceptions=True)
+            await self.app.events.close()
             await self.close()
 
     async def _start(self, client: Client, task_queue: str) -> None:

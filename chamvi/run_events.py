@@ -121,6 +121,7 @@ class EventHub:
         self._listeners: dict[str, list[Listener]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._queues: dict[str, list[asyncio.Queue[RunEvent]]] = {}
+        self._following: dict[str, asyncio.Task[None]] = {}
 
     def on(self, event_type: str, listener: Listener) -> Callable[[], None]:
         """Calls ``listener`` with every event of ``event_type`` (``"*"``: all) this process sees.
@@ -164,6 +165,34 @@ class EventHub:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("run event listener failed", exc_info=task.exception())
+
+    def follow(self, client: Client, run_id: str) -> None:
+        """Relays the run's events from its history to this process's listeners, once per run.
+
+        A worker calls it when it starts a run, so ``App.on("run.step", ...)`` hears the runs this
+        process started, each event once. Nothing is followed while no listener wants more than
+        deltas (which need no following).
+        """
+        wanted = any(self._listeners.get(t) for t in ("*", *EVENT_TYPES) if t != RUN_DELTA)
+        if not wanted or run_id in self._following:
+            return
+        task = asyncio.create_task(self._relay(client, run_id), name=f"chamvi events of {run_id}")
+        self._following[run_id] = task
+        task.add_done_callback(lambda _: self._following.pop(run_id, None))
+
+    async def _relay(self, client: Client, run_id: str) -> None:
+        try:
+            async for event in history_events(client, run_id):
+                self.emit(event)
+        except Exception:
+            log.exception("stopped relaying the events of run %r to this process's listeners", run_id)
+
+    async def close(self) -> None:
+        """Stops relaying every run's events (the worker is shutting down)."""
+        tasks = list(self._following.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     @contextlib.contextmanager
     def watching(self, run_id: str) -> Iterator[asyncio.Queue[RunEvent]]:
@@ -230,7 +259,8 @@ class HistoryReader:
         """The run event ``event`` causes, if any."""
         kind = event.event_type
         if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-            self._task_time = _time(event.event_time)
+            # as workflow.now() reads it, through a float: the deadline comes out to the microsecond
+            self._task_time = datetime.fromtimestamp(event.event_time.ToNanoseconds() / 1e9, UTC)
         elif kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             scheduled = event.activity_task_scheduled_event_attributes
             self._scheduled[event.event_id] = (scheduled.activity_type.name, scheduled.input)

@@ -152,15 +152,23 @@ def runs_router(
     async def run_events(
         run_id: RunId,
         last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=40)] = None,
+        resume_after: Annotated[
+            str | None,
+            Query(
+                alias="last_event_id",
+                max_length=40,
+                description="As `Last-Event-ID`, for a new EventSource (a reloaded page); the header wins",
+            ),
+        ] = None,
     ) -> Response:
         """The run's events as Server-Sent Events, until the run ends.
 
-        Each is `id: <event id>`, `event: <type>`, `data: <JSON>`.
-        Reconnect with `Last-Event-ID` to resume after that event, without gaps or repeats. Deltas
+        Each is `id: <event id>`, `event: <type>`, `data: <JSON>`. Reconnect with `Last-Event-ID`
+        (or `?last_event_id=`) to resume after that event, without gaps or repeats. Deltas
         (`run.delta`) carry no id: they are not stored. The token may come as `?token=` for a
         browser's `EventSource`, which cannot send headers.
         """
-        after = parse_event_id(last_event_id)
+        after = parse_event_id(last_event_id if last_event_id is not None else resume_after)
         if not await runs.is_open(run_id):
             # an ended run's history is complete: read it at once, and tell a browser that
             # reconnects after the last event to stop (204), rather than reconnect forever

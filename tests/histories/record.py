@@ -54,11 +54,12 @@ from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.models import DescribeAgentRequest
 from chamvi.models.knowledge import SearchRequest, SyncRequest
 from chamvi.plugin import ChamviPlugin
-from chamvi.providers import ModelRegistry, ScriptedModel, call, calls, reply
+from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, calls, reply
 from chamvi.providers.scripted import Turn
 from chamvi.runtime import build_worker
 from tests.knowledge_helpers import wait_for_meta
 from tests.polling import eventually, until_status
+from tests.support.openai_server import OpenAIServer, StreamError, stream
 
 HERE = Path(__file__).parent
 
@@ -227,6 +228,30 @@ async def _record_mcp(env: WorkflowEnvironment, task_queue: str, recorded: dict[
             recorded["mcp"] = (await chamvi.wait((await chamvi.dispatch("mcp")).run_id)).run_id
 
 
+async def _record_streams(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """Runs whose model stream breaks: mid-answer (finish reason error) and without a finish."""
+    call_fragment = {
+        "index": 0,
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "add", "arguments": "{}"},
+    }
+    with OpenAIServer() as server:
+        server.add(
+            stream("Hal", StreamError("overloaded")),
+            stream({"tool_calls": [call_fragment]}, finish_reason=None),
+        )
+        provider = OpenAIProvider(api_key="test", base_url=server.url + "/v1")
+        app = App(
+            agents=[define_agent(name="streamed", model="openai/test", instructions="x", tools=[add])],
+            models=ModelRegistry(providers={"openai": provider.model}),
+        )
+        async with build_worker(env.client, app, task_queue=task_queue):
+            chamvi = ChamviClient(env.client, task_queue=task_queue)
+            for name in ("stream-broken", "stream-incomplete"):
+                recorded[name] = (await chamvi.wait((await chamvi.dispatch("streamed")).run_id)).run_id
+
+
 async def _record_scheduled_run(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
     """One fire of an agent schedule (a backfill over a past cron time): dispatch, then wait for the run."""
     chamvi = ChamviClient(env.client, task_queue=task_queue)
@@ -277,6 +302,7 @@ async def main() -> None:
         await _record_agent_checks(env, task_queue, recorded)
         await _record_knowledge(env, f"{task_queue}-knowledge", recorded)
         await _record_mcp(env, f"{task_queue}-mcp", recorded)
+        await _record_streams(env, f"{task_queue}-streams", recorded)
         await _record_scheduled_run(env, task_queue, recorded)
         wanted = set(sys.argv[1:]) or set(recorded)
         for name, workflow_id in recorded.items():

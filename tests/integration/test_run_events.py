@@ -38,6 +38,7 @@ class Stack:
     runs: ChamviClient
     """The client behind the API, whose open streams a test counts."""
     agent: str
+    app: App
 
     def http(self, token: str | None = "reader") -> httpx.AsyncClient:
         headers = bearer(self.tokens[token]) if token else {}
@@ -59,7 +60,7 @@ async def stack(client: Client, task_queue: str) -> AsyncIterator[Stack]:
     runs = ChamviClient(client, task_queue=task_queue)
     api = create_api(tokens=list(tokens.values()), managed=None, runs=runs, events=app.events)
     async with build_worker(client, app, task_queue=task_queue), serving(api) as url:
-        yield Stack(url, tokens, runs, agent)
+        yield Stack(url, tokens, runs, agent, app)
 
 
 @dataclass
@@ -146,6 +147,11 @@ async def test_the_sse_stream_carries_the_same_events_with_their_ids_and_resumes
         # an EventSource reconnecting after the last event is told the stream is over
         after_end = await http.get(f"/runs/{run_id}/events", headers={"Last-Event-ID": rest[-1].id or ""})
         assert after_end.status_code == 204
+        # a new EventSource (a reloaded page) resumes by the query instead
+        reloaded = await http.get(f"/runs/{run_id}/events", params={"last_event_id": first[-1].id})
+        assert [
+            line.removeprefix("id: ") for line in reloaded.text.splitlines() if line.startswith("id:")
+        ] == [m.id for m in rest]
 
     whole = await collect(chamvi, run_id)
     received = [*first, *rest]
@@ -167,6 +173,7 @@ async def test_a_client_that_disconnects_costs_the_server_nothing(stack: Stack, 
         return True if stack.runs.open_streams == 0 else None
 
     await eventually(closed, "the server closing the history long-poll of a gone client")
+    assert not stack.app.events.wants("run.delta", run_id)  # nor does it keep a queue for its deltas
     await chamvi.cancel(run_id)
 
 
@@ -201,3 +208,34 @@ async def test_an_unknown_run_or_a_last_event_id_that_is_no_event_id_is_refused_
         bad = await http.get("/runs/no-such-run/events", headers={"Last-Event-ID": "abc"})
         assert bad.status_code == 422
         assert "'abc' is not an event id" in bad.json()["error"]["message"]
+
+
+async def test_listeners_in_the_worker_process_hear_each_event_of_the_runs_it_started_once(
+    chamvi: ChamviClient, running_worker
+) -> None:
+    models = ModelRegistry()
+    models.register(
+        "scripted/deployer", ScriptedModel([call("deploy", "call-1", version="2.0"), reply("ok")])
+    )
+    app = App(
+        agents=[
+            define_agent(name="deployer", model="scripted/deployer", instructions="Deploy.", tools=[deploy])
+        ],
+        models=models,
+    )
+    heard: list[RunEvent] = []
+    app.on("*", heard.append)
+    async with running_worker(app):
+        run_id = (await chamvi.dispatch("deployer", {"version": "2.0"})).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+        await chamvi.approve(run_id, approved=False, reason="not today")
+        await chamvi.wait(run_id)
+
+        async def ended() -> bool | None:
+            return True if heard and heard[-1].final else None
+
+        await eventually(ended, "the listener hearing the run end")
+
+    assert [e.type for e in heard] == EXPECTED
+    assert heard == await collect(chamvi, run_id)
+    assert (heard[3].data["approved"], heard[3].data["reason"]) == (False, "not today")

@@ -11,15 +11,26 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 
-from chamvi import App, ChamviClient, RetryPolicies, RunEvent, RunStatus, define_agent, tool
+from chamvi import (
+    App,
+    ChamviClient,
+    RetryPolicies,
+    RunEvent,
+    RunStatus,
+    ToolContext,
+    define_agent,
+    extract,
+    tool,
+)
 from chamvi.http import create_api
 from chamvi.providers import ModelRegistry, OpenAIProvider
 from tests.polling import eventually
 from tests.support.http_api import bearer, make_tokens, serving
-from tests.support.openai_server import OpenAIServer, Reasoning, StreamError, stream, text
+from tests.support.openai_server import OpenAIServer, Reasoning, StreamError, stream, text, tool_call
 
 CALLED: list[tuple[int, int]] = []
 
@@ -173,3 +184,39 @@ async def test_a_provider_told_not_to_stream_asks_for_one_whole_answer(
     assert run.status == RunStatus.COMPLETED, run.error
     assert (run.output, run.usage.input_tokens, run.usage.output_tokens) == ("5", 7, 1)
     assert "stream" not in server.requests[0].body
+
+
+class Urgency(BaseModel):
+    urgent: bool
+
+
+@tool
+async def triage(ctx: ToolContext) -> str:
+    """Reads a message through an extraction."""
+    return str((await extract(ctx, schema=Urgency, content="Server down!")).urgent)
+
+
+async def test_an_extraction_whose_stream_breaks_is_made_again(
+    chamvi: ChamviClient, running_worker, server: OpenAIServer
+) -> None:
+    server.add(
+        tool_call("triage", {}),
+        stream('{"urg', StreamError("the model server is overloaded")),
+        text('{"urgent": true}'),
+        text("urgent"),
+    )
+    provider = OpenAIProvider(api_key="test", base_url=server.url + "/v1")
+    once_more = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=50))
+    app = App(
+        agents=[
+            define_agent(name="triager", model="openai/test-model", instructions="Triage.", tools=[triage])
+        ],
+        models=ModelRegistry(providers={"openai": provider.model}),
+        retry=RetryPolicies(model=once_more),
+    )
+    async with running_worker(app):
+        run = await chamvi.wait((await chamvi.dispatch("triager")).run_id)
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert run.steps[1].output == "True"
+    assert len(server.requests) == 4
