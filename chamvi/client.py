@@ -62,6 +62,7 @@ from chamvi.models import (
     StateListing,
     StateListRequest,
 )
+from chamvi.run_details import static_details, static_summary
 from chamvi.run_events import RunEvent, history_events
 from chamvi.schedules import (
     ScheduleOptions,
@@ -250,7 +251,10 @@ class ChamviClient:
                 id_conflict_policy=WorkflowIDConflictPolicy.FAIL,
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 search_attributes=TypedSearchAttributes(attributes),
-                static_summary=f"{agent} ({trigger})",
+                static_summary=static_summary(agent, trigger),
+                static_details=static_details(
+                    agent=agent, trigger=trigger, channel=channel, invoker=run_input.invoker, run_id=run_id
+                ),
             )
         except WorkflowAlreadyStartedError:
             return DispatchResult(run_id=run_id, created=False)

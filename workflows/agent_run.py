@@ -74,6 +74,7 @@ with workflow.unsafe.imports_passed_through():
         activity_policy,
         non_retryable,
     )
+    from chamvi.run_details import approval_summary, current_details
     from chamvi.transcript import EMPTY_DIGEST, chain_digest
 
 RUN_WAIT_TIMEOUT = timedelta(days=30)
@@ -489,6 +490,7 @@ class AgentRunWorkflow:
                 usage=response.usage,
             )
         )
+        self._show_details()
         return response
 
     async def _call_tool(self, spec: AgentSpec, step: int, call: ToolCall) -> None:
@@ -550,6 +552,7 @@ class AgentRunWorkflow:
             error=result.error,
         )
         self._steps.append(view)
+        self._show_details()
         if result.status == "fatal":
             message = result.error.message if result.error else "a tool failed the run"
             raise RunFailed.of(FatalToolError(message))
@@ -627,7 +630,9 @@ class AgentRunWorkflow:
         self._set_status(RunStatus.WAITING)
         try:
             await workflow.wait_condition(
-                lambda: self._answer is not None, timeout=timeout, timeout_summary=f"approval {approval_id}"
+                lambda: self._answer is not None,
+                timeout=timeout,
+                timeout_summary=approval_summary(approval_id, request.title),
             )
             decision = self._answer or ApprovalDecision(approved=False)
         except builtins.TimeoutError:
@@ -675,6 +680,19 @@ class AgentRunWorkflow:
         previous, self._status = self._status, status
         workflow.upsert_search_attributes([c.SA_STATUS.value_set(status.value)])
         self._count_transition(previous, status)
+        self._show_details()
+
+    def _show_details(self) -> None:
+        """The status and the approval's question on the run's page in the Temporal UI (no command)."""
+        workflow.set_current_details(
+            current_details(
+                self._status,
+                run_id=workflow.info().workflow_id,
+                steps=len(self._steps),
+                waiting=self._waiting,
+                error=self._error,
+            )
+        )
 
     def _count_transition(self, previous: RunStatus | None, status: RunStatus) -> None:
         """Counts the run out of ``previous`` and into ``status`` (the SDK records nothing on replay)."""
@@ -703,3 +721,4 @@ class AgentRunWorkflow:
         if channel:
             updates.append(c.SA_CHANNEL.value_set(channel))
         workflow.upsert_search_attributes(updates)
+        self._show_details()

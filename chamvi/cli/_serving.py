@@ -223,10 +223,11 @@ async def _serve_dev(
             f"agents: {', '.join(app.agents) or 'none'}, knowledge in {index_location(settings)}."
             f"{telemetry_line(settings)} Ctrl-C to stop."
         )
-        echo(f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs)")
+        url = api_socket.url
+        echo(f"HTTP API at {url} (docs at {url}/docs, approvals page at {url}/ui)")
         hooks = [name for name, channel in app.channels.items() if isinstance(channel, WebhookChannel)]
         if hooks:
-            echo("webhooks at " + ", ".join(f"{api_socket.url}/channels/{name}/events" for name in hooks))
+            echo("webhooks at " + ", ".join(f"{url}/channels/{name}/events" for name in hooks))
         if generated is not None:
             echo(f"API token (all permissions, in {config.data / 'api-token'}): {generated}")
         await run_worker(worker, stop, echo, api_socket.serve(api), before_shutdown=plugin.stop_channels)

@@ -67,7 +67,10 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
                     artifacts=open_artifact_store(settings),
                     attachment_max_bytes=settings.attachment_max_bytes,
                 )
-                echo_err(f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs). Ctrl-C to stop.")
+                echo_err(
+                    f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs, "
+                    f"approvals page at {api_socket.url}/ui). Ctrl-C to stop."
+                )
                 await first_of(api_socket.serve(application), stop.wait())
             finally:
                 api_socket.sock.close()

@@ -23,6 +23,7 @@ from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingM
 from chamvi.http.runs_routes import check_agent_for, runs_router
 from chamvi.http.schedules_routes import schedules_router
 from chamvi.http.state_routes import state_router
+from chamvi.http.ui import ui_router
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.run_events import EventHub
@@ -83,7 +84,8 @@ def create_api(
         state: the agents' state behind ``/state``; None serves no state routes.
 
     Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/schedules`` and
-    ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the base path too) need no token.
+    ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the base path too) need no token, nor
+    does the approvals page ``/ui`` (served with the run routes), which asks a person for one.
     """
     base = _base(base_path)
     if body_limit < 1:
@@ -128,6 +130,9 @@ def create_api(
     ):
         # authenticated by each channel's signature, not by a bearer token: no permission, no Security
         api.include_router(channels_router(inbound.channels, inbound.agents, runs), prefix=base)
+    if runs is not None:
+        # the approvals page needs no token to load; it reads the run routes with the one typed into it
+        api.include_router(ui_router(base))
     install_error_handlers(api)
     if not tokens:
         log.warning("no tokens (CHAMVI_TOKENS is empty): every route answers 401")

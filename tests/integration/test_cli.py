@@ -373,6 +373,7 @@ def assert_the_api_answers(api_port: int, run_id: str, token: str) -> None:
     base = f"http://127.0.0.1:{api_port}"
     assert httpx.get(f"{base}/openapi.json", timeout=10).status_code == 200
     assert httpx.get(f"{base}/runs/{run_id}", timeout=10).status_code == 401
+    assert "chamvi approvals" in httpx.get(f"{base}/ui/", timeout=10).text  # the page needs no token
     shown = httpx.get(f"{base}/runs/{run_id}", headers={"Authorization": f"Bearer {token}"}, timeout=10)
     assert shown.status_code == 200 and shown.json()["run_id"] == run_id
     listed = httpx.get(
@@ -465,6 +466,7 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
             assert time.monotonic() < deadline, shown.stdout
             time.sleep(0.2)
         assert_the_worker_serves_metrics(metrics)
+        assert f"approvals page at http://localhost:{api_port}/ui" in log.read_text()
         if stop_signal == signal.SIGINT:  # once is enough: the real local model embeds the handbook
             assert_the_handbook_gets_indexed(address, env)
             assert_the_api_answers(api_port, run_id, (data / "api-token").read_text().strip())

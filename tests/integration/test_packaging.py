@@ -59,6 +59,12 @@ def test_the_wheel_claims_no_top_level_name_but_chamvi(wheel: Path) -> None:
     assert {"chamvi/workflows/agent_run.py", "chamvi/activities/tools.py"} <= names
 
 
+def test_the_wheel_carries_the_approvals_page(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {"chamvi/http/ui/index.html", "chamvi/http/ui/app.js", "chamvi/http/ui/app.css"} <= names
+
+
 async def test_a_project_with_its_own_workflows_and_activities_runs_chamvi_beside_them(
     wheel: Path, tmp_path: Path, client: Client
 ) -> None:

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from temporalio.client import Client
 
-from chamvi.http import Token
+from chamvi.client import ChamviClient
+from chamvi.http import Token, create_api
 from chamvi.http.server import bind, server
+from chamvi.run_events import EventHub
 from tests.polling import eventually
 
-__all__ = ["bearer", "make_tokens", "serving"]
+__all__ = ["bearer", "make_tokens", "runs_api", "serving"]
 
 
 def make_tokens(**grants: Sequence[str]) -> dict[str, Token]:
@@ -31,6 +34,29 @@ def make_tokens(**grants: Sequence[str]) -> dict[str, Token]:
         token_id: Token(value=secrets.token_hex(16), id=token_id, permissions=tuple(permissions))
         for token_id, permissions in grants.items()
     }
+
+
+def runs_api(
+    tokens: dict[str, Token],
+    client: Client,
+    task_queue: str,
+    *,
+    agents: Collection[str] | None = None,
+    base_path: str = "",
+    events: EventHub | None = None,
+) -> FastAPI:
+    """The run routes (and the approvals page) in front of the workers of ``task_queue``.
+
+    ``events``: the app's, when its worker runs in this process: the event stream carries its deltas.
+    """
+    return create_api(
+        tokens=list(tokens.values()),
+        managed=None,
+        runs=ChamviClient(client, task_queue=task_queue),
+        agents=agents,
+        base_path=base_path,
+        events=events,
+    )
 
 
 def bearer(token: Token) -> dict[str, str]:
