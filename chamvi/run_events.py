@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -66,6 +67,9 @@ EVENT_TYPES = (
     RUN_DELTA,
 )
 """Every event type, in the order a run emits them."""
+
+RECENT_RUNS = 64
+"""Runs whose latest model step's deltas a process keeps for streams that join mid-call."""
 
 FINAL_TYPES = frozenset({RUN_COMPLETED, RUN_FAILED, RUN_CANCELLED})
 
@@ -122,6 +126,18 @@ class EventHub:
         self._tasks: set[asyncio.Task[None]] = set()
         self._queues: dict[str, list[asyncio.Queue[RunEvent]]] = {}
         self._following: dict[str, asyncio.Task[None]] = {}
+        self._recent: OrderedDict[str, list[RunEvent]] | None = None
+        """The deltas of each run's model call in progress, kept once streams may join mid-call."""
+
+    def keep_recent_deltas(self) -> None:
+        """Keeps the deltas of each run's latest model step, for streams that join while it writes.
+
+        Deltas are never stored, so without this a stream opened a moment after the model began
+        would miss its first words for good. The API serving a worker in the same process turns it
+        on; memory stays bounded: one step's deltas for each of the last ``RECENT_RUNS`` runs.
+        """
+        if self._recent is None:
+            self._recent = OrderedDict()
 
     def on(self, event_type: str, listener: Listener) -> Callable[[], None]:
         """Calls ``listener`` with every event of ``event_type`` (``"*"``: all) this process sees.
@@ -145,10 +161,21 @@ class EventHub:
 
         A delta nobody wants is not built at all.
         """
-        return bool(self._listeners.get(event_type) or self._listeners.get("*") or self._queues.get(run_id))
+        return bool(
+            self._listeners.get(event_type)
+            or self._listeners.get("*")
+            or self._queues.get(run_id)
+            or (event_type == RUN_DELTA and self._recent is not None)
+        )
+
+    def streams(self, run_id: str) -> int:
+        """How many streams watch ``run_id`` in this process (a closed one is forgotten at once)."""
+        return len(self._queues.get(run_id, ()))
 
     def emit(self, event: RunEvent) -> None:
         """Hands ``event`` to its listeners, in the order they were added, and to the run's streams."""
+        if event.type == RUN_DELTA and self._recent is not None:
+            self._remember(event, self._recent)
         for queue in self._queues.get(event.run_id, ()):
             queue.put_nowait(event)
         for listener in [*self._listeners.get(event.type, ()), *self._listeners.get("*", ())]:
@@ -160,6 +187,16 @@ class EventHub:
                     task.add_done_callback(self._done)
             except Exception:
                 log.exception("run event listener %r failed on %s", listener, event.type)
+
+    @staticmethod
+    def _remember(delta: RunEvent, recent: OrderedDict[str, list[RunEvent]]) -> None:
+        kept = recent.pop(delta.run_id, [])
+        if kept and kept[0].data["step"] != delta.data["step"]:
+            kept = []  # a new model step: the last one's words are in its run.step event
+        kept.append(delta)
+        recent[delta.run_id] = kept
+        while len(recent) > RECENT_RUNS:
+            recent.popitem(last=False)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self._tasks.discard(task)
@@ -202,6 +239,8 @@ class EventHub:
         stream holds nothing.
         """
         queue: asyncio.Queue[RunEvent] = asyncio.Queue()
+        for delta in self._recent.get(run_id, ()) if self._recent is not None else ():
+            queue.put_nowait(delta)
         self._queues.setdefault(run_id, []).append(queue)
         try:
             yield queue
@@ -228,6 +267,10 @@ class DeltaOrder:
         self._tools: dict[int, int] = {}
         """Tool steps seen, by step."""
         self._held: list[RunEvent] = []
+        self._written: set[int] = set()
+        """Model steps whose run.step event was seen."""
+        self._streamed: set[int] = set()
+        """Model steps some of whose deltas this stream has let through."""
 
     def _ready(self, step: int) -> bool:
         if not self._started:
@@ -243,12 +286,16 @@ class DeltaOrder:
             step = int(event.data["step"])
             if event.data.get("kind") == "llm":
                 self._calls[step] = len(event.data.get("tool_calls") or ())
+                self._written.add(step)
             else:
                 self._tools[step] = self._tools.get(step, 0) + 1
         return self._release()
 
     def delta(self, event: RunEvent) -> list[RunEvent]:
         """Takes a delta; returns it (after any held before it) when its place has come, else holds it."""
+        step = int(event.data["step"])
+        if step in self._written and step not in self._streamed:
+            return []  # a replay of a step this stream has whole in its run.step event
         self._held.append(event)
         return self._release()
 
@@ -256,6 +303,7 @@ class DeltaOrder:
         released: list[RunEvent] = []
         while self._held and self._ready(int(self._held[0].data["step"])):
             released.append(self._held.pop(0))
+            self._streamed.add(int(released[-1].data["step"]))
         return released
 
 

@@ -115,6 +115,8 @@ def create_api(
         routers.append(artifacts_router(runs, check_agent_for(agents)))
         upload_limits[f"{base}/runs"] = upload_body_limit(runs, body_limit)
     if runs is not None:
+        if events is not None:
+            events.keep_recent_deltas()
         routers.append(runs_router(runs, agents, events))
         routers.append(schedules_router(runs, agents))
     if state is not None:

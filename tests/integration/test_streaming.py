@@ -125,6 +125,39 @@ async def test_deltas_reach_listeners_and_the_event_stream_in_order_while_the_mo
     assert server.requests[0].body["stream_options"] == {"include_usage": True}
 
 
+async def test_an_event_stream_opened_after_the_model_began_writing_gets_its_first_words(
+    chamvi: ChamviClient, running_worker, server: OpenAIServer
+) -> None:
+    paused = threading.Event()
+    server.add(stream("Hel", paused, "lo"))
+    app = app_for(server)
+    heard: list[RunEvent] = []
+    app.on("run.delta", heard.append)
+    tokens = make_tokens(reader=["runs:read"])
+    api = create_api(tokens=list(tokens.values()), managed=None, runs=chamvi, events=app.events)
+    async with running_worker(app), serving(api) as url:
+        run_id = (await chamvi.dispatch("adder", {"a": 2, "b": 3})).run_id
+
+        async def first_words() -> bool | None:
+            return True if heard else None
+
+        # "Hel" is written and the model holds the rest before anyone opens the stream
+        await eventually(first_words, "the model's first words")
+        http = httpx.AsyncClient(base_url=url, headers=bearer(tokens["reader"]), timeout=60)
+        async with http, http.stream("GET", f"/runs/{run_id}/events") as response:
+            deltas: list[str] = []
+            async for line in response.aiter_lines():
+                if line.startswith("data: ") and (data := json.loads(line[6:]))["type"] == "run.delta":
+                    deltas.append(data["text"])
+                    paused.set()
+                elif line.startswith("data: ") and data["type"] == "run.completed":
+                    break
+        run = await chamvi.wait(run_id)
+
+    assert run.output == "Hello"
+    assert deltas == ["Hel", "lo"]
+
+
 async def test_a_stream_that_breaks_mid_answer_keeps_the_text_so_far_and_fails_the_run_with_the_models_error(
     chamvi: ChamviClient, running_worker, server: OpenAIServer
 ) -> None:

@@ -6,6 +6,7 @@ with S3Server() as s3:
 
 from __future__ import annotations
 
+import uuid
 from types import TracebackType
 from typing import Any
 
@@ -16,10 +17,14 @@ KEYS = {"access_key_id": "test", "secret_access_key": "test", "region": "us-east
 
 
 class S3Server:
-    """Starts moto's S3 server on a free loopback port and makes one bucket."""
+    """Starts moto's S3 server on a free loopback port and makes one bucket.
 
-    def __init__(self, bucket: str = "chamvi-artifacts") -> None:
-        self.bucket = bucket
+    moto keeps its buckets in the process, shared by every server it starts: each server gets a
+    bucket of its own, so one test never lists another's objects.
+    """
+
+    def __init__(self, bucket: str | None = None) -> None:
+        self.bucket = bucket or f"chamvi-artifacts-{uuid.uuid4().hex[:12]}"
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.endpoint = ""
 

@@ -7,7 +7,7 @@ import pytest
 from chamvi import App, RunEvent, define_agent
 from chamvi.errors import InvalidInputError
 from chamvi.providers import ModelRegistry, ScriptedModel, reply
-from chamvi.run_events import DeltaOrder, EventHub, parse_event_id
+from chamvi.run_events import RECENT_RUNS, DeltaOrder, EventHub, parse_event_id
 
 
 def make_app() -> App:
@@ -103,3 +103,40 @@ def test_a_delta_waits_for_the_history_events_before_its_model_call() -> None:
     assert order.seen(step(0, "tool")) == [second]
     late = delta("lo")
     assert order.delta(late) == [late]  # once its place has come, a delta goes straight through
+
+
+def step_delta(text: str, step: int, run_id: str = "run-1") -> RunEvent:
+    return RunEvent("run.delta", run_id, None, {"step": step, "kind": "text", "text": text})
+
+
+def test_a_stream_that_joins_while_the_model_writes_gets_the_steps_words_so_far() -> None:
+    hub = EventHub()
+    hub.keep_recent_deltas()
+    assert hub.wants("run.delta", "run-1")  # kept even before any stream watches
+    hub.emit(step_delta("old", 0))
+    hub.emit(step_delta("Hel", 1))
+    hub.emit(step_delta("Hel", 1, run_id="run-2"))
+    with hub.watching("run-1") as queue:
+        hub.emit(step_delta("lo", 1))
+        joined = [queue.get_nowait().data["text"] for _ in range(queue.qsize())]
+    assert joined == ["Hel", "lo"]  # step 0's words are in its run.step event, not replayed
+
+
+def test_a_hub_keeps_the_deltas_of_a_bounded_number_of_runs() -> None:
+    hub = EventHub()
+    hub.keep_recent_deltas()
+    for n in range(RECENT_RUNS + 5):
+        hub.emit(step_delta("x", 0, run_id=f"run-{n}"))
+    with hub.watching("run-0") as oldest, hub.watching(f"run-{RECENT_RUNS + 4}") as newest:
+        assert (oldest.qsize(), newest.qsize()) == (0, 1)
+
+
+def test_a_replayed_delta_of_a_step_the_stream_has_whole_adds_nothing() -> None:
+    order = DeltaOrder()
+    order.seen(RunEvent("run.started", "run-1", 1, {}))
+    assert order.delta(step_delta("Hel", 0)) == [step_delta("Hel", 0)]
+    order.seen(RunEvent("run.step", "run-1", 5, {"step": 0, "kind": "llm", "tool_calls": []}))
+    assert order.delta(step_delta("lo", 0)) == [step_delta("lo", 0)]  # a backlog: the rest still comes
+    order.seen(RunEvent("run.step", "run-1", 9, {"step": 1, "kind": "llm", "tool_calls": []}))
+    assert order.delta(step_delta("replayed", 1)) == []  # none of step 1 went out: its event has it all
+    assert order.delta(step_delta("next", 2)) == [step_delta("next", 2)]
