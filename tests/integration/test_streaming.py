@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from pydantic import BaseModel
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
@@ -26,7 +27,7 @@ from chamvi import (
     extract,
     tool,
 )
-from chamvi.http import create_api
+from chamvi.http import Token, create_api
 from chamvi.providers import ModelRegistry, OpenAIProvider
 from tests.polling import eventually
 from tests.support.http_api import bearer, make_tokens, serving
@@ -60,16 +61,28 @@ def app_for(server: OpenAIServer, *, streaming: bool = True) -> App:
     )
 
 
+def listened_api(
+    server: OpenAIServer, chamvi: ChamviClient
+) -> tuple[App, list[RunEvent], dict[str, Token], FastAPI]:
+    """The app (its deltas heard in order) and an API in the same process, as in ``chamvi dev``."""
+    app = app_for(server)
+    heard: list[RunEvent] = []
+    app.on("run.delta", heard.append)
+    tokens = make_tokens(reader=["runs:read"])
+    return (
+        app,
+        heard,
+        tokens,
+        create_api(tokens=list(tokens.values()), managed=None, runs=chamvi, events=app.events),
+    )
+
+
 async def test_deltas_reach_listeners_and_the_event_stream_in_order_while_the_model_writes(
     client: Client, chamvi: ChamviClient, running_worker, server: OpenAIServer
 ) -> None:
     paused = threading.Event()
     server.add(stream(Reasoning("2 and 3"), "Hel", paused, "lo", " world", usage=(20, 5)))
-    app = app_for(server)
-    heard: list[RunEvent] = []
-    app.on("run.delta", heard.append)
-    tokens = make_tokens(reader=["runs:read"])
-    api = create_api(tokens=list(tokens.values()), managed=None, runs=chamvi, events=app.events)
+    app, heard, tokens, api = listened_api(server, chamvi)
     async with running_worker(app), serving(api) as url:
         run_id = (await chamvi.dispatch("adder", {"a": 2, "b": 3})).run_id
         http = httpx.AsyncClient(base_url=url, headers=bearer(tokens["reader"]), timeout=60)
@@ -130,11 +143,7 @@ async def test_an_event_stream_opened_after_the_model_began_writing_gets_its_fir
 ) -> None:
     paused = threading.Event()
     server.add(stream("Hel", paused, "lo"))
-    app = app_for(server)
-    heard: list[RunEvent] = []
-    app.on("run.delta", heard.append)
-    tokens = make_tokens(reader=["runs:read"])
-    api = create_api(tokens=list(tokens.values()), managed=None, runs=chamvi, events=app.events)
+    app, heard, tokens, api = listened_api(server, chamvi)
     async with running_worker(app), serving(api) as url:
         run_id = (await chamvi.dispatch("adder", {"a": 2, "b": 3})).run_id
 
