@@ -12,7 +12,7 @@ import pytest
 from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy, WorkflowExecutionStatus
 
 from chamvi import App, ChamviClient, RunStatus, ToolContext, approve, define_agent, tool
-from chamvi.constants import SCHEDULE_ID_PREFIX, SCHEDULE_TRIGGER, SCHEDULED_RUN_ID_PREFIX
+from chamvi.constants import AGENT_RUN_WORKFLOW, SCHEDULE_ID_PREFIX, SCHEDULE_TRIGGER, SCHEDULED_RUN_ID_PREFIX
 from chamvi.errors import ConflictError, ScheduleNotFoundError
 from chamvi.lifecycle import memory_index
 from chamvi.models import ScheduledRunResult
@@ -257,11 +257,11 @@ async def test_the_example_daily_digest_is_declared_and_its_fire_posts_one_diges
         await client.get_schedule_handle(SCHEDULE_ID_PREFIX + "daily-digest").trigger()
 
         async def a_digest() -> str | None:
-            # other tests run the example's digest agent by hand on the same server: only a fire counts
-            for summary in await chamvi.list_runs(agent="digest", limit=20):
-                view = await chamvi.get_run(summary.run_id)
-                if summary.closed_at is not None and view.trigger.trigger == SCHEDULE_TRIGGER:
-                    return summary.run_id
+            # other tests run the example's digest agent by hand on other task queues of this server
+            query = f'WorkflowType = "{AGENT_RUN_WORKFLOW}" AND TaskQueue = "{task_queue}"'
+            async for execution in client.list_workflows(query):
+                if execution.close_time is not None:
+                    return execution.id
             return None
 
         run = await chamvi.get_run(await eventually(a_digest, "the digest run"))
