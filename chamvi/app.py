@@ -62,6 +62,10 @@ class App:
             embedding call to the collection's backoff.
         mcp_servers: MCP servers, declared with ``mcp_server(...)``, unique by name; agents use
             their tools through ``mcp_tools(name)``.
+        start_channels: whether workers start the receiving channels (those with ``start(ctx)``);
+            off, runs come only from dispatches and schedules, and still send through every
+            channel's ``out`` (the seed's ``start({ channels: false })``). A worker's
+            ``ChamviPlugin(start_channels=...)`` or ``CHAMVI_NO_CHANNELS=true`` overrides it.
 
     Raises:
         InvalidAppError, InvalidAgentDefinitionError: the boot fails, naming the problem.
@@ -80,7 +84,9 @@ class App:
         embedding_model: str | None = None,
         retry: RetryPolicies | None = None,
         mcp_servers: Sequence[McpServer] = (),
+        start_channels: bool = True,
     ) -> None:
+        self.start_channels = start_channels
         self.model = model
         self.models = default_registry().merged(models) if models is not None else default_registry()
         self.timeouts = timeouts or ActivityTimeouts()

@@ -116,8 +116,8 @@ class ChamviPlugin(SimplePlugin):
             and delete the ones the code no longer declares; off, they are left as they are.
         start_channels: start the app's channels that have ``start(ctx)`` / ``stop()``; off, this
             worker receives nothing on its own (the seed's ``start({ channels: false })``), and
-            runs still send through every channel's ``out``. By default on, unless
-            ``settings.no_channels`` (``CHAMVI_NO_CHANNELS=true``).
+            runs still send through every channel's ``out``. By default ``App.start_channels``,
+            unless ``settings.no_channels`` (``CHAMVI_NO_CHANNELS=true``).
     """
 
     def __init__(
@@ -137,7 +137,7 @@ class ChamviPlugin(SimplePlugin):
         self._start_channels = (
             start_channels
             if start_channels is not None
-            else not (settings is not None and settings.no_channels)
+            else app.start_channels and not (settings is not None and settings.no_channels)
         )
         self._started_channels: list[LifecycleChannel] = []
         self._channels_task: asyncio.Task[None] | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
@@ -77,11 +78,19 @@ async def test_two_workers_start_the_channel_and_its_one_message_starts_one_run(
     assert inbox.events == ["start", "start", "stop", "stop"]
 
 
+@pytest.mark.parametrize("told_by", ["plugin", "app"])
 async def test_a_worker_told_to_start_no_channels_receives_nothing(
-    client: Client, task_queue: str, chamvi: ChamviClient
+    client: Client, task_queue: str, chamvi: ChamviClient, told_by: str
 ) -> None:
     app, inbox = inbox_app(uuid.uuid4().hex[:8])
-    plugin = ChamviPlugin(app, index=memory_index(), start_collections=False, start_channels=False)
+    if told_by == "app":
+        app.start_channels = False
+    plugin = ChamviPlugin(
+        app,
+        index=memory_index(),
+        start_collections=False,
+        start_channels=False if told_by == "plugin" else None,
+    )
     async with build_worker(client, plugin, task_queue=task_queue):
         # a run sent through the worker proves it polls: the channel would have started by then
         manual = await chamvi.dispatch(next(iter(app.agents)))
