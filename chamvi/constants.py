@@ -138,3 +138,5 @@ STATE_COLLECTION_MAX_LENGTH = 40
 STATE_KEY_MAX_LENGTH = 255
 STATE_VALUE_MAX_BYTES = 262_144
 """The largest item or key-value entry, as JSON: state holds small records; files are artifacts."""
+STATE_PAGE_MAX_BYTES = 524_288
+"""A listed page's values at most (one item always): a page is one payload in history, warned at 512 KiB."""

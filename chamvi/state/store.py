@@ -31,8 +31,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic_core import to_json
 from qdrant_client import AsyncQdrantClient, models
 
+from chamvi.constants import STATE_PAGE_MAX_BYTES
 from chamvi.models.state import StateItem, StatePage
 
 _NAMESPACE = uuid.UUID("5e0c2f3a-6b1d-4c7e-9a8f-2d4b6e1c3a57")
@@ -184,11 +186,16 @@ class StateStore:
             with_payload=True,
             search_params=self._search_params,
         )
-        points = found.points
-        return StatePage(
-            items=[_item(p.payload) for p in points[:limit]],
-            next_offset=offset + limit if len(points) > limit else None,
-        )
+        items: list[StateItem] = []
+        size = 0
+        for point in found.points[:limit]:
+            item = _item(point.payload)
+            size += len(to_json(item.value))
+            if items and size > STATE_PAGE_MAX_BYTES:
+                break  # a page crosses Temporal as one payload: the rest is the next page
+            items.append(item)
+        more = len(items) < len(found.points)
+        return StatePage(items=items, next_offset=offset + len(items) if more else None)
 
     async def count(self, agent: str, collection: str | None) -> int:
         """How many items (or key-value entries) are stored."""

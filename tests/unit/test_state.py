@@ -42,6 +42,24 @@ async def test_a_listing_pages_every_item_once_newest_first(state: AgentStateAcc
     assert [i.key for i in adas.items] == ["A-3", "A-1"]
 
 
+async def test_a_page_of_large_values_stops_before_it_outgrows_one_payload() -> None:
+    client = AsyncQdrantClient(location=":memory:")
+    store = StateStore(client)
+    state = AgentStateAccess(store, "support", {})
+    for i in range(5):  # each near the largest value an entry may have
+        await state.set(f"note-{i}", "x" * 200_000)
+    pages, offset = [], 0
+    while True:
+        page = await store.page("support", None, limit=5, offset=offset)
+        pages.append([item.key for item in page.items])
+        if page.next_offset is None:
+            break
+        offset = page.next_offset
+    await client.close()
+    assert [len(keys) for keys in pages] == [2, 2, 1]
+    assert sorted(k for keys in pages for k in keys) == [f"note-{i}" for i in range(5)]
+
+
 async def test_an_upsert_is_validated_naming_the_field_and_stores_nothing(state: AgentStateAccess) -> None:
     refunds = state.collection("refunds")
     with pytest.raises(ChamviValidationError, match=r"^invalid item for state collection 'refunds': amount"):
