@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Unpack
@@ -423,7 +423,7 @@ class ChamviClient:
         description = await self._describe(run_id)
         return bool(description.status == WorkflowExecutionStatus.RUNNING)
 
-    async def events(self, run_id: str, after: int | None = None) -> AsyncIterator[RunEvent]:
+    async def events(self, run_id: str, after: int | None = None) -> AsyncGenerator[RunEvent, None]:
         """The run's events (``chamvi.run_events``) after event id ``after``, until the run ends.
 
         Built on Temporal's long-poll of the workflow history: each event arrives as the run

@@ -8,9 +8,10 @@ worker's process sees).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -90,7 +91,7 @@ def _event(fields: dict[str, str]) -> RunEvent:
     return RunEvent(str(data.pop("type")), str(data.pop("run_id")), event_id, data)
 
 
-async def api_events(api: Api, run_id: str) -> AsyncIterator[RunEvent]:
+async def api_events(api: Api, run_id: str) -> AsyncGenerator[RunEvent, None]:
     """The run's events from ``GET /runs/{id}/events``, resumed after a dropped connection.
 
     Raises:
@@ -145,23 +146,26 @@ def _refusal(response: httpx.Response) -> str:
     return f"{response.status_code}: {message}"
 
 
-async def events_of(chamvi: ChamviClient, run_id: str, api: Api | None) -> AsyncIterator[RunEvent]:
+async def events_of(chamvi: ChamviClient, run_id: str, api: Api | None) -> AsyncGenerator[RunEvent, None]:
     """The run's events through ``api`` when it answers, else from Temporal."""
+    # each stream is closed here, in this task, when its reader stops early: left to the garbage
+    # collector, its HTTP connection would be closed from another task and fail loudly
     if api is not None:
-        stream = api_events(api, run_id)
-        try:
-            first = await anext(stream)
-        except httpx.ConnectError:
-            echo_err(f"no API at {api.url}: following through Temporal, without the model's live text")
-        except StopAsyncIteration:
-            return
-        else:
-            yield first
-            async for event in stream:
-                yield event
-            return
-    async for event in chamvi.events(run_id):
-        yield event
+        async with contextlib.aclosing(api_events(api, run_id)) as stream:
+            try:
+                first = await anext(stream)
+            except httpx.ConnectError:
+                echo_err(f"no API at {api.url}: following through Temporal, without the model's live text")
+            except StopAsyncIteration:
+                return
+            else:
+                yield first
+                async for event in stream:
+                    yield event
+                return
+    async with contextlib.aclosing(chamvi.events(run_id)) as history:
+        async for event in history:
+            yield event
 
 
 class Printer:
@@ -245,8 +249,9 @@ class Printer:
 
 async def follow_run(chamvi: ChamviClient, run_id: str, api: Api | None, printer: Printer) -> RunEvent | None:
     """Prints the run's events until it ends; returns the last one."""
-    async for event in events_of(chamvi, run_id, api):
-        if event.final:
-            return event
-        printer.show(event)
+    async with contextlib.aclosing(events_of(chamvi, run_id, api)) as events:
+        async for event in events:
+            if event.final:
+                return event
+            printer.show(event)
     return None
