@@ -29,7 +29,7 @@ def _key(document_id: str) -> int:
 
 
 class SeenIds:
-    """A set of ids (the pass keeps its documents' first-passage point ids) at 8 bytes per id.
+    """A set of ids (a pass keeps the ids of the documents it read) at 8 bytes per id.
 
     ``in`` answers in O(log n).
     """

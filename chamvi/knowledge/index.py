@@ -5,6 +5,8 @@ Names (one rule, here only):
 * ``<prefix>_<name>_g<N>``: the passages of generation N, embedded by one model and chunker;
 * ``<prefix>_<name>``: the alias searches read, switched atomically to a complete generation;
 * ``<prefix>__docs__<name>``: the registry, one point per document (hash, status, generation);
+* ``<prefix>__list__<name>``: the document list, pages of document ids behind a header
+  (``chamvi.knowledge._listing``), so a pass finds deleted documents without a scan;
 * ``<prefix>__meta``: one point per collection (``CollectionMeta``).
 
 Registry and meta collections hold payloads; their one-dimensional vector is a placeholder.
@@ -28,7 +30,7 @@ from typing import Any
 
 from qdrant_client import AsyncQdrantClient, models
 
-from chamvi.models.knowledge import CollectionMeta, DocumentEntry
+from chamvi.models.knowledge import CollectionMeta, DocumentEntry, DocumentListHeader
 
 _NAMESPACE = uuid.UUID("0b5c7e36-1f0a-4c61-9d52-6a3f4f0e8d21")
 _PLACEHOLDER = [1.0]
@@ -121,6 +123,9 @@ class KnowledgeIndex:
     def _registry(self, name: str) -> str:
         return f"{self.prefix}__docs__{name}"
 
+    def _list(self, name: str) -> str:
+        return f"{self.prefix}__list__{name}"
+
     @property
     def _meta(self) -> str:
         return f"{self.prefix}__meta"
@@ -164,8 +169,9 @@ class KnowledgeIndex:
         generations = {g for g in (meta.generation, meta.building) if g is not None} if meta else set()
         for generation in generations:
             await self.delete_generation(name, generation)
-        if await self.client.collection_exists(self._registry(name)):
-            await self.client.delete_collection(self._registry(name))
+        for collection in (self._registry(name), self._list(name)):
+            if await self.client.collection_exists(collection):
+                await self.client.delete_collection(collection)
         if await self.client.collection_exists(self._meta):
             await self.client.delete(
                 self._meta, points_selector=models.PointIdsList(points=[point_id("meta", name)])
@@ -504,6 +510,54 @@ class KnowledgeIndex:
                 registry,
                 points_selector=models.PointIdsList(points=[point_id("doc", d) for d in document_ids]),
             )
+
+    # ---- document list --------------------------------------------------------------------
+
+    async def list_header(self, name: str) -> DocumentListHeader | None:
+        """The header of the collection's document list, or None when it has none yet."""
+        collection = self._list(name)
+        if not await self.client.collection_exists(collection):
+            return None
+        points = await self.client.retrieve(collection, ids=[point_id("header")], with_payload=True)
+        return DocumentListHeader.model_validate(points[0].payload) if points else None
+
+    async def put_list_header(self, name: str, header: DocumentListHeader) -> None:
+        """Replaces the header: one point, so the list switches to its new pages in one write."""
+        await self._put_list_point(name, point_id("header"), header.model_dump(mode="json"))
+
+    async def list_page(self, name: str, page: str) -> list[str] | None:
+        """The document ids of one page of the list, or None when no such page is stored."""
+        collection = self._list(name)
+        if not await self.client.collection_exists(collection):
+            return None
+        points = await self.client.retrieve(collection, ids=[point_id("page", page)], with_payload=["ids"])
+        return list(points[0].payload["ids"]) if points and points[0].payload else None
+
+    async def put_list_page(self, name: str, page: str, document_ids: Sequence[str]) -> None:
+        """Stores a page of the list under a name never used before (pages are not rewritten)."""
+        await self._put_list_point(name, point_id("page", page), {"page": page, "ids": list(document_ids)})
+
+    async def list_pages(self, name: str) -> list[str]:
+        """The name of every page stored, current or left by a pass that did not finish."""
+        collection = self._list(name)
+        if not await self.client.collection_exists(collection):
+            return []
+        pages = self._scroll_payloads(collection, None, ["page"])
+        return [str(p["page"]) async for p in pages if "page" in p]
+
+    async def delete_list_pages(self, name: str, pages: Sequence[str]) -> None:
+        """Deletes pages of the list by name (those the header no longer names)."""
+        collection = self._list(name)
+        if pages and await self.client.collection_exists(collection):
+            ids: list[models.ExtendedPointId] = [point_id("page", p) for p in pages]
+            await self.client.delete(collection, points_selector=models.PointIdsList(points=ids))
+
+    async def _put_list_point(self, name: str, point: str, payload: dict[str, Any]) -> None:
+        collection = self._list(name)
+        await self._ensure_payload_collection(collection)
+        await self.client.upsert(
+            collection, points=[models.PointStruct(id=point, vector=_PLACEHOLDER, payload=payload)]
+        )
 
     async def _scroll_payloads(
         self,

@@ -7,8 +7,9 @@ one that the alias switches to once complete.
 
 A pass writes only what changed: an unchanged document costs a lookup, no write (in Qdrant's local
 mode on disk every point written is a SQLite transaction). To find what is gone it keeps the ids it
-read in a ``SeenIds`` (about 8 bytes each) and afterwards scans the registry a page at a time; so
-memory stays bounded however large the sources: that set, one lookup chunk and one batch.
+read in a ``SeenIds`` (about 8 bytes each) and afterwards walks the collection's document list
+(``_listing``) a page at a time, or scans the registry and the generation when the list cannot tell;
+so memory stays bounded however large the sources: that set, one lookup chunk, one batch, one page.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Literal
 from temporalio.common import RetryPolicy
 
 from chamvi.errors import InvalidAppError, InvalidDocumentError, KnowledgePassError, ProviderHTTPError
+from chamvi.knowledge._listing import DocumentList
 from chamvi.knowledge._seen import SeenIds
 from chamvi.knowledge.chunking import CHUNKER_VERSION, chunk
 from chamvi.knowledge.collections import KnowledgeCollection
@@ -95,12 +97,21 @@ class _Pass:
     tally: _Tally = field(default_factory=_Tally)
     expected: SeenIds = field(default_factory=SeenIds)
     """The point id of every passage the target holds for the documents read (8 bytes each)."""
+    listing: DocumentList | None = None
+    """The document list of a declared collection (a managed one has none)."""
 
-    def holds(self, document: str, passages: int, trusted: bool, registered: bool) -> None:
-        """Counts a document read that the target holds with ``passages`` passages."""
+    def holds(
+        self, document: str, passages: int, trusted: bool, registered: bool, *, new: bool = False
+    ) -> None:
+        """Counts a document read that the target holds with ``passages`` passages.
+
+        ``new``: the pass found no entry for it (the document list may not name it yet).
+        """
         self.tally.add(passages, trusted, registered)
         for index in range(passages):
             self.expected.add(point_id(document, str(index)))
+        if self.listing is not None:
+            self.listing.record(document, new=new)
 
 
 @dataclass
@@ -166,8 +177,7 @@ class _Reading:
 
     run: _Pass
     seen: SeenIds = field(default_factory=SeenIds)
-    """Each document read, by the point id of its first passage: a scan of point ids alone (no
-    payloads) then tells which stored documents this pass did not read."""
+    """Each document read: the document list, or a scan, then tells which stored ones were not."""
     waiting: list[tuple[Document, str, bool]] = field(default_factory=list)
     batch: _Batch = field(default_factory=lambda: _Batch())
 
@@ -262,7 +272,7 @@ class Indexer:
         meta.passes += 1
         await self.store.save_meta(meta)
         stats = PassStats()
-        run = _Pass(name, target, embedder, stats)
+        run = _Pass(name, target, embedder, stats, listing=await DocumentList.open(self.store, meta, target))
         reading = _Reading(run)
         incomplete = False
         for source in collection.sources:
@@ -279,7 +289,7 @@ class Indexer:
                 except InvalidDocumentError as error:
                     context.on_error(error.message)
                     continue
-                if not reading.seen.add(point_id(document.id, "0")):
+                if not reading.seen.add(document.id):
                     context.on_error(_DUPLICATE.format(document.id))
                     continue
                 stats.read += 1
@@ -294,10 +304,16 @@ class Indexer:
         await self._flush(run, reading.batch, final=True)
         progress(stats)
 
+        listing = run.listing
+        assert listing is not None
         if incomplete:
             log.warning("knowledge %r: the read was incomplete: nothing deleted", name)
-        else:
+            await listing.keep_unread()
+        elif not await listing.delete_unread(
+            reading.seen, run.tally.documents, functools.partial(self._delete_listed, run)
+        ):
             await self._delete_unseen(meta, run, reading.seen)
+            await listing.relist()
 
         if target != meta.generation:
             if incomplete and meta.generation is not None:
@@ -332,7 +348,7 @@ class Indexer:
                 or entry.version != version
                 or entry.generation != run.target
                 or entry.status not in ("ready", "failed")
-                or not reading.seen.add(point_id(document, "0"))
+                or not reading.seen.add(document)
             ):
                 continue
             run.stats.read += 1
@@ -340,6 +356,7 @@ class Indexer:
             run.stats.not_read += 1
             run.holds(document, entry.passages, entry.trusted, registered=not stored.stamped)
             unchanged.add(document)
+        await self._spill(run)
         return unchanged
 
     async def _compare(self, reading: _Reading, progress: Callable[[PassStats], None]) -> None:
@@ -374,6 +391,12 @@ class Indexer:
         reading.waiting.clear()
         if revised:
             await self.store.revise_entries(run.name, run.target, revised)
+        await self._spill(run)
+
+    @staticmethod
+    async def _spill(run: _Pass) -> None:
+        if run.listing is not None:
+            await run.listing.spill()
 
     async def _delete_unseen(self, meta: CollectionMeta, run: _Pass, seen: SeenIds) -> None:
         """Deletes the documents no source yielded in this pass, scanning a page at a time.
@@ -387,18 +410,34 @@ class Indexer:
             return
         deleted = SeenIds()  # a document held in two places is counted once
         async for registered in self.store.registry_ids(run.name):
-            gone = [d for d in registered if point_id(d, "0") not in seen]
+            gone = [d for d in registered if d not in seen]
             await self.store.delete_entries(run.name, gone)
             run.stats.deleted += sum(deleted.add(d) for d in gone)
         for generation in sorted(g for g in {run.target, meta.generation} if g is not None):
             async for ids in self.store.passage_ids(run.name, generation):
                 unexpected = [i for i in ids if i not in run.expected]
                 documents = await self.store.passage_documents(run.name, generation, unexpected)
-                unread = {i: d for i, d in documents.items() if point_id(d, "0") not in seen}
+                unread = {i: d for i, d in documents.items() if d not in seen}
                 await self.store.delete_points(
                     run.name, generation, list(documents if generation == run.target else unread)
                 )
                 run.stats.deleted += sum(deleted.add(d) for d in unread.values())
+
+    async def _delete_listed(self, run: _Pass, documents: list[str]) -> None:
+        """Deletes listed documents the pass did not read; those without an entry are gone already.
+
+        Passages go first, each document's first one last (it may keep the entry), then registry
+        points: a pass killed halfway leaves every document it had not finished with its entry, so
+        the next one finds and deletes it.
+        """
+        if not documents:
+            return
+        found = await self.store.find_entries(run.name, documents, run.target)
+        target = {d: s.entry.passages for d, s in found.items() if s.entry.generation == run.target}
+        passages = {d: range(count - 1, -1, -1) for d, count in target.items()}
+        await self.store.delete_passage_points(run.name, run.target, passages)
+        await self.store.delete_entries(run.name, [d for d, s in found.items() if not s.stamped])
+        run.stats.deleted += len(found)
 
     async def _nothing_unseen(self, run: _Pass) -> bool:
         """Whether the registry and the target hold exactly what this pass read: two plain counts.
@@ -554,6 +593,8 @@ class Indexer:
         if vectors:
             await self.store.ensure_generation(run.name, run.target, len(vectors[0]))
         items = await self._still_current(run, written) if run.managed else written
+        if run.listing is not None and any(item.previous is None for item in items):
+            await run.listing.touch()
         passages: list[Passage] = []
         kept_vectors: list[list[float]] = []
         offsets = _offsets(written)
@@ -578,7 +619,9 @@ class Indexer:
         ]
         await self.store.delete_entries(run.name, replaced)
         for item in items:
-            run.holds(item.document.id, len(item.passages), item.trusted, run.managed or not item.passages)
+            registered = run.managed or not item.passages
+            new = item.previous is None
+            run.holds(item.document.id, len(item.passages), item.trusted, registered, new=new)
         run.stats.embedded += len(items)
         run.stats.passages += len(passages)
 
@@ -634,8 +677,10 @@ class Indexer:
         kept = previous.passages if previous is not None and previous.generation == run.target else 0
         # the previous content's passages still answer searches
         entry = _entry(run, item, "failed", kept, datetime.now(UTC), error=error)
+        if run.listing is not None and previous is None:
+            await run.listing.touch()
         await self.store.put_entries(run.name, [entry])
-        run.holds(item.document.id, kept, item.trusted, registered=True)
+        run.holds(item.document.id, kept, item.trusted, registered=True, new=previous is None)
         if previous is not None and previous.stamped and previous.generation == run.target:
             await self.store.unstamp(run.name, run.target, [item.document.id])
         run.stats.failed += 1

@@ -100,6 +100,18 @@ class DocumentEntry(BaseModel):
     it unchanged need not read the document again."""
 
 
+class DocumentListHeader(BaseModel):
+    """Which pages make up a declared collection's document list (``chamvi.knowledge._listing``)."""
+
+    generation: int
+    """The generation whose passages the listed documents have (their registry points too)."""
+    clean: bool
+    """No pass has written a document the pages may not name since they were written."""
+    pages: list[str]
+    documents: int
+    """How many ids the pages hold together."""
+
+
 class CollectionInput(BaseModel):
     """Input of the ``KnowledgeCollection`` workflow (``knowledge:<name>``)."""
 

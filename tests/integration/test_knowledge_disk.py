@@ -10,17 +10,27 @@ import asyncio
 import math
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from qdrant_client import AsyncQdrantClient
 
 from chamvi.errors import ProviderHTTPError
-from chamvi.knowledge import chunk, folder, knowledge_collection
+from chamvi.knowledge import (
+    Source,
+    SourceContext,
+    _listing,
+    chunk,
+    define_source,
+    folder,
+    knowledge_collection,
+)
+from chamvi.knowledge.documents import Document
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import BATCH_SIZE, Indexer
 from chamvi.knowledge.sources import RACY_SECONDS
-from chamvi.models.knowledge import CollectionMeta
+from chamvi.models.knowledge import CollectionMeta, DocumentListHeader
 from tests.knowledge_helpers import CountingEmbedder
 
 NAME = "handbook"
@@ -272,3 +282,189 @@ async def test_a_file_yielded_by_an_earlier_source_is_read_and_reported_not_pass
     stats = meta.last_stats
     assert stats is not None and (stats.read, stats.unchanged, stats.not_read, stats.skipped) == (3, 3, 3, 3)
     assert meta.documents == 3
+
+
+class Killed(Exception):
+    """Stands for the worker dying at that point of a pass."""
+
+
+def forbid_scans(monkeypatch: pytest.MonkeyPatch, store: KnowledgeIndex) -> None:
+    """Makes a scan of the registry or of a generation fail the test."""
+
+    def scan(*_: object) -> None:
+        raise AssertionError("the pass scanned instead of reading its document list")
+
+    monkeypatch.setattr(store, "passage_ids", scan)
+    monkeypatch.setattr(store, "registry_ids", scan)
+
+
+async def listed(store: KnowledgeIndex) -> tuple[DocumentListHeader, list[str]]:
+    """The list's header and the ids its pages name, checking that no other page is stored."""
+    header = await store.list_header(NAME)
+    assert header is not None
+    ids = [d for page in header.pages for d in await store.list_page(NAME, page) or []]
+    assert sorted(await store.list_pages(NAME)) == sorted(header.pages)
+    assert header.documents == len(ids)
+    return header, ids
+
+
+async def dies_in(
+    passes: Indexer,
+    docs: Path,
+    embedder: CountingEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+    method: str,
+    fake: Any,
+) -> None:
+    """Runs a pass with the store's ``method`` replaced by ``fake`` (which raises ``Killed``), then
+    puts the method back."""
+    monkeypatch.setattr(passes.store, method, fake)
+    with pytest.raises(Killed):
+        await run(passes, docs, embedder)
+    monkeypatch.undo()
+
+
+def files(docs: Path) -> list[str]:
+    return sorted(p.name for p in docs.glob("*.md"))
+
+
+async def holds_exactly_the_files(passes: Indexer, docs: Path, meta: CollectionMeta) -> None:
+    """The collection, its generation and its document list name the folder's files, nothing else."""
+    assert meta.generation is not None
+    _, ids = await listed(passes.store)
+    assert sorted(ids) == files(docs)
+    assert meta.documents == len(files(docs)) and meta.passages == passages_of(docs)
+    assert await passes.store.count_passages(NAME, meta.generation) == passages_of(docs)
+    assert await passes.store.count_entries(NAME, meta.generation) == len(files(docs))
+
+
+async def test_a_resync_finds_deleted_files_through_the_document_list_without_a_scan(
+    qdrant: AsyncQdrantClient, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_listing, "PAGE_SIZE", 4)  # several pages, some kept, some replaced
+    passes, embedder, first = await indexed(qdrant, docs, 30, paragraphs=2)
+    await holds_exactly_the_files(passes, docs, first)
+    forbid_scans(monkeypatch, passes.store)
+    (docs / "page004.md").write_text("# Page 4\n\nNow a single short passage.\n")
+    for gone in ("page005.md", "page017.md", "page029.md"):
+        (docs / gone).unlink()
+    (docs / "page100.md").write_text("# Page 100\n\nA new page.\n")
+    meta = await run(passes, docs, embedder)
+    stats = meta.last_stats
+    header, _ = await listed(passes.store)
+    assert stats is not None and (stats.embedded, stats.deleted, stats.unchanged) == (2, 3, 26)
+    assert header.clean and header.generation == meta.generation
+    await holds_exactly_the_files(passes, docs, meta)
+    for gone in ("page005.md", "page017.md", "page029.md"):
+        assert await passes.store.entry(NAME, gone) is None
+
+
+async def test_a_pass_killed_after_writing_a_new_file_leaves_the_list_for_a_scan_that_deletes_it_later(
+    qdrant: AsyncQdrantClient, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    passes, embedder, _ = await indexed(qdrant, docs, 10)
+    store = passes.store
+    write = store.write_passages
+
+    async def write_then_die(*args: object, **kwargs: object) -> None:
+        await write(*args, **kwargs)  # type: ignore[arg-type]
+        raise Killed
+
+    (docs / "page050.md").write_text("# Page 50\n\nWritten, then the worker died.\n")
+    await dies_in(passes, docs, embedder, monkeypatch, "write_passages", write_then_die)
+    header = await store.list_header(NAME)
+    assert header is not None and not header.clean  # the list may not name page050.md
+    (docs / "page050.md").unlink()
+    meta = await run(passes, docs, embedder)
+    assert meta.last_stats is not None and meta.last_stats.deleted == 1
+    assert await store.entry(NAME, "page050.md") is None
+    header, _ = await listed(store)
+    assert header.clean
+    await holds_exactly_the_files(passes, docs, meta)
+
+
+async def test_a_pass_killed_while_deleting_leaves_names_that_the_next_pass_passes_over(
+    qdrant: AsyncQdrantClient, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    passes, embedder, _ = await indexed(qdrant, docs, 10, paragraphs=2)
+    store = passes.store
+    delete = store.delete_points
+
+    async def delete_one_point_then_die(name: str, generation: int, ids: list[str]) -> None:
+        await delete(name, generation, ids[:1])  # the first passage of two
+        raise Killed
+
+    for gone in ("page002.md", "page003.md", "page004.md"):
+        (docs / gone).unlink()
+    await dies_in(passes, docs, embedder, monkeypatch, "delete_points", delete_one_point_then_die)
+    forbid_scans(monkeypatch, store)
+    meta = await run(passes, docs, embedder)
+    assert meta.last_stats is not None and meta.last_stats.deleted == 3  # half-deleted ones too
+    await holds_exactly_the_files(passes, docs, meta)
+
+
+async def test_a_file_back_after_a_pass_died_deleting_it_is_listed_once(
+    qdrant: AsyncQdrantClient, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    passes, embedder, _ = await indexed(qdrant, docs, 10)
+    store = passes.store
+    delete = store.delete_passage_points
+
+    async def delete_one_document_then_die(name: str, generation: int, passages: dict[str, range]) -> None:
+        first = next(iter(passages))
+        await delete(name, generation, {first: passages[first]})
+        raise Killed
+
+    for gone in ("page002.md", "page003.md"):
+        (docs / gone).unlink()
+    await dies_in(passes, docs, embedder, monkeypatch, "delete_passage_points", delete_one_document_then_die)
+    forbid_scans(monkeypatch, store)
+    write_pages(docs, 4)  # both back: one was deleted (the list still names it), one was not
+    meta = await run(passes, docs, embedder)
+    stats = meta.last_stats
+    assert stats is not None and (stats.embedded, stats.unchanged, stats.deleted) == (1, 9, 0)
+    await holds_exactly_the_files(passes, docs, meta)
+
+
+async def test_an_incomplete_read_lists_the_files_it_added_so_a_later_pass_deletes_them(
+    qdrant: AsyncQdrantClient, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    passes, embedder, _ = await indexed(qdrant, docs, 6)
+    failing = True
+
+    async def remote(ctx: SourceContext) -> AsyncIterator[Document]:
+        if failing:
+            ctx.incomplete("the server answered 503")
+        return
+        yield
+
+    sources: list[Source] = [folder(docs), define_source(documents=remote)]
+    collection = knowledge_collection(NAME, model=embedder.ref, sources=sources)
+    (docs / "page040.md").write_text("# Page 40\n\nAdded while the other source failed.\n")
+    (docs / "page001.md").unlink()
+    incomplete = await passes.run_pass(collection)
+    assert incomplete.last_stats is not None and incomplete.last_stats.deleted == 0
+    header, ids = await listed(passes.store)
+    assert header.clean and "page040.md" in ids and "page001.md" in ids
+    forbid_scans(monkeypatch, passes.store)
+    failing = False
+    (docs / "page040.md").unlink()
+    meta = await passes.run_pass(collection)
+    assert meta.last_stats is not None and meta.last_stats.deleted == 2
+    await holds_exactly_the_files(passes, docs, meta)
+
+
+async def test_a_collection_indexed_before_the_document_list_gets_one_from_its_next_pass(
+    qdrant: AsyncQdrantClient, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    passes, embedder, _ = await indexed(qdrant, docs, 8)
+    await qdrant.delete_collection("chamvi__list__" + NAME)  # what earlier versions left
+    (docs / "page002.md").unlink()
+    scanned = await run(passes, docs, embedder)
+    assert scanned.last_stats is not None and scanned.last_stats.deleted == 1
+    await holds_exactly_the_files(passes, docs, scanned)
+    forbid_scans(monkeypatch, passes.store)
+    (docs / "page003.md").unlink()
+    meta = await run(passes, docs, embedder)
+    assert meta.last_stats is not None and meta.last_stats.deleted == 1
+    await holds_exactly_the_files(passes, docs, meta)
