@@ -256,8 +256,8 @@ class FolderSource:
 
         Like git, a file whose size, times and inode match what the index stored is not read
         (``ctx.unchanged``, asked once per folder): a no-op pass reads nothing but the listings. A
-        file changed too recently for its times to tell (within ``RACY_SECONDS`` of the pass) gets
-        no version, so it is read again next time.
+        file changed too recently for its times to tell (within ``RACY_SECONDS`` of the moment its
+        folder is listed) gets no version, so it is read again next time.
         """
         self.check()
         loop = asyncio.get_running_loop()
@@ -271,7 +271,7 @@ class FolderSource:
                 asked.cancel()
                 return set()
 
-        walker = _walk(str(self.path), self.extensions, ask, time.time_ns() - RACY_SECONDS * 1_000_000_000)
+        walker = _walk(str(self.path), self.extensions, ask)
         while True:
             if ctx.cancellation.is_set():
                 ctx.incomplete("the read was cancelled")
@@ -407,7 +407,7 @@ class _Folder:
     unchanged: set[str]
 
 
-def _walk(root: str, extensions: tuple[str, ...], ask: Ask, racy_after: int) -> Iterator[Document | _Problem]:
+def _walk(root: str, extensions: tuple[str, ...], ask: Ask) -> Iterator[Document | _Problem]:
     """Depth first, one folder's listing at a time: memory stays flat however large the tree.
 
     Every folder below the root and every file is opened relative to its parent's descriptor and
@@ -419,7 +419,7 @@ def _walk(root: str, extensions: tuple[str, ...], ask: Ask, racy_after: int) -> 
     root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     stack: list[_Folder] = []
     try:
-        stack.append(_folder("", root_fd, _list(root_fd), extensions, ask, racy_after))
+        stack.append(_folder("", root_fd, _list(root_fd), extensions, ask))
     except BaseException:
         os.close(root_fd)
         raise
@@ -449,7 +449,7 @@ def _walk(root: str, extensions: tuple[str, ...], ask: Ask, racy_after: int) -> 
                 if isinstance(opened, _Problem):
                     yield opened
                 else:
-                    stack.append(_folder(rel + "/", *opened, extensions, ask, racy_after))
+                    stack.append(_folder(rel + "/", *opened, extensions, ask))
             elif wanted and rel not in here.unchanged:
                 yield _read(here.fd, entry.name, rel, here.versions.get(rel))
     finally:
@@ -463,9 +463,15 @@ def _folder(
     listing: list[os.DirEntry[str]],
     extensions: tuple[str, ...],
     ask: Ask,
-    racy_after: int,
 ) -> _Folder:
-    """A folder entered: the versions of its files, and which of them the index holds unchanged."""
+    """A folder entered: the versions of its files, and which of them the index holds unchanged.
+
+    A file is racy when it changed within ``RACY_SECONDS`` of this listing, not of the pass's start:
+    any later change sets its change time (which no one can set back) past the one kept, so the
+    version tells. A long first pass thus keeps the versions of files written just before it, and
+    the next pass need not read them again and write each entry's version.
+    """
+    racy_after = time.time_ns() - RACY_SECONDS * 1_000_000_000
     versions: dict[str, str | None] = {}
     for entry in listing:
         if entry.name.startswith(".") or not entry.name.lower().endswith(extensions):

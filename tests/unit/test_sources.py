@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from typing import Any
 import pytest
 
 from chamvi.errors import InvalidAgentDefinitionError, InvalidDocumentError
+from chamvi.knowledge import sources
 from chamvi.knowledge.documents import Document, content_hash, validate_item
 from chamvi.knowledge.sources import (
     MAX_FILE_BYTES,
@@ -303,6 +306,27 @@ async def test_the_walk_is_lazy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     await documents.aclose()  # type: ignore[attr-defined]
     assert first.id == "000.md"
     assert len(opened) < 100  # one batch read ahead, not the whole tree
+
+
+async def test_a_file_is_racy_within_the_window_before_its_folder_is_listed_not_before_the_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sources, "RACY_SECONDS", 0.3)
+    write(tmp_path / "a" / "old.md")
+    time.sleep(0.4)
+    write(tmp_path / "b" / "new.md")  # written just before the pass starts
+    asked: list[list[tuple[str, str]]] = []
+
+    async def unchanged(versions: list[tuple[str, str]]) -> set[str]:
+        asked.append(versions)
+        await asyncio.sleep(0.4)  # a slow pass: b/ is listed after the window of new.md has passed
+        return set()
+
+    reader = Read()
+    reader.ctx.unchanged = unchanged
+    result = await read(folder(tmp_path), reader)
+    assert [d.id for d in result.items] == ["a/old.md", "b/new.md"]
+    assert [[rel for rel, _ in versions] for versions in asked] == [["a/old.md"], ["b/new.md"]]
 
 
 # --- folder(): configuration ------------------------------------------------------------------------
