@@ -468,3 +468,16 @@ async def test_a_collection_indexed_before_the_document_list_gets_one_from_its_n
     meta = await run(passes, docs, embedder)
     assert meta.last_stats is not None and meta.last_stats.deleted == 1
     await holds_exactly_the_files(passes, docs, meta)
+
+
+async def test_deleting_a_collection_drops_its_document_list_with_everything_else(
+    qdrant: AsyncQdrantClient, docs: Path
+) -> None:
+    passes, _, _ = await indexed(qdrant, docs, 3)
+    (docs / "empty.md").write_text("")  # a registry point too
+    await run(passes, docs, CountingEmbedder())
+    before = [c.name for c in (await qdrant.get_collections()).collections]
+    await passes.store.delete_collection(NAME)
+    after = [c.name for c in (await qdrant.get_collections()).collections]
+    assert {"chamvi__list__handbook", "chamvi__docs__handbook"} <= set(before)
+    assert [n for n in after if NAME in n] == []
