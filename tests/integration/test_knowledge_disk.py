@@ -481,3 +481,25 @@ async def test_deleting_a_collection_drops_its_document_list_with_everything_els
     after = [c.name for c in (await qdrant.get_collections()).collections]
     assert {"chamvi__list__handbook", "chamvi__docs__handbook"} <= set(before)
     assert [n for n in after if NAME in n] == []
+
+
+async def test_a_list_page_gone_missing_makes_the_pass_scan_and_the_next_one_list_afresh(
+    qdrant: AsyncQdrantClient, docs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_listing, "PAGE_SIZE", 3)
+    passes, embedder, _ = await indexed(qdrant, docs, 9)
+    header, _ = await listed(passes.store)
+    await passes.store.delete_list_pages(NAME, header.pages[1:2])
+    (docs / "page000.md").unlink()
+    (docs / "page004.md").unlink()
+    scanned = await run(passes, docs, embedder)
+    unsure = await passes.store.list_header(NAME)
+    assert scanned.last_stats is not None and scanned.last_stats.deleted == 2
+    assert unsure is not None and not unsure.clean
+    relisted = await run(passes, docs, embedder)
+    await holds_exactly_the_files(passes, docs, relisted)
+    forbid_scans(monkeypatch, passes.store)
+    (docs / "page008.md").unlink()
+    meta = await run(passes, docs, embedder)
+    assert meta.last_stats is not None and meta.last_stats.deleted == 1
+    await holds_exactly_the_files(passes, docs, meta)
