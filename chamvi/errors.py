@@ -255,6 +255,12 @@ class McpServerUnavailableError(ChamviError):
     retryable = True
 
 
+class McpHostNotAllowedError(ChamviError):
+    """An MCP server over HTTP would listen beyond loopback without naming the hosts it answers."""
+
+    code = "mcp_host_not_allowed"
+
+
 class McpToolError(ChamviError):
     """An MCP server answered a tool call with an error result (``isError``)."""
 

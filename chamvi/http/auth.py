@@ -104,6 +104,22 @@ def tokens_from_env(value: str | None) -> list[Token]:
     return tokens
 
 
+def required_tokens(value: str | None, *, needed_by: str, example: dict[str, Any]) -> list[Token]:
+    """:func:`tokens_from_env`, refusing none: a server that needs tokens says so before it starts.
+
+    ``needed_by`` says who needs them; ``example`` is a token to show in the message.
+
+    Raises:
+        InvalidTokensError: no tokens, or what :func:`tokens_from_env` refuses.
+    """
+    tokens = tokens_from_env(value)
+    if not tokens:
+        raise InvalidTokensError(
+            f"CHAMVI_TOKENS is not set: {needed_by}, e.g. export CHAMVI_TOKENS='{json.dumps([example])}'"
+        )
+    return tokens
+
+
 def _token(index: int, item: Any) -> Token:
     where = f"CHAMVI_TOKENS[{index}]"
     if not isinstance(item, dict):
@@ -261,24 +277,44 @@ class AuthMiddleware:
         credentials = bearer_credentials(scope)
         if credentials is None and self.routes.takes_query_token(scope):
             credentials = query_credentials(scope)
-        token = self.authenticator.authenticate(credentials) if credentials is not None else None
+        token = await authorize(self.authenticator, credentials, required, scope, receive, send)
         if token is None:
-            message = (
-                "unknown bearer token"
-                if credentials is not None
-                else "missing bearer token: send 'Authorization: Bearer <token>'"
-            )
-            response = ErrorResponse(401, UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"})
-            await response(scope, receive, send)
-            return
-        if not has_permission(token.permissions, required):
-            response = ErrorResponse(
-                403, FORBIDDEN, f"token {token.id!r} lacks the permission {required!r} this route needs"
-            )
-            await response(scope, receive, send)
             return
         scope[PRINCIPAL_KEY] = token
         await self.app(scope, receive, send)
+
+
+async def authorize(
+    authenticator: Authenticator,
+    credentials: bytes | None,
+    required: str,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    *,
+    needed_by: str = "this route",
+) -> Token | None:
+    """The token ``credentials`` stand for when it holds ``required``; else answers 401 or 403 and None.
+
+    ``needed_by`` names what needs the permission in the 403's message (``this route``).
+    """
+    token = authenticator.authenticate(credentials) if credentials is not None else None
+    if token is None:
+        message = (
+            "unknown bearer token"
+            if credentials is not None
+            else "missing bearer token: send 'Authorization: Bearer <token>'"
+        )
+        response = ErrorResponse(401, UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)
+        return None
+    if not has_permission(token.permissions, required):
+        response = ErrorResponse(
+            403, FORBIDDEN, f"token {token.id!r} lacks the permission {required!r} {needed_by} needs"
+        )
+        await response(scope, receive, send)
+        return None
+    return token
 
 
 def principal(request: Request) -> Token:
