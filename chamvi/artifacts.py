@@ -35,7 +35,9 @@ from chamvi.settings import Settings
 if TYPE_CHECKING:  # obstore's type stubs only
     from obstore.store import ClientConfig, ObjectStore
 
-_ID = re.compile(rf"^(?P<run>.+)\.(?P<index>\d{{{ARTIFACT_INDEX_DIGITS},}})$")
+_ID = re.compile(rf"^(?P<run>.+)\.(?P<index>[0-9]{{{ARTIFACT_INDEX_DIGITS},}})$")
+_MAX_FOLDER_LENGTH = 255
+"""The longest name of a folder on common file systems: no run id of chamvi's is near it."""
 _MEDIA_TYPE = re.compile(ARTIFACT_MEDIA_TYPE_PATTERN)
 
 
@@ -48,15 +50,24 @@ def parse_artifact_id(value: str) -> tuple[str, int]:
     """The run id and index of an artifact id.
 
     Raises:
-        InvalidInputError: ``value`` does not look like ``<run_id>.0000``.
+        InvalidInputError: ``value`` is not an artifact id as :func:`artifact_id` writes it (a
+            canonical index, a run id that can name a folder).
     """
     match = _ID.match(value)
-    if match is None:
+    run_id, index = (match["run"], int(match["index"])) if match is not None else ("", 0)
+    # one id per artifact: '<run>.00000' is not another name of '<run>.0000'
+    if match is None or artifact_id(run_id, index) != value or not _is_run_folder(run_id):
+        shown = repr(value) if len(value) <= 80 else f"{value[:60]!r}... ({len(value)} characters)"
         raise InvalidInputError(
-            f"artifact id {value!r} is malformed: artifact ids look like '<run_id>.0000' "
-            "(see `chamvi artifacts list RUN`)"
+            f"artifact id {shown} is malformed: artifact ids look like '<run_id>.0000', one per "
+            "artifact, as `chamvi artifacts list RUN` lists them"
         )
-    return match["run"], int(match["index"])
+    return run_id, index
+
+
+def _is_run_folder(run_id: str) -> bool:
+    """Whether ``run_id`` can name a folder of the store: ``.`` and ``..`` cannot, nor past 255 bytes."""
+    return run_id not in (".", "..") and len(_folder(run_id)) <= _MAX_FOLDER_LENGTH
 
 
 def guess_media_type(filename: str) -> str:

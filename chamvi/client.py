@@ -376,6 +376,15 @@ class ChamviClient:
             raise RunNotFoundError(f"no run {run_id!r}")
         return description
 
+    async def agent_of(self, run_id: str) -> str:
+        """The agent a run runs, from its search attributes (no worker needed).
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
+        description = await self._describe(run_id)
+        return description.typed_search_attributes.get(c.SA_AGENT) or ""
+
     async def get_run(self, run_id: str) -> RunView:
         """The run as its workflow knows it (a query); before the run's first task, from its attributes."""
         description = await self._describe(run_id)
