@@ -10,12 +10,16 @@ references only.
 Layout in the store: ``<run>/<NNNN>`` holds the bytes and ``<run>/<NNNN>.json`` the record, written
 after the bytes, so a listing never shows an artifact whose bytes are not all there. Ids are
 deterministic (``<run_id>.<index>``) and writes overwrite: a tool call that runs again after a crash
-puts the same file under the same id, and the store holds it once.
+puts the same file under the same id, and the store holds it once. In a folder, obstore writes each
+file as ``<name>#<n>`` and renames it when complete; a process killed in between leaves that file,
+which the redone put removes (on S3 an interrupted upload is the bucket's to expire: a lifecycle
+rule that aborts incomplete multipart uploads).
 """
 
 from __future__ import annotations
 
 import asyncio
+import glob
 import hashlib
 import mimetypes
 import re
@@ -112,6 +116,7 @@ class ArtifactStore:
     def __init__(self, store: ObjectStore, location: str) -> None:
         self.store = store
         self.location = location
+        self._folder = Path(store.prefix) if isinstance(store, LocalStore) and store.prefix else None
 
     @classmethod
     def memory(cls) -> ArtifactStore:
@@ -165,9 +170,20 @@ class ArtifactStore:
             sha256=hashlib.sha256(data).hexdigest(),
         )
         path = self._path(run_id, index)
+        await asyncio.to_thread(self._remove_partial, path)
         await obstore.put_async(self.store, path, data)
         await obstore.put_async(self.store, f"{path}.json", artifact.model_dump_json().encode())
         return artifact
+
+    def _remove_partial(self, path: str) -> None:
+        """Removes what an interrupted put of ``path`` left in a folder (obstore's ``<name>#<n>``)."""
+        if self._folder is None:
+            return
+        target = self._folder / path
+        for partial in target.parent.glob(f"{glob.escape(target.name)}*#*"):
+            name = partial.name.partition("#")[0]
+            if name in (target.name, f"{target.name}.json"):
+                partial.unlink(missing_ok=True)
 
     async def info(self, artifact_id: str) -> Artifact:
         """The record of an artifact.
