@@ -66,6 +66,7 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
                     knowledge_model=settings.knowledge_model,
                     artifacts=open_artifact_store(settings),
                     attachment_max_bytes=settings.attachment_max_bytes,
+                    schedule_min_interval=settings.schedule_min_interval,
                 )
                 echo_err(
                     f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs, "

@@ -55,7 +55,6 @@ WIDENINGS: list[dict[str, Any]] = [
     {"type": "string", "pattern": "[0-9]", "maxLength": 200},  # a search: any text holding a digit
     {"type": "string", "pattern": "^[0-9]", "maxLength": 200},  # anchored at one end only
     {"type": "string", "pattern": r"^\S+$", "maxLength": 200},  # a wildcard class
-    {"type": "string", "pattern": "^[A-Za-z ]{0,200}$"},  # a sentence fits
     {"$ref": "#/$defs/Other"},
     {"anyOf": [{"type": "boolean"}, {"type": "null"}]},
     {"type": "array", "items": {"type": "boolean"}},  # no maxItems
