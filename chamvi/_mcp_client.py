@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime
 from typing import Any, cast
 
 import httpx2
@@ -52,15 +51,18 @@ ANSWER_MARGIN_SECONDS = 5.0
 
 
 def _budget(server: McpServer) -> float | None:
-    """Seconds a listing or call may wait: the server's timeout, within what the attempt has left."""
+    """Seconds a listing or call may wait: the server's timeout, within the attempt's timeout.
+
+    Past the attempt's end Temporal would retry the call, so it ends a margin before, as a tool
+    error. The margin is counted from the timeout alone, not from the attempt's start time: that is
+    the server's clock, and a worker's clock ahead of it would cut every call short.
+    """
     limits = [server.timeout.total_seconds()] if server.timeout is not None else []
     if activity.in_activity():
-        info = activity.info()
-        if info.start_to_close_timeout:
-            total = info.start_to_close_timeout.total_seconds()
-            spent = (datetime.now(UTC) - info.started_time).total_seconds()
-            # past the attempt's end Temporal retries the call: end it a little before, as a tool error
-            limits.append(max(total - spent - min(ANSWER_MARGIN_SECONDS, total / 10), 0.5))
+        timeout = activity.info().start_to_close_timeout
+        if timeout:
+            total = timeout.total_seconds()
+            limits.append(total - min(ANSWER_MARGIN_SECONDS, total / 10))
     return min(limits) if limits else None
 
 
