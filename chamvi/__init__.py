@@ -81,7 +81,7 @@ if TYPE_CHECKING:
         knowledge_tools,
     )
     from chamvi.knowledge.remote import CollectionSearch
-    from chamvi.knowledge_mcp import knowledge_server
+    from chamvi.knowledge_mcp import knowledge_http_app, knowledge_server
     from chamvi.mcp import (
         McpServer,
         mcp_server,
@@ -215,6 +215,7 @@ _EXPORTS: dict[str, str] = {
     "has_permission": "chamvi.permissions",
     "inject": "chamvi.context",
     "knowledge_collection": "chamvi.knowledge",
+    "knowledge_http_app": "chamvi.knowledge_mcp",
     "knowledge_server": "chamvi.knowledge_mcp",
     "knowledge_tools": "chamvi.knowledge",
     "matches_permission": "chamvi.permissions",
@@ -320,6 +321,7 @@ __all__ = [
     "has_permission",
     "inject",
     "knowledge_collection",
+    "knowledge_http_app",
     "knowledge_server",
     "knowledge_tools",
     "matches_permission",

@@ -10,12 +10,16 @@ references only.
 Layout in the store: ``<run>/<NNNN>`` holds the bytes and ``<run>/<NNNN>.json`` the record, written
 after the bytes, so a listing never shows an artifact whose bytes are not all there. Ids are
 deterministic (``<run_id>.<index>``) and writes overwrite: a tool call that runs again after a crash
-puts the same file under the same id, and the store holds it once.
+puts the same file under the same id, and the store holds it once. In a folder, obstore writes each
+file as ``<name>#<n>`` and renames it when complete; a process killed in between leaves that file,
+which the redone put removes (on S3 an interrupted upload is the bucket's to expire: a lifecycle
+rule that aborts incomplete multipart uploads).
 """
 
 from __future__ import annotations
 
 import asyncio
+import glob
 import hashlib
 import mimetypes
 import re
@@ -35,7 +39,9 @@ from chamvi.settings import Settings
 if TYPE_CHECKING:  # obstore's type stubs only
     from obstore.store import ClientConfig, ObjectStore
 
-_ID = re.compile(rf"^(?P<run>.+)\.(?P<index>\d{{{ARTIFACT_INDEX_DIGITS},}})$")
+_ID = re.compile(rf"^(?P<run>.+)\.(?P<index>[0-9]{{{ARTIFACT_INDEX_DIGITS},}})$")
+_MAX_FOLDER_LENGTH = 255
+"""The longest name of a folder on common file systems: no run id of chamvi's is near it."""
 _MEDIA_TYPE = re.compile(ARTIFACT_MEDIA_TYPE_PATTERN)
 
 
@@ -48,15 +54,24 @@ def parse_artifact_id(value: str) -> tuple[str, int]:
     """The run id and index of an artifact id.
 
     Raises:
-        InvalidInputError: ``value`` does not look like ``<run_id>.0000``.
+        InvalidInputError: ``value`` is not an artifact id as :func:`artifact_id` writes it (a
+            canonical index, a run id that can name a folder).
     """
     match = _ID.match(value)
-    if match is None:
+    run_id, index = (match["run"], int(match["index"])) if match is not None else ("", 0)
+    # one id per artifact: '<run>.00000' is not another name of '<run>.0000'
+    if match is None or artifact_id(run_id, index) != value or not _is_run_folder(run_id):
+        shown = repr(value) if len(value) <= 80 else f"{value[:60]!r}... ({len(value)} characters)"
         raise InvalidInputError(
-            f"artifact id {value!r} is malformed: artifact ids look like '<run_id>.0000' "
-            "(see `chamvi artifacts list RUN`)"
+            f"artifact id {shown} is malformed: artifact ids look like '<run_id>.0000', one per "
+            "artifact, as `chamvi artifacts list RUN` lists them"
         )
-    return match["run"], int(match["index"])
+    return run_id, index
+
+
+def _is_run_folder(run_id: str) -> bool:
+    """Whether ``run_id`` can name a folder of the store: ``.`` and ``..`` cannot, nor past 255 bytes."""
+    return run_id not in (".", "..") and len(_folder(run_id)) <= _MAX_FOLDER_LENGTH
 
 
 def guess_media_type(filename: str) -> str:
@@ -101,6 +116,7 @@ class ArtifactStore:
     def __init__(self, store: ObjectStore, location: str) -> None:
         self.store = store
         self.location = location
+        self._folder = Path(store.prefix) if isinstance(store, LocalStore) and store.prefix else None
 
     @classmethod
     def memory(cls) -> ArtifactStore:
@@ -154,9 +170,20 @@ class ArtifactStore:
             sha256=hashlib.sha256(data).hexdigest(),
         )
         path = self._path(run_id, index)
+        await asyncio.to_thread(self._remove_partial, path)
         await obstore.put_async(self.store, path, data)
         await obstore.put_async(self.store, f"{path}.json", artifact.model_dump_json().encode())
         return artifact
+
+    def _remove_partial(self, path: str) -> None:
+        """Removes what an interrupted put of ``path`` left in a folder (obstore's ``<name>#<n>``)."""
+        if self._folder is None:
+            return
+        target = self._folder / path
+        for partial in target.parent.glob(f"{glob.escape(target.name)}*#*"):
+            name = partial.name.partition("#")[0]
+            if name in (target.name, f"{target.name}.json"):
+                partial.unlink(missing_ok=True)
 
     async def info(self, artifact_id: str) -> Artifact:
         """The record of an artifact.

@@ -13,9 +13,10 @@ import re
 import uuid
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Unpack
 
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -50,6 +51,7 @@ from chamvi.errors import (
 from chamvi.models import (
     ApprovalAnswer,
     Artifact,
+    CallInProgress,
     CollectionState,
     DescribeAgentRequest,
     Invoker,
@@ -123,6 +125,16 @@ def _check_key(field: str, value: str | None) -> None:
         raise InvalidInputError(
             f"{field} {value!r} is invalid: use 1-{c.TRIGGER_KEY_MAX_LENGTH} characters without NUL"
         )
+
+
+_PENDING_STATE = {
+    PendingActivityState.PENDING_ACTIVITY_STATE_STARTED: "started",
+    PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED: "cancel_requested",
+}
+
+
+def _time(message: Any, field: str) -> datetime | None:
+    return getattr(message, field).ToDatetime(tzinfo=UTC) if message.HasField(field) else None
 
 
 def run_id_for(run_input: RunInput) -> str:
@@ -376,15 +388,28 @@ class ChamviClient:
             raise RunNotFoundError(f"no run {run_id!r}")
         return description
 
-    async def get_run(self, run_id: str) -> RunView:
-        """The run as its workflow knows it (a query); before the run's first task, from its attributes."""
+    async def agent_of(self, run_id: str) -> str:
+        """The agent a run runs, from its search attributes (no worker needed).
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
         description = await self._describe(run_id)
+        return description.typed_search_attributes.get(c.SA_AGENT) or ""
+
+    async def get_run(self, run_id: str) -> RunView:
+        """The run as its workflow knows it (a query); before the run's first task, from its attributes.
+
+        ``calls`` are its calls in progress, from Temporal's pending activities.
+        """
+        description = await self._describe(run_id)
+        calls = await self._calls(description)
         try:
             # a query waits for a worker: with none polling, answer from the attributes instead of hanging
             view: RunView = await self._handle(run_id).query(
                 c.QUERY_RUN, result_type=RunView, rpc_timeout=QUERY_TIMEOUT
             )
-            return view
+            return view.model_copy(update={"calls": calls})
         except (WorkflowQueryFailedError, RPCError):
             attributes = description.typed_search_attributes
             status = _TEMPORAL_STATUS.get(description.status) or RunStatus(
@@ -398,8 +423,32 @@ class ChamviClient:
                     "trigger": {"channel": attributes.get(c.SA_CHANNEL)},
                     "created_at": description.start_time,
                     "ended_at": description.close_time,
+                    "calls": calls,
                 }
             )
+
+    async def _calls(self, description: Any) -> list[CallInProgress]:
+        calls = []
+        for pending in description.raw_description.pending_activities:
+            doing = None
+            if pending.heartbeat_details.payloads:
+                details = await self.client.data_converter.decode(pending.heartbeat_details.payloads)
+                doing = details[0] if details and isinstance(details[0], str) else None
+            failure = pending.last_failure.message if pending.HasField("last_failure") else None
+            calls.append(
+                CallInProgress(
+                    activity=pending.activity_type.name,
+                    doing=doing,
+                    state=_PENDING_STATE.get(pending.state, "scheduled"),
+                    attempt=pending.attempt,
+                    maximum_attempts=pending.maximum_attempts,
+                    started_at=_time(pending, "last_started_time"),
+                    last_heartbeat_at=_time(pending, "last_heartbeat_time"),
+                    last_failure=failure or None,
+                    next_attempt_at=_time(pending, "next_attempt_schedule_time"),
+                )
+            )
+        return calls
 
     async def wait(self, run_id: str) -> RunView:
         """Waits until the run settles, however it settles, and returns it."""

@@ -178,6 +178,12 @@ class ConflictError(ChamviError):
     code = "conflict"
 
 
+class PermissionDeniedError(ChamviError):
+    """A token may use a route but not on this thing: ``artifacts:read:<agent>``, another agent's run."""
+
+    code = "forbidden"
+
+
 class InvalidScheduleError(ChamviError):
     """A schedule that cannot work: both or neither of cron and every, a bad cron, an unknown overlap."""
 
@@ -253,6 +259,12 @@ class McpServerUnavailableError(ChamviError):
 
     code = "mcp_server_unavailable"
     retryable = True
+
+
+class McpHostNotAllowedError(ChamviError):
+    """An MCP server over HTTP would listen beyond loopback without naming the hosts it answers."""
+
+    code = "mcp_host_not_allowed"
 
 
 class McpToolError(ChamviError):

@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import unquote
 
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
-from chamvi.errors import ChamviValidationError
+from chamvi.errors import ChamviError, ChamviValidationError
 
 DEFAULT_APP = "examples.support.app:app"
 
@@ -50,6 +51,9 @@ class Settings:
     no_channels: bool = False
     """``CHAMVI_NO_CHANNELS``: workers start none of the app's receiving channels (``start(ctx)``);
     runs still send through every channel."""
+    schedule_min_interval: timedelta = timedelta(minutes=1)
+    """``CHAMVI_SCHEDULE_MIN_INTERVAL`` (``90s``, ``15m``): the shortest gap between fires of a
+    schedule created over HTTP, so one token cannot start a run a second."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -74,6 +78,7 @@ class Settings:
             artifacts_url=env.get("CHAMVI_ARTIFACTS_URL") or None,
             attachment_max_bytes=_positive(env, "CHAMVI_ATTACHMENT_MAX_BYTES", DEFAULT_ATTACHMENT_MAX_BYTES),
             no_channels=_flag(env, "CHAMVI_NO_CHANNELS"),
+            schedule_min_interval=_interval(env, "CHAMVI_SCHEDULE_MIN_INTERVAL", timedelta(minutes=1)),
         )
 
     def with_overrides(self, **changes: object) -> Settings:
@@ -126,3 +131,20 @@ def _positive(env: Mapping[str, str], name: str, default: int) -> int:
     if not raw.isdigit() or int(raw) <= 0:
         raise ChamviValidationError(f"{name}={raw!r} is not a positive number of bytes, e.g. 20971520")
     return int(raw)
+
+
+def _interval(env: Mapping[str, str], name: str, default: timedelta) -> timedelta:
+    """An interval such as ``90s`` or ``15m`` (a schedule's ``every``); unset or empty takes ``default``.
+
+    Raises:
+        ChamviValidationError: anything else, named so it can be fixed.
+    """
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    from chamvi.schedules import parse_every  # Temporal's client: only when the variable is set
+
+    try:
+        return parse_every(raw)
+    except ChamviError as error:
+        raise ChamviValidationError(f"{name}={raw!r}: {error.message}") from None

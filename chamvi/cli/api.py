@@ -13,7 +13,8 @@ from chamvi.cli._output import echo_err
 from chamvi.cli._serving import first_of, log_to_terminal, stop_on_signals
 from chamvi.cli.stack import api_port_option
 from chamvi.errors import ChamviError
-from chamvi.http import build_api, tokens_from_env
+from chamvi.http import build_api
+from chamvi.http.auth import required_tokens
 from chamvi.http.process import listen
 from chamvi.lifecycle import close_index, open_index
 from chamvi.settings import Settings
@@ -33,14 +34,13 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
     worker instead).
     """
     try:
-        tokens = tokens_from_env(os.environ.get("CHAMVI_TOKENS"))
+        tokens = required_tokens(
+            os.environ.get("CHAMVI_TOKENS"),
+            needed_by="every route of the API needs a bearer token",
+            example={"value": "<secret>", "id": "feeder", "permissions": ["knowledge:read", "runs:*"]},
+        )
     except ChamviError as error:
         raise click.ClickException(error.message) from None
-    if not tokens:
-        raise click.ClickException(
-            'CHAMVI_TOKENS is not set: export CHAMVI_TOKENS=\'[{"value": "<secret>", "id": "feeder", '
-            '"permissions": ["knowledge:read", "knowledge:write"]}]\''
-        )
     if not settings.qdrant_url:
         raise click.ClickException(
             "chamvi api needs QDRANT_URL: Qdrant's local mode allows one process per folder and the "
@@ -66,6 +66,7 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
                     knowledge_model=settings.knowledge_model,
                     artifacts=open_artifact_store(settings),
                     attachment_max_bytes=settings.attachment_max_bytes,
+                    schedule_min_interval=settings.schedule_min_interval,
                 )
                 echo_err(
                     f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs, "

@@ -22,7 +22,7 @@ from chamvi.cli._follow import Api, Printer, api_options, follow_run
 from chamvi.cli._output import Spinner, artifact_lines, columns, dump, echo_err, short, when
 from chamvi.client import AGENT_CHECK_TIMEOUT, ChamviClient
 from chamvi.errors import ChamviError
-from chamvi.models import Artifact, Invoker, RunStatus, RunSummary, RunView, StepView
+from chamvi.models import Artifact, CallInProgress, Invoker, RunStatus, RunSummary, RunView, StepView
 from chamvi.run_events import RunEvent
 from chamvi.settings import Settings
 
@@ -264,6 +264,17 @@ def _step_line(step: StepView) -> str:
     return f"  {step.index:>3}  {step.kind:<4}  {what}"
 
 
+def _call_line(call: CallInProgress) -> str:
+    """A call in progress: what it does, which attempt, since when, and why the last one failed."""
+    limit = f" of {call.maximum_attempts}" if call.maximum_attempts else ""
+    state = f"started {when(call.started_at)}" if call.state == "started" else call.state.replace("_", " ")
+    what = call.doing or call.activity
+    line = f"calling   {what} ({call.activity}, attempt {call.attempt}{limit}, {state})"
+    if call.last_failure:
+        line += f"\n          last attempt: {short(call.last_failure)}"
+    return line
+
+
 def _show(view: RunView, artifacts: list[Artifact]) -> list[str]:
     trigger = view.trigger
     origin = trigger.trigger + (f" via {trigger.channel}" if trigger.channel else "")
@@ -297,6 +308,7 @@ def _show(view: RunView, artifacts: list[Artifact]) -> list[str]:
     if view.steps:
         lines.append("steps")
         lines.extend(_step_line(step) for step in view.steps)
+    lines.extend(_call_line(call) for call in view.calls)
     if artifacts:
         lines.append("artifacts (chamvi artifacts get ID -o FILE)")
         lines.extend(artifact_lines(artifacts))

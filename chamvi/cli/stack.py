@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 
 import click
@@ -34,6 +33,7 @@ from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.knowledge import KnowledgeCollection, Source
 from chamvi.lifecycle import check_index, close_index, index_location, open_index
+from chamvi.schedules import describe_interval
 from chamvi.settings import Settings
 from chamvi.telemetry import exporting_traces
 
@@ -149,17 +149,9 @@ def _source_line(source: Source) -> str:
 
 def _collection_line(collection: KnowledgeCollection) -> str:
     sources = ", ".join(_source_line(source) for source in collection.sources)
-    extra = f", resync every {_duration(collection.resync)}" if collection.resync is not None else ""
+    extra = f", resync every {describe_interval(collection.resync)}" if collection.resync is not None else ""
     trust = "" if collection.is_trusted else ", untrusted (a search taints the run)"
     return f"  collection {collection.name}: model {collection.model}, sources: {sources}{extra}{trust}"
-
-
-def _duration(value: timedelta) -> str:
-    seconds = int(value.total_seconds())
-    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size} {unit}"
-    return f"{seconds} s"
 
 
 def _needs_openai_key(ref: str) -> bool:

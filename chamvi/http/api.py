@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Sequence
+from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import APIRouter, Depends, FastAPI, Security
@@ -27,6 +28,7 @@ from chamvi.http.ui import ui_router
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.run_events import EventHub
+from chamvi.schedules import DEFAULT_MIN_INTERVAL
 from chamvi.starters import request_sync
 from chamvi.state import StateStore
 from chamvi.state.views import StateViews
@@ -64,6 +66,7 @@ def create_api(
     events: EventHub | None = None,
     inbound: App | None = None,
     state: StateViews | None = None,
+    schedule_min_interval: timedelta = DEFAULT_MIN_INTERVAL,
 ) -> FastAPI:
     """The HTTP API.
 
@@ -82,6 +85,8 @@ def create_api(
             (signed by the channel's secret, not a token); needs ``runs``; an app without webhook
             channels serves no such route.
         state: the agents' state behind ``/state``; None serves no state routes.
+        schedule_min_interval: the shortest gap between fires of a schedule created over HTTP
+            (``CHAMVI_SCHEDULE_MIN_INTERVAL``), so one token cannot start a run a second.
 
     Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/schedules`` and
     ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the base path too) need no token, nor
@@ -118,7 +123,7 @@ def create_api(
         if events is not None:
             events.keep_recent_deltas()
         routers.append(runs_router(runs, agents, events))
-        routers.append(schedules_router(runs, agents))
+        routers.append(schedules_router(runs, agents, schedule_min_interval))
     if state is not None:
         routers.append(state_router(state))
     permissions = RoutePermissions()
@@ -159,6 +164,7 @@ def build_api(
     base_path: str = "",
     artifacts: ArtifactStore | None = None,
     attachment_max_bytes: int = DEFAULT_ATTACHMENT_MAX_BYTES,
+    schedule_min_interval: timedelta = DEFAULT_MIN_INTERVAL,
 ) -> FastAPI:
     """``create_api`` for an app, as ``chamvi api`` and ``chamvi dev`` serve it.
 
@@ -175,6 +181,7 @@ def build_api(
         artifacts: the artifact store the workers use; with it, ``POST /runs`` takes files and the
             artifact routes are served.
         attachment_max_bytes: the size limit per attachment (413 over it).
+        schedule_min_interval: the shortest gap between fires of a schedule created over HTTP.
     """
     managed = ManagedCollections(
         store,
@@ -195,4 +202,5 @@ def build_api(
         events=app.events,
         inbound=app,
         state=StateViews(app, StateStore(store.client, store.prefix)),
+        schedule_min_interval=schedule_min_interval,
     )

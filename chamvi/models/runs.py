@@ -413,6 +413,25 @@ class StepView(BaseModel):
     decision: ApprovalDecision | None = None
 
 
+class CallInProgress(BaseModel):
+    """A model, tool or MCP call the run waits on now: one of its pending activities, as Temporal has it."""
+
+    activity: str
+    """The activity's name: ``chamvi.call_tool``, ``chamvi.call_model``, ..."""
+    doing: str | None = None
+    """What its last heartbeat said it does (``tool 'search' of MCP server 'docs'``)."""
+    state: str
+    """``scheduled`` (waiting for a worker or its next attempt), ``started`` or ``cancel_requested``."""
+    attempt: int
+    maximum_attempts: int
+    """0: no limit."""
+    started_at: datetime | None = None
+    last_heartbeat_at: datetime | None = None
+    last_failure: str | None = None
+    """Why the attempt before this one failed."""
+    next_attempt_at: datetime | None = None
+
+
 class RunView(BaseModel):
     """What ``get_run`` returns: the run as its workflow knows it."""
 
@@ -431,6 +450,8 @@ class RunView(BaseModel):
     created_at: datetime | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    calls: list[CallInProgress] = Field(default_factory=list)
+    """The calls in progress, from Temporal's pending activities (the client fills it in)."""
 
 
 class RunSummary(BaseModel):

@@ -109,3 +109,16 @@ def test_settings_choose_the_data_folder_unless_an_artifacts_url_is_set(tmp_path
     assert Settings.from_env({"CHAMVI_ATTACHMENT_MAX_BYTES": "1024"}).attachment_max_bytes == 1024
     with pytest.raises(Exception, match=r"CHAMVI_ATTACHMENT_MAX_BYTES='lots' is not a positive number"):
         Settings.from_env({"CHAMVI_ATTACHMENT_MAX_BYTES": "lots"})
+
+
+async def test_a_put_redone_in_a_folder_removes_what_an_interrupted_one_left_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    store = ArtifactStore.open(f"file://{tmp_path}")  # a folder by url: the same cleaning
+    folder = tmp_path / "run-a"
+    folder.mkdir()
+    for name in ("0000#1", "0000#7", "0000.json#2", "0001#1"):  # obstore's names for a file being written
+        (folder / name).write_bytes(b"partial")
+    await store.put("run-a", 0, "text/plain", b"whole")
+    assert sorted(p.name for p in folder.iterdir()) == ["0000", "0000.json", "0001#1"]
+    assert await store.read("run-a.0000") == b"whole"

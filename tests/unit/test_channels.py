@@ -21,7 +21,7 @@ from chamvi.errors import (
 )
 from chamvi.inbound import ChannelContext, subscribers
 from chamvi.settings import Settings
-from chamvi.webhooks import signature, signed_headers, webhook_channel
+from chamvi.webhooks import delivery_id, legacy_signature, signature, signed_headers, webhook_channel
 from tests.unit.test_tool_runner import InMemoryRun, call, request
 
 SECRET = "unit-secret-0123456789"
@@ -34,11 +34,18 @@ def test_the_signature_is_what_the_one_line_openssl_command_prints() -> None:
     body = b'{"ticket": 1}'
     printed = subprocess.run(
         [openssl, "dgst", "-sha256", "-hmac", SECRET],
+        input=b"1700000000.d-1." + body,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    assert signature(SECRET, 1700000000, "d-1", body) == "v2=" + printed.split()[-1]
+    legacy = subprocess.run(
+        [openssl, "dgst", "-sha256", "-hmac", SECRET],
         input=b"1700000000." + body,
         capture_output=True,
         check=True,
     ).stdout.decode()
-    assert signature(SECRET, 1700000000, body) == "sha256=" + printed.split()[-1]
+    assert legacy_signature(SECRET, 1700000000, body) == "sha256=" + legacy.split()[-1]
 
 
 def test_a_webhook_verifies_the_signature_before_the_timestamp_and_reads_the_delivery() -> None:
@@ -55,7 +62,11 @@ def test_a_webhook_verifies_the_signature_before_the_timestamp_and_reads_the_del
         channel.verify(forged, body, now)
     with pytest.raises(WebhookSignatureError):
         channel.verify(
-            {**signed_headers(SECRET, body, delivery="d-1"), WEBHOOK_SIGNATURE_HEADER: "sha256=é"}, body, now
+            {**signed_headers(SECRET, body, delivery="d-1"), WEBHOOK_SIGNATURE_HEADER: "v2=é"}, body, now
+        )
+    with pytest.raises(WebhookSignatureError, match="does not match"):  # the id is signed
+        channel.verify(
+            {**signed_headers(SECRET, body, delivery="d-1"), WEBHOOK_DELIVERY_HEADER: "d-2"}, body, now
         )
     with pytest.raises(WebhookSignatureError):  # a digit, but not one int() reads
         channel.verify(
@@ -68,19 +79,43 @@ def test_a_webhook_verifies_the_signature_before_the_timestamp_and_reads_the_del
     with pytest.raises(StaleDeliveryError, match="window"):
         channel.verify(old, body, now)
     # a stale timestamp with a wrong signature is a bad signature, not a replay
-    old[WEBHOOK_SIGNATURE_HEADER] = "sha256=00"
+    old[WEBHOOK_SIGNATURE_HEADER] = "v2=00"
     with pytest.raises(WebhookSignatureError):
         channel.verify(old, body, now)
-    unsigned_id = {k: v for k, v in signed_headers(SECRET, body).items()}
-    with pytest.raises(InvalidInputError, match=WEBHOOK_DELIVERY_HEADER):
-        channel.verify(unsigned_id, body, now)
+    signed = signed_headers(SECRET, body, delivery="")
+    no_id = {k: v for k, v in signed.items() if k != WEBHOOK_DELIVERY_HEADER}
+    with pytest.raises(ChamviValidationError, match=WEBHOOK_DELIVERY_HEADER):
+        channel.verify(no_id, body, now)
     not_json = signed_headers(SECRET, b"nope", delivery="d-2")
-    with pytest.raises(InvalidInputError, match="not JSON"):
+    with pytest.raises(ChamviValidationError, match="not JSON"):
         channel.verify(not_json, b"nope", now)
     assert WEBHOOK_TIMESTAMP_HEADER in not_json
     deep = b"[" * 100_000 + b"]" * 100_000
-    with pytest.raises(InvalidInputError, match="not JSON"):
+    with pytest.raises(ChamviValidationError, match="not JSON"):
         channel.verify(signed_headers(SECRET, deep, delivery="d-3"), deep, now)
+
+
+def test_a_legacy_signature_is_refused_unless_taken_and_then_keys_the_runs_by_itself() -> None:
+    body = b'{"id": 5}'
+    now = int(time.time())
+    legacy = {
+        WEBHOOK_TIMESTAMP_HEADER: str(now),
+        WEBHOOK_SIGNATURE_HEADER: legacy_signature(SECRET, now, body),
+        WEBHOOK_DELIVERY_HEADER: "d-1",
+    }
+    with pytest.raises(WebhookSignatureError, match="legacy_signatures=True"):
+        webhook_channel("tickets", secret=SECRET).verify(legacy, body, now)
+    taking = webhook_channel("tickets", secret=SECRET, legacy_signatures=True)
+    first = taking.verify(legacy, body, now)
+    again = taking.verify({**legacy, WEBHOOK_DELIVERY_HEADER: "d-invented"}, body, now)
+    assert first.delivery == again.delivery == "sha256-" + legacy[WEBHOOK_SIGNATURE_HEADER][7:]
+    assert taking.verify(signed_headers(SECRET, body, delivery="d-2"), body, now).delivery == "d-2"
+
+
+def test_an_effect_key_becomes_a_delivery_id_that_signs_one_way() -> None:
+    assert delivery_id("run-a:emit:1") == "run-a:emit:1"
+    assert delivery_id("order.42").startswith("sha256-") and "." not in delivery_id("order.42")
+    assert len(delivery_id("k" * 300)) <= 255
 
 
 def test_a_webhook_definition_is_checked_when_built() -> None:
