@@ -19,7 +19,7 @@ from chamvi.constants import (
     QUERY_MCP_TOOLS,
     QUERY_TRANSCRIPT,
 )
-from chamvi.errors import IncompleteResponseError, ProviderUnavailableError
+from chamvi.errors import IncompleteResponseError, ProviderUnavailableError, validation_issues
 from chamvi.extraction import EXTRACTION_INSTRUCTIONS
 from chamvi.models import (
     EffectQuery,
@@ -143,7 +143,8 @@ class ModelActivities:
             try:
                 parsed = agent.output.model_validate_json(response.message.content or "")
             except PydanticValidationError as error:
-                return response.model_copy(update={"output_error": str(error)})
+                issues = list(validation_issues(error.errors(include_input=False)))
+                return response.model_copy(update={"output_error": str(error), "output_issues": issues})
             return response.model_copy(update={"output": parsed.model_dump(mode="json")})
         return response
 

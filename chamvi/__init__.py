@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         ArtifactStore,
         Attachment,
         RunArtifacts,
+        is_artifact_media_type,
     )
     from chamvi.channels import (
         Channel,
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
         ToolDeniedError,
         ToolNotAllowedError,
         ToolResultTooLargeError,
+        ValidationIssue,
     )
     from chamvi.extraction import extract
     from chamvi.inbound import ChannelContext
@@ -197,6 +199,7 @@ _EXPORTS: dict[str, str] = {
     "ToolResultTooLargeError": "chamvi.errors",
     "TriggerEnvelope": "chamvi.models",
     "Trust": "chamvi.tools",
+    "ValidationIssue": "chamvi.errors",
     "WebhookChannel": "chamvi.webhooks",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
@@ -214,6 +217,7 @@ _EXPORTS: dict[str, str] = {
     "folder": "chamvi.knowledge",
     "has_permission": "chamvi.permissions",
     "inject": "chamvi.context",
+    "is_artifact_media_type": "chamvi.artifacts",
     "knowledge_collection": "chamvi.knowledge",
     "knowledge_server": "chamvi.knowledge_mcp",
     "knowledge_tools": "chamvi.knowledge",
@@ -306,6 +310,7 @@ __all__ = [
     "ToolResultTooLargeError",
     "TriggerEnvelope",
     "Trust",
+    "ValidationIssue",
     "WebhookChannel",
     "approve",
     "build_worker",
@@ -319,6 +324,7 @@ __all__ = [
     "folder",
     "has_permission",
     "inject",
+    "is_artifact_media_type",
     "knowledge_collection",
     "knowledge_server",
     "knowledge_tools",

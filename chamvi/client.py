@@ -36,7 +36,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
 from chamvi.agents import validate_agent_name
-from chamvi.artifacts import ArtifactStore, Attachment
+from chamvi.artifacts import ArtifactStore, Attachment, check_media_type
 from chamvi.errors import (
     ERROR_CLASSES,
     ApprovalNotPendingError,
@@ -209,6 +209,8 @@ class ChamviClient:
         Raises:
             InvalidInputError: a field the run would refuse, or attachments without an artifact store.
             AttachmentTooLargeError: an attachment over the size limit.
+            ChamviValidationError: an attachment's media type is not ``type/subtype`` (parameters
+                such as ``; charset=utf-8`` are refused); nothing is stored.
         """
         return await self.start(
             RunInput(
@@ -269,8 +271,9 @@ class ChamviClient:
             raise InvalidInputError(
                 "this client has no artifact store for attachments: ChamviClient(..., artifacts=...)"
             )
-        for attachment in attachments:
+        for index, attachment in enumerate(attachments):
             attachment.check_size(self.attachment_max_bytes)
+            check_media_type(attachment.kind, ("attachments", index, "media_type"))
         return [
             await self.artifacts.put(run_id, index, a.kind, a.data, a.filename)
             for index, a in enumerate(attachments)

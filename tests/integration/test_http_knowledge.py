@@ -130,7 +130,9 @@ def doc(name: str, document_id: str) -> str:
 
 def error_of(response: httpx.Response) -> tuple[int, str]:
     body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    assert set(body) == {"error"} and set(body["error"]) - {"issues"} == {"code", "message"}, body
+    # a validation error lists its field-by-field problems, other errors have none
+    assert "issues" not in body["error"] or body["error"]["code"] == "validation_error", body
     return response.status_code, body["error"]["code"]
 
 
