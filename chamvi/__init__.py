@@ -82,6 +82,7 @@ if TYPE_CHECKING:
         knowledge_collection,
         knowledge_tools,
     )
+    from chamvi.knowledge.collections import ManagedRoutes
     from chamvi.knowledge.remote import CollectionSearch
     from chamvi.knowledge_mcp import knowledge_server
     from chamvi.mcp import (
@@ -178,6 +179,7 @@ _EXPORTS: dict[str, str] = {
     "InvalidRunStateError": "chamvi.errors",
     "Invoker": "chamvi.models",
     "LifecycleChannel": "chamvi.channels",
+    "ManagedRoutes": "chamvi.knowledge.collections",
     "McpServer": "chamvi.mcp",
     "ModelError": "chamvi.errors",
     "ModelRegistry": "chamvi.providers",
@@ -287,6 +289,7 @@ __all__ = [
     "InvalidScheduleError",
     "Invoker",
     "LifecycleChannel",
+    "ManagedRoutes",
     "McpServer",
     "ModelError",
     "ModelRegistry",

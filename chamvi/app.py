@@ -17,7 +17,7 @@ from chamvi.errors import (
     InvalidAppError,
     InvalidScheduleError,
 )
-from chamvi.knowledge.collections import KnowledgeCollection
+from chamvi.knowledge.collections import KnowledgeCollection, ManagedRoutes
 from chamvi.knowledge.embedders import EmbeddingRegistry, default_embedding_registry
 from chamvi.mcp import McpServer
 from chamvi.models import AgentSpec, ToolSpec
@@ -66,6 +66,9 @@ class App:
             off, runs come only from dispatches and schedules, and still send through every
             channel's ``out`` (the seed's ``start({ channels: false })``). A worker's
             ``ChamviPlugin(start_channels=...)`` or ``CHAMVI_NO_CHANNELS=true`` overrides it.
+        managed: how the HTTP API serves managed collections: on or off, where, and their body
+            limit (:class:`~chamvi.knowledge.collections.ManagedRoutes`); ``chamvi api``/``dev``
+            options and ``CHAMVI_KNOWLEDGE_*`` variables override it.
 
     Raises:
         InvalidAppError, InvalidAgentDefinitionError: the boot fails, naming the problem.
@@ -85,8 +88,12 @@ class App:
         retry: RetryPolicies | None = None,
         mcp_servers: Sequence[McpServer] = (),
         start_channels: bool = True,
+        managed: ManagedRoutes | None = None,
     ) -> None:
         self.start_channels = start_channels
+        if managed is not None and not isinstance(managed, ManagedRoutes):
+            raise InvalidAppError(f"managed={managed!r} is not a ManagedRoutes(enabled=, base_path=, ...)")
+        self.managed = managed or ManagedRoutes()
         self.model = model
         self.models = default_registry().merged(models) if models is not None else default_registry()
         self.timeouts = timeouts or ActivityTimeouts()

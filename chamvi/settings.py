@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import overload
 from urllib.parse import unquote
 
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
@@ -50,6 +51,14 @@ class Settings:
     no_channels: bool = False
     """``CHAMVI_NO_CHANNELS``: workers start none of the app's receiving channels (``start(ctx)``);
     runs still send through every channel."""
+    knowledge_routes: bool | None = None
+    """``CHAMVI_KNOWLEDGE_ROUTES``: whether the HTTP API serves the managed collections' routes;
+    unset, as the app's ``ManagedRoutes`` says (on by default)."""
+    knowledge_base_path: str | None = None
+    """``CHAMVI_KNOWLEDGE_BASE_PATH``: where the managed routes are (``/knowledge`` by default)."""
+    knowledge_body_limit: int | None = None
+    """``CHAMVI_KNOWLEDGE_BODY_LIMIT``: the body limit of the managed routes, in bytes (1 MiB by
+    default)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -74,6 +83,9 @@ class Settings:
             artifacts_url=env.get("CHAMVI_ARTIFACTS_URL") or None,
             attachment_max_bytes=_positive(env, "CHAMVI_ATTACHMENT_MAX_BYTES", DEFAULT_ATTACHMENT_MAX_BYTES),
             no_channels=_flag(env, "CHAMVI_NO_CHANNELS"),
+            knowledge_routes=_optional_flag(env, "CHAMVI_KNOWLEDGE_ROUTES"),
+            knowledge_base_path=env.get("CHAMVI_KNOWLEDGE_BASE_PATH") or None,
+            knowledge_body_limit=_positive(env, "CHAMVI_KNOWLEDGE_BODY_LIMIT", None),
         )
 
     def with_overrides(self, **changes: object) -> Settings:
@@ -114,8 +126,17 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     raise ChamviValidationError(f"{name}={env[name]!r} is not a boolean: use true or false")
 
 
-def _positive(env: Mapping[str, str], name: str, default: int) -> int:
-    """A positive whole number of bytes; unset or empty takes ``default``.
+def _optional_flag(env: Mapping[str, str], name: str) -> bool | None:
+    """A boolean variable that may be left unset (None: the code's own choice stands)."""
+    return _flag(env, name) if (env.get(name) or "").strip() else None
+
+
+@overload
+def _positive(env: Mapping[str, str], name: str, default: int) -> int: ...
+@overload
+def _positive(env: Mapping[str, str], name: str, default: None) -> int | None: ...
+def _positive(env: Mapping[str, str], name: str, default: int | None) -> int | None:
+    """A positive whole number of bytes; unset or empty takes ``default`` (None: as the code says).
 
     Raises:
         ChamviValidationError: anything else, named so it can be fixed.

@@ -27,7 +27,7 @@ from chamvi.cli._common import (
     temporal_target,
 )
 from chamvi.cli._output import echo_err
-from chamvi.cli._serving import log_to_terminal, serve_dev, serve_worker, telemetry_line
+from chamvi.cli._serving import log_to_terminal, managed_routes, serve_dev, serve_worker, telemetry_line
 from chamvi.constants import TASK_QUEUE
 from chamvi.dev import DEFAULT_PORT, DevServer, DevServerConfig
 from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
@@ -48,6 +48,36 @@ def api_port_option(function: F) -> F:
         show_default=True,
         show_envvar=True,
         help="Port of the HTTP API.",
+    )(function)
+
+
+def knowledge_route_options(function: F) -> F:
+    """``--knowledge-routes/--no-knowledge-routes``, ``--knowledge-base-path``, ``--knowledge-body-limit``.
+
+    Unset, the environment (``CHAMVI_KNOWLEDGE_ROUTES``, ``CHAMVI_KNOWLEDGE_BASE_PATH``,
+    ``CHAMVI_KNOWLEDGE_BODY_LIMIT``, read by ``Settings``) decides, else the app's
+    ``App(managed=ManagedRoutes(...))``.
+    """
+    function = click.option(
+        "--knowledge-body-limit",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="BYTES",
+        help="Body limit of the managed collections' routes [env var: CHAMVI_KNOWLEDGE_BODY_LIMIT; "
+        "default: the app's, else the API's, 1048576].",
+    )(function)
+    function = click.option(
+        "--knowledge-base-path",
+        default=None,
+        metavar="PATH",
+        help="Where the managed collections' routes are [env var: CHAMVI_KNOWLEDGE_BASE_PATH; "
+        "default: the app's, else /knowledge].",
+    )(function)
+    return click.option(
+        "--knowledge-routes/--no-knowledge-routes",
+        default=None,
+        help="Serve the managed collections' routes [env var: CHAMVI_KNOWLEDGE_ROUTES; default: the "
+        "app's, else on].",
     )(function)
 
 
@@ -80,8 +110,18 @@ def _data_option(help_text: str) -> Callable[[F], F]:
     "--task-queue", envvar="CHAMVI_TASK_QUEUE", default=TASK_QUEUE, show_default=True, show_envvar=True
 )
 @api_port_option
+@knowledge_route_options
 def dev(
-    app_ref: str, data: Path, port: int, ui_port: int | None, namespace: str, task_queue: str, api_port: int
+    app_ref: str,
+    data: Path,
+    port: int,
+    ui_port: int | None,
+    namespace: str,
+    task_queue: str,
+    api_port: int,
+    knowledge_routes: bool | None,
+    knowledge_base_path: str | None,
+    knowledge_body_limit: int | None,
 ) -> None:
     """Run a local Temporal dev server (SQLite in DATA, Web UI), a worker for the app and the HTTP API.
 
@@ -93,7 +133,20 @@ def dev(
     os.environ["CHAMVI_DATA"] = str(data)
     app = load_app_or_fail(app_ref)
     config = DevServerConfig(data=data, port=port, ui_port=ui_port, namespace=namespace)
-    settings = build_settings(config.address, namespace, task_queue, app=app_ref, data=data)
+    settings = build_settings(
+        config.address,
+        namespace,
+        task_queue,
+        app=app_ref,
+        data=data,
+        knowledge_routes=knowledge_routes,
+        knowledge_base_path=knowledge_base_path,
+        knowledge_body_limit=knowledge_body_limit,
+    )
+    try:
+        managed_routes(app, settings)  # a bad base path or limit stops here, before anything starts
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None
     server = DevServer(config)
     log_to_terminal()
     try:
