@@ -11,7 +11,7 @@ from chamvi.artifacts import open_artifact_store
 from chamvi.cli._common import app_option, connect_or_fail, load_app_or_fail, temporal_options
 from chamvi.cli._output import echo_err
 from chamvi.cli._serving import first_of, log_to_terminal, managed_routes, stop_on_signals
-from chamvi.cli.stack import api_port_option, knowledge_route_options
+from chamvi.cli.stack import api_port_option, knowledge_route_options, with_knowledge_routes
 from chamvi.errors import ChamviError
 from chamvi.http import build_api, tokens_from_env
 from chamvi.http.process import listen
@@ -56,16 +56,9 @@ def api(
             "worker holds it (`chamvi dev` serves the API beside its worker)"
         )
     app = load_app_or_fail(app_ref)
-    settings = settings.with_overrides(
-        app=app_ref,
-        knowledge_routes=knowledge_routes,
-        knowledge_base_path=knowledge_base_path,
-        knowledge_body_limit=knowledge_body_limit,
+    settings = with_knowledge_routes(
+        settings.with_overrides(app=app_ref), app, knowledge_routes, knowledge_base_path, knowledge_body_limit
     )
-    try:
-        managed_routes(app, settings)  # a bad base path or limit stops here, before anything starts
-    except ChamviError as error:
-        raise click.ClickException(error.message) from None
     log_to_terminal()
 
     async def go() -> None:

@@ -81,6 +81,24 @@ def knowledge_route_options(function: F) -> F:
     )(function)
 
 
+def with_knowledge_routes(
+    settings: Settings, app: App, enabled: bool | None, base_path: str | None, body_limit: int | None
+) -> Settings:
+    """The settings with the ``--knowledge-*`` options on top, checked against the app's routes.
+
+    Raises:
+        click.ClickException: a base path or body limit the routes cannot take, before anything starts.
+    """
+    settings = settings.with_overrides(
+        knowledge_routes=enabled, knowledge_base_path=base_path, knowledge_body_limit=body_limit
+    )
+    try:
+        managed_routes(app, settings)
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None
+    return settings
+
+
 def _data_option(help_text: str) -> Callable[[F], F]:
     """``--data``, read from ``CHAMVI_DATA``: the one folder for local state."""
     return click.option(
@@ -133,20 +151,13 @@ def dev(
     os.environ["CHAMVI_DATA"] = str(data)
     app = load_app_or_fail(app_ref)
     config = DevServerConfig(data=data, port=port, ui_port=ui_port, namespace=namespace)
-    settings = build_settings(
-        config.address,
-        namespace,
-        task_queue,
-        app=app_ref,
-        data=data,
-        knowledge_routes=knowledge_routes,
-        knowledge_base_path=knowledge_base_path,
-        knowledge_body_limit=knowledge_body_limit,
+    settings = with_knowledge_routes(
+        build_settings(config.address, namespace, task_queue, app=app_ref, data=data),
+        app,
+        knowledge_routes,
+        knowledge_base_path,
+        knowledge_body_limit,
     )
-    try:
-        managed_routes(app, settings)  # a bad base path or limit stops here, before anything starts
-    except ChamviError as error:
-        raise click.ClickException(error.message) from None
     server = DevServer(config)
     log_to_terminal()
     try:
