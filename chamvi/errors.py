@@ -450,6 +450,24 @@ class LogUnavailableError(KnowledgeStoreError):
 # ---- processes ------------------------------------------------------------------------------------
 
 
+class BackgroundError(ChamviError):
+    """An error with no caller to throw to, as ``App(on_error=...)`` receives it (the seed's ``onError``).
+
+    Attributes:
+        source: what failed: ``channel.start``, ``channel.stop``, ``listener``, ``schedules`` or
+            ``collections``.
+        cause: the error it raised.
+    """
+
+    code = "background_error"
+
+    def __init__(self, message: str, *, source: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.source = source
+        self.cause = cause
+
+
+
 class DevStackError(ChamviError):
     """The local stack could not start: no ``temporal`` binary, a port in use, a server that died."""
 
@@ -525,6 +543,7 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     InvalidTokensError,
     ApiPortError,
     UnavailableError,
+    BackgroundError,
 )
 """The table: one class per code (subclasses that only add fields, like ``ProviderHTTPError``, share
 their parent's code)."""

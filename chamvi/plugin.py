@@ -27,7 +27,7 @@ from chamvi.app import App
 from chamvi.artifacts import ArtifactStore, open_artifact_store
 from chamvi.channels import LifecycleChannel
 from chamvi.client import ChamviClient
-from chamvi.errors import ChamviError
+from chamvi.errors import BackgroundError, ChamviError
 from chamvi.inbound import ChannelContext
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
@@ -283,6 +283,7 @@ class ChamviPlugin(SimplePlugin):
                     task.cancel()
                     await asyncio.gather(task, return_exceptions=True)
             await self.app.events.close()
+            await self.app.errors.drain()
             await self.close()
 
     async def _start_lifecycle_channels(self, client: Client, task_queue: str) -> None:
@@ -297,12 +298,7 @@ class ChamviPlugin(SimplePlugin):
             try:
                 await channel.start(ChannelContext(channel.name, self.app.agents, runs))
             except Exception as error:
-                log.error(
-                    "channel %r failed to start: %s: %s (the worker goes on)",
-                    channel.name,
-                    type(error).__name__,
-                    error,
-                )
+                self._channel_failed(channel, "start", error, " (the worker goes on)")
                 continue
             self._started_channels.append(channel)
 
@@ -323,22 +319,27 @@ class ChamviPlugin(SimplePlugin):
             try:
                 await channel.stop()
             except Exception as error:
-                log.error(
-                    "channel %r failed to stop: %s: %s",
-                    getattr(channel, "name", "?"),
-                    type(error).__name__,
-                    error,
-                )
+                self._channel_failed(channel, "stop", error)
+
+    def _channel_failed(
+        self, channel: LifecycleChannel, what: str, error: Exception, after: str = ""
+    ) -> None:
+        """Hands a channel's failed ``start``/``stop`` to the app's ``on_error``, else logs it."""
+        name = getattr(channel, "name", "?")
+        line = f"channel {name!r} failed to {what}: {type(error).__name__}: {error}{after}"
+        self.app.errors.report(
+            BackgroundError(line, source=f"channel.{what}", cause=error), lambda: log.error("%s", line)
+        )
 
     async def _start(self, client: Client, task_queue: str) -> None:
         try:
-            await boot_collections(client, self.app, self.index, task_queue)
+            await boot_collections(client, self.app, self.index, task_queue, self.app.errors)
         finally:
             self._booted.set()
 
     async def _sync_schedules(self, client: Client, task_queue: str) -> None:
         try:
-            await boot_schedules(client, self.app.schedules, task_queue)
+            await boot_schedules(client, self.app.schedules, task_queue, self.app.errors)
         finally:
             self._schedules_synced.set()
 
