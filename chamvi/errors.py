@@ -237,6 +237,12 @@ class ConflictError(ChamviError):
     code = "conflict"
 
 
+class IdleTimeoutError(ChamviError):
+    """``idle()`` gave up: runs were still in progress when its timeout ran out."""
+
+    code = "idle_timeout"
+
+
 class InvalidScheduleError(ChamviError):
     """A schedule that cannot work: both or neither of cron and every, a bad cron, an unknown overlap."""
 
@@ -516,6 +522,7 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     AttachmentTooLargeError,
     NotFoundError,
     ConflictError,
+    IdleTimeoutError,
     InvalidScheduleError,
     ScheduleNotFoundError,
     ContextNotProvidedError,
