@@ -33,6 +33,7 @@ from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
 from chamvi.lifecycle import boot_collections, check_index, close_index, index_location, open_index
+from chamvi.run_slots import DEFAULT_MAX_RUNS, RunSlots
 from chamvi.schedules import boot_schedules
 from chamvi.settings import Settings
 from chamvi.state import STATE_STORE, StateStore
@@ -118,6 +119,9 @@ class ChamviPlugin(SimplePlugin):
             worker receives nothing on its own (the seed's ``start({ channels: false })``), and
             runs still send through every channel's ``out``. By default ``App.start_channels``,
             unless ``settings.no_channels`` (``CHAMVI_NO_CHANNELS=true``).
+        max_runs: the most runs executing at once in this process (the seed's
+            ``concurrencyMaxRuns``, see ``chamvi.run_slots``); by default ``settings.max_runs``
+            (``CHAMVI_MAX_RUNS``), else 4.
     """
 
     def __init__(
@@ -131,8 +135,13 @@ class ChamviPlugin(SimplePlugin):
         artifacts: ArtifactStore | None = None,
         start_schedules: bool = True,
         start_channels: bool | None = None,
+        max_runs: int | None = None,
     ) -> None:
         self.app = app
+        if max_runs is None:
+            max_runs = settings.max_runs if settings is not None else DEFAULT_MAX_RUNS
+        self.slots = RunSlots(max_runs)
+        """The run slots this worker's model and tool calls take."""
         self._artifacts = artifacts
         self._start_channels = (
             start_channels
@@ -230,8 +239,8 @@ class ChamviPlugin(SimplePlugin):
         state = StateStore(index.client, index.prefix)
         app.provided.set(STATE_STORE, state)
         agents = AgentActivities(app)
-        model = ModelActivities(app, artifacts=self.artifacts)
-        tools = ToolActivities(app, artifacts=self.artifacts)
+        model = ModelActivities(app, artifacts=self.artifacts, slots=self.slots)
+        tools = ToolActivities(app, artifacts=self.artifacts, slots=self.slots)
         locks = LockActivities()
         indexer = Indexer(index, app.embedders, retry=app.retry.embedding)
         knowledge = KnowledgeActivities(app, index, indexer, search)

@@ -11,6 +11,7 @@ from urllib.parse import unquote
 
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
 from chamvi.errors import ChamviValidationError
+from chamvi.run_slots import DEFAULT_MAX_RUNS
 
 DEFAULT_APP = "examples.support.app:app"
 
@@ -51,6 +52,8 @@ class Settings:
     no_channels: bool = False
     """``CHAMVI_NO_CHANNELS``: workers start none of the app's receiving channels (``start(ctx)``);
     runs still send through every channel."""
+    max_runs: int = DEFAULT_MAX_RUNS
+    """``CHAMVI_MAX_RUNS``: the most runs a worker process executes at once (``chamvi.run_slots``)."""
     knowledge_routes: bool | None = None
     """``CHAMVI_KNOWLEDGE_ROUTES``: whether the HTTP API serves the managed collections' routes;
     unset, as the app's ``ManagedRoutes`` says (on by default)."""
@@ -83,6 +86,7 @@ class Settings:
             artifacts_url=env.get("CHAMVI_ARTIFACTS_URL") or None,
             attachment_max_bytes=_positive(env, "CHAMVI_ATTACHMENT_MAX_BYTES", DEFAULT_ATTACHMENT_MAX_BYTES),
             no_channels=_flag(env, "CHAMVI_NO_CHANNELS"),
+            max_runs=_positive(env, "CHAMVI_MAX_RUNS", DEFAULT_MAX_RUNS, unit="runs", example="8"),
             knowledge_routes=_optional_flag(env, "CHAMVI_KNOWLEDGE_ROUTES"),
             knowledge_base_path=env.get("CHAMVI_KNOWLEDGE_BASE_PATH") or None,
             knowledge_body_limit=_positive(env, "CHAMVI_KNOWLEDGE_BODY_LIMIT", None),
@@ -132,11 +136,22 @@ def _optional_flag(env: Mapping[str, str], name: str) -> bool | None:
 
 
 @overload
-def _positive(env: Mapping[str, str], name: str, default: int) -> int: ...
+def _positive(
+    env: Mapping[str, str], name: str, default: int, *, unit: str = ..., example: str = ...
+) -> int: ...
 @overload
-def _positive(env: Mapping[str, str], name: str, default: None) -> int | None: ...
-def _positive(env: Mapping[str, str], name: str, default: int | None) -> int | None:
-    """A positive whole number of bytes; unset or empty takes ``default`` (None: as the code says).
+def _positive(
+    env: Mapping[str, str], name: str, default: None, *, unit: str = ..., example: str = ...
+) -> int | None: ...
+def _positive(
+    env: Mapping[str, str],
+    name: str,
+    default: int | None,
+    *,
+    unit: str = "bytes",
+    example: str = "20971520",
+) -> int | None:
+    """A positive whole number (of bytes); unset or empty takes ``default`` (None: as the code says).
 
     Raises:
         ChamviValidationError: anything else, named so it can be fixed.
@@ -145,5 +160,5 @@ def _positive(env: Mapping[str, str], name: str, default: int | None) -> int | N
     if not raw:
         return default
     if not raw.isdigit() or int(raw) <= 0:
-        raise ChamviValidationError(f"{name}={raw!r} is not a positive number of bytes, e.g. 20971520")
+        raise ChamviValidationError(f"{name}={raw!r} is not a positive number of {unit}, e.g. {example}")
     return int(raw)

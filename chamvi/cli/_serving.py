@@ -235,7 +235,8 @@ async def _serve_dev(
         echo(f"Temporal UI at http://localhost:{config.ui} (namespace {config.namespace!r})")
         echo(
             f"worker for {settings.app} on task queue {settings.task_queue!r}, "
-            f"agents: {', '.join(app.agents) or 'none'}, knowledge in {index_location(settings)}."
+            f"agents: {', '.join(app.agents) or 'none'} (at most {settings.max_runs} runs at once), "
+            f"knowledge in {index_location(settings)}."
             f"{telemetry_line(settings)} Ctrl-C to stop."
         )
         url = api_socket.url

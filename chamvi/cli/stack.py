@@ -51,6 +51,18 @@ def api_port_option(function: F) -> F:
     )(function)
 
 
+def max_runs_option(function: F) -> F:
+    """``--max-runs``: the most runs the worker executes at once; unset, ``CHAMVI_MAX_RUNS`` (Settings)."""
+    return click.option(
+        "--max-runs",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="Most runs this worker executes at once; a run waiting for a person frees its slot "
+        "[env var: CHAMVI_MAX_RUNS; default: 4].",
+    )(function)
+
+
 def knowledge_route_options(function: F) -> F:
     """``--knowledge-routes/--no-knowledge-routes``, ``--knowledge-base-path``, ``--knowledge-body-limit``.
 
@@ -129,6 +141,7 @@ def _data_option(help_text: str) -> Callable[[F], F]:
 )
 @api_port_option
 @knowledge_route_options
+@max_runs_option
 def dev(
     app_ref: str,
     data: Path,
@@ -140,6 +153,7 @@ def dev(
     knowledge_routes: bool | None,
     knowledge_base_path: str | None,
     knowledge_body_limit: int | None,
+    max_runs: int | None,
 ) -> None:
     """Run a local Temporal dev server (SQLite in DATA, Web UI), a worker for the app and the HTTP API.
 
@@ -152,7 +166,7 @@ def dev(
     app = load_app_or_fail(app_ref)
     config = DevServerConfig(data=data, port=port, ui_port=ui_port, namespace=namespace)
     settings = with_knowledge_routes(
-        build_settings(config.address, namespace, task_queue, app=app_ref, data=data),
+        build_settings(config.address, namespace, task_queue, app=app_ref, data=data, max_runs=max_runs),
         app,
         knowledge_routes,
         knowledge_base_path,
@@ -174,20 +188,22 @@ def dev(
 @app_option
 @_data_option("Folder for local state: Qdrant in local mode (unless QDRANT_URL), the example's outbox.")
 @temporal_options()
-def worker(app_ref: str, data: Path, settings: Settings) -> None:
+@max_runs_option
+def worker(app_ref: str, data: Path, settings: Settings, max_runs: int | None) -> None:
     """Run a worker for the app until SIGINT/SIGTERM; run as many replicas as you like.
 
     Several workers need a Qdrant server (QDRANT_URL): Qdrant's local mode allows one process per folder.
     """
     data = data.resolve()
     os.environ["CHAMVI_DATA"] = str(data)
-    settings = settings.with_overrides(app=app_ref, data=data)
+    settings = settings.with_overrides(app=app_ref, data=data, max_runs=max_runs)
     app = load_app_or_fail(app_ref)
     log_to_terminal()
 
     def describe() -> str:
         return (
-            f"worker for {app_ref} (agents: {', '.join(app.agents) or 'none'}) on task queue "
+            f"worker for {app_ref} (agents: {', '.join(app.agents) or 'none'}; at most "
+            f"{settings.max_runs} runs at once) on task queue "
             f"{settings.task_queue!r} at {temporal_target(settings)}, knowledge in "
             f"{index_location(settings)}.{telemetry_line(settings)} Ctrl-C to stop."
         )
