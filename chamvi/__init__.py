@@ -86,6 +86,7 @@ if TYPE_CHECKING:
     )
     from chamvi.knowledge.collections import ManagedRoutes
     from chamvi.knowledge.remote import CollectionSearch
+    from chamvi.knowledge.standalone import Knowledge
     from chamvi.knowledge_mcp import knowledge_server
     from chamvi.mcp import (
         McpServer,
@@ -182,6 +183,7 @@ _EXPORTS: dict[str, str] = {
     "InvalidInputError": "chamvi.errors",
     "InvalidRunStateError": "chamvi.errors",
     "Invoker": "chamvi.models",
+    "Knowledge": "chamvi.knowledge.standalone",
     "LifecycleChannel": "chamvi.channels",
     "ManagedRoutes": "chamvi.knowledge.collections",
     "McpServer": "chamvi.mcp",
@@ -294,6 +296,7 @@ __all__ = [
     "InvalidRunStateError",
     "InvalidScheduleError",
     "Invoker",
+    "Knowledge",
     "LifecycleChannel",
     "ManagedRoutes",
     "McpServer",
