@@ -328,6 +328,7 @@ def _show(view: RunView, artifacts: list[Artifact]) -> list[str]:
         lines.extend(f"  {line}" for line in output.splitlines())
     if view.error is not None:
         lines.append(f"error     {view.error.code}: {view.error.message}")
+        lines.extend(f"  {issue.where}: {issue.message} ({issue.code})" for issue in view.error.issues or ())
     return lines
 
 
