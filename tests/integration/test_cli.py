@@ -614,18 +614,20 @@ async def test_runs_list_with_a_channel_lists_only_the_runs_that_came_through_it
 async def test_runs_idle_waits_for_the_queued_runs_and_says_when_none_is_left(
     chamvi_cli, chamvi: ChamviClient, client: Client
 ) -> None:
-    run_id = (await chamvi.dispatch("nobody-serves-it")).run_id  # no worker: it stays queued
+    agent = f"nobody-serves-{uuid.uuid4().hex[:8]}"
+    run_id = (await chamvi.dispatch(agent)).run_id  # no worker: it stays queued
 
     async def listed() -> bool | None:
-        return True if [r.run_id for r in await chamvi.list_runs(status="queued")] == [run_id] else None
+        queued = await chamvi.list_runs(agent=agent, status="queued")
+        return True if [r.run_id for r in queued] == [run_id] else None
 
     await eventually(listed, "the queued run in the visibility list")
     busy = await chamvi_cli("runs", "idle", "--timeout", "0.3")
     await client.get_workflow_handle(run_id).terminate("no worker will take it")  # cancelling needs one
-    done = await chamvi_cli("runs", "idle", "--agent", "nobody-serves-it")
+    done = await chamvi_cli("runs", "idle", "--agent", agent)
     assert busy.exit_code == 1
     assert busy.output.startswith(f"Error: runs still in progress after 0.3 s: '{run_id}' (queued)")
-    assert (done.exit_code, done.output.strip()) == (0, "no run of agent 'nobody-serves-it' in progress")
+    assert (done.exit_code, done.output.strip()) == (0, f"no run of agent {agent!r} in progress")
 
 
 class Verdict(BaseModel):
