@@ -69,8 +69,8 @@ class App:
             ``ChamviPlugin(start_channels=...)`` or ``CHAMVI_NO_CHANNELS=true`` overrides it.
         on_error: ``on_error(error, run_id)``, called with each error that has no caller to throw
             to (a :class:`~chamvi.errors.BackgroundError`: a channel that failed to start or stop, a
-            run event listener that raised, a failed sync of the schedules or the collections); by
-            default each is logged (see ``chamvi.on_error``).
+            run event listener that raised, a failed sync of the schedules or the collections, a
+            failed knowledge pass); by default each is logged (see ``chamvi.on_error``).
         managed: how the HTTP API serves managed collections: on or off, where, and their body
             limit (:class:`~chamvi.knowledge.collections.ManagedRoutes`); ``chamvi api``/``dev``
             options and ``CHAMVI_KNOWLEDGE_*`` variables override it.

@@ -460,8 +460,8 @@ class BackgroundError(ChamviError):
     """An error with no caller to throw to, as ``App(on_error=...)`` receives it (the seed's ``onError``).
 
     Attributes:
-        source: what failed: ``channel.start``, ``channel.stop``, ``listener``, ``schedules`` or
-            ``collections``.
+        source: what failed: ``channel.start``, ``channel.stop``, ``listener``, ``schedules``,
+            ``collections`` or ``knowledge`` (a failed pass, retried on its backoff).
         cause: the error it raised.
     """
 
