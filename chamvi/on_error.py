@@ -1,9 +1,10 @@
 """``App(on_error=...)``: where errors with no caller to throw to go (the seed's ``onError(error, run?)``).
 
 A channel whose ``start`` or ``stop`` raised, a run event listener that raised, a failed sync of the
-app's schedules or of its collections, a failed knowledge pass (retried on its backoff): the worker goes on, and the error goes to the hook as a
-:class:`~chamvi.errors.BackgroundError` (``source`` says what failed, ``cause`` is what it raised),
-with the run's id when it concerns one. Without a hook each is logged as one line, as always.
+app's schedules or of its collections, a failed knowledge pass (retried on its backoff): the worker
+goes on, and the error goes to the hook as a :class:`~chamvi.errors.BackgroundError` (``source``
+says what failed, ``cause`` is what it raised), with the run's id when it concerns one. Without a
+hook each is logged as one line, as always.
 """
 
 from __future__ import annotations
