@@ -12,7 +12,13 @@ from temporalio import activity
 
 from chamvi import constants as c
 from chamvi.app import App
-from chamvi.errors import ChamviError, InvalidAgentDefinitionError, InvalidAppError, KnowledgePassError
+from chamvi.errors import (
+    BackgroundError,
+    ChamviError,
+    InvalidAgentDefinitionError,
+    InvalidAppError,
+    KnowledgePassError,
+)
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KnowledgeSearch
@@ -65,11 +71,13 @@ class KnowledgeActivities:
             message = error.message if isinstance(error, ChamviError) else f"{type(error).__name__}: {error}"
             delay = backoff(request.failures + 1)
             await self._record_error(request.name, message, next_attempt=datetime.now(UTC) + delay)
-            log.error(
-                "knowledge error: collection %r: %s (next attempt in %s s)",
-                request.name,
-                message,
-                int(delay.total_seconds()),
+            # a background pass has no caller to throw to: the app's on_error hears of it, else the log
+            line = (
+                f"knowledge error: collection {request.name!r}: {message} "
+                f"(next attempt in {int(delay.total_seconds())} s)"
+            )
+            self.app.errors.report(
+                BackgroundError(line, source="knowledge", cause=error), lambda: log.error("%s", line)
             )
             if isinstance(error, ChamviError):
                 error.reported = True

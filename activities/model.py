@@ -19,7 +19,7 @@ from chamvi.constants import (
     QUERY_MCP_TOOLS,
     QUERY_TRANSCRIPT,
 )
-from chamvi.errors import IncompleteResponseError, ProviderUnavailableError
+from chamvi.errors import IncompleteResponseError, ProviderUnavailableError, validation_issues
 from chamvi.extraction import EXTRACTION_INSTRUCTIONS
 from chamvi.models import (
     EffectQuery,
@@ -35,6 +35,7 @@ from chamvi.models import (
 from chamvi.permissions import PolicyRun
 from chamvi.providers import AttachedFile, ChatRequest, DeltaKind, OnDelta, ToolSchema
 from chamvi.run_events import RUN_DELTA, RunEvent
+from chamvi.run_slots import RunSlots
 from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
 
@@ -48,8 +49,10 @@ class ModelActivities:
         cache: TranscriptCache | None = None,
         max_runs: int = 256,
         artifacts: ArtifactStore | None = None,
+        slots: RunSlots | None = None,
     ) -> None:
         self.app = app
+        self.slots = slots or RunSlots()
         self.artifacts = artifacts or ArtifactStore.memory()
         self.cache = cache or TranscriptCache()
         self._mcp_tools: OrderedDict[str, list[McpToolInfo]] = OrderedDict()
@@ -104,6 +107,12 @@ class ModelActivities:
 
     @activity.defn(name=ACTIVITY_CALL_MODEL)
     async def call_model(self, request: ModelRequest) -> ModelResponse:
+        """One model call of a run, in the run's slot of this worker (``chamvi.run_slots``)."""
+        # heartbeating while it waits for a slot too, so a cancelled run stops waiting
+        async with heartbeating(), self.slots.slot(request.run_id):
+            return await self._call_model(request)
+
+    async def _call_model(self, request: ModelRequest) -> ModelResponse:
         agent = self.app.agent(request.agent)
         _, model = self.app.model_for(agent)
         transcript = await self._transcript(request)
@@ -133,8 +142,7 @@ class ModelActivities:
                 AttachedFile(a, await self.artifacts.read(a.id)) for a in request.trigger.attachments
             ],
         )
-        async with heartbeating():  # a cancelled run stops its call, even one whose stream stalls
-            response = await model.complete(chat)
+        response = await model.complete(chat)  # heartbeating: a cancelled run stops a stalled stream
         if (
             agent.output is not None
             and not response.message.tool_calls
@@ -143,13 +151,21 @@ class ModelActivities:
             try:
                 parsed = agent.output.model_validate_json(response.message.content or "")
             except PydanticValidationError as error:
-                return response.model_copy(update={"output_error": str(error)})
+                issues = list(validation_issues(error.errors(include_input=False)))
+                return response.model_copy(update={"output_error": str(error), "output_issues": issues})
             return response.model_copy(update={"output": parsed.model_dump(mode="json")})
         return response
 
     @activity.defn(name=ACTIVITY_EXTRACT)
     async def extract(self, request: ExtractInput) -> ExtractResult:
-        """One ``extract()`` of a tool call: a model call with structured output and no tools."""
+        """One ``extract()`` of a tool call: a model call with structured output and no tools.
+
+        A model call of the run: it takes the run's slot of this worker, as ``call_model`` does.
+        """
+        async with heartbeating(), self.slots.slot(request.run_id):
+            return await self._extract(request)
+
+    async def _extract(self, request: ExtractInput) -> ExtractResult:
         agent = self.app.agent(request.agent)
         handle = activity.client().get_workflow_handle(request.run_id)
         asked = await handle.query(

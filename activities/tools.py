@@ -26,6 +26,7 @@ from chamvi.models import (
     ToolResult,
     TriggerEnvelope,
 )
+from chamvi.run_slots import RunSlots
 from chamvi.tool_runner import ToolRunner
 
 
@@ -66,15 +67,22 @@ class _TemporalRunAccess:
 class ToolActivities:
     """Holds the app's tool runner and this worker's cache of trigger envelopes."""
 
-    def __init__(self, app: App, max_runs: int = 256, artifacts: ArtifactStore | None = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        max_runs: int = 256,
+        artifacts: ArtifactStore | None = None,
+        slots: RunSlots | None = None,
+    ) -> None:
         self.runner = ToolRunner(app, artifacts)
         self._triggers: OrderedDict[str, TriggerEnvelope] = OrderedDict()
         self._max_runs = max_runs
+        self.slots = slots or RunSlots()
 
     @activity.defn(name=ACTIVITY_CALL_TOOL)
     async def call_tool(self, request: ToolRequest) -> ToolResult:
-        """One tool call of a run."""
+        """One tool call of a run, in the run's slot of this worker (``chamvi.run_slots``)."""
         access = _TemporalRunAccess(request.run_id, self._triggers, self._max_runs)
-        async with heartbeating() as cancellation:
+        async with heartbeating() as cancellation, self.slots.slot(request.run_id):
             return await self.runner.run(request, access, cancellation)
 

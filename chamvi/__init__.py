@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         ArtifactStore,
         Attachment,
         RunArtifacts,
+        is_artifact_media_type,
     )
     from chamvi.channels import (
         Channel,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
         ApprovalNotPendingError,
         ArtifactNotFoundError,
         AttachmentTooLargeError,
+        BackgroundError,
         BudgetExceededError,
         ChamviError,
         ChamviValidationError,
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
         ContextNotProvidedError,
         ErrorCode,
         FatalToolError,
+        IdleTimeoutError,
         IncompleteResponseError,
         InvalidAgentDefinitionError,
         InvalidInputError,
@@ -71,6 +74,7 @@ if TYPE_CHECKING:
         ToolDeniedError,
         ToolNotAllowedError,
         ToolResultTooLargeError,
+        ValidationIssue,
     )
     from chamvi.extraction import extract
     from chamvi.inbound import ChannelContext
@@ -80,7 +84,9 @@ if TYPE_CHECKING:
         knowledge_collection,
         knowledge_tools,
     )
+    from chamvi.knowledge.collections import ManagedRoutes
     from chamvi.knowledge.remote import CollectionSearch
+    from chamvi.knowledge.standalone import Knowledge
     from chamvi.knowledge_mcp import knowledge_http_app, knowledge_server
     from chamvi.mcp import (
         McpServer,
@@ -149,6 +155,7 @@ _EXPORTS: dict[str, str] = {
     "ArtifactStore": "chamvi.artifacts",
     "Attachment": "chamvi.artifacts",
     "AttachmentTooLargeError": "chamvi.errors",
+    "BackgroundError": "chamvi.errors",
     "Budget": "chamvi.agents",
     "BudgetExceededError": "chamvi.errors",
     "ChamviClient": "chamvi.client",
@@ -169,13 +176,16 @@ _EXPORTS: dict[str, str] = {
     "EffectSpec": "chamvi.tools",
     "ErrorCode": "chamvi.errors",
     "FatalToolError": "chamvi.errors",
+    "IdleTimeoutError": "chamvi.errors",
     "InboundEvent": "chamvi.channels",
     "IncompleteResponseError": "chamvi.errors",
     "InvalidAgentDefinitionError": "chamvi.errors",
     "InvalidInputError": "chamvi.errors",
     "InvalidRunStateError": "chamvi.errors",
     "Invoker": "chamvi.models",
+    "Knowledge": "chamvi.knowledge.standalone",
     "LifecycleChannel": "chamvi.channels",
+    "ManagedRoutes": "chamvi.knowledge.collections",
     "McpServer": "chamvi.mcp",
     "ModelError": "chamvi.errors",
     "ModelRegistry": "chamvi.providers",
@@ -197,6 +207,7 @@ _EXPORTS: dict[str, str] = {
     "ToolResultTooLargeError": "chamvi.errors",
     "TriggerEnvelope": "chamvi.models",
     "Trust": "chamvi.tools",
+    "ValidationIssue": "chamvi.errors",
     "WebhookChannel": "chamvi.webhooks",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
@@ -214,6 +225,7 @@ _EXPORTS: dict[str, str] = {
     "folder": "chamvi.knowledge",
     "has_permission": "chamvi.permissions",
     "inject": "chamvi.context",
+    "is_artifact_media_type": "chamvi.artifacts",
     "knowledge_collection": "chamvi.knowledge",
     "knowledge_http_app": "chamvi.knowledge_mcp",
     "knowledge_server": "chamvi.knowledge_mcp",
@@ -256,6 +268,7 @@ __all__ = [
     "ArtifactStore",
     "Attachment",
     "AttachmentTooLargeError",
+    "BackgroundError",
     "Budget",
     "BudgetExceededError",
     "ChamviClient",
@@ -276,6 +289,7 @@ __all__ = [
     "EffectSpec",
     "ErrorCode",
     "FatalToolError",
+    "IdleTimeoutError",
     "InboundEvent",
     "IncompleteResponseError",
     "InvalidAgentDefinitionError",
@@ -283,7 +297,9 @@ __all__ = [
     "InvalidRunStateError",
     "InvalidScheduleError",
     "Invoker",
+    "Knowledge",
     "LifecycleChannel",
+    "ManagedRoutes",
     "McpServer",
     "ModelError",
     "ModelRegistry",
@@ -307,6 +323,7 @@ __all__ = [
     "ToolResultTooLargeError",
     "TriggerEnvelope",
     "Trust",
+    "ValidationIssue",
     "WebhookChannel",
     "approve",
     "build_worker",
@@ -320,6 +337,7 @@ __all__ = [
     "folder",
     "has_permission",
     "inject",
+    "is_artifact_media_type",
     "knowledge_collection",
     "knowledge_http_app",
     "knowledge_server",

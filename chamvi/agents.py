@@ -13,7 +13,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from chamvi.channels import ChannelSubscription
 from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
-from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError
+from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError, validation_issues
 from chamvi.mcp import McpTools
 from chamvi.models import BudgetSpec, Message
 from chamvi.permissions import PolicyRun, ToolPolicy
@@ -342,7 +342,8 @@ def _tools_context(name: str, values: Mapping[str, Any], tools: Mapping[str, Too
             )
             raise ChamviValidationError(
                 f"agent {name!r}: tools_context for {tool_name!r} does not match its context schema: "
-                f"{problems}"
+                f"{problems}",
+                issues=validation_issues(error.errors(include_input=False)),
             ) from None
     return checked
 

@@ -17,10 +17,11 @@ from chamvi.errors import (
     InvalidAppError,
     InvalidScheduleError,
 )
-from chamvi.knowledge.collections import KnowledgeCollection
+from chamvi.knowledge.collections import KnowledgeCollection, ManagedRoutes
 from chamvi.knowledge.embedders import EmbeddingRegistry, default_embedding_registry
 from chamvi.mcp import McpServer
 from chamvi.models import AgentSpec, ToolSpec
+from chamvi.on_error import ErrorHook, OnError
 from chamvi.permissions import PolicyRun
 from chamvi.providers import ChatModel, ModelRegistry, default_registry
 from chamvi.retry import RetryPolicies, retry_spec
@@ -66,6 +67,13 @@ class App:
             off, runs come only from dispatches and schedules, and still send through every
             channel's ``out`` (the seed's ``start({ channels: false })``). A worker's
             ``ChamviPlugin(start_channels=...)`` or ``CHAMVI_NO_CHANNELS=true`` overrides it.
+        on_error: ``on_error(error, run_id)``, called with each error that has no caller to throw
+            to (a :class:`~chamvi.errors.BackgroundError`: a channel that failed to start or stop, a
+            run event listener that raised, a failed sync of the schedules or the collections, a
+            failed knowledge pass); by default each is logged (see ``chamvi.on_error``).
+        managed: how the HTTP API serves managed collections: on or off, where, and their body
+            limit (:class:`~chamvi.knowledge.collections.ManagedRoutes`); ``chamvi api``/``dev``
+            options and ``CHAMVI_KNOWLEDGE_*`` variables override it.
 
     Raises:
         InvalidAppError, InvalidAgentDefinitionError: the boot fails, naming the problem.
@@ -85,14 +93,21 @@ class App:
         retry: RetryPolicies | None = None,
         mcp_servers: Sequence[McpServer] = (),
         start_channels: bool = True,
+        managed: ManagedRoutes | None = None,
+        on_error: OnError | None = None,
     ) -> None:
         self.start_channels = start_channels
+        if managed is not None and not isinstance(managed, ManagedRoutes):
+            raise InvalidAppError(f"managed={managed!r} is not a ManagedRoutes(enabled=, base_path=, ...)")
+        self.managed = managed or ManagedRoutes()
         self.model = model
         self.models = default_registry().merged(models) if models is not None else default_registry()
         self.timeouts = timeouts or ActivityTimeouts()
         self.retry = retry or RetryPolicies()
         self.provided = Provided()
-        self.events = EventHub()
+        self.errors = ErrorHook(on_error)
+        """Where errors with no caller go: ``on_error``, else the log."""
+        self.events = EventHub(self.errors)
         """This process's run event listeners (``on``) and the streams that follow runs here."""
         self.channels: dict[str, Channel] = {}
         for channel in channels:

@@ -32,7 +32,13 @@ import obstore
 from obstore.store import LocalStore, MemoryStore, from_url
 
 from chamvi.constants import ARTIFACT_INDEX_DIGITS, ARTIFACT_MEDIA_TYPE_PATTERN
-from chamvi.errors import ArtifactNotFoundError, AttachmentTooLargeError, InvalidInputError
+from chamvi.errors import (
+    ArtifactNotFoundError,
+    AttachmentTooLargeError,
+    ChamviValidationError,
+    InvalidInputError,
+    ValidationIssue,
+)
 from chamvi.models import Artifact
 from chamvi.settings import Settings
 
@@ -79,18 +85,38 @@ def guess_media_type(filename: str) -> str:
     return mimetypes.guess_type(filename)[0] or "application/octet-stream"
 
 
-def check_media_type(media_type: str) -> str:
-    """``media_type`` lower-cased, once it looks like ``type/subtype``.
+def is_artifact_media_type(value: object) -> bool:
+    """Whether ``value`` is a media type an artifact may have: ``type/subtype``, without parameters.
+
+    The seed's ``isArtifactMediaType``: ``image/png`` and ``Text/Plain`` are, ``png`` and
+    ``text/plain; charset=utf-8`` are not (an artifact's bytes are what they are; a text's encoding
+    is for the reader to tell).
+    """
+    return isinstance(value, str) and _MEDIA_TYPE.match(value.lower()) is not None
+
+
+def check_media_type(media_type: str, where: tuple[str | int, ...] = ("media_type",)) -> str:
+    """``media_type`` lower-cased, once it is ``type/subtype`` (:func:`is_artifact_media_type`).
+
+    Args:
+        media_type: the media type given.
+        where: its path in what the caller sent, for the error's issue.
 
     Raises:
-        InvalidInputError: it does not.
+        ChamviValidationError: it is not, with one issue at ``where``.
     """
-    normalized = media_type.strip().lower()
-    if not _MEDIA_TYPE.match(normalized):
-        raise InvalidInputError(
-            f"media type {media_type!r} is invalid: write it as type/subtype, e.g. 'image/png'"
+    normalized = media_type.strip().lower() if isinstance(media_type, str) else ""
+    if is_artifact_media_type(normalized):
+        return normalized
+    base = normalized.partition(";")[0].strip()
+    if ";" in normalized and is_artifact_media_type(base):
+        message = (
+            f"media type {media_type!r} has parameters: an artifact's media type is type/subtype only, "
+            f"write {base!r}"
         )
-    return normalized
+    else:
+        message = f"media type {media_type!r} is invalid: write it as type/subtype, e.g. 'image/png'"
+    raise ChamviValidationError(message, issues=[ValidationIssue(where, message, "media_type")])
 
 
 def open_artifact_store(settings: Settings) -> ArtifactStore:

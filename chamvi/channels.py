@@ -124,9 +124,13 @@ class ChannelSubscription:
         return event.channel == self.channel and (self.filter is None or bool(self.filter(event)))
 
 
-def channel_sends(channel: Channel) -> bool:
-    """Whether the channel has an ``out`` that can deliver (a webhook channel without a URL has not)."""
-    return bool(getattr(channel, "sends", True))
+def channel_sends(channel: object) -> bool:
+    """Whether the channel has an ``out`` that can deliver.
+
+    A channel that only receives (a ``LifecycleChannel`` without ``out``) cannot, nor can one that
+    says so (a webhook channel without a URL: ``sends`` is False).
+    """
+    return callable(getattr(channel, "out", None)) and bool(getattr(channel, "sends", True))
 
 
 def validate_channel_name(name: str) -> None:
@@ -347,21 +351,35 @@ class ChannelAccess:
         )
 
     def find_one(self, name: str | None = None) -> ChannelHandle | None:
-        """The named channel, or without a name the run's source channel; None when absent."""
+        """The named channel, or without a name the run's source channel, if it can send.
+
+        None when the app registers no such channel, when it has no ``out`` (it only receives, or a
+        webhook channel has no URL), and without a name for a run that came from no channel.
+        """
         target = name if name is not None else self._run.trigger.channel
         channel = self._channels.get(target) if target else None
-        return self._handle(channel) if channel is not None else None
+        return self._handle(channel) if channel is not None and channel_sends(channel) else None
 
     def find_one_or_fail(self, name: str | None = None) -> ChannelHandle:
-        """Like ``find_one``, but a missing channel is ``channel_not_found`` (a tool error)."""
+        """Like ``find_one``, but where it answers None this raises (a tool error).
+
+        Raises:
+            ChannelNotFoundError: ``channel_not_found``: no such channel, one that cannot send, or
+                (without a name) a run that came from no channel. The message names the channels
+                that can send.
+        """
         handle = self.find_one(name)
-        if handle is None:
-            target = name if name is not None else self._run.trigger.channel
-            known = ", ".join(repr(n) for n in self._channels) or "none"
-            raise ChannelNotFoundError(
-                f"no channel {target!r} to send through: registered channels are {known}"
-            )
-        return handle
+        if handle is not None:
+            return handle
+        target = name if name is not None else self._run.trigger.channel
+        senders = ", ".join(repr(n) for n, c in self._channels.items() if channel_sends(c)) or "none"
+        if target is None:
+            problem = "this run came from no channel: name the channel to send through"
+        elif target in self._channels:
+            problem = f"channel {target!r} cannot send (it has no out)"
+        else:
+            problem = f"no channel {target!r} is registered"
+        raise ChannelNotFoundError(f"{problem}; the channels that can send are {senders}")
 
     def find(self) -> list[ChannelHandle]:
         """Every registered channel that can send."""

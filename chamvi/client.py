@@ -36,8 +36,9 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
+from chamvi._idle import wait_idle
 from chamvi.agents import validate_agent_name
-from chamvi.artifacts import ArtifactStore, Attachment
+from chamvi.artifacts import ArtifactStore, Attachment, check_media_type
 from chamvi.errors import (
     ERROR_CLASSES,
     ApprovalNotPendingError,
@@ -198,6 +199,9 @@ class ChamviClient:
         self.attachment_max_bytes = attachment_max_bytes
         self.open_streams = 0
         """How many ``events()`` iterators are open (each holds one history long-poll)."""
+        self._dispatched: dict[str, str] = {}
+        """The runs this client started and has not seen end, with their agent (``idle`` reads them
+        one by one: the visibility list may not show them yet)."""
 
     async def dispatch(
         self,
@@ -221,6 +225,8 @@ class ChamviClient:
         Raises:
             InvalidInputError: a field the run would refuse, or attachments without an artifact store.
             AttachmentTooLargeError: an attachment over the size limit.
+            ChamviValidationError: an attachment's media type is not ``type/subtype`` (parameters
+                such as ``; charset=utf-8`` are refused); nothing is stored.
         """
         return await self.start(
             RunInput(
@@ -243,6 +249,7 @@ class ChamviClient:
         run_id = run_id_for(run_input)
         if attachments:
             if run_input.idempotency_key is not None and await self._exists(run_id):
+                self._dispatched[run_id] = run_input.agent
                 return DispatchResult(run_id=run_id, created=False)
             stored = await self._store_attachments(run_id, attachments)
             run_input = run_input.model_copy(update={"attachments": stored})
@@ -269,7 +276,9 @@ class ChamviClient:
                 ),
             )
         except WorkflowAlreadyStartedError:
+            self._dispatched[run_id] = agent
             return DispatchResult(run_id=run_id, created=False)
+        self._dispatched[run_id] = agent
         if concurrency_key is not None:
             # joining the queue here, not only from the run, keeps the key's order the dispatch order
             await enqueue(self.client, self.task_queue, LockRequest(key=concurrency_key, run_id=run_id))
@@ -281,8 +290,9 @@ class ChamviClient:
             raise InvalidInputError(
                 "this client has no artifact store for attachments: ChamviClient(..., artifacts=...)"
             )
-        for attachment in attachments:
+        for index, attachment in enumerate(attachments):
             attachment.check_size(self.attachment_max_bytes)
+            check_media_type(attachment.kind, ("attachments", index, "media_type"))
         return [
             await self.artifacts.put(run_id, index, a.kind, a.data, a.filename)
             for index, a in enumerate(attachments)
@@ -528,6 +538,20 @@ class ChamviClient:
                 )
             )
         return runs
+
+    async def idle(self, agent: str | None = None, *, timeout: timedelta | None = None) -> None:
+        """Waits until no run of ``agent`` (or none at all) on this task queue is queued or running.
+
+        The seed's ``idle()``. A run waiting for an approval does not count: it has freed its slot
+        until a person answers.
+        Every run this client dispatched is read from its own state, so one dispatched a moment ago
+        is waited for even before Temporal's visibility lists it; runs other processes started are
+        found through that list, which may lag behind by a moment (see ``chamvi._idle``).
+
+        Raises:
+            IdleTimeoutError: ``timeout`` ran out first, naming the runs still in progress.
+        """
+        await wait_idle(self.client, self.task_queue, self._dispatched, agent, timeout)
 
     async def approve(
         self,

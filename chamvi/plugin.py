@@ -27,12 +27,13 @@ from chamvi.app import App
 from chamvi.artifacts import ArtifactStore, open_artifact_store
 from chamvi.channels import LifecycleChannel
 from chamvi.client import ChamviClient
-from chamvi.errors import ChamviError
+from chamvi.errors import BackgroundError, ChamviError
 from chamvi.inbound import ChannelContext
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
 from chamvi.lifecycle import boot_collections, check_index, close_index, index_location, open_index
+from chamvi.run_slots import DEFAULT_MAX_RUNS, RunSlots
 from chamvi.schedules import boot_schedules
 from chamvi.settings import Settings
 from chamvi.state import STATE_STORE, StateStore
@@ -118,6 +119,9 @@ class ChamviPlugin(SimplePlugin):
             worker receives nothing on its own (the seed's ``start({ channels: false })``), and
             runs still send through every channel's ``out``. By default ``App.start_channels``,
             unless ``settings.no_channels`` (``CHAMVI_NO_CHANNELS=true``).
+        max_runs: the most runs executing at once in this process (the seed's
+            ``concurrencyMaxRuns``, see ``chamvi.run_slots``); by default ``settings.max_runs``
+            (``CHAMVI_MAX_RUNS``), else 4.
     """
 
     def __init__(
@@ -131,8 +135,13 @@ class ChamviPlugin(SimplePlugin):
         artifacts: ArtifactStore | None = None,
         start_schedules: bool = True,
         start_channels: bool | None = None,
+        max_runs: int | None = None,
     ) -> None:
         self.app = app
+        if max_runs is None:
+            max_runs = settings.max_runs if settings is not None else DEFAULT_MAX_RUNS
+        self.slots = RunSlots(max_runs)
+        """The run slots this worker's model and tool calls take."""
         self._artifacts = artifacts
         self._start_channels = (
             start_channels
@@ -230,8 +239,8 @@ class ChamviPlugin(SimplePlugin):
         state = StateStore(index.client, index.prefix)
         app.provided.set(STATE_STORE, state)
         agents = AgentActivities(app)
-        model = ModelActivities(app, artifacts=self.artifacts)
-        tools = ToolActivities(app, artifacts=self.artifacts)
+        model = ModelActivities(app, artifacts=self.artifacts, slots=self.slots)
+        tools = ToolActivities(app, artifacts=self.artifacts, slots=self.slots)
         locks = LockActivities()
         indexer = Indexer(index, app.embedders, retry=app.retry.embedding)
         knowledge = KnowledgeActivities(app, index, indexer, search)
@@ -283,6 +292,7 @@ class ChamviPlugin(SimplePlugin):
                     task.cancel()
                     await asyncio.gather(task, return_exceptions=True)
             await self.app.events.close()
+            await self.app.errors.drain()
             await self.close()
 
     async def _start_lifecycle_channels(self, client: Client, task_queue: str) -> None:
@@ -297,12 +307,7 @@ class ChamviPlugin(SimplePlugin):
             try:
                 await channel.start(ChannelContext(channel.name, self.app.agents, runs))
             except Exception as error:
-                log.error(
-                    "channel %r failed to start: %s: %s (the worker goes on)",
-                    channel.name,
-                    type(error).__name__,
-                    error,
-                )
+                self._channel_failed(channel, "start", error, " (the worker goes on)")
                 continue
             self._started_channels.append(channel)
 
@@ -323,22 +328,27 @@ class ChamviPlugin(SimplePlugin):
             try:
                 await channel.stop()
             except Exception as error:
-                log.error(
-                    "channel %r failed to stop: %s: %s",
-                    getattr(channel, "name", "?"),
-                    type(error).__name__,
-                    error,
-                )
+                self._channel_failed(channel, "stop", error)
+
+    def _channel_failed(
+        self, channel: LifecycleChannel, what: str, error: Exception, after: str = ""
+    ) -> None:
+        """Hands a channel's failed ``start``/``stop`` to the app's ``on_error``, else logs it."""
+        name = getattr(channel, "name", "?")
+        line = f"channel {name!r} failed to {what}: {type(error).__name__}: {error}{after}"
+        self.app.errors.report(
+            BackgroundError(line, source=f"channel.{what}", cause=error), lambda: log.error("%s", line)
+        )
 
     async def _start(self, client: Client, task_queue: str) -> None:
         try:
-            await boot_collections(client, self.app, self.index, task_queue)
+            await boot_collections(client, self.app, self.index, task_queue, self.app.errors)
         finally:
             self._booted.set()
 
     async def _sync_schedules(self, client: Client, task_queue: str) -> None:
         try:
-            await boot_schedules(client, self.app.schedules, task_queue)
+            await boot_schedules(client, self.app.schedules, task_queue, self.app.errors)
         finally:
             self._schedules_synced.set()
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 from collections import OrderedDict
@@ -31,7 +32,7 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter, decode_typed_search_attributes
 
 from chamvi import constants as c
-from chamvi.errors import InvalidInputError
+from chamvi.errors import BackgroundError, InvalidInputError
 from chamvi.models import (
     ApprovalAnswer,
     ApprovalRequest,
@@ -42,6 +43,7 @@ from chamvi.models import (
     ToolRequest,
     ToolResult,
 )
+from chamvi.on_error import ErrorHook
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +123,8 @@ class EventHub:
     event; a coroutine listener runs as its own task.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, errors: ErrorHook | None = None) -> None:
+        self._errors = errors or ErrorHook()
         self._listeners: dict[str, list[Listener]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._queues: dict[str, list[asyncio.Queue[RunEvent]]] = {}
@@ -184,9 +187,17 @@ class EventHub:
                 if inspect.isawaitable(result):
                     task = asyncio.ensure_future(result)
                     self._tasks.add(task)
-                    task.add_done_callback(self._done)
-            except Exception:
-                log.exception("run event listener %r failed on %s", listener, event.type)
+                    task.add_done_callback(functools.partial(self._done, event=event, listener=listener))
+            except Exception as error:
+                self._listener_failed(error, event, listener)
+
+    def _listener_failed(self, error: BaseException, event: RunEvent, listener: Listener) -> None:
+        message = f"run event listener {listener!r} failed on {event.type} of run {event.run_id}: {error!r}"
+        self._errors.report(
+            BackgroundError(message, source="listener", cause=error),
+            lambda: log.error("run event listener %r failed on %s", listener, event.type, exc_info=error),
+            event.run_id,
+        )
 
     @staticmethod
     def _remember(delta: RunEvent, recent: OrderedDict[str, list[RunEvent]]) -> None:
@@ -198,10 +209,11 @@ class EventHub:
         while len(recent) > RECENT_RUNS:
             recent.popitem(last=False)
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def _done(self, task: asyncio.Task[Any], *, event: RunEvent, listener: Listener) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("run event listener failed", exc_info=task.exception())
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            self._listener_failed(error, event, listener)
 
     def follow(self, client: Client, run_id: str) -> None:
         """Relays the run's events from its history to this process's listeners, once per run.
@@ -221,8 +233,14 @@ class EventHub:
         try:
             async for event in history_events(client, run_id):
                 self.emit(event)
-        except Exception:
-            log.exception("stopped relaying the events of run %r to this process's listeners", run_id)
+        except Exception as error:
+            failure = error
+            line = f"stopped relaying the events of run {run_id!r} to this process's listeners"
+            self._errors.report(
+                BackgroundError(f"{line}: {failure!r}", source="listener", cause=failure),
+                lambda: log.error("%s", line, exc_info=failure),
+                run_id,
+            )
 
     async def close(self) -> None:
         """Stops relaying every run's events (the worker is shutting down)."""

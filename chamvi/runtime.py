@@ -74,6 +74,7 @@ def build_worker(
     graceful_shutdown_timeout: timedelta = timedelta(seconds=30),
     max_concurrent_activities: int | None = None,
     artifacts: ArtifactStore | None = None,
+    max_runs: int | None = None,
 ) -> Worker:
     """A worker serving chamvi through :class:`ChamviPlugin`: the one way chamvi starts a worker.
 
@@ -81,7 +82,8 @@ def build_worker(
     so a deploy does not cut a tool call in the middle of its side effect. Given a plugin, the worker
     has its index and lifecycle (``chamvi worker``, ``chamvi dev``). Given an app, as tests and
     benchmarks do, the index is ``index`` or an in-memory one, the artifact store ``artifacts`` or an
-    in-memory one, and nothing starts in the background: collections pass when asked.
+    in-memory one, and nothing starts in the background: collections pass when asked; ``max_runs`` is
+    the plugin's (the most runs executing at once, 4 by default).
     """
     plugin = (
         app
@@ -91,6 +93,7 @@ def build_worker(
             index=index or memory_index(),
             start_collections=False,
             artifacts=artifacts or ArtifactStore.memory(),
+            max_runs=max_runs,
         )
     )
     return Worker(

@@ -45,8 +45,15 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
 from chamvi._cron import parse_cron, shortest_cron_gap
-from chamvi.errors import ChamviError, ConflictError, InvalidScheduleError, ScheduleNotFoundError
+from chamvi.errors import (
+    BackgroundError,
+    ChamviError,
+    ConflictError,
+    InvalidScheduleError,
+    ScheduleNotFoundError,
+)
 from chamvi.models import Invoker, Overlap, RunInput, ScheduledDispatch, ScheduledRunInput, ScheduleView
+from chamvi.on_error import ErrorHook
 
 log = logging.getLogger("chamvi.schedules")
 
@@ -494,15 +501,26 @@ async def sync_declared(
     return created, updated, deleted
 
 
-async def boot_schedules(client: Client, declared: Mapping[str, AgentSchedule], task_queue: str) -> None:
-    """:func:`sync_declared` in the background of a worker: reports a failure, never raises."""
+async def boot_schedules(
+    client: Client,
+    declared: Mapping[str, AgentSchedule],
+    task_queue: str,
+    errors: ErrorHook | None = None,
+) -> None:
+    """:func:`sync_declared` in the background of a worker: reports a failure, never raises.
+
+    The failure goes to the app's ``on_error`` (``errors``), else to the log.
+    """
     try:
         created, updated, deleted = await sync_declared(client, declared, task_queue)
     except asyncio.CancelledError:
         raise
     except Exception as error:
         message = error.message if isinstance(error, ChamviError) else f"{type(error).__name__}: {error}"
-        log.error("schedules: keeping the app's schedules failed: %s (the worker goes on)", message)
+        line = f"schedules: keeping the app's schedules failed: {message} (the worker goes on)"
+        (errors or ErrorHook()).report(
+            BackgroundError(line, source="schedules", cause=error), lambda: log.error("%s", line)
+        )
         return
     for verb, ids in (("created", created), ("updated", updated), ("deleted (no longer declared)", deleted)):
         if ids:

@@ -7,10 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
+from typing import overload
 from urllib.parse import unquote
 
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
 from chamvi.errors import ChamviError, ChamviValidationError
+from chamvi.run_slots import DEFAULT_MAX_RUNS
 
 DEFAULT_APP = "examples.support.app:app"
 
@@ -54,6 +56,16 @@ class Settings:
     schedule_min_interval: timedelta = timedelta(minutes=1)
     """``CHAMVI_SCHEDULE_MIN_INTERVAL`` (``90s``, ``15m``): the shortest gap between fires of a
     schedule created over HTTP, so one token cannot start a run a second."""
+    max_runs: int = DEFAULT_MAX_RUNS
+    """``CHAMVI_MAX_RUNS``: the most runs a worker process executes at once (``chamvi.run_slots``)."""
+    knowledge_routes: bool | None = None
+    """``CHAMVI_KNOWLEDGE_ROUTES``: whether the HTTP API serves the managed collections' routes;
+    unset, as the app's ``ManagedRoutes`` says (on by default)."""
+    knowledge_base_path: str | None = None
+    """``CHAMVI_KNOWLEDGE_BASE_PATH``: where the managed routes are (``/knowledge`` by default)."""
+    knowledge_body_limit: int | None = None
+    """``CHAMVI_KNOWLEDGE_BODY_LIMIT``: the body limit of the managed routes, in bytes (1 MiB by
+    default)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -79,6 +91,10 @@ class Settings:
             attachment_max_bytes=_positive(env, "CHAMVI_ATTACHMENT_MAX_BYTES", DEFAULT_ATTACHMENT_MAX_BYTES),
             no_channels=_flag(env, "CHAMVI_NO_CHANNELS"),
             schedule_min_interval=_interval(env, "CHAMVI_SCHEDULE_MIN_INTERVAL", timedelta(minutes=1)),
+            max_runs=_positive(env, "CHAMVI_MAX_RUNS", DEFAULT_MAX_RUNS, unit="runs", example="8"),
+            knowledge_routes=_optional_flag(env, "CHAMVI_KNOWLEDGE_ROUTES"),
+            knowledge_base_path=env.get("CHAMVI_KNOWLEDGE_BASE_PATH") or None,
+            knowledge_body_limit=_positive(env, "CHAMVI_KNOWLEDGE_BODY_LIMIT", None),
         )
 
     def with_overrides(self, **changes: object) -> Settings:
@@ -119,8 +135,28 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     raise ChamviValidationError(f"{name}={env[name]!r} is not a boolean: use true or false")
 
 
-def _positive(env: Mapping[str, str], name: str, default: int) -> int:
-    """A positive whole number of bytes; unset or empty takes ``default``.
+def _optional_flag(env: Mapping[str, str], name: str) -> bool | None:
+    """A boolean variable that may be left unset (None: the code's own choice stands)."""
+    return _flag(env, name) if (env.get(name) or "").strip() else None
+
+
+@overload
+def _positive(
+    env: Mapping[str, str], name: str, default: int, *, unit: str = ..., example: str = ...
+) -> int: ...
+@overload
+def _positive(
+    env: Mapping[str, str], name: str, default: None, *, unit: str = ..., example: str = ...
+) -> int | None: ...
+def _positive(
+    env: Mapping[str, str],
+    name: str,
+    default: int | None,
+    *,
+    unit: str = "bytes",
+    example: str = "20971520",
+) -> int | None:
+    """A positive whole number (of bytes); unset or empty takes ``default`` (None: as the code says).
 
     Raises:
         ChamviValidationError: anything else, named so it can be fixed.
@@ -129,7 +165,7 @@ def _positive(env: Mapping[str, str], name: str, default: int) -> int:
     if not raw:
         return default
     if not raw.isdigit() or int(raw) <= 0:
-        raise ChamviValidationError(f"{name}={raw!r} is not a positive number of bytes, e.g. 20971520")
+        raise ChamviValidationError(f"{name}={raw!r} is not a positive number of {unit}, e.g. {example}")
     return int(raw)
 
 

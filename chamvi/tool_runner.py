@@ -36,6 +36,7 @@ from chamvi.errors import (
     ToolDeniedError,
     ToolNotAllowedError,
     ToolResultTooLargeError,
+    validation_issues,
 )
 from chamvi.models import ApprovalRequest, ErrorInfo, RunInput, ToolRequest, ToolResult, TriggerEnvelope
 from chamvi.permissions import PolicyRun
@@ -85,6 +86,8 @@ async def _holds(flag: Predicate, arguments: BaseModel, ctx: ToolContext) -> boo
 
 
 def _error(error: BaseException) -> ErrorInfo:
+    if isinstance(error, ChamviValidationError) and error.issues:
+        return ErrorInfo(code=error.code, message=error.message, issues=list(error.issues))
     if isinstance(error, ChamviError):
         return ErrorInfo(code=error.code, message=error.message)
     return ErrorInfo(code="tool_error", message=f"{type(error).__name__}: {error}")
@@ -129,7 +132,10 @@ class ToolRunner:
         try:
             arguments = tool.parse_input(request.call.arguments)
         except PydanticValidationError as error:
-            return _refused(ChamviValidationError(f"invalid input for {tool.name!r}: {error}"))
+            issues = validation_issues(error.errors(include_input=False))
+            return _refused(
+                ChamviValidationError(f"invalid input for {tool.name!r}: {error}", issues=issues)
+            )
         run = RunContext(
             run_id=request.run_id,
             agent=agent.name,
@@ -187,7 +193,14 @@ class ToolRunner:
         try:
             if hooks.before_tool_execution is not None:
                 rewritten = await _maybe_await(hooks.before_tool_execution(info, ctx))
-                arguments = tool.parse_input(rewritten)
+                try:
+                    arguments = tool.parse_input(rewritten)
+                except PydanticValidationError as invalid:
+                    raise ChamviValidationError(
+                        f"before_tool_execution rewrote the input of {tool.name!r} into one its schema "
+                        f"refuses: {invalid}",
+                        issues=validation_issues(invalid.errors(include_input=False)),
+                    ) from None
                 info = ToolCallInfo(tool.name, ctx.run.tool_call_id, arguments.model_dump(mode="json"))
                 ctx.approvals.bind(info.input)
             if tainted and await _holds(trust.guard_when_tainted, arguments, ctx):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import json
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -29,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         IncompleteResponseError,
         InvalidAgentDefinitionError,
         RunTimeoutError,
+        ValidationIssue,
     )
     from chamvi.models import (
         AgentSpec,
@@ -85,14 +87,16 @@ LOCAL_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=non_retr
 class RunFailed(Exception):
     """Internal: settles the run as failed with a seed error code."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, issues: list[ValidationIssue] | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.issues = issues
 
     @classmethod
     def of(cls, error: ChamviError) -> RunFailed:
-        return cls(error.code, error.message)
+        issues = list(error.issues) if isinstance(error, ChamviValidationError) and error.issues else None
+        return cls(error.code, error.message, issues)
 
 
 def envelope_message(run_input: RunInput) -> Message:
@@ -109,8 +113,20 @@ def _failure(error: ActivityError | ApplicationError) -> RunFailed:
     """The run failure for an activity that failed for good (a local activity's error arrives bare)."""
     cause = error.cause if isinstance(error, ActivityError) else error
     if isinstance(cause, ApplicationError):
-        return RunFailed(cause.type or "activity_failed", cause.message)
+        return RunFailed(cause.type or "activity_failed", cause.message, _issues(cause.details))
     return RunFailed("activity_failed", str(cause or error))
+
+
+def _issues(details: Sequence[Any]) -> list[ValidationIssue] | None:
+    """The validation issues an activity's failure carries (``chamvi.activity_boundary``), if any."""
+    first = details[0] if details else None
+    listed = first.get("issues") if isinstance(first, dict) else None
+    if not isinstance(listed, list) or not listed:
+        return None
+    try:
+        return [ValidationIssue(tuple(i["path"]), str(i["message"]), str(i["code"])) for i in listed]
+    except (KeyError, TypeError):
+        return None
 
 
 def _input_problem(error: PydanticValidationError) -> str:
@@ -305,7 +321,7 @@ class AgentRunWorkflow:
             await self._run_within_timeout(self._spec)
             self._settle(RunStatus.COMPLETED)
         except RunFailed as failure:
-            self._error = ErrorInfo(code=failure.code, message=failure.message)
+            self._error = ErrorInfo(code=failure.code, message=failure.message, issues=failure.issues)
             self._settle(RunStatus.FAILED)
             # the run's own end, not an activity's: a run started with a retry policy is not run again
             raise ApplicationError(
@@ -449,7 +465,8 @@ class AgentRunWorkflow:
         if response.output_error is not None:
             raise RunFailed.of(
                 ChamviValidationError(
-                    f"the final answer does not match the output schema: {response.output_error[:500]}"
+                    f"the final answer does not match the output schema: {response.output_error[:500]}",
+                    issues=response.output_issues or (),
                 )
             )
         self._output = response.output

@@ -10,8 +10,8 @@ import click
 from chamvi.artifacts import open_artifact_store
 from chamvi.cli._common import app_option, connect_or_fail, load_app_or_fail, temporal_options
 from chamvi.cli._output import echo_err
-from chamvi.cli._serving import first_of, log_to_terminal, stop_on_signals
-from chamvi.cli.stack import api_port_option
+from chamvi.cli._serving import first_of, log_to_terminal, managed_routes, stop_on_signals
+from chamvi.cli.stack import api_port_option, knowledge_route_options, with_knowledge_routes
 from chamvi.errors import ChamviError
 from chamvi.http import build_api
 from chamvi.http.auth import required_tokens
@@ -26,7 +26,16 @@ from chamvi.telemetry import exporting_traces
 @temporal_options()
 @api_port_option
 @click.option("--host", envvar="CHAMVI_API_HOST", default="127.0.0.1", show_default=True, show_envvar=True)
-def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
+@knowledge_route_options
+def api(
+    app_ref: str,
+    settings: Settings,
+    api_port: int,
+    host: str,
+    knowledge_routes: bool | None,
+    knowledge_base_path: str | None,
+    knowledge_body_limit: int | None,
+) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) until SIGINT/SIGTERM.
 
     Needs CHAMVI_TOKENS (bearer tokens and their permissions) and QDRANT_URL: Qdrant's local mode
@@ -47,7 +56,9 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
             "worker holds it (`chamvi dev` serves the API beside its worker)"
         )
     app = load_app_or_fail(app_ref)
-    settings = settings.with_overrides(app=app_ref)
+    settings = with_knowledge_routes(
+        settings.with_overrides(app=app_ref), app, knowledge_routes, knowledge_base_path, knowledge_body_limit
+    )
     log_to_terminal()
 
     async def go() -> None:
@@ -67,6 +78,7 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
                     artifacts=open_artifact_store(settings),
                     attachment_max_bytes=settings.attachment_max_bytes,
                     schedule_min_interval=settings.schedule_min_interval,
+                    managed_routes=managed_routes(app, settings),
                 )
                 echo_err(
                     f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs, "

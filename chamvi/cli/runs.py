@@ -10,6 +10,7 @@ import asyncio
 import getpass
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +245,27 @@ def list_runs(
             click.echo(line)
 
 
+@runs.command("idle")
+@click.option("--agent", help="Only runs of this agent.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Give up after this long, with a non-zero exit [default: wait as long as it takes].",
+)
+@temporal_options()
+def idle_runs(agent: str | None, timeout: float | None, settings: Settings) -> None:
+    """Wait until no run (of AGENT) on the task queue is queued or running.
+
+    A run waiting for an approval does not count. Runs are found through Temporal's visibility,
+    which may lag behind a run started a moment ago by another process.
+    """
+    limit = timedelta(seconds=timeout) if timeout is not None else None
+    run_with_client(settings, lambda chamvi: chamvi.idle(agent, timeout=limit))
+    echo_err(f"no run of agent {agent!r} in progress" if agent else "no run in progress")
+
+
 def _step_line(step: StepView) -> str:
     if step.kind == "llm":
         if step.tool_calls:
@@ -318,6 +340,7 @@ def _show(view: RunView, artifacts: list[Artifact]) -> list[str]:
         lines.extend(f"  {line}" for line in output.splitlines())
     if view.error is not None:
         lines.append(f"error     {view.error.code}: {view.error.message}")
+        lines.extend(f"  {issue.where}: {issue.message} ({issue.code})" for issue in view.error.issues or ())
     return lines
 
 

@@ -25,6 +25,7 @@ from chamvi.http.runs_routes import check_agent_for, runs_router
 from chamvi.http.schedules_routes import schedules_router
 from chamvi.http.state_routes import state_router
 from chamvi.http.ui import ui_router
+from chamvi.knowledge.collections import ManagedRoutes
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.run_events import EventHub
@@ -67,6 +68,7 @@ def create_api(
     inbound: App | None = None,
     state: StateViews | None = None,
     schedule_min_interval: timedelta = DEFAULT_MIN_INTERVAL,
+    managed_routes: ManagedRoutes | None = None,
 ) -> FastAPI:
     """The HTTP API.
 
@@ -87,6 +89,8 @@ def create_api(
         state: the agents' state behind ``/state``; None serves no state routes.
         schedule_min_interval: the shortest gap between fires of a schedule created over HTTP
             (``CHAMVI_SCHEDULE_MIN_INTERVAL``), so one token cannot start a run a second.
+        managed_routes: whether, where and with what body limit ``managed`` is served (by default
+            on, at ``/knowledge``, within ``body_limit``).
 
     Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/schedules`` and
     ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the base path too) need no token, nor
@@ -112,8 +116,12 @@ def create_api(
         telemetry={"logs": False},
     )
     routers: list[APIRouter] = []
-    if managed is not None:
-        routers.append(knowledge_router(managed))
+    routes = managed_routes or ManagedRoutes()
+    path_limits: dict[str, int] = {}
+    if managed is not None and routes.enabled:
+        routers.append(knowledge_router(managed, routes.base_path))
+        # every managed route is below /collections, also when base_path is ""
+        path_limits[f"{base}{routes.base_path}/collections"] = routes.max_body_bytes or body_limit
     upload_limits: dict[str, int] = {}
     if runs is not None and runs.artifacts is not None:
         # before the JSON dispatch: it takes only multipart bodies, the JSON route all others
@@ -145,7 +153,9 @@ def create_api(
         log.warning("no tokens (CHAMVI_TOKENS is empty): every route answers 401")
     # the last added runs first: catch everything, refuse ambiguous framing, then authenticate,
     # then limit the body
-    api.add_middleware(BodyLimitMiddleware, limit=body_limit, upload_limits=upload_limits)
+    api.add_middleware(
+        BodyLimitMiddleware, limit=body_limit, upload_limits=upload_limits, path_limits=path_limits
+    )
     api.add_middleware(AuthMiddleware, routes=permissions, tokens=list(tokens))
     api.add_middleware(FramingMiddleware)
     api.add_middleware(CatchAllMiddleware)
@@ -165,6 +175,7 @@ def build_api(
     artifacts: ArtifactStore | None = None,
     attachment_max_bytes: int = DEFAULT_ATTACHMENT_MAX_BYTES,
     schedule_min_interval: timedelta = DEFAULT_MIN_INTERVAL,
+    managed_routes: ManagedRoutes | None = None,
 ) -> FastAPI:
     """``create_api`` for an app, as ``chamvi api`` and ``chamvi dev`` serve it.
 
@@ -182,6 +193,8 @@ def build_api(
             artifact routes are served.
         attachment_max_bytes: the size limit per attachment (413 over it).
         schedule_min_interval: the shortest gap between fires of a schedule created over HTTP.
+        managed_routes: how the managed collections are served; by default the app's
+            ``App(managed=...)``.
     """
     managed = ManagedCollections(
         store,
@@ -203,4 +216,5 @@ def build_api(
         inbound=app,
         state=StateViews(app, StateStore(store.client, store.prefix)),
         schedule_min_interval=schedule_min_interval,
+        managed_routes=managed_routes or app.managed,
     )

@@ -25,7 +25,13 @@ from starlette.types import Scope
 
 from chamvi.artifacts import ArtifactStore, Attachment, check_attachment_size, parse_artifact_id
 from chamvi.client import ChamviClient
-from chamvi.errors import ChamviValidationError, InvalidInputError, PermissionDeniedError, RunNotFoundError
+from chamvi.errors import (
+    ChamviValidationError,
+    InvalidInputError,
+    PermissionDeniedError,
+    RunNotFoundError,
+    validation_issues,
+)
 from chamvi.http.auth import Token, permission, principal
 from chamvi.http.errors import error_responses
 from chamvi.http.runs_routes import dispatch_as
@@ -182,7 +188,8 @@ async def _read_form(request: Request, limit: int) -> tuple[DispatchRun, list[At
         return DispatchRun.model_validate(fields), attachments
     except PydanticValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        raise ChamviValidationError(f"invalid dispatch form: {problems}") from None
+        issues = validation_issues(error.errors(include_input=False))
+        raise ChamviValidationError(f"invalid dispatch form: {problems}", issues=issues) from None
 
 
 def _media_type(upload: UploadFile) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
+from chamvi.errors import ValidationIssue
 from chamvi.models.artifacts import Artifact
 
 
@@ -125,10 +126,22 @@ class Usage(BaseModel):
 
 
 class ErrorInfo(BaseModel):
-    """A failure as a run or a step records it: a stable ``code`` from ``chamvi.errors`` and its message."""
+    """A failure as a run or a step records it: a stable ``code`` from ``chamvi.errors`` and its message.
+
+    ``issues`` are a ``validation_error``'s field-by-field problems, when the check knew them; left
+    out of the stored form when there are none, so earlier errors read and write as before.
+    """
 
     code: str
     message: str
+    issues: list[ValidationIssue] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_issues(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("issues") is None:
+            data.pop("issues", None)
+        return data
 
 
 class BudgetSpec(BaseModel):
@@ -231,6 +244,8 @@ class ModelResponse(_Lean):
     far, ``error`` the failure); ``incomplete``: the stream closed without a finish reason."""
     output: Any = None
     output_error: str | None = None
+    output_issues: list[ValidationIssue] | None = None
+    """The field-by-field problems of a final answer that does not match the output schema."""
     error: ErrorInfo | None = None
 
 

@@ -97,7 +97,7 @@ async def test_a_multipart_dispatch_stores_its_files_and_the_model_reads_them(st
     assert (not_reader.status_code, not_reader.json()["error"]["code"]) == (403, "forbidden")
 
 
-async def test_an_attachment_over_the_limit_answers_413_and_starts_nothing(stack: Stack) -> None:
+async def test_an_attachment_too_large_or_with_media_type_parameters_starts_nothing(stack: Stack) -> None:
     files = [("attachments", ("scan.tiff", b"x" * (LIMIT + 1), "image/tiff"))]
     async with stack.http("dispatcher") as http:
         response = await http.post("/runs", data={"agent": stack.agent}, files=files)
@@ -108,6 +108,14 @@ async def test_an_attachment_over_the_limit_answers_413_and_starts_nothing(stack
             data={"agent": stack.agent, "colour": "red"},
             files=[("a", ("a.txt", b"a", "text/plain"))],
         )
+        with_charset = await http.post(
+            "/runs",
+            data={"agent": stack.agent},
+            files=[
+                ("a", ("a.pdf", b"%PDF", "application/pdf")),
+                ("b", ("b.txt", b"b", "text/plain; charset=utf-8")),
+            ],
+        )
 
     assert response.status_code == 413
     error = response.json()["error"]
@@ -117,6 +125,12 @@ async def test_an_attachment_over_the_limit_answers_413_and_starts_nothing(stack
     assert "form field 'payload' is not JSON" in bad_payload.json()["error"]["message"]
     assert (unknown_field.status_code, unknown_field.json()["error"]["code"]) == (422, "validation_error")
     assert "colour" in unknown_field.json()["error"]["message"]
+    assert [i["path"] for i in unknown_field.json()["error"]["issues"]] == [["colour"]]
+    charset = with_charset.json()["error"]
+    assert (with_charset.status_code, charset["code"]) == (422, "validation_error")
+    assert "'text/plain; charset=utf-8' has parameters" in charset["message"]
+    assert "write 'text/plain'" in charset["message"]
+    assert [i["path"] for i in charset["issues"]] == [["attachments", 1, "media_type"]]
     assert (await stack.chamvi.list_runs(agent=stack.agent)) == []
 
 

@@ -14,6 +14,7 @@ from chamvi.channels import ChannelMessage, InboundEvent
 from chamvi.constants import WEBHOOK_DELIVERY_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER
 from chamvi.errors import (
     ChamviValidationError,
+    ChannelNotFoundError,
     InvalidAgentDefinitionError,
     InvalidInputError,
     StaleDeliveryError,
@@ -256,3 +257,63 @@ async def test_a_channel_dispatch_refuses_a_bad_key_or_address_before_starting_a
         await ctx.dispatch({}, key="k" * 129)
     with pytest.raises(InvalidInputError, match="address 5"):
         await ctx.dispatch({}, key="k", address=5)  # type: ignore[arg-type]  # an address_of gone wrong
+
+
+class Listener:
+    """A channel that only receives: no ``out``."""
+
+    name = "listener"
+    default_address = "room"
+    untrusted = False
+
+    async def start(self, ctx: ChannelContext) -> None:
+        pass
+
+    async def stop(self) -> None:
+        pass
+
+
+@tool
+async def look_up_channels(ctx: ToolContext) -> dict[str, object]:
+    """Finds channels as a tool does, and reports what it found."""
+    found: dict[str, object] = {
+        "find": sorted(handle.name for handle in ctx.channels.find()),
+        "source": getattr(ctx.channels.find_one(), "name", None),
+    }
+    for name in ("desk", "listener", "tickets", "missing"):
+        found[name] = getattr(ctx.channels.find_one(name), "name", None)
+        try:
+            found[f"{name}!"] = ctx.channels.find_one_or_fail(name).name
+        except ChannelNotFoundError as error:
+            found[f"{name}!"] = f"{error.code}: {error.message}"
+    try:
+        ctx.channels.find_one_or_fail()
+    except ChannelNotFoundError as error:
+        found["source!"] = f"{error.code}: {error.message}"
+    return found
+
+
+async def test_find_one_answers_only_channels_that_can_send_and_find_one_or_fail_says_why() -> None:
+    agent = define_agent(name="clerk", instructions="x", model="local/demo", tools=[look_up_channels])
+    inbound_only = webhook_channel("tickets", secret=SECRET)  # no url: it receives, it cannot send
+    # the seed's channels may leave out `out`; chamvi's Channel type asks for it, the runtime does not
+    app = App(agents=[agent], channels=[Outbox(), Listener(), inbound_only])  # type: ignore[list-item]
+    from_listener = InMemoryRun(trigger_envelope=TriggerEnvelope(channel="listener", address="room"))
+
+    result = await call(app, request("look_up_channels", {}), from_listener)
+
+    assert result.status == "ok", result.error
+    found = result.output
+    assert (found["find"], found["desk"], found["desk!"]) == (["desk"], "desk", "desk")
+    assert found["listener"] is None and found["missing"] is None and found["source"] is None
+    assert found["listener!"] == (
+        "channel_not_found: channel 'listener' cannot send (it has no out); the channels that can send "
+        "are 'desk'"
+    )
+    assert found["tickets"] is None
+    assert found["tickets!"].startswith("channel_not_found: channel 'tickets' cannot send")
+    assert found["missing!"].startswith("channel_not_found: no channel 'missing' is registered")
+    assert found["source!"].startswith("channel_not_found: channel 'listener' cannot send")
+
+    manual = await call(app, request("look_up_channels", {}), InMemoryRun())
+    assert manual.output["source!"].startswith("channel_not_found: this run came from no channel")
