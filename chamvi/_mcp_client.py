@@ -21,15 +21,15 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, RequestParamsMeta, TextContent
+from mcp.types import CallToolResult, RequestParamsMeta, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict
 from temporalio import activity
 
 from chamvi._heartbeat import doing
 from chamvi.constants import MCP_META_EFFECT_KEY
 from chamvi.errors import InvalidAgentDefinitionError, McpServerUnavailableError, McpToolError
-from chamvi.mcp import McpServer
-from chamvi.models import McpToolInfo
+from chamvi.mcp import McpServer, classify
+from chamvi.models import McpToolHints, McpToolInfo
 from chamvi.tools import TOOL_NAME_PATTERN, Tool, ToolContext
 
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
@@ -136,10 +136,26 @@ async def list_tools(server: McpServer) -> list[McpToolInfo]:
             )
     return [
         McpToolInfo(
-            server=server.name, name=t.name, description=t.description or "", input_schema=t.input_schema
+            server=server.name,
+            name=t.name,
+            description=t.description or "",
+            input_schema=t.input_schema,
+            hints=_hints(t.annotations),
         )
         for t in tools
     ]
+
+
+def _hints(annotations: ToolAnnotations | None) -> McpToolHints | None:
+    if annotations is None:
+        return None
+    hints = McpToolHints(
+        read_only=annotations.read_only_hint,
+        destructive=annotations.destructive_hint,
+        idempotent=annotations.idempotent_hint,
+        open_world=annotations.open_world_hint,
+    )
+    return hints if hints.given else None
 
 
 def _output(server: McpServer, tool: str, result: CallToolResult) -> Any:
@@ -196,8 +212,13 @@ async def call_tool(
     return _output(server, tool, result)
 
 
-def as_tool(server: McpServer, name: str) -> Tool:
-    """``name`` of ``server`` as a tool the tool runner calls: its trust and effect come from the server."""
+def as_tool(server: McpServer, name: str, hints: McpToolHints | None = None) -> Tool:
+    """``name`` of ``server`` as a tool the tool runner calls.
+
+    Its trust and effect come from its annotations (``hints``, as the run listed them) and the
+    server's declaration (:func:`chamvi.mcp.classify`).
+    """
+    trust, effect = classify(server, name, hints)
 
     async def call(arguments: McpArguments, ctx: ToolContext) -> Any:
         return await call_tool(server, name, arguments.model_dump(mode="json"), ctx.effect_key)
@@ -209,6 +230,6 @@ def as_tool(server: McpServer, name: str) -> Tool:
         input_model=McpArguments,
         context_param="ctx",
         model_param="arguments",
-        effect=server.effects.get(name),
-        trust=server.trust,
+        effect=effect,
+        trust=trust,
     )

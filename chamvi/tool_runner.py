@@ -180,7 +180,9 @@ class ToolRunner:
         if server is None or server not in agent.mcp_servers or server not in self.app.mcp_servers:
             return None
         declared = self.app.mcp_servers[server]
-        return as_tool(declared, request.call.name) if declared.offers(request.call.name) else None
+        if not declared.offers(request.call.name):
+            return None
+        return as_tool(declared, request.call.name, request.mcp_hints)
 
     async def _call(
         self, agent: Agent, tool: Tool, arguments: BaseModel, ctx: ToolContext, tainted: bool

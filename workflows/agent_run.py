@@ -514,6 +514,7 @@ class AgentRunWorkflow:
         decisions: list[ApprovalDecision] = []
         waits = 0
         started = workflow.now()
+        listed = next((t for t in self._mcp_tools if t.name == call.name), None)
         while True:
             try:
                 result = await workflow.execute_activity(
@@ -526,7 +527,8 @@ class AgentRunWorkflow:
                         trigger=self._require_input().envelope().model_copy(update={"payload": None}),
                         decisions=decisions,
                         tainted=self._taint is not None,
-                        mcp_server=next((t.server for t in self._mcp_tools if t.name == call.name), None),
+                        mcp_server=listed.server if listed is not None else None,
+                        mcp_hints=listed.hints if listed is not None else None,
                         artifact_count=self._artifact_count,
                     ),
                     result_type=ToolResult,

@@ -16,7 +16,7 @@ from chamvi.models.knowledge import (
     SyncRequest,
     SyncSignal,
 )
-from chamvi.models.mcp import McpListRequest, McpToolInfo, McpToolList
+from chamvi.models.mcp import McpListRequest, McpToolHints, McpToolInfo, McpToolList
 from chamvi.models.runs import (
     AgentSpec,
     ApprovalAnswer,
@@ -88,6 +88,7 @@ __all__ = [
     "LockRequest",
     "LockState",
     "McpListRequest",
+    "McpToolHints",
     "McpToolInfo",
     "McpToolList",
     "Message",

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 
 from chamvi.errors import ValidationIssue
 from chamvi.models.artifacts import Artifact
+from chamvi.models.mcp import McpToolHints
 
 
 class RunStatus(StrEnum):
@@ -298,6 +299,8 @@ class ToolRequest(BaseModel):
     tainted: bool = False
     mcp_server: str | None = None
     """The MCP server that listed the called tool for this run; None for the agent's own tools."""
+    mcp_hints: McpToolHints | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The annotations the run listed with that MCP tool: they set its trust and effect defaults."""
     artifact_count: int = Field(default=0, exclude_if=lambda v: v == 0)
     """Artifacts the run holds before this call: its ``ctx.artifacts.put`` numbers on from here, so
     a call that runs again (a retry after a crash, after an approval) puts under the same ids."""
