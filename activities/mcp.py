@@ -8,14 +8,16 @@ from chamvi._heartbeat import heartbeating
 from chamvi._mcp_client import list_tools
 from chamvi.app import App
 from chamvi.constants import ACTIVITY_LIST_MCP_TOOLS
+from chamvi.mcp_sessions import McpSessions
 from chamvi.models import McpListRequest, McpToolList
 
 
 class McpActivities:
-    """Holds the app, whose declared MCP servers the activity reaches."""
+    """Holds the app, whose declared MCP servers the activity reaches, and the worker's sessions."""
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: App, sessions: McpSessions | None = None) -> None:
         self.app = app
+        self.sessions = sessions or McpSessions()
 
     @activity.defn(name=ACTIVITY_LIST_MCP_TOOLS)
     async def list_mcp_tools(self, request: McpListRequest) -> McpToolList:
@@ -26,5 +28,5 @@ class McpActivities:
         """
         server = self.app.mcp_server(request.server)
         async with heartbeating():
-            tools = await list_tools(server)
+            tools = await list_tools(server, self.sessions)
         return McpToolList(server=server.name, tools=tools)

@@ -17,6 +17,7 @@ from chamvi.app import App
 from chamvi.artifacts import ArtifactStore
 from chamvi.client import ChamviClient
 from chamvi.constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT, QUERY_TRIGGER, SIGNAL_EFFECT_RECORDED
+from chamvi.mcp_sessions import McpSessions
 from chamvi.models import (
     EffectQuery,
     EffectRecord,
@@ -73,8 +74,9 @@ class ToolActivities:
         max_runs: int = 256,
         artifacts: ArtifactStore | None = None,
         slots: RunSlots | None = None,
+        mcp_sessions: McpSessions | None = None,
     ) -> None:
-        self.runner = ToolRunner(app, artifacts)
+        self.runner = ToolRunner(app, artifacts, mcp_sessions)
         self._triggers: OrderedDict[str, TriggerEnvelope] = OrderedDict()
         self._max_runs = max_runs
         self.slots = slots or RunSlots()

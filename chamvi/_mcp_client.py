@@ -1,27 +1,20 @@
 """Talking to MCP servers with the official ``mcp`` SDK: listing tools, calling one.
 
-Each listing and each call opens its own connection (a stdio server is started for it), the way
-temporalio's stateless MCP servers work: a call that lives in one activity attempt holds nothing a
-killed worker could leave half open, and a server that restarted between calls is simply reached
-again. A server that cannot be reached, goes away mid-call, or does not answer within the server's
-``timeout`` (else just before the tool timeout would end the attempt) is a
-:class:`McpServerUnavailableError`: a tool error the model reads, which no retry of the attempt
-would change.
+Listings and calls go through the worker's long-lived session of each server
+(:mod:`chamvi.mcp_sessions`). A server that cannot be reached, goes away mid-call, or does not
+answer within the server's ``timeout`` (else just before the tool timeout would end the attempt) is
+a :class:`McpServerUnavailableError`: a tool error the model reads, which no retry of the attempt
+would change; a server that went away is started again by the next call.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any, cast
 
-import httpx2
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, RequestParamsMeta, TextContent, ToolAnnotations
+from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, ConfigDict
 from temporalio import activity
 
@@ -29,12 +22,9 @@ from chamvi._heartbeat import doing
 from chamvi.constants import MCP_META_EFFECT_KEY
 from chamvi.errors import InvalidAgentDefinitionError, McpServerUnavailableError, McpToolError
 from chamvi.mcp import McpServer, classify
+from chamvi.mcp_sessions import McpSession, McpSessions, is_disconnect
 from chamvi.models import McpToolHints, McpToolInfo
 from chamvi.tools import TOOL_NAME_PATTERN, Tool, ToolContext
-
-HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
-"""The SDK's own defaults: a server may hold a response stream open for as long as a tool runs
-(the tool activity's timeout bounds the call as a whole)."""
 
 
 class McpArguments(BaseModel):
@@ -75,47 +65,45 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-@asynccontextmanager
-async def _connect(server: McpServer) -> AsyncIterator[Client]:
-    if server.url is not None:
-        async with (
-            httpx2.AsyncClient(headers=dict(server.headers), timeout=HTTP_TIMEOUT) as http,
-            Client(streamable_http_client(server.url, http_client=http), cache=None) as client,
-        ):
-            yield client
-        return
-    assert server.command is not None
-    program, *args = server.command
-    params = StdioServerParameters(command=program, args=args, env=dict(server.env) if server.env else None)
-    async with Client(params, cache=None) as client:
-        yield client
+async def _listing(session: McpSession) -> list[MCPTool]:
+    """The server's whole listing, from the session's cache while its tools did not change."""
+    client = await session.client()
+    if session.tools is not None:
+        return session.tools
+    listed: list[MCPTool] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        listed.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    if session.caches and session.is_open:
+        session.tools = listed
+    return listed
 
 
-async def list_tools(server: McpServer) -> list[McpToolInfo]:
-    """The server's tools the app uses, with the schemas the server gave.
+async def list_tools(server: McpServer, sessions: McpSessions) -> list[McpToolInfo]:
+    """The server's tools the app uses, with the schemas and annotations the server gave.
 
     Raises:
         McpServerUnavailableError: the server could not be reached or failed to answer.
         InvalidAgentDefinitionError: the server lacks a tool ``tools=`` or ``effects=`` names, or
             lists one under a name models refuse.
     """
-    listed = []
     budget = _budget(server)
+    session = sessions.session(server)
     try:
         with doing(f"listing the tools of MCP server {server.name!r}"):
-            async with asyncio.timeout(budget), _connect(server) as client:
-                cursor: str | None = None
-                while True:
-                    page = await client.list_tools(cursor=cursor)
-                    listed.extend(page.tools)
-                    cursor = page.next_cursor
-                    if cursor is None:
-                        break
+            async with asyncio.timeout(budget):
+                listed = await _listing(session)
     except TimeoutError:
         raise McpServerUnavailableError(
             f"MCP server {server.name!r} ({server.where}) did not list its tools within {budget:g} s"
         ) from None
     except Exception as error:
+        if is_disconnect(error):
+            await session.reset()
         raise McpServerUnavailableError(
             f"MCP server {server.name!r} ({server.where}) could not list its tools: {_describe(error)}"
         ) from None
@@ -178,7 +166,11 @@ def _output(server: McpServer, tool: str, result: CallToolResult) -> Any:
 
 
 async def call_tool(
-    server: McpServer, tool: str, arguments: dict[str, Any], effect_key: str | None = None
+    server: McpServer,
+    tool: str,
+    arguments: dict[str, Any],
+    sessions: McpSessions,
+    effect_key: str | None = None,
 ) -> Any:
     """Calls ``tool`` on ``server`` and returns its output as JSON-able data.
 
@@ -192,9 +184,11 @@ async def call_tool(
     # an open map in the SDK's types, whose checker only knows its literal keys
     meta = cast(RequestParamsMeta, {MCP_META_EFFECT_KEY: effect_key}) if effect_key is not None else None
     budget = _budget(server)
+    session = sessions.session(server)
     try:
         with doing(f"tool {tool!r} of MCP server {server.name!r}"):
-            async with asyncio.timeout(budget), _connect(server) as client:
+            async with asyncio.timeout(budget):
+                client = await session.client()
                 result = await client.call_tool(tool, arguments, meta=meta)
     except TimeoutError:
         own = server.timeout is not None and budget == server.timeout.total_seconds()
@@ -205,6 +199,8 @@ async def call_tool(
             "or ActivityTimeouts(tool=...) if the tool is slow"
         ) from None
     except Exception as error:
+        if is_disconnect(error):
+            await session.reset()  # the next call starts the server again
         raise McpServerUnavailableError(
             f"MCP server {server.name!r} ({server.where}) failed during the call to {tool!r}: "
             f"{_describe(error)}"
@@ -212,7 +208,7 @@ async def call_tool(
     return _output(server, tool, result)
 
 
-def as_tool(server: McpServer, name: str, hints: McpToolHints | None = None) -> Tool:
+def as_tool(server: McpServer, name: str, sessions: McpSessions, hints: McpToolHints | None = None) -> Tool:
     """``name`` of ``server`` as a tool the tool runner calls.
 
     Its trust and effect come from its annotations (``hints``, as the run listed them) and the
@@ -221,7 +217,7 @@ def as_tool(server: McpServer, name: str, hints: McpToolHints | None = None) -> 
     trust, effect = classify(server, name, hints)
 
     async def call(arguments: McpArguments, ctx: ToolContext) -> Any:
-        return await call_tool(server, name, arguments.model_dump(mode="json"), ctx.effect_key)
+        return await call_tool(server, name, arguments.model_dump(mode="json"), sessions, ctx.effect_key)
 
     return Tool(
         name=name,

@@ -110,7 +110,8 @@ def mcp_server(
 
     Args:
         name: how agents refer to it (``mcp_tools(name)``): lowercase words joined by '-'.
-        command: a stdio server: the program and its arguments, started for each listing and call.
+        command: a stdio server: the program and its arguments, started once per worker (see
+            ``chamvi.mcp_sessions``).
         url: a streamable-HTTP server, e.g. ``http://localhost:8000/mcp``.
         headers: HTTP headers of every request to ``url`` (an ``Authorization`` token).
         env: extra environment variables of the ``command`` (a token the server reads).

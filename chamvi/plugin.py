@@ -33,6 +33,7 @@ from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
 from chamvi.lifecycle import boot_collections, check_index, close_index, index_location, open_index
+from chamvi.mcp_sessions import McpSessions
 from chamvi.run_slots import DEFAULT_MAX_RUNS, RunSlots
 from chamvi.schedules import boot_schedules
 from chamvi.settings import Settings
@@ -142,6 +143,8 @@ class ChamviPlugin(SimplePlugin):
             max_runs = settings.max_runs if settings is not None else DEFAULT_MAX_RUNS
         self.slots = RunSlots(max_runs)
         """The run slots this worker's model and tool calls take."""
+        self.mcp_sessions = McpSessions()
+        """This worker's long-lived sessions of the app's MCP servers, closed when the worker stops."""
         self._artifacts = artifacts
         self._start_channels = (
             start_channels
@@ -240,7 +243,9 @@ class ChamviPlugin(SimplePlugin):
         app.provided.set(STATE_STORE, state)
         agents = AgentActivities(app)
         model = ModelActivities(app, artifacts=self.artifacts, slots=self.slots)
-        tools = ToolActivities(app, artifacts=self.artifacts, slots=self.slots)
+        tools = ToolActivities(
+            app, artifacts=self.artifacts, slots=self.slots, mcp_sessions=self.mcp_sessions
+        )
         locks = LockActivities()
         indexer = Indexer(index, app.embedders, retry=app.retry.embedding)
         knowledge = KnowledgeActivities(app, index, indexer, search)
@@ -256,7 +261,7 @@ class ChamviPlugin(SimplePlugin):
             knowledge.knowledge_pass,
             knowledge.knowledge_request_sync,
             knowledge.knowledge_search,
-            McpActivities(app).list_mcp_tools,
+            McpActivities(app, self.mcp_sessions).list_mcp_tools,
             StateActivities(StateViews(app, state)).state_list,
             ScheduleActivities(app).dispatch_scheduled,
         ]
@@ -293,6 +298,7 @@ class ChamviPlugin(SimplePlugin):
                     await asyncio.gather(task, return_exceptions=True)
             await self.app.events.close()
             await self.app.errors.drain()
+            await self.mcp_sessions.close()
             await self.close()
 
     async def _start_lifecycle_channels(self, client: Client, task_queue: str) -> None:

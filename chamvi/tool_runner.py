@@ -38,6 +38,7 @@ from chamvi.errors import (
     ToolResultTooLargeError,
     validation_issues,
 )
+from chamvi.mcp_sessions import McpSessions
 from chamvi.models import ApprovalRequest, ErrorInfo, RunInput, ToolRequest, ToolResult, TriggerEnvelope
 from chamvi.permissions import PolicyRun
 from chamvi.run_context import (
@@ -103,11 +104,16 @@ class ToolRunner:
     Args:
         app: the app whose tools run.
         artifacts: where ``ctx.artifacts`` keeps files; by default this process's memory.
+        mcp_sessions: the worker's sessions of the app's MCP servers (the plugin's); by default
+            sessions of this runner's own.
     """
 
-    def __init__(self, app: App, artifacts: ArtifactStore | None = None) -> None:
+    def __init__(
+        self, app: App, artifacts: ArtifactStore | None = None, mcp_sessions: McpSessions | None = None
+    ) -> None:
         self.app = app
         self.artifacts = artifacts or ArtifactStore.memory()
+        self.mcp_sessions = mcp_sessions or McpSessions()
 
     async def run(self, request: ToolRequest, access: RunAccess, cancellation: asyncio.Event) -> ToolResult:
         """The result of one tool call, as the workflow records it; never raises for a tool's failure."""
@@ -182,7 +188,7 @@ class ToolRunner:
         declared = self.app.mcp_servers[server]
         if not declared.offers(request.call.name):
             return None
-        return as_tool(declared, request.call.name, request.mcp_hints)
+        return as_tool(declared, request.call.name, self.mcp_sessions, request.mcp_hints)
 
     async def _call(
         self, agent: Agent, tool: Tool, arguments: BaseModel, ctx: ToolContext, tainted: bool
