@@ -18,6 +18,7 @@ import uvicorn
 from chamvi.cli._common import connect_or_fail, temporal_options
 from chamvi.cli.kb import _open, kb_dir_option, root_type_option
 from chamvi.cli.knowledge import _require_collection
+from chamvi.cli.stack import data_option
 from chamvi.constants import TASK_QUEUE
 from chamvi.dev import read_stack
 from chamvi.errors import ChamviError
@@ -84,15 +85,7 @@ DEFAULT_MCP_PORT = 8765
     show_default=True,
     help="With --transport http: the port.",
 )
-@click.option(
-    "--data",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="CHAMVI_DATA",
-    default=Path(".chamvi"),
-    show_default=True,
-    show_envvar=True,
-    help="The data folder of a running `chamvi dev`, whose Temporal it reaches when no --address is given.",
-)
+@data_option("The data folder of a running `chamvi dev`, whose Temporal it reaches without --address.")
 @temporal_options()
 def mcp(
     kb_dir: Path | None,

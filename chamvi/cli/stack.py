@@ -111,7 +111,7 @@ def with_knowledge_routes(
     return settings
 
 
-def _data_option(help_text: str) -> Callable[[F], F]:
+def data_option(help_text: str) -> Callable[[F], F]:
     """``--data``, read from ``CHAMVI_DATA``: the one folder for local state."""
     return click.option(
         "--data",
@@ -126,7 +126,7 @@ def _data_option(help_text: str) -> Callable[[F], F]:
 
 @click.command()
 @app_option
-@_data_option("Folder for all local state: the Temporal database and log, the example's outbox.")
+@data_option("Folder for all local state: the Temporal database and log, the example's outbox.")
 @click.option(
     "--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True, help="gRPC port."
 )
@@ -186,7 +186,7 @@ def dev(
 
 @click.command()
 @app_option
-@_data_option("Folder for local state: Qdrant in local mode (unless QDRANT_URL), the example's outbox.")
+@data_option("Folder for local state: Qdrant in local mode (unless QDRANT_URL), the example's outbox.")
 @temporal_options()
 @max_runs_option
 def worker(app_ref: str, data: Path, settings: Settings, max_runs: int | None) -> None:
@@ -273,7 +273,7 @@ def _check_store(app: App, data: Path, problems: list[str], warnings: list[str])
 
 @click.command()
 @app_option
-@_data_option("Folder for local state, where the knowledge store (Qdrant in local mode) is read.")
+@data_option("Folder for local state, where the knowledge store (Qdrant in local mode) is read.")
 def check(app_ref: str, data: Path) -> None:
     """Load the app and report problems, without starting anything.
 
