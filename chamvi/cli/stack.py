@@ -33,6 +33,7 @@ from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.knowledge import KnowledgeCollection, Source
 from chamvi.lifecycle import check_index, close_index, index_location, open_index
+from chamvi.mcp import classify
 from chamvi.schedules import describe_interval
 from chamvi.settings import Settings
 from chamvi.telemetry import exporting_traces
@@ -271,17 +272,74 @@ def _check_store(app: App, data: Path, problems: list[str], warnings: list[str])
         problems.append(error.message)
 
 
+def _check_mcp_servers(app: App, timeout: float, problems: list[str], lines: list[str]) -> None:
+    """Starts (or reaches) each declared MCP server and lists its tools, as a run would.
+
+    Each has ``timeout`` seconds (or its own ``timeout=``, if shorter); a server that cannot start,
+    fails to answer or lacks a tool the app names is one problem line naming it. Every session is
+    closed (a stdio server's process ends) before the command reports.
+    """
+    if not app.mcp_servers:
+        return
+    from chamvi._mcp_client import list_tools
+    from chamvi.mcp_sessions import McpSessions
+
+    async def listing() -> None:
+        sessions = McpSessions()
+        try:
+            for server in app.mcp_servers.values():
+                try:
+                    async with asyncio.timeout(timeout):
+                        tools = await list_tools(server, sessions)
+                except TimeoutError:
+                    problems.append(
+                        f"MCP server {server.name!r} ({server.where}) did not list its tools within "
+                        f"{timeout:g} s: is the command right, and does it speak MCP on stdio?"
+                    )
+                    continue
+                except ChamviError as error:
+                    problems.append(error.message)
+                    continue
+                guarded = [t.name for t in tools if classify(server, t.name, t.hints)[0].guard_when_tainted]
+                extra = f", guarded once tainted: {', '.join(guarded)}" if guarded else ""
+                lines.append(
+                    f"  MCP server {server.name} ({server.where}): {len(tools)} tool(s): "
+                    f"{', '.join(t.name for t in tools) or 'none'}{extra}"
+                )
+        finally:
+            await sessions.close()
+
+    asyncio.run(listing())
+
+
 @click.command()
 @app_option
 @data_option("Folder for local state, where the knowledge store (Qdrant in local mode) is read.")
-def check(app_ref: str, data: Path) -> None:
-    """Load the app and report problems, without starting anything.
+@click.option(
+    "--mcp/--no-mcp",
+    "contact_mcp",
+    default=True,
+    show_default=True,
+    help="Start each declared MCP server and list its tools.",
+)
+@click.option(
+    "--mcp-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long each MCP server has to start and list its tools.",
+)
+def check(app_ref: str, data: Path, contact_mcp: bool, mcp_timeout: float) -> None:
+    """Load the app and report problems.
 
     Loading checks the agents (models, tools, channels, MCP servers declared) and the knowledge
     collections (names declared once, embedding models that resolve, folder() paths that are
     directories, sources' own check()). The knowledge store (QDRANT_URL, else Qdrant's folder under
-    --data) is read, never written: a declared collection it holds as a managed one is a problem. MCP
-    servers are not contacted: a run lists their tools.
+    --data) is read, never written: a declared collection it holds as a managed one is a problem.
+    Each declared MCP server is started (a stdio command) or reached (a URL) and its tools listed, as
+    a run would, then closed again (--no-mcp skips it): a wrong command is a problem naming the
+    server.
     """
     app = load_app_or_fail(app_ref)
     problems: list[str] = []
@@ -338,6 +396,8 @@ def check(app_ref: str, data: Path) -> None:
             else f"every {schedule.every}"
         )
         lines.append(f"  schedule {schedule.id}: agent {schedule.agent}, {when}, overlap {schedule.overlap}")
+    if contact_mcp:
+        _check_mcp_servers(app, mcp_timeout, problems, lines)
     for warning in warnings:
         echo_err(f"warning: {warning}")
     for problem in problems:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner, Result
+
 from chamvi import (
     AgentTrust,
     App,
@@ -14,6 +17,7 @@ from chamvi import (
     mcp_server,
     mcp_tools,
 )
+from chamvi.cli import cli
 from chamvi.mcp import McpServer
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from tests.polling import until_status
@@ -104,3 +108,43 @@ async def test_an_untrusted_server_taints_the_run_and_guards_even_its_readers(
     read, listed = (s for s in run.steps if s.kind == "tool")
     assert read.error is None and read.output == "hello"
     assert listed.error is not None and listed.error.code == "tool_denied"
+
+
+def _check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, servers: str) -> Result:
+    module = f"checked_mcp_app_{tmp_path.name.replace('-', '_')}"  # one module per test: imports are kept
+    (tmp_path / f"{module}.py").write_text(
+        "from chamvi import App, define_agent, mcp_server, mcp_tools\n"
+        f"servers = [{servers}]\n"
+        "agent = define_agent(name='files', model='local/demo', instructions='x',\n"
+        "                     tools=[t for s in servers for t in mcp_tools(s.name)])\n"
+        "app = App(agents=[agent], mcp_servers=servers)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["check", "--app", f"{module}:app", "--data", str(tmp_path / "data"), "--mcp-timeout", "20"]
+    return CliRunner().invoke(cli, argv)
+
+
+def test_check_starts_each_mcp_server_and_lists_its_tools_and_the_guarded_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    command = [npm_bin("mcp-server-filesystem"), str(tmp_path)]
+    result = _check(tmp_path, monkeypatch, f"mcp_server('files', command={command!r})")
+    assert result.exit_code == 0, result.output
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("  MCP server files")]
+    assert "14 tool(s): read_file, read_text_file" in line
+    assert line.endswith("guarded once tainted: write_file, edit_file, move_file")
+
+
+def test_check_reports_a_wrong_mcp_command_in_one_line_naming_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fine = [npm_bin("mcp-server-filesystem"), str(tmp_path)]
+    typo = "mcp_server('typo', command=['mcp-server-filesytem', '.'])"
+    servers = f"mcp_server('files', command={fine!r}), {typo}"
+    result = _check(tmp_path, monkeypatch, servers)
+    assert result.exit_code == 1
+    problems = [line for line in result.stderr.splitlines() if line.startswith("problem:")]
+    assert len(problems) == 1
+    expected = "problem: MCP server 'typo' (mcp-server-filesytem .) could not list its tools:"
+    assert problems[0].startswith(expected)
+    assert "No such file or directory" in problems[0]
