@@ -118,11 +118,12 @@ class ModelActivities:
         transcript = await self._transcript(request)
         policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
         mcp_tools = await self._listed_mcp_tools(agent, request.run_id)
+        messages = [*agent.instructions, *transcript]
         chat = ChatRequest(
             run_id=request.run_id,
             agent=agent.name,
             step=request.step,
-            messages=[*agent.instructions, *transcript],
+            messages=messages,
             tools=[
                 *(
                     ToolSchema(t.name, t.description, t.json_schema())
@@ -141,6 +142,11 @@ class ModelActivities:
             attachments=[
                 AttachedFile(a, await self.artifacts.read(a.id)) for a in request.trigger.attachments
             ],
+            message_files={
+                index: [AttachedFile(a, await self.artifacts.read(a.id)) for a in message.attachments]
+                for index, message in enumerate(messages)
+                if message.attachments
+            },
         )
         response = await model.complete(chat)  # heartbeating: a cancelled run stops a stalled stream
         if (

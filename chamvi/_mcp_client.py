@@ -10,10 +10,24 @@ would change; a server that went away is started again by the next call.
 from __future__ import annotations
 
 import asyncio
+import base64
+from pathlib import PurePosixPath
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, RequestParamsMeta, TextContent, ToolAnnotations
+from mcp.types import (
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    RequestParamsMeta,
+    TextContent,
+    TextResourceContents,
+    ToolAnnotations,
+)
 from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, ConfigDict
 from temporalio import activity
@@ -23,7 +37,7 @@ from chamvi.constants import MCP_META_EFFECT_KEY
 from chamvi.errors import InvalidAgentDefinitionError, McpServerUnavailableError, McpToolError
 from chamvi.mcp import McpServer, classify
 from chamvi.mcp_sessions import McpSession, McpSessions, is_disconnect
-from chamvi.models import McpToolHints, McpToolInfo
+from chamvi.models import Artifact, McpToolHints, McpToolInfo
 from chamvi.tools import TOOL_NAME_PATTERN, Tool, ToolContext
 
 
@@ -146,23 +160,70 @@ def _hints(annotations: ToolAnnotations | None) -> McpToolHints | None:
     return hints if hints.given else None
 
 
-def _output(server: McpServer, tool: str, result: CallToolResult) -> Any:
-    """The result as the model reads it: the text the server wrote, else its structured content.
+def _structured(result: CallToolResult, texts: list[str]) -> Any:
+    """The structured content, unless it only wraps the text.
 
-    Text first: servers (the SDK's own) also wrap a plain answer as ``{"result": ...}`` structured
-    content, and the text is what the server meant a model to read. Other blocks (images, resources)
-    are kept as the protocol describes them.
+    Servers wrap a plain answer as one field (the Python SDK's ``{"result": ...}``, the filesystem
+    server's ``{"content": ...}``); the text is what they meant a model to read.
+    """
+    structured = result.structured_content
+    if structured is None:
+        return None
+    if texts and len(structured) == 1:
+        (value,) = structured.values()
+        if value == "\n".join(texts) or not isinstance(value, dict | list):
+            return None
+    return structured
+
+
+def _reference(stored: Artifact) -> dict[str, Any]:
+    return {"media_type": stored.media_type, "artifact": stored.id, "size": stored.size}
+
+
+async def _part(block: ContentBlock, ctx: ToolContext) -> dict[str, Any]:
+    """One content block as history keeps it: bytes go to the run's artifacts, by reference."""
+    if isinstance(block, TextContent):
+        return {"type": "text", "text": block.text}
+    if isinstance(block, ImageContent | AudioContent):
+        stored = await ctx.artifacts.put(block.mime_type, base64.b64decode(block.data))
+        return {"type": block.type, **_reference(stored)}
+    if isinstance(block, EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, TextResourceContents):
+            text = {"media_type": resource.mime_type, "text": resource.text}
+            return {"type": "resource", "uri": resource.uri, **text}
+        assert isinstance(resource, BlobResourceContents)
+        name = PurePosixPath(urlsplit(resource.uri).path).name or None
+        stored = await ctx.artifacts.put(
+            resource.mime_type or "application/octet-stream", base64.b64decode(resource.blob), name
+        )
+        return {"type": "resource", "uri": resource.uri, **_reference(stored)}
+    return block.model_dump(mode="json", by_alias=True, exclude_none=True)  # a resource link
+
+
+async def _output(server: McpServer, tool: str, result: CallToolResult, ctx: ToolContext) -> Any:
+    """The result as history keeps it and the model reads it; never base64 text.
+
+    All text: the text (or the structured content, when the server gave some beyond wrapping the
+    text). Images, audio and embedded files are stored as the run's artifacts (``ctx.artifacts``),
+    and the result lists its content as parts that name them (``{"type": "image", "artifact":
+    "<run>.0000", ...}``): the workflow hands the model those artifacts as file parts of the tool's
+    message, and history keeps the references only.
     """
     texts = [block.text for block in result.content if isinstance(block, TextContent)]
     if result.is_error:
         raise McpToolError(
             f"MCP tool {tool!r} of server {server.name!r} failed: {' '.join(texts) or 'no message'}"
         )
-    if texts and len(texts) == len(result.content):
+    structured = _structured(result, texts)
+    if len(texts) == len(result.content):
+        if structured is not None or not texts:
+            return structured
         return "\n".join(texts)
-    if result.structured_content is not None:
-        return result.structured_content
-    return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
+    output: dict[str, Any] = {"content": [await _part(block, ctx) for block in result.content]}
+    if structured is not None:
+        output["structured"] = structured
+    return output
 
 
 async def call_tool(
@@ -170,11 +231,12 @@ async def call_tool(
     tool: str,
     arguments: dict[str, Any],
     sessions: McpSessions,
-    effect_key: str | None = None,
+    ctx: ToolContext,
 ) -> Any:
     """Calls ``tool`` on ``server`` and returns its output as JSON-able data.
 
-    An effect tool's call carries its effect key in ``_meta`` (``MCP_META_EFFECT_KEY``).
+    An effect tool's call carries its effect key (``ctx.effect_key``) in ``_meta``
+    (``MCP_META_EFFECT_KEY``); files in the result are stored in ``ctx.artifacts``.
 
     Raises:
         McpServerUnavailableError: the server could not be reached, went away during the call, or
@@ -182,7 +244,8 @@ async def call_tool(
         McpToolError: the server answered with an error result.
     """
     # an open map in the SDK's types, whose checker only knows its literal keys
-    meta = cast(RequestParamsMeta, {MCP_META_EFFECT_KEY: effect_key}) if effect_key is not None else None
+    key = ctx.effect_key
+    meta = cast(RequestParamsMeta, {MCP_META_EFFECT_KEY: key}) if key is not None else None
     budget = _budget(server)
     session = sessions.session(server)
     try:
@@ -205,7 +268,7 @@ async def call_tool(
             f"MCP server {server.name!r} ({server.where}) failed during the call to {tool!r}: "
             f"{_describe(error)}"
         ) from None
-    return _output(server, tool, result)
+    return await _output(server, tool, result, ctx)
 
 
 def as_tool(server: McpServer, name: str, sessions: McpSessions, hints: McpToolHints | None = None) -> Tool:
@@ -217,7 +280,7 @@ def as_tool(server: McpServer, name: str, sessions: McpSessions, hints: McpToolH
     trust, effect = classify(server, name, hints)
 
     async def call(arguments: McpArguments, ctx: ToolContext) -> Any:
-        return await call_tool(server, name, arguments.model_dump(mode="json"), sessions, ctx.effect_key)
+        return await call_tool(server, name, arguments.model_dump(mode="json"), sessions, ctx)
 
     return Tool(
         name=name,

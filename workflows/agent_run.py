@@ -586,6 +586,8 @@ class AgentRunWorkflow:
                 name=call.name,
                 content=content,
                 is_error=result.status != "ok",
+                # what an MCP tool's call put are the files of its result (chamvi._mcp_client)
+                attachments=result.artifacts if listed is not None and result.status == "ok" else [],
             )
         )
 

@@ -106,6 +106,10 @@ class Message(BaseModel):
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
+    attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """Files that come with the message, by reference: a tool result's images, audio and embedded
+    files (an MCP tool's), given to the model as file parts where its provider takes them. Left out
+    of the stored form when there are none, so transcripts and their digests stay as they were."""
 
 
 class Usage(BaseModel):

@@ -41,6 +41,9 @@ class ChatRequest:
     output_schema: dict[str, Any] | None = None
     attachments: list[AttachedFile] = field(default_factory=list)
     """The run's attachments: content parts of the first user message (the trigger's)."""
+    message_files: dict[int, list[AttachedFile]] = field(default_factory=dict)
+    """The files of later messages (an MCP tool's images, audio, embedded files), by the index of
+    their message in ``messages``: read for this call, each as the message's ``attachments`` names."""
     on_delta: OnDelta | None = None
     """Where a streaming model sends its deltas while it writes; they are never stored."""
 

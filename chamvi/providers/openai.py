@@ -114,9 +114,46 @@ def attachment_part(attached: AttachedFile) -> dict[str, Any]:
     return {"type": "file", "file": {"filename": name, "file_data": url}}
 
 
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+"""The audio the Chat Completions API takes as ``input_audio`` parts."""
+
+
+def tool_file_part(attached: AttachedFile) -> dict[str, Any]:
+    """A file of a tool's result as a content part, or a short text in its place.
+
+    Images become image parts, WAV and MP3 audio audio parts, text text parts and PDFs file parts;
+    other files, which the API refuses, are named in a text part.
+    """
+    artifact = attached.artifact
+    media_type = artifact.media_type.split(";")[0].strip()
+    if media_type in _AUDIO_FORMATS:
+        data = base64.b64encode(attached.data).decode()
+        return {"type": "input_audio", "input_audio": {"data": data, "format": _AUDIO_FORMATS[media_type]}}
+    if media_type.startswith(("image/", "text/")) or media_type in {*_TEXT_TYPES, "application/pdf"}:
+        return attachment_part(attached)
+    return {"type": "text", "text": f"[file {artifact.id}: {media_type}, {artifact.size} bytes, not shown]"}
+
+
 def to_wire_messages(request: ChatRequest) -> list[dict[str, Any]]:
-    """The request's messages; the first user message (the trigger) carries the attachments as parts."""
-    wire = [to_wire_message(m) for m in request.messages]
+    """The request's messages; the first user message (the trigger) carries the attachments as parts.
+
+    A tool message takes text only, so the files of tool results (an MCP tool's images) follow the
+    tool messages of their step as one user message of parts, each introduced by its call's id.
+    """
+    wire: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+    for index, message in enumerate(request.messages):
+        if pending and message.role != "tool":
+            wire.append({"role": "user", "content": pending})
+            pending = []
+        wire.append(to_wire_message(message))
+        files = request.message_files.get(index)
+        if files and message.role == "tool":
+            intro = f"Files of the result of tool call {message.tool_call_id}:"
+            pending.append({"type": "text", "text": intro})
+            pending.extend(tool_file_part(f) for f in files)
+    if pending:
+        wire.append({"role": "user", "content": pending})
     if request.attachments:
         first = next((i for i, m in enumerate(request.messages) if m.role == "user"), None)
         if first is not None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from temporalio.client import Client
 
 from chamvi import (
     AgentTrust,
@@ -148,3 +150,51 @@ def test_check_reports_a_wrong_mcp_command_in_one_line_naming_the_server(
     expected = "problem: MCP server 'typo' (mcp-server-filesytem .) could not list its tools:"
     assert problems[0].startswith(expected)
     assert "No such file or directory" in problems[0]
+
+
+def everything_app(model: ScriptedModel) -> App:
+    server = mcp_server("everything", command=[npm_bin("mcp-server-everything")])
+    models = ModelRegistry()
+    models.register("scripted/everything", model)
+    agent = define_agent(
+        name="everything", model="scripted/everything", instructions="Look.", tools=[*mcp_tools("everything")]
+    )
+    return App(agents=[agent], models=models, mcp_servers=[server])
+
+
+async def test_an_image_result_reaches_the_model_as_a_file_part_and_the_history_keeps_a_reference(
+    chamvi: ChamviClient, running_worker, client: Client
+) -> None:
+    model = ScriptedModel(
+        [
+            call("get-tiny-image"),
+            call("get-resource-reference", resourceType="Blob", resourceId=2),
+            call("get-structured-content", location="Chicago"),
+            reply("seen"),
+        ]
+    )
+    async with running_worker(everything_app(model)):
+        run = await chamvi.wait((await chamvi.dispatch("everything")).run_id)
+    assert run.status == RunStatus.COMPLETED, run.error
+    image, blob, structured = (s for s in run.steps if s.kind == "tool")
+    parts = image.output["content"]
+    (picture,) = [p for p in parts if p["type"] == "image"]
+    assert picture["media_type"] == "image/png" and picture["artifact"] == f"{run.run_id}.0000"
+    (resource,) = [p for p in blob.output["content"] if p["type"] == "resource"]
+    assert resource["artifact"] == f"{run.run_id}.0001" and resource["uri"].endswith("/2")
+    weather = {"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82}
+    assert structured.output == weather  # its structuredContent
+    seen = model.requests[1]
+    ((index, files),) = seen.message_files.items()
+    assert seen.messages[index].role == "tool"
+    assert seen.messages[index].attachments[0].id == picture["artifact"]
+    assert files[0].data[:8] == b"\x89PNG\r\n\x1a\n"  # the image's bytes, read from the artifact store
+    history = await client.get_workflow_handle(run.run_id).fetch_history()
+    results = b"".join(
+        payload.data
+        for event in history.events
+        if event.HasField("activity_task_completed_event_attributes")
+        for payload in event.activity_task_completed_event_attributes.result.payloads
+    ).decode()
+    assert picture["artifact"] in results
+    assert base64.b64encode(files[0].data).decode()[:40] not in results  # references only, never base64

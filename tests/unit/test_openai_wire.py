@@ -274,3 +274,35 @@ def test_without_attachments_the_first_message_stays_a_string() -> None:
     assert to_wire_messages(ChatRequest(run_id="r", agent="a", step=0, messages=messages)) == [
         {"role": "user", "content": "Trigger"}
     ]
+
+
+def _file(index: int, media_type: str, data: bytes) -> AttachedFile:
+    artifact = Artifact(
+        id=f"r.{index:04d}", run_id="r", media_type=media_type, size=len(data), sha256="0" * 64
+    )
+    return AttachedFile(artifact, data)
+
+
+def test_the_files_of_tool_results_follow_the_steps_tool_messages_as_one_user_message_of_parts() -> None:
+    calls = [ToolCall(id="a", name="shot", arguments={}), ToolCall(id="b", name="say", arguments={})]
+    messages = [
+        Message(role="user", content="go"),
+        Message(role="assistant", tool_calls=calls),
+        Message(role="tool", tool_call_id="a", content='{"content": [{"type": "image"}]}'),
+        Message(role="tool", tool_call_id="b", content='{"content": [{"type": "audio"}]}'),
+        Message(role="assistant", content="done"),
+    ]
+    files = {
+        2: [_file(0, "image/png", b"png")],
+        3: [_file(1, "audio/wav", b"wav"), _file(2, "application/zip", b"zip")],
+    }
+    request = ChatRequest(run_id="r", agent="a", step=2, messages=messages, message_files=files)
+    wire = to_wire_messages(request)
+    assert [m["role"] for m in wire] == ["user", "assistant", "tool", "tool", "user", "assistant"]
+    parts = wire[4]["content"]
+    assert parts[0] == {"type": "text", "text": "Files of the result of tool call a:"}
+    assert parts[1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,cG5n"}}
+    assert parts[2]["type"] == "text" and "tool call b" in parts[2]["text"]
+    assert parts[3] == {"type": "input_audio", "input_audio": {"data": "d2F2", "format": "wav"}}
+    assert parts[4] == {"type": "text", "text": "[file r.0002: application/zip, 3 bytes, not shown]"}
+    assert wire[2]["content"] == '{"content": [{"type": "image"}]}'  # the tool message stays text
