@@ -247,6 +247,10 @@ class ModelResponse(_Lean):
     finish_reason: Literal["stop", "tool_calls", "length", "other", "error", "incomplete"] = "stop"
     """``error``: the stream failed after the model began to write (``message`` holds the text so
     far, ``error`` the failure); ``incomplete``: the stream closed without a finish reason."""
+    response_model: str | None = None
+    """The model that answered, as the provider names it (``gpt-4.1-mini-2025-04-14``), if it says."""
+    response_id: str | None = None
+    """The provider's id of the answer (``chatcmpl-...``), if it gives one."""
     output: Any = None
     output_error: str | None = None
     output_issues: list[ValidationIssue] | None = None

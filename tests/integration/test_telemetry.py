@@ -221,6 +221,18 @@ async def test_a_run_with_an_approval_is_one_trace_from_the_http_request_to_each
         assert "StartWorkflow:AgentRun" in spans.ancestors(tool_span)
     assert [(t.attributes or {})["chamvi.approval.decisions"] for t in tools] == [0, 1]
 
+    # the run as a whole: invoke_agent from its start to its end (the approval's wait included)
+    invoked = spans.one(f"invoke_agent {agent}")
+    assert spans.parent(invoked) is start
+    assert invoked.start_time is not None and invoked.end_time is not None and chats[-1].end_time is not None
+    assert invoked.start_time <= chats[0].start_time <= chats[-1].end_time <= invoked.end_time  # type: ignore[operator]
+    agent_attributes = dict(invoked.attributes or {})
+    assert agent_attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert agent_attributes["gen_ai.agent.name"] == agent
+    assert agent_attributes["gen_ai.conversation.id"] == first["gen_ai.conversation.id"]
+    assert agent_attributes["gen_ai.usage.input_tokens"] == 20
+    assert agent_attributes["chamvi.run.status"] == "completed"
+
     leaked = [(secret, value) for value in spans.values() for secret in SECRETS if secret in value]
     assert leaked == []
 
@@ -304,6 +316,9 @@ async def test_the_worker_serves_temporal_and_chamvi_metrics_on_its_prometheus_e
     assert samples(page, "chamvi_steps", agent=agent, kind="tool") == [1]
     assert samples(page, "chamvi_tokens", agent=agent, direction="input") == [20]
     assert samples(page, "chamvi_tokens", agent=agent, direction="output") == [10]
+    # the GenAI conventions' histograms, named as Prometheus spells them
+    assert samples(page, "gen_ai_client_token_usage_sum", gen_ai_token_type="input") == [20]
+    assert samples(page, "gen_ai_client_operation_duration_count", gen_ai_operation_name="chat") == [2]
     # Temporal's own worker metrics, on the same page
     assert samples(
         page,
