@@ -1,7 +1,7 @@
 """The local stack: ``chamvi dev``, ``chamvi worker`` and ``chamvi check``.
 
 ``chamvi dev`` runs a Temporal dev server and a worker; ``chamvi check`` loads the app and reports
-problems, starting nothing.
+problems, starting nothing but the app's MCP servers (to list their tools, then stop them).
 """
 
 from __future__ import annotations
