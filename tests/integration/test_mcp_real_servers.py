@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -19,9 +22,10 @@ from chamvi import (
     mcp_server,
     mcp_tools,
 )
+from chamvi.agents import Budget
 from chamvi.cli import cli
 from chamvi.mcp import McpServer
-from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply
 from tests.polling import until_status
 from tests.support.npm import npm_bin
 
@@ -30,7 +34,9 @@ def filesystem(folder: Path, **options: object) -> McpServer:
     return mcp_server("files", command=[npm_bin("mcp-server-filesystem"), str(folder)], **options)  # type: ignore[arg-type]
 
 
-def files_app(server: McpServer, model: ScriptedModel, trust: AgentTrust | None = None) -> App:
+def files_app(
+    server: McpServer, model: ScriptedModel, trust: AgentTrust | None = None, budget: Budget | None = None
+) -> App:
     models = ModelRegistry()
     models.register("scripted/files", model)
     agent = define_agent(
@@ -39,6 +45,7 @@ def files_app(server: McpServer, model: ScriptedModel, trust: AgentTrust | None 
         instructions="Keep the notes.",
         tools=[*mcp_tools(server.name)],
         trust=trust,
+        budget=budget,
     )
     return App(agents=[agent], models=models, mcp_servers=[server])
 
@@ -198,3 +205,63 @@ async def test_an_image_result_reaches_the_model_as_a_file_part_and_the_history_
     ).decode()
     assert picture["artifact"] in results
     assert base64.b64encode(files[0].data).decode()[:40] not in results  # references only, never base64
+
+
+def _filesystem_pids(folder: Path) -> set[int]:
+    """The running filesystem servers serving ``folder`` (node processes, found in /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(b"server-filesystem" in part for part in command) and str(folder).encode() in command:
+            found.add(int(entry.name))
+    return found
+
+
+async def test_twenty_calls_of_the_filesystem_server_in_one_run_start_it_once(
+    chamvi: ChamviClient, running_worker, tmp_path: Path
+) -> None:
+    folder = tmp_path.resolve()
+    seen: list[set[int]] = []
+
+    def looking(request: ChatRequest) -> ScriptedTurn:
+        seen.append(_filesystem_pids(folder))
+        return call("list_allowed_directories")
+
+    model = ScriptedModel([*([looking] * 20), reply("done")])
+    app = files_app(filesystem(folder), model, budget=Budget(max_steps=30))
+    async with running_worker(app):
+        run = await chamvi.wait((await chamvi.dispatch("files")).run_id)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert [s.error for s in run.steps if s.kind == "tool"] == [None] * 20
+    assert len(seen[1]) == 1 and all(pids == seen[1] for pids in seen[1:])  # one process, all along
+    assert _filesystem_pids(folder) == set()  # ended with the worker
+
+
+async def test_a_filesystem_server_killed_between_two_calls_is_started_again_and_the_run_goes_on(
+    chamvi: ChamviClient, running_worker, tmp_path: Path
+) -> None:
+    folder = tmp_path.resolve()
+    (folder / "a.txt").write_text("hello")
+    killed: set[int] = set()
+
+    async def kill_it(request: ChatRequest) -> ScriptedTurn:
+        killed.update(_filesystem_pids(folder))
+        for pid in killed:
+            os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(0.5)  # the worker sees its stdout close
+        return call("read_text_file", path=str(folder / "a.txt"))
+
+    model = ScriptedModel([call("list_allowed_directories"), kill_it, reply("done")])
+    async with running_worker(files_app(filesystem(folder), model)):
+        run = await chamvi.wait((await chamvi.dispatch("files")).run_id)
+        restarted = _filesystem_pids(folder)
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert len(killed) == 1
+    listed, read = (s for s in run.steps if s.kind == "tool")
+    assert listed.error is None and read.error is None and read.output == "hello"
+    assert len(restarted) == 1 and not restarted & killed
