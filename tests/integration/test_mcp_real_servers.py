@@ -6,6 +6,7 @@ import asyncio
 import base64
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,9 @@ from chamvi import (
 )
 from chamvi.agents import Budget
 from chamvi.cli import cli
+from chamvi.constants import QUERY_MCP_TOOLS
 from chamvi.mcp import McpServer
+from chamvi.models import McpToolHints, McpToolInfo
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply
 from tests.polling import until_status
 from tests.support.npm import npm_bin
@@ -265,3 +268,35 @@ async def test_a_filesystem_server_killed_between_two_calls_is_started_again_and
     listed, read = (s for s in run.steps if s.kind == "tool")
     assert listed.error is None and read.error is None and read.output == "hello"
     assert len(restarted) == 1 and not restarted & killed
+
+
+async def test_the_pypi_time_servers_annotations_are_listed_with_the_run_and_its_readers_run_after_taint(
+    chamvi: ChamviClient, running_worker
+) -> None:
+    program = Path(sys.executable).parent / "mcp-server-time"  # installed with the dev extras
+    server = mcp_server("time", command=[str(program), "--local-timezone", "Etc/UTC"])
+    model = ScriptedModel(
+        [
+            call("convert_time", source_timezone="Etc/UTC", time="12:00", target_timezone="Asia/Tokyo"),
+            call("get_current_time", timezone="Europe/Paris"),
+            reply("done"),
+        ]
+    )
+    trust = AgentTrust(on_tainted="deny", tools={"convert_time": Trust(taint=True)})
+    models = ModelRegistry()
+    models.register("scripted/time", model)
+    tools = mcp_tools("time")
+    agent = define_agent(name="clock", model="scripted/time", instructions="Time.", tools=tools, trust=trust)
+    async with running_worker(App(agents=[agent], models=models, mcp_servers=[server])):
+        run = await chamvi.wait((await chamvi.dispatch("clock")).run_id)
+        handle = chamvi.client.get_workflow_handle(run.run_id)
+        listed = await handle.query(QUERY_MCP_TOOLS, result_type=list[McpToolInfo])
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert run.taint is not None and run.taint.source == "tool:convert_time"
+    converted, now = (s for s in run.steps if s.kind == "tool")
+    assert converted.error is None and "Asia/Tokyo" in str(converted.output)
+    assert now.error is None and "Europe/Paris" in str(now.output)  # readOnlyHint: never guarded
+    assert {t.name: t.hints for t in listed} == {
+        name: McpToolHints(read_only=True, destructive=False, idempotent=True, open_world=False)
+        for name in ("get_current_time", "convert_time")
+    }
