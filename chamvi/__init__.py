@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     )
     from chamvi.channels import (
         Channel,
+        ChannelContext,
         ChannelMessage,
         ChannelSubscription,
         InboundEvent,
@@ -73,7 +74,6 @@ if TYPE_CHECKING:
         ToolResultTooLargeError,
     )
     from chamvi.extraction import extract
-    from chamvi.inbound import ChannelContext
     from chamvi.knowledge import (
         define_source,
         folder,
@@ -156,7 +156,7 @@ _EXPORTS: dict[str, str] = {
     "ChamviPlugin": "chamvi.plugin",
     "ChamviValidationError": "chamvi.errors",
     "Channel": "chamvi.channels",
-    "ChannelContext": "chamvi.inbound",
+    "ChannelContext": "chamvi.channels",
     "ChannelDeliveryError": "chamvi.errors",
     "ChannelMessage": "chamvi.channels",
     "ChannelNotFoundError": "chamvi.errors",

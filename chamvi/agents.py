@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -12,10 +11,11 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from chamvi.channels import ChannelSubscription
-from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
+from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH
 from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError
 from chamvi.mcp import McpTools
 from chamvi.models import BudgetSpec, Message
+from chamvi.names import validate_agent_name as validate_agent_name
 from chamvi.permissions import PolicyRun, ToolPolicy
 from chamvi.state import AgentState, check_state, state_tools
 from chamvi.tools import Tool, ToolContext, Trust
@@ -140,20 +140,6 @@ class Agent:
     def allows(self, tool: str, run: PolicyRun) -> bool:
         """Whether ``tool_policy`` offers ``tool`` to this run; without a policy every tool is offered."""
         return self.tool_policy is None or self.tool_policy(tool, run)
-
-
-def validate_agent_name(name: Any) -> str:
-    """Checks the naming rule that agent, collection and other names share, and returns the name.
-
-    Raises:
-        InvalidAgentDefinitionError: the name breaks the rule or is too long.
-    """
-    if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or len(name) > NAME_MAX_LENGTH:
-        raise InvalidAgentDefinitionError(
-            f"agent name {name!r} is invalid: use lowercase letters and digits in words joined by single "
-            f"'-' (^[a-z0-9]+(-[a-z0-9]+)*$), at most {NAME_MAX_LENGTH} characters"
-        )
-    return name
 
 
 def _instructions(name: str, instructions: Any) -> tuple[Message, ...]:

@@ -5,7 +5,8 @@ identical emits of one run (and a step redone after a crash) send once; its key 
 run as soon as ``out`` returns, so a worker killed later in the same tool call does not send it again.
 
 Inbound: a channel with ``start(ctx)`` / ``stop()`` is started by every worker's lifecycle
-(``ChamviPlugin``) and dispatches through its :class:`~chamvi.inbound.ChannelContext`; the built-in
+(``ChamviPlugin``) and dispatches through its :class:`ChannelContext` (``chamvi.inbound`` has the
+one chamvi hands it); the built-in
 webhook channel (``chamvi.webhooks``) receives through a route of the HTTP API instead. Either way an
 inbound delivery carries a key, so the same delivery seen by two replicas starts one run per
 subscription.
@@ -16,25 +17,21 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
+from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT
 from chamvi.errors import (
     ChamviValidationError,
     ChannelNotFoundError,
-    InvalidAgentDefinitionError,
     ToolDeniedError,
 )
 from chamvi.models import ApprovalDecision
+from chamvi.names import validate_channel_name as validate_channel_name
 from chamvi.run_context import Approvals, EffectLedger, RunContext, request_approval
-
-if TYPE_CHECKING:
-    from chamvi.inbound import ChannelContext
 
 
 @dataclass(frozen=True)
@@ -68,6 +65,38 @@ class Channel(Protocol):
 
     async def out(self, message: ChannelMessage) -> None:
         """Delivers one message; ``message.key`` is the same on a retry, for the receiver to dedupe."""
+        ...
+
+
+@dataclass(frozen=True)
+class StartedRun:
+    """One run an inbound delivery started (or had started before: ``created`` is False then)."""
+
+    agent: str
+    subscription: str | None
+    run_id: str
+    created: bool
+
+
+class ChannelContext(Protocol):
+    """What a channel receives with: ``dispatch`` starts the runs one inbound delivery asks for.
+
+    A protocol, so that channels depend on the shape alone; ``chamvi.inbound.InboundContext`` is
+    the one workers and the HTTP API hand a channel.
+    """
+
+    @property
+    def channel(self) -> str:
+        """The channel's name; every run it starts records it as its ``channel``."""
+        ...
+
+    async def dispatch(
+        self, payload: Any = None, *, key: str, address: str | None = None
+    ) -> list[StartedRun]:
+        """Starts a run of every subscribed agent whose filter accepts the delivery.
+
+        See ``chamvi.inbound.InboundContext.dispatch`` for the arguments and what it answers.
+        """
         ...
 
 
@@ -127,18 +156,6 @@ class ChannelSubscription:
 def channel_sends(channel: Channel) -> bool:
     """Whether the channel has an ``out`` that can deliver (a webhook channel without a URL has not)."""
     return bool(getattr(channel, "sends", True))
-
-
-def validate_channel_name(name: str) -> None:
-    """Checks a channel's name against the shared naming rule, when the app registers it.
-
-    Raises:
-        InvalidAgentDefinitionError: the name breaks the rule or is too long.
-    """
-    if not isinstance(name, str) or len(name) > NAME_MAX_LENGTH or not re.match(NAME_PATTERN, name):
-        raise InvalidAgentDefinitionError(
-            f"channel name {name!r} is invalid: use lowercase words joined by '-', at most {NAME_MAX_LENGTH}"
-        )
 
 
 class ConsoleChannel:

@@ -35,7 +35,6 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
-from chamvi.agents import validate_agent_name
 from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.errors import (
     ERROR_CLASSES,
@@ -62,6 +61,7 @@ from chamvi.models import (
     StateListing,
     StateListRequest,
 )
+from chamvi.names import validate_agent_name
 from chamvi.run_details import static_details, static_summary
 from chamvi.run_events import RunEvent, history_events
 from chamvi.schedules import (

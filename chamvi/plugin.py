@@ -28,7 +28,7 @@ from chamvi.artifacts import ArtifactStore, open_artifact_store
 from chamvi.channels import LifecycleChannel
 from chamvi.client import ChamviClient
 from chamvi.errors import ChamviError
-from chamvi.inbound import ChannelContext
+from chamvi.inbound import InboundContext
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
@@ -295,7 +295,7 @@ class ChamviPlugin(SimplePlugin):
             if not isinstance(channel, LifecycleChannel):
                 continue
             try:
-                await channel.start(ChannelContext(channel.name, self.app.agents, runs))
+                await channel.start(InboundContext(channel.name, self.app.agents, runs))
             except Exception as error:
                 log.error(
                     "channel %r failed to start: %s: %s (the worker goes on)",

@@ -18,7 +18,7 @@ from chamvi.channels import Channel
 from chamvi.client import ChamviClient
 from chamvi.errors import ChannelNotFoundError
 from chamvi.http.errors import PAYLOAD_TOO_LARGE, ErrorResponse, error_responses
-from chamvi.inbound import ChannelContext
+from chamvi.inbound import InboundContext
 from chamvi.webhooks import WebhookChannel
 
 
@@ -84,7 +84,7 @@ def channels_router(
                 f"the body is {len(body)} bytes, over channel {name!r}'s limit of {channel.body_limit}",
             )
         delivery = channel.verify(request.headers, body, time.time())
-        started = await ChannelContext(name, agents, runs).dispatch(
+        started = await InboundContext(name, agents, runs).dispatch(
             delivery.payload, key=delivery.delivery, address=delivery.address
         )
         if started and not any(run.created for run in started):

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from chamvi.agents import validate_agent_name
 from chamvi.errors import InvalidAgentDefinitionError
 from chamvi.knowledge.sources import Source
+from chamvi.names import validate_agent_name
 
 MIN_RESYNC = timedelta(minutes=1)
 
