@@ -10,8 +10,7 @@ from temporalio import activity
 
 from chamvi._heartbeat import heartbeating
 from chamvi.agents import Agent
-from chamvi.app import App
-from chamvi.artifacts import ArtifactStore
+from chamvi.app_runtime import AppRuntime
 from chamvi.constants import (
     ACTIVITY_CALL_MODEL,
     ACTIVITY_EXTRACT,
@@ -39,18 +38,14 @@ from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
 
 class ModelActivities:
-    """Holds the app (and through it the providers), this worker's transcript cache, and the MCP
-    tools of the runs it served lately."""
+    """Holds the worker's runtime (and through its app the providers), this worker's transcript
+    cache, and the MCP tools of the runs it served lately."""
 
     def __init__(
-        self,
-        app: App,
-        cache: TranscriptCache | None = None,
-        max_runs: int = 256,
-        artifacts: ArtifactStore | None = None,
+        self, runtime: AppRuntime, cache: TranscriptCache | None = None, max_runs: int = 256
     ) -> None:
-        self.app = app
-        self.artifacts = artifacts or ArtifactStore.memory()
+        self.runtime = runtime
+        self.app = runtime.app
         self.cache = cache or TranscriptCache()
         self._mcp_tools: OrderedDict[str, list[McpToolInfo]] = OrderedDict()
         self._max_runs = max_runs
@@ -90,7 +85,7 @@ class ModelActivities:
 
         The deltas are never stored: a retried call streams again from the start.
         """
-        events = self.app.events
+        events = self.runtime.events
 
         def on_delta(kind: DeltaKind, text: str) -> None:
             if events.wants(RUN_DELTA, request.run_id):
@@ -117,7 +112,7 @@ class ModelActivities:
             tools=[
                 *(
                     ToolSchema(t.name, t.description, t.json_schema())
-                    for t in self.app.tools_for(agent, policy_run).values()
+                    for t in self.runtime.tools_for(agent, policy_run).values()
                     if agent.allows(t.name, policy_run)
                 ),
                 *(
@@ -130,7 +125,7 @@ class ModelActivities:
             on_delta=self._deltas(request),
             # read for each call, never kept: history and checkpoints hold the references only
             attachments=[
-                AttachedFile(a, await self.artifacts.read(a.id)) for a in request.trigger.attachments
+                AttachedFile(a, await self.runtime.artifacts.read(a.id)) for a in request.trigger.attachments
             ],
         )
         async with heartbeating():  # a cancelled run stops its call, even one whose stream stalls

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         ActivityTimeouts,
         App,
     )
+    from chamvi.app_runtime import AppRuntime
     from chamvi.artifacts import (
         ArtifactStore,
         Attachment,
@@ -116,10 +117,11 @@ if TYPE_CHECKING:
     from chamvi.runtime import (
         build_worker,
     )
-    from chamvi.schedules import AgentSchedule
+    from chamvi.schedules import AgentSchedule, define_schedule
     from chamvi.state import (
         AgentState,
     )
+    from chamvi.tool_factory import ToolFactoryContext
     from chamvi.tools import (
         EffectSpec,
         Tool,
@@ -134,8 +136,14 @@ if TYPE_CHECKING:
         WebhookChannel,
         webhook_channel,
     )
+    from chamvi.wrapped_tools import ToolsForRun, wrap_tools_for_run
 
 _EXPORTS: dict[str, str] = {
+    "ToolsForRun": "chamvi.wrapped_tools",
+    "wrap_tools_for_run": "chamvi.wrapped_tools",
+    "define_schedule": "chamvi.schedules",
+    "AppRuntime": "chamvi.app_runtime",
+    "ToolFactoryContext": "chamvi.tool_factory",
     "ActivityTimeouts": "chamvi.app",
     "Agent": "chamvi.agents",
     "AgentHooks": "chamvi.agents",
@@ -248,6 +256,7 @@ __all__ = [
     "AgentState",
     "AgentTrust",
     "App",
+    "AppRuntime",
     "ApprovalDecision",
     "ApprovalNotPendingError",
     "Artifact",
@@ -302,8 +311,10 @@ __all__ = [
     "ToolCallInfo",
     "ToolContext",
     "ToolDeniedError",
+    "ToolFactoryContext",
     "ToolNotAllowedError",
     "ToolResultTooLargeError",
+    "ToolsForRun",
     "TriggerEnvelope",
     "Trust",
     "WebhookChannel",
@@ -312,6 +323,7 @@ __all__ = [
     "console_channel",
     "define_agent",
     "define_context_key",
+    "define_schedule",
     "define_source",
     "effect_marker",
     "effect_tool",
@@ -329,4 +341,5 @@ __all__ = [
     "tool",
     "try_inject",
     "webhook_channel",
+    "wrap_tools_for_run",
 ]

@@ -18,7 +18,7 @@ import hashlib
 import inspect
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -27,6 +27,7 @@ from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT
 from chamvi.errors import (
     ChamviValidationError,
     ChannelNotFoundError,
+    InvalidRunStateError,
     ToolDeniedError,
 )
 from chamvi.models import ApprovalDecision
@@ -204,6 +205,7 @@ class ChannelHandle:
         source_address: str | None,
         tainted: bool = False,
         on_tainted: Literal["approve", "deny"] = "approve",
+        in_tool_call: bool = True,
     ) -> None:
         self.channel = channel
         self._run = run
@@ -212,16 +214,25 @@ class ChannelHandle:
         self._source_address = source_address
         self._tainted = tainted
         self._on_tainted = on_tainted
+        self._in_tool_call = in_tool_call
+
+    def _require_tool_call(self, what: str) -> None:
+        """A send is an effect recorded by the tool call that makes it: none outside one (a factory)."""
+        if not self._in_tool_call:
+            raise InvalidRunStateError(
+                f"{what} on channel {self.name!r} was called from the tools factory: send from inside a "
+                "tool call, where the run records it"
+            )
 
     @property
     def name(self) -> str:
         """The channel's name."""
         return self.channel.name
 
-    async def emit(
+    def emit(
         self, body: str, *, title: str | None = None, key: str | None = None, address: str | None = None
-    ) -> None:
-        """Sends a message once per key; the address defaults to the run's source address.
+    ) -> Coroutine[Any, Any, None]:
+        """Sends a message once per key (await it); the address defaults to the run's source address.
 
         Once the run is tainted, a send anywhere but back to where the run came from (the source
         address on the source channel) or to the channel's own default address needs a person's
@@ -233,7 +244,13 @@ class ChannelHandle:
             ToolDeniedError: the run is tainted and the send was denied.
             ChannelUnavailableError: the receiver may take it later (Temporal retries the call).
             ChannelDeliveryError: the receiver refused it for good (a tool error).
+            InvalidRunStateError: outside a tool call (in the tools factory), at the call itself, so a
+                factory (a plain function) hears it without awaiting anything.
         """
+        self._require_tool_call("emit()")
+        return self._emit(body, title, key, address)
+
+    async def _emit(self, body: str, title: str | None, key: str | None, address: str | None) -> None:
         target = address or self._source_address or self.channel.default_address
         if not target:
             raise ChamviValidationError(
@@ -266,15 +283,25 @@ class ChannelHandle:
         if not decision.approved:
             raise ToolDeniedError(f"{what} was denied: {decision.reason or 'nobody approved'}")
 
-    async def approve(
+    def approve(
         self,
         *,
         title: str,
         body: str | None = None,
         address: str | None = None,
         timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
+    ) -> Coroutine[Any, Any, ApprovalDecision]:
+        """``approve()``, with the request delivered through this channel (once, with its deadline).
+
+        Raises:
+            InvalidRunStateError: outside a tool call (in the tools factory), at the call itself.
+        """
+        self._require_tool_call("approve()")
+        return self._approve(title, body, address, timeout)
+
+    async def _approve(
+        self, title: str, body: str | None, address: str | None, timeout: timedelta
     ) -> ApprovalDecision:
-        """``approve()``, with the request delivered through this channel (once, with its deadline)."""
         if not self._approvals.next_is_answered:
             await self.notify_approval(
                 title=title, body=body, timeout=timeout, index=self._approvals.next_index, address=address
@@ -308,7 +335,9 @@ class ChannelHandle:
 
         Raises:
             ChamviValidationError: required, and the channel has no address for the request.
+            InvalidRunStateError: outside a tool call (in the tools factory).
         """
+        self._require_tool_call("notify_approval()")
         target = address or self._source_address or self.channel.default_address
         if not required and (not target or not channel_sends(self.channel)):
             return
@@ -348,6 +377,7 @@ class ChannelAccess:
         *,
         tainted: bool = False,
         on_tainted: Literal["approve", "deny"] = "approve",
+        in_tool_call: bool = True,
     ) -> None:
         self._channels = channels
         self._run = run
@@ -355,12 +385,20 @@ class ChannelAccess:
         self._approvals = approvals
         self._tainted = tainted
         self._on_tainted = on_tainted
+        self._in_tool_call = in_tool_call
 
     def _handle(self, channel: Channel) -> ChannelHandle:
         trigger = self._run.trigger
         source = trigger.address if channel.name == trigger.channel else None
         return ChannelHandle(
-            channel, self._run, self._effects, self._approvals, source, self._tainted, self._on_tainted
+            channel,
+            self._run,
+            self._effects,
+            self._approvals,
+            source,
+            self._tainted,
+            self._on_tainted,
+            in_tool_call=self._in_tool_call,
         )
 
     def find_one(self, name: str | None = None) -> ChannelHandle | None:

@@ -214,6 +214,7 @@ async def _serve_dev(
         knowledge_model=dev_knowledge_model(settings, app),
         artifacts=plugin.artifacts,
         attachment_max_bytes=settings.attachment_max_bytes,
+        runtime=plugin.runtime,
     )
     watcher = asyncio.ensure_future(_watch(server, stop))
     try:

@@ -11,6 +11,7 @@ from fastapi.security import HTTPBearer
 from temporalio.client import Client
 
 from chamvi.app import App
+from chamvi.app_runtime import AppRuntime
 from chamvi.artifacts import ArtifactStore
 from chamvi.client import ChamviClient
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
@@ -76,8 +77,8 @@ def create_api(
         base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
             it, such a run is accepted and fails in the worker).
-        events: this process's run events (``App.events``): with a worker in the same process,
-            ``/runs/{id}/events`` streams the model's deltas too.
+        events: this process's run events (a worker's ``AppRuntime.events``): with a worker in the
+            same process, ``/runs/{id}/events`` streams the model's deltas too.
         inbound: the app whose webhook channels receive events at ``/channels/<name>/events``
             (signed by the channel's secret, not a token); needs ``runs``; an app without webhook
             channels serves no such route.
@@ -159,6 +160,7 @@ def build_api(
     base_path: str = "",
     artifacts: ArtifactStore | None = None,
     attachment_max_bytes: int = DEFAULT_ATTACHMENT_MAX_BYTES,
+    runtime: AppRuntime | None = None,
 ) -> FastAPI:
     """``create_api`` for an app, as ``chamvi api`` and ``chamvi dev`` serve it.
 
@@ -175,6 +177,9 @@ def build_api(
         artifacts: the artifact store the workers use; with it, ``POST /runs`` takes files and the
             artifact routes are served.
         attachment_max_bytes: the size limit per attachment (413 over it).
+        runtime: the runtime of a worker in the same process (``chamvi dev``: ``plugin.runtime``),
+            whose event hub streams the model's deltas on ``/runs/{id}/events``; without one the
+            events come from the runs' histories alone.
     """
     managed = ManagedCollections(
         store,
@@ -192,7 +197,7 @@ def build_api(
         body_limit=body_limit,
         base_path=base_path,
         agents=list(app.agents),
-        events=app.events,
+        events=runtime.events if runtime is not None else None,
         inbound=app,
         state=StateViews(app, StateStore(store.client, store.prefix)),
     )
