@@ -11,6 +11,8 @@ from chamvi.permissions import PolicyRun
 
 
 class AgentActivities:
+    """Holds the worker's runtime: an agent's spec comes from its App, a run's tools from its factory."""
+
     def __init__(self, runtime: AppRuntime) -> None:
         self.runtime = runtime
 

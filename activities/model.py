@@ -38,8 +38,10 @@ from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
 
 class ModelActivities:
-    """Holds the worker's runtime (and through its app the providers), this worker's transcript
-    cache, and the MCP tools of the runs it served lately."""
+    """Holds the worker's runtime, its transcript cache, and the MCP tools of the runs it served lately.
+
+    The runtime's app holds the providers; the caches spare a query of the run at most steps.
+    """
 
     def __init__(
         self, runtime: AppRuntime, cache: TranscriptCache | None = None, max_runs: int = 256
@@ -99,6 +101,11 @@ class ModelActivities:
 
     @activity.defn(name=ACTIVITY_CALL_MODEL)
     async def call_model(self, request: ModelRequest) -> ModelResponse:
+        """One model call of a run's step, with the transcript rebuilt from the run, not sent in.
+
+        The request carries the step's new messages only (history grows linearly); the tools offered
+        are the run's (its factory's, its MCP servers' listing) as its policy allows them.
+        """
         agent = self.app.agent(request.agent)
         _, model = self.app.model_for(agent)
         transcript = await self._transcript(request)

@@ -1,0 +1,93 @@
+"""How a workflow calls an activity and turns its final failure into the run's failure.
+
+One place for what every activity call of ``AgentRun`` does the same way: schedule it with its
+timeouts, retry policy and summary, and, when Temporal gives up on it, settle the run as failed
+with the code the activity's error carried (``chamvi.activity_boundary`` typed it by its code).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, TypeVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from chamvi.errors import ChamviError
+
+T = TypeVar("T")
+
+
+class RunFailed(Exception):
+    """Internal: settles the run as failed with a seed error code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    @classmethod
+    def of(cls, error: ChamviError) -> RunFailed:
+        """The failure for a chamvi error the workflow itself finds (a budget, a bad definition)."""
+        return cls(error.code, error.message)
+
+
+def failure(error: ActivityError | ApplicationError) -> RunFailed:
+    """The run failure for an activity that failed for good (a local activity's error arrives bare)."""
+    cause = error.cause if isinstance(error, ActivityError) else error
+    if isinstance(cause, ApplicationError):
+        return RunFailed(cause.type or "activity_failed", cause.message)
+    return RunFailed("activity_failed", str(cause or error))
+
+
+async def call_activity(
+    activity: str,
+    arg: Any,
+    result_type: type[T],
+    *,
+    start_to_close: timedelta,
+    retry_policy: RetryPolicy,
+    summary: str,
+    heartbeat: timedelta | None = None,
+) -> T:
+    """The activity's result; its final failure raises :class:`RunFailed`.
+
+    Raises:
+        RunFailed: Temporal gave up on the activity (its retry policy ran out or refused to retry).
+    """
+    try:
+        result: T = await workflow.execute_activity(
+            activity,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=start_to_close,
+            heartbeat_timeout=heartbeat,
+            retry_policy=retry_policy,
+            summary=summary,
+        )
+    except (ActivityError, ApplicationError) as error:
+        raise failure(error) from None
+    return result
+
+
+async def call_local_activity(
+    activity: str, arg: Any, result_type: type[T], *, start_to_close: timedelta, retry_policy: RetryPolicy
+) -> T:
+    """A local activity's result (one recorded as a marker, no task of its own); see :func:`call_activity`.
+
+    Raises:
+        RunFailed: Temporal gave up on the activity.
+    """
+    try:
+        result: T = await workflow.execute_local_activity(
+            activity,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=start_to_close,
+            retry_policy=retry_policy,
+        )
+    except (ActivityError, ApplicationError) as error:
+        raise failure(error) from None
+    return result
