@@ -7,6 +7,7 @@ with the code the activity's error carried (``chamvi.activity_boundary`` typed i
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -42,6 +43,18 @@ def failure(error: ActivityError | ApplicationError) -> RunFailed:
     return RunFailed("activity_failed", str(cause or error))
 
 
+async def settled(call: Awaitable[T]) -> T:
+    """The result of an activity call; its final failure raises :class:`RunFailed`.
+
+    Raises:
+        RunFailed: Temporal gave up on the activity (its retry policy ran out or refused to retry).
+    """
+    try:
+        return await call
+    except (ActivityError, ApplicationError) as error:
+        raise failure(error) from None
+
+
 async def call_activity(
     activity: str,
     arg: Any,
@@ -52,13 +65,13 @@ async def call_activity(
     summary: str,
     heartbeat: timedelta | None = None,
 ) -> T:
-    """The activity's result; its final failure raises :class:`RunFailed`.
+    """The activity's result (see :func:`settled`).
 
     Raises:
-        RunFailed: Temporal gave up on the activity (its retry policy ran out or refused to retry).
+        RunFailed: Temporal gave up on the activity.
     """
-    try:
-        result: T = await workflow.execute_activity(
+    return await settled(
+        workflow.execute_activity(
             activity,
             arg,
             result_type=result_type,
@@ -67,27 +80,5 @@ async def call_activity(
             retry_policy=retry_policy,
             summary=summary,
         )
-    except (ActivityError, ApplicationError) as error:
-        raise failure(error) from None
-    return result
+    )
 
-
-async def call_local_activity(
-    activity: str, arg: Any, result_type: type[T], *, start_to_close: timedelta, retry_policy: RetryPolicy
-) -> T:
-    """A local activity's result (one recorded as a marker, no task of its own); see :func:`call_activity`.
-
-    Raises:
-        RunFailed: Temporal gave up on the activity.
-    """
-    try:
-        result: T = await workflow.execute_local_activity(
-            activity,
-            arg,
-            result_type=result_type,
-            start_to_close_timeout=start_to_close,
-            retry_policy=retry_policy,
-        )
-    except (ActivityError, ApplicationError) as error:
-        raise failure(error) from None
-    return result

@@ -17,7 +17,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
 from ._approvals import ApprovalWaits
-from ._calls import RunFailed, call_activity, call_local_activity
+from ._calls import RunFailed, call_activity, settled
 
 with workflow.unsafe.imports_passed_through():
     from chamvi import constants as c
@@ -222,18 +222,21 @@ class AgentRunWorkflow:
         run_id = workflow.info().workflow_id
         self._upsert(agent=run_input.agent, channel=run_input.channel)
         try:
-            self._spec = await call_local_activity(
-                c.ACTIVITY_DESCRIBE_AGENT,
-                DescribeAgentRequest(
-                    agent=run_input.agent,
-                    channel=run_input.channel,
-                    run_id=run_id,
-                    trigger=run_input.envelope().model_copy(update={"payload": None}),
-                ),
-                AgentSpec,
-                start_to_close=timedelta(seconds=30),
-                retry_policy=LOCAL_RETRY,
+            spec: AgentSpec = await settled(
+                workflow.execute_local_activity(
+                    c.ACTIVITY_DESCRIBE_AGENT,
+                    DescribeAgentRequest(
+                        agent=run_input.agent,
+                        channel=run_input.channel,
+                        run_id=run_id,
+                        trigger=run_input.envelope().model_copy(update={"payload": None}),
+                    ),
+                    result_type=AgentSpec,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=LOCAL_RETRY,
+                )
             )
+            self._spec = spec
             if run_input.concurrency_key is not None:
                 await workflow.execute_local_activity(
                     c.ACTIVITY_ENQUEUE_LOCK,
@@ -244,12 +247,12 @@ class AgentRunWorkflow:
                 await workflow.wait_condition(lambda: self._granted)
             self._started_at = workflow.now()
             self._set_status(RunStatus.RUNNING)
-            if run_input.channel in self._spec.untrusted_channels:
+            if run_input.channel in spec.untrusted_channels:
                 self._mark_tainted(f"channel:{run_input.channel}")
             if run_input.inherited_taint is not None:  # started by a tainted run
                 self._mark_tainted(run_input.inherited_taint)
             self._messages.append(envelope_message(run_input))
-            await self._run_within_timeout(self._spec)
+            await self._run_within_timeout(spec)
             self._settle(RunStatus.COMPLETED)
         except RunFailed as failure:
             self._error = ErrorInfo(code=failure.code, message=failure.message)
