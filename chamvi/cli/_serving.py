@@ -174,7 +174,7 @@ async def serve_dev(
         api_socket = listen("127.0.0.1", api_port)
         plugin = ChamviPlugin(app, settings=settings)
         try:
-            tokens = dev_tokens(server.config.data)
+            tokens = dev_tokens(server.config.data, settings.tokens)
             await plugin.prepare()
             await _serve_dev(server, settings, plugin, echo, stop, api_socket, tokens)
         finally:

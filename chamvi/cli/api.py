@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 
 import click
 
@@ -33,7 +32,7 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
     worker instead).
     """
     try:
-        tokens = tokens_from_env(os.environ.get("CHAMVI_TOKENS"))
+        tokens = tokens_from_env(settings.tokens)
     except ChamviError as error:
         raise click.ClickException(error.message) from None
     if not tokens:

@@ -69,7 +69,7 @@ def create_api(
     """The HTTP API.
 
     Args:
-        tokens: the bearer tokens (``tokens_from_env(os.environ.get("CHAMVI_TOKENS"))``); none: every
+        tokens: the bearer tokens (``tokens_from_env(Settings.from_env().tokens)``); none: every
             route answers 401.
         managed: the service behind ``/knowledge``; None serves no knowledge routes.
         runs: the client behind ``/runs`` and ``/schedules``; None serves neither.
