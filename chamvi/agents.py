@@ -17,6 +17,8 @@ from chamvi.mcp import McpTools
 from chamvi.models import BudgetSpec, Message
 from chamvi.names import validate_agent_name as validate_agent_name
 from chamvi.permissions import PolicyRun, ToolPolicy
+from chamvi.provider_objects import is_chat_model
+from chamvi.providers import ChatModel
 from chamvi.state import AgentState, check_state, state_tools
 from chamvi.tool_factory import ToolFactoryContext
 from chamvi.tools import Tool, ToolContext, Trust
@@ -99,7 +101,8 @@ class Agent:
     """An agent as :func:`define_agent` checked it: what the app serves and the worker runs."""
 
     name: str
-    model: str | None
+    model: str | ChatModel | None
+    """A ``<provider>/<model id>`` ref, or a chat model object (see ``chamvi.provider_objects``)."""
     instructions: tuple[Message, ...]
     tools: Mapping[str, Tool]
     budget: Budget
@@ -251,7 +254,7 @@ def define_agent(
     *,
     name: str,
     instructions: str | Sequence[Message | Mapping[str, Any]],
-    model: str | None = None,
+    model: str | ChatModel | None = None,
     tools: Sequence[Tool | McpTools] | Mapping[str, Tool] | ToolFactory = (),
     budget: Budget | None = None,
     output: type[BaseModel] | None = None,
@@ -264,7 +267,9 @@ def define_agent(
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
-    ``tools`` holds the agent's own tools and, through ``*mcp_tools(name)``, the tools of MCP
+    ``model`` is a ``<provider>/<model id>`` ref or a chat model object (``chamvi.provider_objects``
+    says which ref the App registers it under). ``tools`` holds the agent's own tools and
+    , through ``*mcp_tools(name)``, the tools of MCP
     servers the App declares.
 
     ``tool_policy(tool_name, run)`` decides per run which tools are offered (e.g.
@@ -282,9 +287,10 @@ def define_agent(
         InvalidAgentDefinitionError: naming what is wrong.
     """
     validate_agent_name(name)
-    if model is not None and (not isinstance(model, str) or "/" not in model):
+    if model is not None and not (isinstance(model, str) and "/" in model) and not is_chat_model(model):
         raise InvalidAgentDefinitionError(
-            f"agent {name!r}: model {model!r} must be a '<provider>/<model id>' string"
+            f"agent {name!r}: model {model!r} must be a '<provider>/<model id>' string or a chat model "
+            "object (one with an async complete(request))"
         )
     if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
         raise InvalidAgentDefinitionError(f"agent {name!r}: output must be a pydantic model class or None")

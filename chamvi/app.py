@@ -23,9 +23,10 @@ from chamvi.errors import (
     InvalidScheduleError,
 )
 from chamvi.knowledge.collections import KnowledgeCollection
-from chamvi.knowledge.embedders import EmbeddingRegistry, default_embedding_registry
+from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry, default_embedding_registry
 from chamvi.mcp import McpServer
 from chamvi.models import AgentSpec, ToolSpec
+from chamvi.provider_objects import chat_ref, embedder_ref, is_chat_model
 from chamvi.providers import ChatModel, ModelRegistry, default_registry
 from chamvi.retry import RetryPolicies, retry_spec
 from chamvi.run_events import Listener, Listeners
@@ -49,7 +50,7 @@ class App:
 
     Args:
         agents: the agents, unique by name.
-        model: the model of agents that name none.
+        model: the model of agents that name none: a ref, or a chat model object.
         models: extra providers or exact model refs (scripted models in tests), on top of
             ``openai/...`` and ``local/...``.
         channels: channels by unique name; agents subscribe to them and tools send through them.
@@ -57,7 +58,10 @@ class App:
         collections: knowledge collections, declared with ``knowledge_collection(...)``.
         embedders: extra embedding providers or exact refs (test embedders), on top of
             ``openai/...``, ``fastembed/...`` and ``local/...``.
-        embedding_model: the managed collections' model (``CHAMVI_KNOWLEDGE_MODEL`` wins over it).
+        embedding_model: the managed collections' model (``CHAMVI_KNOWLEDGE_MODEL`` wins over it):
+            a ref, or an embedding model object (known by its ``ref``). Wherever a model is given as
+            an object, the App registers it under a ref the workflow sees instead
+            (``chamvi.provider_objects``).
         retry: how model, tool and embedding calls are retried (Temporal retry policies); the
             defaults retry a model call 10 times and a tool call 10 times, and leave a failed
             embedding call to the collection's backoff.
@@ -80,21 +84,26 @@ class App:
         self,
         *,
         agents: Sequence[Agent],
-        model: str | None = None,
+        model: str | ChatModel | None = None,
         models: ModelRegistry | None = None,
         channels: Sequence[Channel] = (),
         timeouts: ActivityTimeouts | None = None,
         collections: Sequence[KnowledgeCollection] = (),
         embedders: EmbeddingRegistry | None = None,
-        embedding_model: str | None = None,
+        embedding_model: str | Embedder | None = None,
         retry: RetryPolicies | None = None,
         mcp_servers: Sequence[McpServer] = (),
         start_channels: bool = True,
         schedules: Sequence[AgentSchedule] = (),
     ) -> None:
         self.start_channels = start_channels
-        self.model = model
         self.models = default_registry().merged(models) if models is not None else default_registry()
+        self._chat_objects: dict[str, ChatModel] = {}
+        self._embedder_objects: dict[str, Embedder] = {}
+        self._model_refs: dict[str, str] = {}
+        """Each agent's model ref, its own or the App's, as the workflow sees it."""
+        self.model = self._chat_ref(model) if model is not None else None
+        """The default model's ref (an object's registered one)."""
         self.timeouts = timeouts or ActivityTimeouts()
         self.retry = retry or RetryPolicies()
         self.provided = Provided()
@@ -112,9 +121,11 @@ class App:
             if embedders is not None
             else default_embedding_registry()
         )
-        self.embedding_model = embedding_model
-        if embedding_model is not None:
-            self._check_embedding_model("embedding_model", embedding_model)
+        self.embedding_model = (
+            self._embedding_ref("embedding_model", embedding_model) if embedding_model is not None else None
+        )
+        if self.embedding_model is not None:
+            self._check_embedding_model("embedding_model", self.embedding_model)
         self.collections: dict[str, KnowledgeCollection] = {}
         for collection in collections:
             self._check_collection(collection)
@@ -198,6 +209,26 @@ class App:
         """Gives tools a shared instance under ``key`` (read with ``inject(ctx, key)``); once per key."""
         self.provided.provide(key, value)
 
+    def _chat_ref(self, model: str | ChatModel) -> str:
+        """``model``'s ref; an object is registered under the one ``chat_ref`` gives it."""
+        if isinstance(model, str):
+            return model
+        if not is_chat_model(model):
+            raise InvalidAppError(
+                f"model {model!r} must be a '<provider>/<model id>' string or a chat model object"
+            )
+        ref = chat_ref(model, self._chat_objects)
+        self.models.register(ref, model)
+        return ref
+
+    def _embedding_ref(self, what: str, model: str | Embedder) -> str:
+        """``model``'s ref; an object is registered under its own ``ref``."""
+        if isinstance(model, str):
+            return model
+        ref = embedder_ref(model, self._embedder_objects, what)
+        self.embedders.register(ref, model)
+        return ref
+
     def _check_embedding_model(self, what: str, ref: str) -> None:
         try:
             self.embedders.resolve(ref)
@@ -211,7 +242,10 @@ class App:
             )
         if collection.name in self.collections:
             raise InvalidAppError(f"collection {collection.name!r} is declared twice")
-        self._check_embedding_model(f"collection {collection.name!r}", collection.model)
+        what = f"collection {collection.name!r}"
+        if collection.embedder is not None:
+            self._embedding_ref(what, collection.embedder)
+        self._check_embedding_model(what, collection.model)
         for source in collection.sources:
             try:
                 source.check()
@@ -225,7 +259,7 @@ class App:
                 ) from None
 
     def _check_agent(self, agent: Agent) -> None:
-        ref = agent.model or self.model
+        ref = self._chat_ref(agent.model) if agent.model is not None else self.model
         if ref is None:
             raise InvalidAgentDefinitionError(
                 f"agent {agent.name!r} has no model: give it model= or give the App a default model="
@@ -234,6 +268,7 @@ class App:
             self.models.resolve(ref)
         except Exception as error:
             raise InvalidAgentDefinitionError(f"agent {agent.name!r}: {error}") from None
+        self._model_refs[agent.name] = ref
         for server in agent.mcp_servers:
             if server not in self.mcp_servers:
                 known = ", ".join(repr(s) for s in self.mcp_servers) or "none"
@@ -275,8 +310,7 @@ class App:
 
     def model_for(self, agent: Agent) -> tuple[str, ChatModel]:
         """The agent's model ref (its own, else the app's default) and the chat model serving it."""
-        ref = agent.model or self.model
-        assert ref is not None  # checked at construction
+        ref = self._model_refs[agent.name]  # every agent's is set at construction
         return ref, self.models.resolve(ref)
 
     def spec(self, name: str) -> AgentSpec:
