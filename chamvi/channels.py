@@ -18,7 +18,7 @@ import hashlib
 import inspect
 import json
 import sys
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -370,7 +370,7 @@ class ChannelAccess:
 
     def __init__(
         self,
-        channels: dict[str, Channel],
+        channels: Mapping[str, Channel],
         run: RunContext,
         effects: EffectLedger,
         approvals: Approvals,

@@ -230,7 +230,7 @@ async def call_tool(
     approvals = Approvals(scope.decisions)
     approvals.bind(parsed.model_dump(mode="json"))
     channels = ChannelAccess(
-        dict(scope.channels),
+        scope.channels,
         scope.run,
         scope.effects,
         approvals,
