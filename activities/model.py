@@ -10,8 +10,7 @@ from temporalio import activity
 
 from chamvi._heartbeat import heartbeating
 from chamvi.agents import Agent
-from chamvi.app import App
-from chamvi.artifacts import ArtifactStore
+from chamvi.app_runtime import AppRuntime
 from chamvi.constants import (
     ACTIVITY_CALL_MODEL,
     ACTIVITY_EXTRACT,
@@ -40,20 +39,18 @@ from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
 
 class ModelActivities:
-    """Holds the app (and through it the providers), this worker's transcript cache, and the MCP
-    tools of the runs it served lately."""
+    """Holds the worker's runtime, its transcript cache, and the MCP tools of the runs it served lately.
+
+    The runtime's app holds the providers; the caches spare a query of the run at most steps.
+    """
 
     def __init__(
-        self,
-        app: App,
-        cache: TranscriptCache | None = None,
-        max_runs: int = 256,
-        artifacts: ArtifactStore | None = None,
-        slots: RunSlots | None = None,
+        self, runtime: AppRuntime, cache: TranscriptCache | None = None, max_runs: int = 256
     ) -> None:
-        self.app = app
-        self.slots = slots or RunSlots()
-        self.artifacts = artifacts or ArtifactStore.memory()
+        self.runtime = runtime
+        self.app = runtime.app
+        self.slots: RunSlots = runtime.slots
+        """The worker's run slots (its runtime's): a model call takes its run's."""
         self.cache = cache or TranscriptCache()
         self._mcp_tools: OrderedDict[str, list[McpToolInfo]] = OrderedDict()
         self._max_runs = max_runs
@@ -93,7 +90,7 @@ class ModelActivities:
 
         The deltas are never stored: a retried call streams again from the start.
         """
-        events = self.app.events
+        events = self.runtime.events
 
         def on_delta(kind: DeltaKind, text: str) -> None:
             if events.wants(RUN_DELTA, request.run_id):
@@ -107,7 +104,12 @@ class ModelActivities:
 
     @activity.defn(name=ACTIVITY_CALL_MODEL)
     async def call_model(self, request: ModelRequest) -> ModelResponse:
-        """One model call of a run, in the run's slot of this worker (``chamvi.run_slots``)."""
+        """One model call of a run's step, with the transcript rebuilt from the run, not sent in.
+
+        The request carries the step's new messages only (history grows linearly); the tools offered
+        are the run's (its factory's, its MCP servers' listing) as its policy allows them. The call
+        runs in the run's slot of this worker (``chamvi.run_slots``).
+        """
         # heartbeating while it waits for a slot too, so a cancelled run stops waiting
         async with heartbeating(), self.slots.slot(request.run_id):
             return await self._call_model(request)
@@ -126,7 +128,7 @@ class ModelActivities:
             tools=[
                 *(
                     ToolSchema(t.name, t.description, t.json_schema())
-                    for t in self.app.tools_for(agent, policy_run).values()
+                    for t in self.runtime.tools_for(agent, policy_run).values()
                     if agent.allows(t.name, policy_run)
                 ),
                 *(
@@ -139,7 +141,7 @@ class ModelActivities:
             on_delta=self._deltas(request),
             # read for each call, never kept: history and checkpoints hold the references only
             attachments=[
-                AttachedFile(a, await self.artifacts.read(a.id)) for a in request.trigger.attachments
+                AttachedFile(a, await self.runtime.artifacts.read(a.id)) for a in request.trigger.attachments
             ],
         )
         response = await model.complete(chat)  # heartbeating: a cancelled run stops a stalled stream

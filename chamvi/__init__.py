@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         ActivityTimeouts,
         App,
     )
+    from chamvi.app_runtime import AppRuntime
     from chamvi.artifacts import (
         ArtifactStore,
         Attachment,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     )
     from chamvi.channels import (
         Channel,
+        ChannelContext,
         ChannelMessage,
         ChannelSubscription,
         InboundEvent,
@@ -77,7 +79,6 @@ if TYPE_CHECKING:
         ValidationIssue,
     )
     from chamvi.extraction import extract
-    from chamvi.inbound import ChannelContext
     from chamvi.knowledge import (
         define_source,
         folder,
@@ -122,10 +123,11 @@ if TYPE_CHECKING:
     from chamvi.runtime import (
         build_worker,
     )
-    from chamvi.schedules import AgentSchedule
+    from chamvi.schedules import AgentSchedule, define_schedule
     from chamvi.state import (
         AgentState,
     )
+    from chamvi.tool_factory import ToolFactoryContext
     from chamvi.tools import (
         EffectSpec,
         Tool,
@@ -140,8 +142,14 @@ if TYPE_CHECKING:
         WebhookChannel,
         webhook_channel,
     )
+    from chamvi.wrapped_tools import ToolsForRun, wrap_tools_for_run
 
 _EXPORTS: dict[str, str] = {
+    "ToolsForRun": "chamvi.wrapped_tools",
+    "wrap_tools_for_run": "chamvi.wrapped_tools",
+    "define_schedule": "chamvi.schedules",
+    "AppRuntime": "chamvi.app_runtime",
+    "ToolFactoryContext": "chamvi.tool_factory",
     "ActivityTimeouts": "chamvi.app",
     "Agent": "chamvi.agents",
     "AgentHooks": "chamvi.agents",
@@ -163,7 +171,7 @@ _EXPORTS: dict[str, str] = {
     "ChamviPlugin": "chamvi.plugin",
     "ChamviValidationError": "chamvi.errors",
     "Channel": "chamvi.channels",
-    "ChannelContext": "chamvi.inbound",
+    "ChannelContext": "chamvi.channels",
     "ChannelDeliveryError": "chamvi.errors",
     "ChannelMessage": "chamvi.channels",
     "ChannelNotFoundError": "chamvi.errors",
@@ -261,6 +269,7 @@ __all__ = [
     "AgentState",
     "AgentTrust",
     "App",
+    "AppRuntime",
     "ApprovalDecision",
     "ApprovalNotPendingError",
     "Artifact",
@@ -319,8 +328,10 @@ __all__ = [
     "ToolCallInfo",
     "ToolContext",
     "ToolDeniedError",
+    "ToolFactoryContext",
     "ToolNotAllowedError",
     "ToolResultTooLargeError",
+    "ToolsForRun",
     "TriggerEnvelope",
     "Trust",
     "ValidationIssue",
@@ -330,6 +341,7 @@ __all__ = [
     "console_channel",
     "define_agent",
     "define_context_key",
+    "define_schedule",
     "define_source",
     "effect_marker",
     "effect_tool",
@@ -349,4 +361,5 @@ __all__ = [
     "tool",
     "try_inject",
     "webhook_channel",
+    "wrap_tools_for_run",
 ]

@@ -37,7 +37,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
 from chamvi._idle import wait_idle
-from chamvi.agents import validate_agent_name
 from chamvi.artifacts import ArtifactStore, Attachment, check_media_type
 from chamvi.errors import (
     ERROR_CLASSES,
@@ -65,6 +64,7 @@ from chamvi.models import (
     StateListing,
     StateListRequest,
 )
+from chamvi.names import validate_agent_name
 from chamvi.run_details import static_details, static_summary
 from chamvi.run_events import RunEvent, history_events
 from chamvi.schedules import (

@@ -24,19 +24,20 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi.activity_boundary import ActivityErrors
 from chamvi.app import App
+from chamvi.app_runtime import AppRuntime
 from chamvi.artifacts import ArtifactStore, open_artifact_store
 from chamvi.channels import LifecycleChannel
 from chamvi.client import ChamviClient
 from chamvi.errors import BackgroundError, ChamviError
-from chamvi.inbound import ChannelContext
+from chamvi.inbound import InboundContext
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
-from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
+from chamvi.knowledge.search import KnowledgeSearch
 from chamvi.lifecycle import boot_collections, check_index, close_index, index_location, open_index
-from chamvi.run_slots import DEFAULT_MAX_RUNS, RunSlots
+from chamvi.run_slots import DEFAULT_MAX_RUNS
 from chamvi.schedules import boot_schedules
 from chamvi.settings import Settings
-from chamvi.state import STATE_STORE, StateStore
+from chamvi.state import StateStore
 from chamvi.state.views import StateViews
 from chamvi.telemetry import ChamviTelemetry
 
@@ -101,6 +102,11 @@ class ChamviPlugin(SimplePlugin):
     channels that receive on their own (``start(ctx)``) once it polls; when its run ends, stop those
     channels first, then close the index it opened.
 
+    What the worker holds while it serves the app (stores, provided values, event hub, run slots,
+    the tool sets factories built) is the plugin's :attr:`runtime`, never written into the ``App``:
+    two plugins built from one ``App`` share nothing but its declarations (its listeners, its
+    ``on_error`` hook).
+
     Args:
         app: the app to serve.
         index: the knowledge index (Qdrant); by default opened from ``settings``: ``QDRANT_URL``, else
@@ -140,8 +146,10 @@ class ChamviPlugin(SimplePlugin):
         self.app = app
         if max_runs is None:
             max_runs = settings.max_runs if settings is not None else DEFAULT_MAX_RUNS
-        self.slots = RunSlots(max_runs)
-        """The run slots this worker's model and tool calls take."""
+        self.runtime = AppRuntime(app, artifacts=artifacts, max_runs=max_runs)
+        """This plugin's holdings for the app, handed to its activities (and to an API beside it)."""
+        self.slots = self.runtime.slots
+        """The run slots this worker's model and tool calls take (its runtime's)."""
         self._artifacts = artifacts
         self._start_channels = (
             start_channels
@@ -230,17 +238,16 @@ class ChamviPlugin(SimplePlugin):
             ToolActivities,
         )
 
-        app, index = self.app, self.index
+        app, index, runtime = self.app, self.index, self.runtime
         search = KnowledgeSearch(
             index, app.embedders, retry=app.retry.embedding, declared=frozenset(app.collections)
         )
-        app.provided.set(KNOWLEDGE_SEARCH, search)
         # agent state lives in the same Qdrant as the knowledge index (see chamvi.state.store)
         state = StateStore(index.client, index.prefix)
-        app.provided.set(STATE_STORE, state)
-        agents = AgentActivities(app)
-        model = ModelActivities(app, artifacts=self.artifacts, slots=self.slots)
-        tools = ToolActivities(app, artifacts=self.artifacts, slots=self.slots)
+        runtime.open(state=state, search=search, artifacts=self.artifacts)
+        agents = AgentActivities(runtime)
+        model = ModelActivities(runtime)
+        tools = ToolActivities(runtime)
         locks = LockActivities()
         indexer = Indexer(index, app.embedders, retry=app.retry.embedding)
         knowledge = KnowledgeActivities(app, index, indexer, search)
@@ -291,7 +298,7 @@ class ChamviPlugin(SimplePlugin):
                 if task is not None:
                     task.cancel()
                     await asyncio.gather(task, return_exceptions=True)
-            await self.app.events.close()
+            await self.runtime.events.close()
             await self.app.errors.drain()
             await self.close()
 
@@ -305,7 +312,7 @@ class ChamviPlugin(SimplePlugin):
             if not isinstance(channel, LifecycleChannel):
                 continue
             try:
-                await channel.start(ChannelContext(channel.name, self.app.agents, runs))
+                await channel.start(InboundContext(channel.name, self.app.agents, runs))
             except Exception as error:
                 self._channel_failed(channel, "start", error, " (the worker goes on)")
                 continue

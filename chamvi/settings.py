@@ -1,10 +1,16 @@
-"""One settings object, built at the entry points (worker, CLI) from the environment."""
+"""One settings object, built at the entry points (worker, CLI) from the environment.
+
+This module is the one place chamvi reads (and, for the app a CLI process loads, writes) the
+environment: :class:`Settings` for what the entry points pass on, and a few readers of single
+variables for code that needs one of them late, at first use (a provider's key, Hugging Face's
+offline flag), so that setting the variable after import still counts.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import overload
@@ -66,6 +72,8 @@ class Settings:
     knowledge_body_limit: int | None = None
     """``CHAMVI_KNOWLEDGE_BODY_LIMIT``: the body limit of the managed routes, in bytes (1 MiB by
     default)."""
+    tokens: str | None = field(default=None, repr=False)
+    """``CHAMVI_TOKENS``: the HTTP API's bearer tokens, as JSON (``chamvi.http.tokens_from_env``)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -95,11 +103,41 @@ class Settings:
             knowledge_routes=_optional_flag(env, "CHAMVI_KNOWLEDGE_ROUTES"),
             knowledge_base_path=env.get("CHAMVI_KNOWLEDGE_BASE_PATH") or None,
             knowledge_body_limit=_positive(env, "CHAMVI_KNOWLEDGE_BODY_LIMIT", None),
+            tokens=env.get("CHAMVI_TOKENS") or None,
         )
 
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with the given fields replaced; None keeps a field, so unset CLI options change nothing."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})  # type: ignore[arg-type]
+
+
+def openai_credentials(env: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` (None when unset or empty), read when a client is made.
+
+    Read at first use rather than into :class:`Settings`: an ``App`` (and its providers) is built
+    at import, before any entry point has settings, and a key exported later must still count.
+    """
+    env = os.environ if env is None else env
+    return env.get("OPENAI_API_KEY") or None, env.get("OPENAI_BASE_URL") or None
+
+
+def hf_hub_offline(env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``HF_HUB_OFFLINE`` forbids downloads (``1``, ``true``, ``yes``, ``on``, any case).
+
+    Hugging Face's own flag, read with its own leniency (anything else is off), at the moment a
+    model would be downloaded.
+    """
+    env = os.environ if env is None else env
+    return (env.get("HF_HUB_OFFLINE") or "").strip().upper() in {"1", "TRUE", "YES", "ON"}
+
+
+def publish_data_folder(data: Path) -> None:
+    """Sets ``CHAMVI_DATA`` for the app this process loads (the example keeps its outbox there).
+
+    A CLI process resolves ``--data`` before it imports the app, whose module may read the folder
+    from the environment at import.
+    """
+    os.environ["CHAMVI_DATA"] = str(data)
 
 
 def _headers(env: Mapping[str, str], name: str) -> tuple[tuple[str, str], ...]:

@@ -188,7 +188,7 @@ async def serve_dev(
         api_socket = listen("127.0.0.1", api_port)
         plugin = ChamviPlugin(app, settings=settings)
         try:
-            tokens = dev_tokens(server.config.data)
+            tokens = dev_tokens(server.config.data, settings.tokens)
             await plugin.prepare()
             await _serve_dev(server, settings, plugin, echo, stop, api_socket, tokens)
         finally:
@@ -230,6 +230,7 @@ async def _serve_dev(
         attachment_max_bytes=settings.attachment_max_bytes,
         schedule_min_interval=settings.schedule_min_interval,
         managed_routes=managed_routes(app, settings),
+        runtime=plugin.runtime,
     )
     watcher = asyncio.ensure_future(_watch(server, stop))
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 
 import click
 
@@ -44,7 +43,7 @@ def api(
     """
     try:
         tokens = required_tokens(
-            os.environ.get("CHAMVI_TOKENS"),
+            settings.tokens,
             needed_by="every route of the API needs a bearer token",
             example={"value": "<secret>", "id": "feeder", "permissions": ["knowledge:read", "runs:*"]},
         )

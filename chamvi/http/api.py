@@ -12,6 +12,7 @@ from fastapi.security import HTTPBearer
 from temporalio.client import Client
 
 from chamvi.app import App
+from chamvi.app_runtime import AppRuntime
 from chamvi.artifacts import ArtifactStore
 from chamvi.client import ChamviClient
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
@@ -73,7 +74,7 @@ def create_api(
     """The HTTP API.
 
     Args:
-        tokens: the bearer tokens (``tokens_from_env(os.environ.get("CHAMVI_TOKENS"))``); none: every
+        tokens: the bearer tokens (``tokens_from_env(Settings.from_env().tokens)``); none: every
             route answers 401.
         managed: the service behind ``/knowledge``; None serves no knowledge routes.
         runs: the client behind ``/runs`` and ``/schedules``; None serves neither.
@@ -81,8 +82,8 @@ def create_api(
         base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
             it, such a run is accepted and fails in the worker).
-        events: this process's run events (``App.events``): with a worker in the same process,
-            ``/runs/{id}/events`` streams the model's deltas too.
+        events: this process's run events (a worker's ``AppRuntime.events``): with a worker in the
+            same process, ``/runs/{id}/events`` streams the model's deltas too.
         inbound: the app whose webhook channels receive events at ``/channels/<name>/events``
             (signed by the channel's secret, not a token); needs ``runs``; an app without webhook
             channels serves no such route.
@@ -176,6 +177,7 @@ def build_api(
     attachment_max_bytes: int = DEFAULT_ATTACHMENT_MAX_BYTES,
     schedule_min_interval: timedelta = DEFAULT_MIN_INTERVAL,
     managed_routes: ManagedRoutes | None = None,
+    runtime: AppRuntime | None = None,
 ) -> FastAPI:
     """``create_api`` for an app, as ``chamvi api`` and ``chamvi dev`` serve it.
 
@@ -195,6 +197,9 @@ def build_api(
         schedule_min_interval: the shortest gap between fires of a schedule created over HTTP.
         managed_routes: how the managed collections are served; by default the app's
             ``App(managed=...)``.
+        runtime: the runtime of a worker in the same process (``chamvi dev``: ``plugin.runtime``),
+            whose event hub streams the model's deltas on ``/runs/{id}/events``; without one the
+            events come from the runs' histories alone.
     """
     managed = ManagedCollections(
         store,
@@ -212,7 +217,7 @@ def build_api(
         body_limit=body_limit,
         base_path=base_path,
         agents=list(app.agents),
-        events=app.events,
+        events=runtime.events if runtime is not None else None,
         inbound=app,
         state=StateViews(app, StateStore(store.client, store.prefix)),
         schedule_min_interval=schedule_min_interval,

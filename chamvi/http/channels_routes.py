@@ -20,7 +20,7 @@ from chamvi.constants import TRIGGER_KEY_MAX_LENGTH
 from chamvi.errors import ChamviValidationError, ChannelNotFoundError
 from chamvi.http.errors import PAYLOAD_TOO_LARGE, ErrorResponse, error_responses
 from chamvi.http.schemas import check_json
-from chamvi.inbound import ChannelContext
+from chamvi.inbound import InboundContext
 from chamvi.webhooks import WebhookChannel, WebhookDelivery
 
 
@@ -87,7 +87,7 @@ def channels_router(
                 f"the body is {len(body)} bytes, over channel {name!r}'s limit of {channel.body_limit}",
             )
         delivery = _valid(channel.verify(request.headers, body, time.time()))
-        started = await ChannelContext(name, agents, runs).dispatch(
+        started = await InboundContext(name, agents, runs).dispatch(
             delivery.payload, key=delivery.delivery, address=delivery.address
         )
         if started and not any(run.created for run in started):
