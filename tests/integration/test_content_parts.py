@@ -30,6 +30,7 @@ from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.models import Artifact
 from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
+from tests.integration.test_packaging import readme_module
 from tests.support.openai_server import OpenAIServer, text, tool_call
 
 PNG = base64.b64decode(
@@ -184,3 +185,12 @@ async def test_a_tool_handing_over_an_artifact_the_store_lacks_fails_the_run_wit
     assert run.error is not None and run.error.code == "artifact_not_found"
     assert f"{run.run_id}.0009" in run.error.message
     assert len(model.requests) == 1  # the second model call never reached the model
+
+
+def test_the_readmes_instructions_as_messages_define_an_agent_with_an_example_image(tmp_path: Path) -> None:
+    reviewer = readme_module("## Instructions as messages", "reviewer.py", tmp_path).reviewer
+
+    system, example, answer = reviewer.instructions
+    assert (system.role, answer.content) == ("system", "Fine: no dip.")
+    [image] = example.media
+    assert isinstance(image, ImagePart) and image.provider_options == {"openai": {"detail": "low"}}
