@@ -190,6 +190,8 @@ def test_a_tool_result_of_file_parts_reads_as_parts_and_any_other_result_does_no
     assert tool_output_parts({"type": "file", "path": "/tmp/x"}) is None  # a dict that is not exactly a part
     assert tool_output_parts([marker, {"rows": 3}]) is None
     assert tool_output_parts("file") is None
+    # an MCP tool's content blocks are JSON of their own, not chamvi's parts
+    assert tool_output_parts([{"type": "image", "data": "AA==", "mimeType": "image/png"}]) is None
 
 
 @tool
