@@ -45,10 +45,13 @@ from chamvi.models import (
     ApprovalDecision,
     ApprovalRequest,
     ErrorInfo,
+    FilePart,
+    ImagePart,
     RunInput,
     ToolRequest,
     ToolResult,
     TriggerEnvelope,
+    tool_output_parts,
 )
 from chamvi.permissions import PolicyRun
 from chamvi.run_context import (
@@ -253,7 +256,7 @@ async def call_tool(
         state_access=scope.state,
     )
     result = await _call(tool, parsed, ctx, scope.tainted, hooks, trust)
-    return _within_payload_limit(result, tool.name)
+    return _within_payload_limit(_without_inline_bytes(result, tool.name), tool.name)
 
 
 async def _call(
@@ -375,6 +378,22 @@ async def _run_effect(tool: Tool, arguments: BaseModel, ctx: ToolContext) -> Any
     result = await tool.invoke(arguments, ctx)
     ctx.effects.record(key, result)
     return result
+
+
+def _without_inline_bytes(result: ToolResult, tool: str) -> ToolResult:
+    """A result of parts holding inline bytes becomes a tool error: history keeps references only.
+
+    A result of image and file parts (``artifact_file_part``) reaches the model as those parts, the
+    bytes read from the artifact store for each model call (``chamvi.models.parts``).
+    """
+    parts = tool_output_parts(result.output) if result.status == "ok" else None
+    if parts is None or not any(p.data is not None for p in parts if isinstance(p, ImagePart | FilePart)):
+        return result
+    error = ChamviValidationError(
+        f"the result of {tool!r} holds a part with inline data: a run's history keeps references only, "
+        "so store the bytes with ctx.artifacts.put and return artifact_file_part(artifact)"
+    )
+    return result.model_copy(update={"status": "error", "output": None, "error": _error(error)})
 
 
 def _within_payload_limit(result: ToolResult, tool: str) -> ToolResult:

@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptQuery,
         TriggerEnvelope,
         Usage,
+        tool_output_parts,
     )
     from chamvi.retry import (
         AGENT_LOOKUP_FAILURES,
@@ -505,7 +506,11 @@ class AgentRunWorkflow:
         if result.status == "fatal":
             message = result.error.message if result.error else "a tool failed the run"
             raise RunFailed.of(FatalToolError(message))
-        if result.status == "ok":
+        # a result made of parts (artifact_file_part) reaches the model as parts, by reference
+        parts = tool_output_parts(result.output) if result.status == "ok" else None
+        if parts is not None:
+            content = None
+        elif result.status == "ok":
             content = result.output if isinstance(result.output, str) else json.dumps(result.output)
         else:
             content = f"{result.error.code}: {result.error.message}" if result.error else "tool error"
@@ -516,6 +521,7 @@ class AgentRunWorkflow:
                 name=call.name,
                 content=content,
                 is_error=result.status != "ok",
+                parts=parts or [],
             )
         )
 

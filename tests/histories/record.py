@@ -28,10 +28,15 @@ from chamvi import (
     App,
     Budget,
     ChamviClient,
+    FilePart,
+    ImagePart,
+    Message,
     RunStatus,
+    TextPart,
     ToolContext,
     Trust,
     approve,
+    artifact_file_part,
     console_channel,
     define_agent,
     effect_tool,
@@ -325,6 +330,43 @@ async def _record_artifacts(env: WorkflowEnvironment, task_queue: str, recorded:
         recorded["artifacts"] = (await chamvi.wait(dispatched.run_id)).run_id
 
 
+@tool
+async def render_chart(ctx: ToolContext) -> list[str | FilePart]:
+    """Puts a chart and hands it to the model as a file part."""
+    chart = await ctx.artifacts.put("image/png", b"\x89PNG-chart", filename="chart.png")
+    return ["The chart:", artifact_file_part(chart)]
+
+
+async def _record_content_parts(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run whose instructions are native messages with parts and whose tool returns a file part."""
+    models = ModelRegistry()
+    models.register("scripted/parts", ScriptedModel([call("render_chart"), reply("a dip on Tuesday")]))
+    instructions = [
+        Message(role="system", content="You read charts."),
+        Message(
+            role="user",
+            parts=[
+                TextPart(text="A chart that looks fine:"),
+                ImagePart(
+                    media_type="image/png",
+                    data=b"\x89PNG-example",
+                    provider_options={"openai": {"detail": "low"}},
+                ),
+            ],
+        ),
+        Message(role="assistant", content="Fine: no dip."),
+    ]
+    agent = define_agent(
+        name="parts", model="scripted/parts", instructions=instructions, tools=[render_chart]
+    )
+    store = ArtifactStore.memory()
+    async with build_worker(
+        env.client, App(agents=[agent], models=models), task_queue=task_queue, artifacts=store
+    ):
+        chamvi = ChamviClient(env.client, task_queue=task_queue, artifacts=store)
+        recorded["content-parts"] = (await chamvi.wait((await chamvi.dispatch("parts")).run_id)).run_id
+
+
 class Note(BaseModel):
     text: str
 
@@ -401,6 +443,7 @@ async def main() -> None:
         await _record_mcp(env, f"{task_queue}-mcp", recorded)
         await _record_streams(env, f"{task_queue}-streams", recorded)
         await _record_artifacts(env, f"{task_queue}-artifacts", recorded)
+        await _record_content_parts(env, f"{task_queue}-parts", recorded)
 
         await _record_scheduled_run(env, task_queue, recorded)
         await _record_state(env, f"{task_queue}-state", recorded)
