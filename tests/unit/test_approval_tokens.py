@@ -1,0 +1,92 @@
+"""Approval tokens: signed, expiring, opaque; the secret from the settings or the data folder."""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from chamvi.approval_tokens import SECRET_FILE, ApprovalTokens, approval_secret, approval_tokens
+from chamvi.errors import ApprovalTokenExpiredError, ApprovalTokenInvalidError, ChamviValidationError
+from chamvi.settings import Settings
+
+SECRET = "s" * 32
+LATER = datetime.now(UTC) + timedelta(hours=1)
+OTHER = ApprovalTokens(SECRET).issue("run-deployer-1", "0:call-1:1", expires=LATER, detail=True)
+
+
+def test_a_token_names_its_run_and_approval_until_it_expires() -> None:
+    tokens = ApprovalTokens(SECRET)
+    token = tokens.issue("run-deployer-1", "0:call-1:0", expires=LATER, detail=True)
+    claims = tokens.verify(token)
+    assert (claims.run_id, claims.approval_id, claims.detail) == ("run-deployer-1", "0:call-1:0", True)
+    assert claims.expires == LATER.replace(microsecond=0)
+    assert token.startswith("ca1.") and all(c.isalnum() or c in "._-" for c in token)
+    with pytest.raises(ApprovalTokenExpiredError, match="expired at") as expired:
+        tokens.verify(token, now=LATER + timedelta(seconds=1))
+    assert expired.value.code == "approval_token_expired"
+
+
+@pytest.mark.parametrize(
+    "forge",
+    [
+        lambda t: t[:-2],  # cut short
+        lambda t: t.replace("ca1.", "ca2."),
+        lambda t: ".".join([*OTHER.split(".")[:2], t.split(".")[2]]),  # another approval's payload
+        lambda t: ApprovalTokens("o" * 32).issue("run-deployer-1", "0:call-1:0", expires=LATER, detail=True),
+        lambda t: "not a token",
+        lambda t: "ca1..",
+        lambda t: "ca1.é.é",
+        lambda t: t + "A" * 5000,
+    ],
+    ids=["truncated", "prefix", "payload", "other-secret", "garbage", "empty-parts", "non-ascii", "long"],
+)
+def test_a_forged_token_is_refused_without_a_word_about_the_run(forge: Callable[[str], str]) -> None:
+    tokens = ApprovalTokens(SECRET)
+    token = tokens.issue("run-deployer-1", "0:call-1:0", expires=LATER, detail=True)
+    with pytest.raises(ApprovalTokenInvalidError) as refused:
+        tokens.verify(forge(token))
+    assert refused.value.code == "approval_token_invalid"
+    assert "deployer" not in refused.value.message and "call-1" not in refused.value.message
+
+
+def test_a_short_secret_is_refused_with_how_to_make_one() -> None:
+    with pytest.raises(ChamviValidationError, match="at least 32"):
+        ApprovalTokens("short")
+
+
+def test_the_link_opens_the_approvals_page_with_the_token_in_the_fragment() -> None:
+    tokens = ApprovalTokens(SECRET, public_url="https://agents.example.com/api/")
+    assert tokens.link("ca1.x.y") == "https://agents.example.com/api/ui/#answer=ca1.x.y"
+    assert ApprovalTokens(SECRET).link("ca1.x.y") is None
+    assert SECRET not in repr(tokens)
+
+
+def test_without_a_configured_secret_a_server_generates_one_in_the_data_folder_once(tmp_path: Path) -> None:
+    settings = Settings(data=tmp_path / "data")
+    assert approval_secret(settings, create=False) is None  # a CLI never invents one
+    first = approval_secret(settings, create=True)
+    assert first is not None and len(first) == 64
+    path = tmp_path / "data" / SECRET_FILE
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert approval_secret(settings, create=True) == first == approval_secret(settings, create=False)
+    assert [p.name for p in path.parent.iterdir()] == [SECRET_FILE]
+    configured = Settings(data=tmp_path / "data", approval_secret="c" * 40)
+    assert approval_secret(configured, create=True) == "c" * 40
+    token = approval_tokens(settings, create=False)
+    assert token is not None
+    assert approval_tokens(Settings(data=tmp_path / "none"), create=False) is None
+
+
+def test_the_secret_and_public_url_come_from_the_environment() -> None:
+    settings = Settings.from_env(
+        {"CHAMVI_APPROVAL_SECRET": "x" * 40, "CHAMVI_PUBLIC_URL": " https://agents.example.com/ "}
+    )
+    assert settings.approval_secret == "x" * 40 and "x" * 40 not in repr(settings)
+    assert settings.public_url == "https://agents.example.com"
+    assert Settings.from_env({}).public_url is None
+    with pytest.raises(ChamviValidationError, match="is not a base URL"):
+        Settings.from_env({"CHAMVI_PUBLIC_URL": "agents.example.com"})
