@@ -54,6 +54,7 @@ from chamvi.models.runs import (
     TriggerEnvelope,
     Usage,
     WaitPoint,
+    approval_id,
 )
 from chamvi.models.schedules import (
     Overlap,
@@ -124,4 +125,5 @@ __all__ = [
     "TriggerEnvelope",
     "Usage",
     "WaitPoint",
+    "approval_id",
 ]

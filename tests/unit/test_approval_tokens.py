@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import re
 import stat
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -9,9 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from chamvi import App, ApprovalDecision, ToolContext, TriggerEnvelope, approve, define_agent, tool
+from chamvi.app_runtime import AppRuntime
 from chamvi.approval_tokens import SECRET_FILE, ApprovalTokens, approval_secret, approval_tokens
+from chamvi.channels import ChannelMessage
 from chamvi.errors import ApprovalTokenExpiredError, ApprovalTokenInvalidError, ChamviValidationError
+from chamvi.models import ToolRequest, ToolResult
 from chamvi.settings import Settings
+from chamvi.tool_runner import ToolRunner
+from tests.unit.test_channels import Outbox
+from tests.unit.test_tool_runner import InMemoryRun, request
 
 SECRET = "s" * 32
 LATER = datetime.now(UTC) + timedelta(hours=1)
@@ -90,3 +99,92 @@ def test_the_secret_and_public_url_come_from_the_environment() -> None:
     assert Settings.from_env({}).public_url is None
     with pytest.raises(ChamviValidationError, match="is not a base URL"):
         Settings.from_env({"CHAMVI_PUBLIC_URL": "agents.example.com"})
+
+
+@tool
+async def wipe(disk: str, ctx: ToolContext) -> str:
+    """Wipes a disk after two people said yes."""
+    first = await ctx.channels.find_one_or_fail("desk").approve(title=f"Wipe {disk}?", body="All of it.")
+    second = await ctx.channels.find_one_or_fail("desk").approve(title="Really?")
+    return "wiped" if first.approved and second.approved else "kept"
+
+
+@tool
+async def guarded(disk: str, ctx: ToolContext) -> str:
+    """Asks with the plain approve(): the run's source channel gets the generic notice."""
+    decision = await approve(ctx, title=f"Format {disk}?")
+    return "formatted" if decision.approved else "kept"
+
+
+def desk_app() -> tuple[App, Outbox]:
+    desk = Outbox()
+    agent = define_agent(name="clerk", instructions="x", model="local/demo", tools=[wipe, guarded])
+    return App(agents=[agent], channels=[desk]), desk
+
+
+async def ask(app: App, tokens: ApprovalTokens, req: ToolRequest, run: InMemoryRun) -> ToolResult:
+    result = await ToolRunner(AppRuntime(app, approval_tokens=tokens)).run(req, run, asyncio.Event())
+    run.effects.update(result.effects)
+    return result
+
+
+def token_in(message: ChannelMessage) -> str:
+    found = re.search(r"(ca1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)", message.body)
+    assert found is not None, message.body
+    return found.group(1)
+
+
+async def test_a_channels_approval_request_carries_the_token_of_the_wait_it_starts() -> None:
+    app, desk = desk_app()
+    tokens = ApprovalTokens(SECRET)
+    run = InMemoryRun()
+    first = await ask(app, tokens, request("wipe", {"disk": "sda"}), run)
+    assert first.status == "approval" and len(desk.sent) == 1
+    assert "Approve with `chamvi approve --token ca1." in desk.sent[0].body
+    claims = tokens.verify(token_in(desk.sent[0]))
+    assert (claims.run_id, claims.approval_id, claims.detail) == ("run-1", "0:call-1:0", True)
+    assert claims.expires > datetime.now(UTC) + timedelta(hours=23)
+
+    yes = [ApprovalDecision(approved=True)]
+    second = await ask(app, tokens, request("wipe", {"disk": "sda"}, decisions=yes, approval_waits=1), run)
+    assert second.status == "approval" and len(desk.sent) == 2
+    assert tokens.verify(token_in(desk.sent[1])).approval_id == "0:call-1:1"
+
+
+async def test_a_request_asked_again_for_new_arguments_is_sent_again_with_a_token_for_the_new_wait() -> None:
+    app, desk = desk_app()
+    tokens = ApprovalTokens(SECRET, public_url="https://agents.example.com")
+    run = InMemoryRun()
+    await ask(app, tokens, request("wipe", {"disk": "sda"}), run)
+    given_for_other_input = [ApprovalDecision(approved=True, input_digest="another input")]
+    again = request("wipe", {"disk": "sda"}, decisions=given_for_other_input, approval_waits=1)
+    await ask(app, tokens, again, run)
+    await ask(app, tokens, again, run)  # a retried attempt sends nothing more
+    assert len(desk.sent) == 2
+    assert (
+        desk.sent[1]
+        .body.splitlines()[2]
+        .startswith("Approve or deny: https://agents.example.com/ui/#answer=")
+    )
+    assert tokens.verify(token_in(desk.sent[1])).approval_id == "0:call-1:1"
+
+
+async def test_the_runs_generic_notice_carries_a_token_that_shows_no_more_than_the_notice() -> None:
+    app, desk = desk_app()
+    tokens = ApprovalTokens(SECRET)
+    run = InMemoryRun(trigger_envelope=TriggerEnvelope(channel="desk", address="alice"))
+    result = await ask(app, tokens, request("guarded", {"disk": "sdb"}), run)
+    assert result.status == "approval" and len(desk.sent) == 1
+    notice = desk.sent[0]
+    assert notice.address == "alice" and "sdb" not in notice.body and "sdb" not in (notice.title or "")
+    claims = tokens.verify(token_in(notice))
+    assert (claims.approval_id, claims.detail) == ("0:call-1:0", False)
+
+
+async def test_without_a_secret_the_request_reads_as_it_always_did() -> None:
+    app, desk = desk_app()
+    result = await ToolRunner(AppRuntime(app)).run(
+        request("wipe", {"disk": "sda"}), InMemoryRun(), asyncio.Event()
+    )
+    assert result.status == "approval"
+    assert "token" not in desk.sent[0].body and len(desk.sent[0].body.splitlines()) == 3
