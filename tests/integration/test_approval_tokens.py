@@ -8,6 +8,7 @@ nothing else about the run.
 from __future__ import annotations
 
 import asyncio
+import base64
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -114,6 +115,11 @@ async def test_a_waiting_run_is_answered_by_its_token_once_and_records_the_token
     with pytest.raises(ApprovalNotPendingError, match="not pending any more") as again:
         await chamvi.resume(waiting.token, ApprovalDecision(approved=False))
     assert again.value.code == "approval_not_pending" and "call-1" not in again.value.message
+    # the token is signed, never stored: no payload of the run's history (what the Temporal UI shows) holds it
+    history = (await client.get_workflow_handle(run.run_id).fetch_history()).to_json()
+    payloads = [base64.b64decode(data) for data in re.findall(r'"data": ?"([A-Za-z0-9+/=]+)"', history)]
+    assert any(b"Restart api?" in payload for payload in payloads)  # the request itself is there
+    assert not any(b"ca1." in payload for payload in payloads)
 
 
 async def test_a_forged_expired_or_stale_token_is_refused_with_its_code_and_nothing_about_the_run(
