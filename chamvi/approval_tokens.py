@@ -9,6 +9,8 @@ or the page the link opens.
 **A capability.** Possession answers: the token is the permission, as a link in a chat message is
 meant to be. Whoever answers with it is recorded as the approver: the API's caller when it also
 sent a bearer token, the CLI's user, the ``approver`` a program passes, else :data:`TOKEN_HOLDER`.
+So no token goes out through a channel marked ``untrusted``: whoever can post there, maybe the
+author of what made the run ask, could answer with it.
 
 **Signed, not stored.** A token is an HMAC-SHA256, under a server secret, of the run id, the
 approval id, its expiry and whether the request's own text went out with it. Nothing new is stored:
@@ -207,7 +209,7 @@ class ApprovalTokens:
                 expires=datetime.fromtimestamp(int(expires), UTC),
                 detail=bool(detail),
             )
-        except (binascii.Error, ValueError, TypeError, OverflowError):
+        except (binascii.Error, ValueError, TypeError, OverflowError, OSError):
             return None  # signed by chamvi, so only a chamvi of another format writes such
 
     def link(self, token: str) -> str | None:

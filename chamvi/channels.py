@@ -334,9 +334,9 @@ class ChannelHandle:
         With the worker's approval tokens (``chamvi.approval_tokens``), the message carries a token
         that answers this approval (the one this call is about to wait on) until its deadline, as a
         link to the approvals page when ``CHAMVI_PUBLIC_URL`` is set, else as a ``chamvi approve
-        --token`` command. A ``required`` request's token lets its holder see this title and body
-        before answering; the run's own notice (not ``required``) says only which tool waits, and
-        so does its token.
+        --token`` command; never through a channel marked ``untrusted``. A ``required`` request's
+        token lets its holder see this title and body before answering; the run's own notice (not
+        ``required``) says only which tool waits, and so does its token.
 
         Args:
             title: what waits.
@@ -385,9 +385,13 @@ class ChannelHandle:
 
 
     def _answer_by_token(self, until: datetime, detail: bool) -> list[str]:
-        """The line that answers by token (a link, else a command); none without a secret."""
+        """The line that answers by token (a link, else a command); none without a secret.
+
+        None through an untrusted channel either: whoever can post there (who may have written what
+        made the run ask) could answer with it, and the taint guard would guard nothing.
+        """
         tokens = self._approval_tokens
-        if tokens is None:
+        if tokens is None or getattr(self.channel, "untrusted", False):
             return []
         waiting_on = approval_id(self._run.step, self._run.tool_call_id, self._approvals.waits)
         token = tokens.issue(self._run.run_id, waiting_on, expires=until, detail=detail)

@@ -188,3 +188,12 @@ async def test_without_a_secret_the_request_reads_as_it_always_did() -> None:
     )
     assert result.status == "approval"
     assert "token" not in desk.sent[0].body and len(desk.sent[0].body.splitlines()) == 3
+
+
+async def test_no_token_goes_out_through_an_untrusted_channel_whose_posters_could_answer_with_it() -> None:
+    app, desk = desk_app()
+    desk.untrusted = True  # e.g. a public issue tracker: the request lands where anyone may read it
+    run = InMemoryRun(trigger_envelope=TriggerEnvelope(channel="desk", address="issue-7"))
+    result = await ask(app, ApprovalTokens(SECRET), request("guarded", {"disk": "sdb"}), run)
+    assert result.status == "approval" and len(desk.sent) == 1
+    assert "ca1." not in desk.sent[0].body and "chamvi approve run-1" in desk.sent[0].body
