@@ -214,6 +214,11 @@ async def test_the_http_api_shows_and_answers_the_approval_a_token_names_and_log
             assert waiting.run_id not in again.text
             shown_after = await http.post("/approvals/view", json={"token": waiting.token})
             assert shown_after.status_code == 409
+            paths = (await http.get("/openapi.json")).json()["paths"]
+            for path in ("/approvals/view", "/approvals/answer"):
+                operation = paths[path]["post"]
+                assert "security" not in operation and "x-permission" not in operation
+                assert {"403", "409", "410"} <= set(operation["responses"])
     run = await chamvi.wait(waiting.run_id)
     assert next(s for s in run.steps if s.kind == "tool").output == "restarted api (approved by approver)"
     requests = [line.split('"')[1] for line in access]
