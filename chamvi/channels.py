@@ -383,7 +383,6 @@ class ChannelHandle:
         await self.channel.out(message)
         await self._effects.record_now(key, {"sent": True})
 
-
     def _answer_by_token(self, until: datetime, detail: bool) -> list[str]:
         """The line that answers by token (a link, else a command); none without a secret.
 
