@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         App,
     )
     from chamvi.app_runtime import AppRuntime
+    from chamvi.approval_tokens import ApprovalTokens, resume
     from chamvi.artifacts import (
         ArtifactStore,
         Attachment,
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
     )
     from chamvi.errors import (
         ApprovalNotPendingError,
+        ApprovalTokenExpiredError,
+        ApprovalTokenInvalidError,
         ArtifactNotFoundError,
         AttachmentTooLargeError,
         BackgroundError,
@@ -172,6 +175,9 @@ _EXPORTS: dict[str, str] = {
     "App": "chamvi.app",
     "ApprovalDecision": "chamvi.models",
     "ApprovalNotPendingError": "chamvi.errors",
+    "ApprovalTokenExpiredError": "chamvi.errors",
+    "ApprovalTokenInvalidError": "chamvi.errors",
+    "ApprovalTokens": "chamvi.approval_tokens",
     "Artifact": "chamvi.models",
     "ArtifactNotFoundError": "chamvi.errors",
     "ArtifactStore": "chamvi.artifacts",
@@ -256,6 +262,7 @@ _EXPORTS: dict[str, str] = {
     "mcp_server": "chamvi.mcp",
     "mcp_tools": "chamvi.mcp",
     "require_tool_permission": "chamvi.permissions",
+    "resume": "chamvi.approval_tokens",
     "tool": "chamvi.tools",
     "try_inject": "chamvi.context",
     "webhook_channel": "chamvi.webhooks",
@@ -286,6 +293,9 @@ __all__ = [
     "AppRuntime",
     "ApprovalDecision",
     "ApprovalNotPendingError",
+    "ApprovalTokenExpiredError",
+    "ApprovalTokenInvalidError",
+    "ApprovalTokens",
     "Artifact",
     "ArtifactNotFoundError",
     "ArtifactStore",
@@ -379,6 +389,7 @@ __all__ = [
     "mcp_server",
     "mcp_tools",
     "require_tool_permission",
+    "resume",
     "tool",
     "try_inject",
     "webhook_channel",

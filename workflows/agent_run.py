@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptQuery,
         TriggerEnvelope,
         Usage,
+        approval_id,
         tool_output_parts,
     )
     from chamvi.retry import (
@@ -456,6 +457,7 @@ class AgentRunWorkflow:
                     tainted=self._taint is not None,
                     mcp_server=next((t.server for t in self._mcp_tools if t.name == call.name), None),
                     artifact_count=self._artifact_count,
+                    approval_waits=waits,
                 ),
                 ToolResult,
                 start_to_close=timedelta(seconds=spec.tool_timeout_seconds),
@@ -478,7 +480,7 @@ class AgentRunWorkflow:
             decision = await self._approvals.wait(
                 step,
                 call,
-                f"{step}:{call.id}:{waits}",
+                approval_id(step, call.id, waits),
                 request,
                 steps=self._steps,
                 set_status=self._set_status,

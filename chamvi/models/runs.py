@@ -342,6 +342,10 @@ class ToolRequest(BaseModel):
     artifact_count: int = Field(default=0, exclude_if=lambda v: v == 0)
     """Artifacts the run holds before this call: its ``ctx.artifacts.put`` numbers on from here, so
     a call that runs again (a retry after a crash, after an approval) puts under the same ids."""
+    approval_waits: int = Field(default=0, exclude_if=lambda v: v == 0)
+    """How many approval waits this call has had: the approval it asks next is
+    :func:`approval_id` ``(step, call.id, approval_waits)``, which its channel request's token names.
+    Left out of the JSON at 0, so a call's first attempt records the same input as before."""
 
 
 class RunWaitRequest(BaseModel):
@@ -428,6 +432,11 @@ class RecordedEffect(BaseModel):
 
     key: str
     result: Any = None
+
+
+def approval_id(step: int, tool_call_id: str, wait: int) -> str:
+    """The id of a call's ``wait``-th approval wait (from 0): ``<step>:<tool call id>:<wait>``."""
+    return f"{step}:{tool_call_id}:{wait}"
 
 
 class WaitPoint(BaseModel):

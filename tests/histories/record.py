@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import shutil
 import sys
 import tempfile
@@ -26,6 +27,8 @@ from temporalio.testing import WorkflowEnvironment
 
 from chamvi import (
     App,
+    ApprovalDecision,
+    ApprovalTokens,
     Budget,
     ChamviClient,
     FilePart,
@@ -65,7 +68,7 @@ from chamvi.models.knowledge import SearchRequest, SyncRequest
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, calls, reply
 from chamvi.providers.scripted import Turn
-from chamvi.runtime import build_worker
+from chamvi.runtime import build_worker, local_plugin
 from tests.knowledge_helpers import wait_for_meta, wait_for_passes
 from tests.polling import eventually, until_status
 from tests.support.openai_server import OpenAIServer, StreamError, stream
@@ -410,6 +413,40 @@ async def _record_scheduled_run(env: WorkflowEnvironment, task_queue: str, recor
     recorded["scheduled-run"] = workflow_id
 
 
+@tool
+async def release(ctx: ToolContext) -> str:
+    """Asks the console twice; the tokens the two requests carry answer them."""
+    console = ctx.channels.find_one_or_fail("console")
+    tagged = await console.approve(title="Tag 2.0?")
+    published = await console.approve(title="Publish 2.0?")
+    return "released" if tagged.approved and published.approved else "held"
+
+
+async def _record_approval_token(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run whose two channel approvals are answered by token (``resume``): the second tool call
+    carries the call's wait count, which the second request's token names."""
+    lines: list[str] = []
+    tokens = ApprovalTokens("record-approval-secret-0123456789abcdef")
+    models = ModelRegistry()
+    models.register("scripted/release", ScriptedModel([call("release", "c1"), reply("ok")]))
+    agent = define_agent(name="release", model="scripted/release", instructions="x", tools=[release])
+    app = App(agents=[agent], models=models, channels=[console_channel(write=lines.append)])
+    chamvi = ChamviClient(env.client, task_queue=task_queue, approval_tokens=tokens)
+    async with build_worker(env.client, local_plugin(app, approval_tokens=tokens), task_queue=task_queue):
+        run_id = (await chamvi.dispatch("release", channel="console", address="ops")).run_id
+        for n in (1, 2):
+
+            async def sent(n: int = n) -> list[str] | None:
+                found = re.findall(r"--token (\S+)`", "\n".join(lines))
+                return found if len(found) == n else None
+
+            await chamvi.resume(
+                (await eventually(sent, f"approval request {n}"))[-1], ApprovalDecision(approved=True)
+            )
+        await chamvi.wait(run_id)
+    recorded["approval-token"] = run_id
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=shutil.which("temporal"),
@@ -447,6 +484,7 @@ async def main() -> None:
 
         await _record_scheduled_run(env, task_queue, recorded)
         await _record_state(env, f"{task_queue}-state", recorded)
+        await _record_approval_token(env, f"{task_queue}-approval-token", recorded)
         wanted = set(sys.argv[1:]) or set(recorded)
         for name, workflow_id in recorded.items():
             if name not in wanted:
