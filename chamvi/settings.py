@@ -15,6 +15,8 @@ from chamvi.errors import ChamviError, ChamviValidationError
 from chamvi.run_slots import DEFAULT_MAX_RUNS
 
 DEFAULT_APP = "examples.support.app:app"
+GITHUB_API_URL = "https://api.github.com"
+SLACK_API_URL = "https://slack.com/api"
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,14 @@ class Settings:
     knowledge_body_limit: int | None = None
     """``CHAMVI_KNOWLEDGE_BODY_LIMIT``: the body limit of the managed routes, in bytes (1 MiB by
     default)."""
+    github_token: str | None = None
+    """``GITHUB_TOKEN``: what replies on GitHub (``GitHubComments``) authenticate with."""
+    github_api_url: str = GITHUB_API_URL
+    """``GITHUB_API_URL``: GitHub's REST API (GitHub Enterprise Server: ``https://HOST/api/v3``)."""
+    slack_bot_token: str | None = None
+    """``SLACK_BOT_TOKEN``: the bot token (``xoxb-...``) replies on Slack (``SlackMessages``) post with."""
+    slack_api_url: str = SLACK_API_URL
+    """``SLACK_API_URL``: Slack's Web API."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -95,6 +105,10 @@ class Settings:
             knowledge_routes=_optional_flag(env, "CHAMVI_KNOWLEDGE_ROUTES"),
             knowledge_base_path=env.get("CHAMVI_KNOWLEDGE_BASE_PATH") or None,
             knowledge_body_limit=_positive(env, "CHAMVI_KNOWLEDGE_BODY_LIMIT", None),
+            github_token=env.get("GITHUB_TOKEN") or None,
+            github_api_url=(env.get("GITHUB_API_URL") or GITHUB_API_URL).rstrip("/"),
+            slack_bot_token=env.get("SLACK_BOT_TOKEN") or None,
+            slack_api_url=(env.get("SLACK_API_URL") or SLACK_API_URL).rstrip("/"),
         )
 
     def with_overrides(self, **changes: object) -> Settings:
