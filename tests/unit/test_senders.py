@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import base64
+import hmac
 import json
+import re
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -332,3 +335,27 @@ def test_reply_tokens_and_api_urls_come_from_the_environment() -> None:
     assert (settings.github_token, settings.github_api_url) == ("ghp_x", "http://127.0.0.1:9/api")
     assert (settings.slack_bot_token, settings.slack_api_url) == ("xoxb-y", "https://slack.com/api")
     assert Settings.from_env({}).github_api_url == "https://api.github.com"
+
+
+def readme_blocks() -> list[str]:
+    text = (Path(__file__).parents[2] / "README.md").read_text()
+    section = text.split("## Webhooks from GitHub, Slack, Stripe")[1].split("\n## ")[0]
+    return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+
+
+def test_the_readmes_sender_examples_build_their_channels_and_the_custom_scheme_verifies(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for variable in ("GITHUB_WEBHOOK_SECRET", "SLACK_SIGNING_SECRET", "STRIPE_WEBHOOK_SECRET", "ACME_SECRET"):
+        monkeypatch.setenv(variable, "readme-secret-0123456789")
+    hooks, custom = readme_blocks()
+    namespace: dict[str, Any] = {}
+    exec(compile(hooks, "hooks.py", "exec"), namespace)
+    app = namespace["app"]
+    assert [c.scheme.name for c in app.channels.values()] == ["github", "slack", "stripe"]
+    exec(compile(custom, "acme.py", "exec"), namespace)
+    acme = namespace["acme"]
+    body = b'{"id": "a-1", "kind": "ticket.opened"}'
+    signature = hmac.new(b"readme-secret-0123456789", body, "sha256").hexdigest()
+    verified = acme.verify({"X-Acme-Signature": signature}, body, time.time())
+    assert (verified.delivery, verified.event) == ("a-1", "ticket.opened")
