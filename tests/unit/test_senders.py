@@ -19,6 +19,7 @@ from standardwebhooks import Webhook
 
 from chamvi import ChannelSubscription, WebhookEvent, WebhookRequest, WebhookScheme
 from chamvi.channels import InboundEvent
+from chamvi.cli.channels import describe_channels
 from chamvi.errors import (
     ChamviValidationError,
     InvalidAgentDefinitionError,
@@ -353,6 +354,10 @@ def test_the_readmes_sender_examples_build_their_channels_and_the_custom_scheme_
     exec(compile(hooks, "hooks.py", "exec"), namespace)
     app = namespace["app"]
     assert [c.scheme.name for c in app.channels.values()] == ["github", "slack", "stripe"]
+    rows = {row["name"]: row for row in describe_channels(app)}
+    assert rows["github"]["kind"] == "webhook (github)" and rows["github"]["outbound"]
+    assert rows["github"]["subscribers"] == ["triage (opened) [events: issues.opened, pull_request.opened]"]
+    assert not rows["billing"]["outbound"]
     exec(compile(custom, "acme.py", "exec"), namespace)
     acme = namespace["acme"]
     body = b'{"id": "a-1", "kind": "ticket.opened"}'
