@@ -12,7 +12,9 @@ agent's own replies) start nothing unless ``SlackEvents(bots=True)``, so an agen
 itself forever.
 
 Outbound, :class:`SlackMessages` posts to the address ``<channel id>:<thread ts>`` (a thread) or
-``<channel id>`` with ``chat.postMessage``: a run started by a mention answers in its thread.
+``<channel id>`` with ``chat.postMessage``: a run started by a mention answers in its thread. Each
+message carries the emit's effect key in its metadata; a retried attempt reads the thread first and
+posts nothing when a crashed attempt's message is there.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 from typing import Any
+
+from temporalio import activity
 
 from chamvi.channels import ChannelMessage
 from chamvi.errors import (
@@ -42,6 +46,8 @@ from chamvi.settings import Settings
 SIGNATURE_HEADER = "X-Slack-Signature"
 TIMESTAMP_HEADER = "X-Slack-Request-Timestamp"
 RETRY_HEADER = "X-Slack-Retry-Num"
+METADATA_EVENT = "chamvi_effect"
+"""The metadata type of each message posted, its payload the emit's effect key (found again on a retry)."""
 _TEMPORARY_ERRORS = frozenset(
     {"ratelimited", "service_unavailable", "internal_error", "fatal_error", "request_timeout"}
 )
@@ -157,8 +163,15 @@ class SlackMessages(_http.ApiReply):
                 f"channel {channel!r}: address {message.address!r} names no Slack channel: write "
                 "<channel id> or <channel id>:<thread ts>"
             )
+        retried = activity.in_activity() and activity.info().attempt > 1
+        if retried and await self.find(message.address, message.key, channel=channel) is not None:
+            return
         text = "\n".join([*([f"*{message.title}*"] if message.title else []), message.body])
-        body: dict[str, Any] = {"channel": target, "text": text}
+        body: dict[str, Any] = {
+            "channel": target,
+            "text": text,
+            "metadata": {"event_type": METADATA_EVENT, "event_payload": {"key": message.key}},
+        }
         if thread:
             body["thread_ts"] = thread
         what = f"channel {channel!r}: Slack's chat.postMessage to {message.address}"
@@ -181,3 +194,40 @@ class SlackMessages(_http.ApiReply):
         if error in _TEMPORARY_ERRORS:
             raise ChannelUnavailableError(detail, retry_after=_http.retry_after(response))
         raise ChannelDeliveryError(detail)
+
+    async def find(self, address: str, key: str, *, channel: str = "slack") -> dict[str, Any] | None:
+        """The message at ``address`` (its thread's replies, or the channel's newest) carrying ``key``.
+
+        Each message is posted with ``key`` in its metadata; reading it back needs the
+        ``channels:history`` (or ``groups:history``, ``im:history``) scope. Without it, or when Slack
+        refuses the read, this answers None and the retry posts: a second message rather than none.
+
+        Raises:
+            ChannelUnavailableError: Slack could not answer now.
+        """
+        token, api_url = self.config(channel)
+        target, _, thread = address.partition(":")
+        method, params = ("conversations.history", {"channel": target, "limit": "50"})
+        if thread:
+            method, params = ("conversations.replies", {"channel": target, "ts": thread, "limit": "200"})
+        try:
+            response = await _http.send(
+                "GET",
+                f"{api_url}/{method}",
+                what=f"channel {channel!r}: Slack's {method} of {address}",
+                timeout=self.timeout,
+                headers={"authorization": f"Bearer {token}"},
+                params={**params, "include_all_metadata": "true"},
+            )
+            answer = response.json()
+        except (ChannelDeliveryError, ValueError):
+            return None
+        messages = answer.get("messages") if isinstance(answer, dict) else None
+        for found in messages if isinstance(messages, list) else []:
+            if not isinstance(found, dict):
+                continue
+            metadata = found.get("metadata")
+            payload = metadata.get("event_payload") if isinstance(metadata, dict) else None
+            if isinstance(payload, dict) and payload.get("key") == key:
+                return dict(found)
+        return None

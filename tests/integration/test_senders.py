@@ -134,7 +134,16 @@ class Recorder:
         async def post(request: Request) -> Response:
             body = await request.json()
             self.requests.append(("POST", request.url.path, dict(request.headers), body))
-            return JSONResponse({"ok": True, "channel": body["channel"], "ts": "1700000001.000200"})
+            self.comments.append(
+                {"ts": "1700000001.000200", "text": body["text"], "metadata": body["metadata"]}
+            )
+            status = self.statuses.pop(0) if self.statuses else 200
+            return JSONResponse({"ok": True, "channel": body["channel"], "ts": "1700000001.000200"}, status)
+
+        @api.get("/api/conversations.replies")
+        async def replies(request: Request) -> Response:
+            self.requests.append(("GET", request.url.path, dict(request.headers), dict(request.query_params)))
+            return JSONResponse({"ok": True, "messages": self.comments})
 
         return api
 
@@ -476,7 +485,34 @@ async def test_a_slack_mention_answers_in_its_thread_and_slacks_retry_starts_not
     assert (method, path) == ("POST", "/api/chat.postMessage")
     assert headers["authorization"] == f"Bearer {SLACK_TOKEN}"
     assert headers["content-type"].startswith("application/json")
-    assert body == {"channel": "C024BE91L", "thread_ts": "1355517523.000005", "text": "On it."}
+    key = body["metadata"]["event_payload"]["key"]
+    assert key.startswith(f"{run['run_id']}:emit:")
+    assert body == {
+        "channel": "C024BE91L",
+        "thread_ts": "1355517523.000005",
+        "text": "On it.",
+        "metadata": {"event_type": "chamvi_effect", "event_payload": {"key": key}},
+    }
+
+
+async def test_a_slack_message_a_crashed_attempt_posted_is_found_in_the_thread_and_not_posted_twice(
+    stack: Stack,
+) -> None:
+    stack.slack.statuses[:] = [503]  # Slack posted it, but its answer was lost
+    started = await stack.post("slack", slack("crash"))
+    view = await stack.chamvi.wait(started.json()["runs"][0]["run_id"])
+    assert view.status == RunStatus.COMPLETED, view.error
+    assert [(m, p) for m, p, _, _ in stack.slack.requests] == [
+        ("POST", "/api/chat.postMessage"),
+        ("GET", "/api/conversations.replies"),
+    ]
+    query = stack.slack.requests[1][3]
+    assert (query["channel"], query["ts"], query["include_all_metadata"]) == (
+        "C024BE91L",
+        "1355517523.000005",
+        "true",
+    )
+    assert len(stack.slack.comments) == 1
 
 
 async def test_slacks_url_verification_is_answered_with_its_challenge(stack: Stack) -> None:
