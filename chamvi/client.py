@@ -166,7 +166,9 @@ def validate_run_input(run_input: RunInput) -> None:
         InvalidInputError: a bad agent name, a key too long or holding NUL, or a payload that is not JSON.
     """
     _check_agent_name(run_input.agent)
-    for field in ("trigger", "channel", "subscription", "address", "idempotency_key", "concurrency_key"):
+    for field in (
+        "trigger", "channel", "subscription", "address", "idempotency_key", "concurrency_key", "event"
+    ):
         _check_key(field, getattr(run_input, field))
     try:
         json.dumps(run_input.payload)

@@ -55,6 +55,9 @@ class TriggerEnvelope(BaseModel):
     attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
     """The files the run was dispatched with, by reference; left out of the JSON when there are
     none, so every step's history stays as small as before attachments existed."""
+    event: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The inbound event's type, as its sender names it (``issues``, ``app_mention``); left out of the
+    JSON when there is none, so runs from before event types read and replay as they were."""
 
 
 class RunInput(BaseModel):
@@ -75,6 +78,8 @@ class RunInput(BaseModel):
     """The parent's taint: a run started by a tainted run is tainted from its start."""
     attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
     """Stored before the run starts (``ChamviClient.dispatch(attachments=...)``): references only."""
+    event: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The inbound event's type (a channel's delivery), carried to the trigger envelope."""
 
     def envelope(self) -> TriggerEnvelope:
         """The trigger as the run's first user message and tool policies see it."""
@@ -86,6 +91,7 @@ class RunInput(BaseModel):
             payload=self.payload,
             invoker=self.invoker,
             attachments=self.attachments,
+            event=self.event,
         )
 
 
