@@ -21,15 +21,15 @@ class AgentActivities:
         """The agent's spec; for a run, where this process starts relaying its events.
 
         A run is described once, at its start, so the process that starts a run relays its events
-        to its ``App.on`` listeners, each once.
+        to its ``App.on`` listeners, each once. An agent defined at runtime is described at its
+        latest revision, which the spec records: the run keeps it to its end.
         """
         run = (
             PolicyRun(request.run_id, request.agent, request.trigger)
             if request.run_id is not None and request.trigger is not None
             else None
         )
-        if run is None:
-            return self.runtime.app.spec(request.agent)
-        spec = self.runtime.spec(request.agent, run)
-        self.runtime.events.follow(activity.client(), run.run_id)
+        spec = await self.runtime.describe(request.agent, run)
+        if run is not None:
+            self.runtime.events.follow(activity.client(), run.run_id)
         return spec
