@@ -176,7 +176,11 @@ class ChamviPlugin(SimplePlugin):
             workflow_runner=_workflow_runner,
             interceptors=[
                 ActivityErrors(),
-                ChamviTelemetry(app, capture_content=_trace_content(trace_content, settings)),
+                ChamviTelemetry(
+                    app,
+                    capture_content=_trace_content(trace_content, settings),
+                    agents=self.runtime.agents,
+                ),
             ],
             # a chamvi error raised in workflow code is a bug of a definition, not of a worker:
             # it fails the workflow instead of retrying its task forever
@@ -254,6 +258,7 @@ class ChamviPlugin(SimplePlugin):
         return [
             *(existing or []),
             agents.describe_agent,
+            agents.agent_registry,
             model.call_model,
             model.extract,
             tools.call_tool,
@@ -265,7 +270,7 @@ class ChamviPlugin(SimplePlugin):
             knowledge.knowledge_search,
             McpActivities(app).list_mcp_tools,
             StateActivities(StateViews(app, state)).state_list,
-            ScheduleActivities(app).dispatch_scheduled,
+            ScheduleActivities(runtime.agents).dispatch_scheduled,
         ]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:

@@ -61,7 +61,7 @@ from chamvi.errors import (
 from chamvi.mcp import McpTools, mcp_tools
 from chamvi.models import Invoker
 from chamvi.models.agents import AgentDefinition, AgentInfo, AgentPutResult, AgentRevision
-from chamvi.names import is_valid_name
+from chamvi.names import checked_agent_name, is_valid_name
 from chamvi.permissions import require_tool_permission
 from chamvi.tools import Tool, Trust
 
@@ -81,23 +81,6 @@ def _refuse(name: str, issues: Sequence[ValidationIssue]) -> ChamviValidationErr
     return ChamviValidationError(
         f"agent {name!r} is not a valid runtime agent: {describe_issues(issues)}", issues=issues
     )
-
-
-def check_name(name: Any) -> str:
-    """A runtime agent's name, once it keeps the agent-name rule.
-
-    Raises:
-        ChamviValidationError: it does not, with one issue at ``name``.
-    """
-    if not is_valid_name(name):
-        message = (
-            "an agent's name is lowercase letters and digits in words joined by single '-' "
-            "(^[a-z0-9]+(-[a-z0-9]+)*$), at most 64 characters"
-        )
-        raise ChamviValidationError(
-            f"agent name {name!r} is invalid: {message}", issues=[_issue(("name",), message, "agent_name")]
-        )
-    return str(name)
 
 
 def parse_definition(name: str, data: Mapping[str, Any] | AgentDefinition) -> AgentDefinition:
@@ -371,16 +354,17 @@ class RuntimeAgents:
         return agent
 
     def _not_found(self, name: str, stored: AgentRevision | None) -> AgentNotFoundError:
-        code = ", ".join(repr(a) for a in sorted(self.app.agents)) or "none"
         if stored is not None:
+            code = ", ".join(repr(a) for a in sorted(self.app.agents)) or "none"
             return AgentNotFoundError(
                 f"agent {name!r} was removed (revision {stored.revision}): put it again to run it; "
                 f"this app serves {code} in code"
             )
-        return AgentNotFoundError(
-            f"unknown agent {name!r}: this app serves {code} in code, and no agent of that name was put "
-            "at runtime"
-        )
+        try:
+            self.app.agent(name)
+        except AgentNotFoundError as error:  # the App's own message, as before agents were put
+            return error
+        return AgentNotFoundError(f"agent {name!r} is in code, not defined at runtime")
 
     # ---- the engine's putAgent, removeAgent, getAgent, listAgents -----------------------------------
 
@@ -400,7 +384,7 @@ class RuntimeAgents:
             ChamviValidationError: the name or the definition is invalid (``issues`` by field path).
             ConflictError: an agent in code has the name.
         """
-        name = check_name(name)
+        name = checked_agent_name(name)
         if name in self.app.agents:
             raise ConflictError(
                 f"agent {name!r} is defined in code: a runtime agent takes another name "

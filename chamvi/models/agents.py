@@ -182,11 +182,15 @@ class AgentRegistryRequest(BaseModel):
     """The data as sent: the worker validates it, so a refusal names each field (``issues``)."""
     by: Invoker | None = None
     request_id: str | None = None
+    """The workflow's id: a remove retried after it was written finds its own revision."""
+    revision: int | None = None
+    """For ``get``: that revision rather than the latest."""
 
 
 class AgentRegistryResult(BaseModel):
-    """Result of the ``AgentRegistry`` workflow: the put's result, the agent read, or the listing."""
+    """Result of the ``AgentRegistry`` workflow: the put's, the removal's revision, an agent, a listing."""
 
     put: AgentPutResult | None = None
+    removed_revision: int | None = None
     agent: AgentInfo | None = None
     agents: list[AgentInfo] = Field(default_factory=list)

@@ -182,7 +182,7 @@ async def test_a_retried_remove_finds_the_revision_it_wrote() -> None:
 
 async def test_unknown_agents_and_revisions_are_not_found() -> None:
     agents = registry()
-    with pytest.raises(AgentNotFoundError, match="no agent of that name was put"):
+    with pytest.raises(AgentNotFoundError, match="unknown agent 'nosuch': this app serves 'support'"):
         await agents.current("nosuch")
     with pytest.raises(AgentNotFoundError, match="no revision 4"):
         await agents.agent("nosuch", 4)
