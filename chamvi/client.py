@@ -14,7 +14,7 @@ import uuid
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import (
@@ -84,6 +84,8 @@ from chamvi.schedules import (
     set_paused,
 )
 from chamvi.starters import enqueue, request_sync
+
+T = TypeVar("T")
 
 QUERY_TIMEOUT = timedelta(seconds=5)
 AGENT_CHECK_TIMEOUT = timedelta(seconds=3)
@@ -382,14 +384,38 @@ class ChamviClient:
         """
         _check_agent_name(agent)
         request = StateListRequest(agent=agent, collection=collection, limit=limit, offset=offset)
+        return await self._ask_worker(
+            c.AGENT_STATE_LIST_WORKFLOW,
+            request,
+            f"{c.AGENT_STATE_LIST_ID_PREFIX}{uuid.uuid4().hex}",
+            StateListing,
+            timeout,
+            f"list the state of agent {agent!r}",
+        )
+
+    async def _ask_worker(
+        self,
+        workflow: str,
+        request: Any,
+        workflow_id: str,
+        result_type: type[T],
+        timeout: timedelta,
+        what: str,
+    ) -> T:
+        """The answer of a short workflow a worker runs (it holds the App and the stores).
+
+        Raises:
+            ChamviError: the worker's own error, by its code.
+            UnavailableError: no worker answered within ``timeout``.
+        """
         try:
-            listing: StateListing = await self.client.execute_workflow(
-                c.AGENT_STATE_LIST_WORKFLOW,
+            result: T = await self.client.execute_workflow(
+                workflow,
                 request,
-                id=f"{c.AGENT_STATE_LIST_ID_PREFIX}{uuid.uuid4().hex}",
+                id=workflow_id,
                 task_queue=self.task_queue,
                 execution_timeout=timeout,
-                result_type=StateListing,
+                result_type=result_type,
             )
         except WorkflowFailureError as error:
             cause = _worker_cause(error)
@@ -398,8 +424,8 @@ class ChamviClient:
                     f"no worker answered on task queue {self.task_queue!r} within "
                     f"{timeout.total_seconds():g} s: start one with `chamvi dev` or `chamvi worker`"
                 ) from None
-            raise ChamviError(f"the worker could not list the state of agent {agent!r}: {cause}") from None
-        return listing
+            raise ChamviError(f"the worker could not {what}: {cause}") from None
+        return result
 
     # -- agents defined at runtime (see chamvi.runtime_agents) --------------------------------------------
 
@@ -476,24 +502,14 @@ class ChamviClient:
 
     async def _agent_registry(self, request: AgentRegistryRequest, timeout: timedelta) -> AgentRegistryResult:
         workflow_id = f"{c.AGENT_REGISTRY_ID_PREFIX}{uuid.uuid4().hex}"
-        try:
-            result: AgentRegistryResult = await self.client.execute_workflow(
-                c.AGENT_REGISTRY_WORKFLOW,
-                request.model_copy(update={"request_id": workflow_id}),
-                id=workflow_id,
-                task_queue=self.task_queue,
-                execution_timeout=timeout,
-                result_type=AgentRegistryResult,
-            )
-        except WorkflowFailureError as error:
-            cause = _worker_cause(error)
-            if isinstance(cause, TemporalTimeoutError):
-                raise UnavailableError(
-                    f"no worker answered on task queue {self.task_queue!r} within "
-                    f"{timeout.total_seconds():g} s: start one with `chamvi dev` or `chamvi worker`"
-                ) from None
-            raise ChamviError(f"the worker could not {request.action} agents: {cause}") from None
-        return result
+        return await self._ask_worker(
+            c.AGENT_REGISTRY_WORKFLOW,
+            request.model_copy(update={"request_id": workflow_id}),
+            workflow_id,
+            AgentRegistryResult,
+            timeout,
+            f"{request.action} agents",
+        )
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(run_id)
