@@ -7,7 +7,9 @@ a resumed approval; a remove refuses new runs while the run under way finishes o
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,6 +28,7 @@ from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, Scripted
 from chamvi.runtime import build_worker
 from tests.conftest import RunningWorker
 from tests.polling import eventually, until_status
+from tests.support.cli import cli_on
 
 deployed: list[str] = []
 
@@ -206,3 +209,50 @@ async def test_a_schedule_fires_runs_of_a_runtime_agent(
         finally:
             await chamvi.delete_schedule(schedule)
     assert (run.trigger.trigger, run.agent_revision) == ("schedule", 1)
+
+
+async def test_the_cli_puts_lists_shows_and_removes_a_runtime_agent(
+    client: Client, task_queue: str, chamvi: ChamviClient, running_worker: RunningWorker, tmp_path: Path
+) -> None:
+    models = ModelRegistry()
+    models.register("scripted/triage", ScriptedModel([reply("done")], repeat_last=True))
+    cli = cli_on(client, task_queue)
+    yaml_file = tmp_path / "triage.yaml"
+    yaml_file.write_text(
+        "name: triage\nmodel: scripted/triage\ninstructions: Triage.\ntools: [lookup]\n"
+        "budget: {max_steps: 5}\n"
+    )
+    json_file = tmp_path / "triage.json"
+    json_file.write_text(
+        json.dumps({"instructions": "Triage twice.", "tools": ["lookup"], "model": "scripted/triage"})
+    )
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"instructions": "x", "tools": ["rm_rf"]}))
+    async with running_worker(make_app(models)):
+        created = await cli("agents", "put", str(yaml_file))
+        unchanged = await cli("agents", "put", str(yaml_file))
+        updated = await cli("agents", "put", str(json_file), "--name", "triage")
+        refused = await cli("agents", "put", str(bad), "--name", "triage")
+        nameless = await cli("agents", "put", str(bad))
+        listed = await cli("agents", "list")
+        shown = await cli("agents", "show", "triage", "--revision", "1", "--json")
+        run = await chamvi.wait((await chamvi.dispatch("triage")).run_id)
+        removed = await cli("agents", "rm", "triage")
+        gone = await cli("agents", "rm", "triage")
+    assert (created.exit_code, created.stdout.strip()) == (0, "created agent triage at revision 1")
+    assert unchanged.stdout.strip() == "agent triage is unchanged at revision 1"
+    assert updated.stdout.strip() == "updated agent triage at revision 2"
+    assert (
+        refused.exit_code == 1
+        and "tools.0: tool 'rm_rf' is not among the App's runtime tools" in refused.output
+    )
+    assert nameless.exit_code == 1 and "names no agent" in nameless.output
+    assert [line.split()[:3] for line in listed.stdout.splitlines()] == [
+        ["AGENT", "KIND", "REVISION"],
+        ["support", "code", "-"],
+        ["triage", "runtime", "2"],
+    ]
+    assert json.loads(shown.stdout)["definition"]["budget"]["max_steps"] == 5
+    assert run.agent_revision == 2
+    assert removed.stdout.strip().startswith("removed agent triage (revision 3)")
+    assert gone.exit_code == 1 and "was removed (revision 3)" in gone.output
