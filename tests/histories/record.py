@@ -44,7 +44,6 @@ from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.constants import (
     AGENT_CHECK_WORKFLOW,
     AGENT_REGISTRY_WORKFLOW,
-    AGENT_REGISTRY_WORKFLOW,
     AGENT_STATE_LIST_WORKFLOW,
     KNOWLEDGE_ID_PREFIX,
     KNOWLEDGE_SEARCH_WORKFLOW,

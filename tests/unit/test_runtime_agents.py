@@ -315,3 +315,13 @@ async def test_a_worker_runtime_describes_a_runtime_agent_at_its_latest_revision
 def test_the_apps_runtime_tool_catalog_refuses_mistakes(catalog: list[Tool], match: str) -> None:
     with pytest.raises(InvalidAppError, match=match):
         App(agents=[], runtime_tools=catalog)
+
+
+async def test_the_examples_runtime_agent_is_valid_for_the_example_app() -> None:
+    import yaml
+
+    from examples.support.app import app
+
+    data = yaml.safe_load((Path(__file__).parents[2] / "examples/support/agents/faq.yaml").read_text())
+    put = await registry(app).put_agent(data["name"], data)
+    assert (put.agent.name, put.agent.tools, put.created) == ("faq", ["knowledge_search"], True)
