@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from chamvi.agent_revisions import AgentRevisionStore, ObjectRevisionStore
     from chamvi.agents import (
         Agent,
         AgentHooks,
@@ -95,6 +96,9 @@ if TYPE_CHECKING:
         mcp_tools,
     )
     from chamvi.models import (
+        AgentDefinition,
+        AgentInfo,
+        AgentPutResult,
         ApprovalDecision,
         Artifact,
         Invoker,
@@ -123,6 +127,7 @@ if TYPE_CHECKING:
     from chamvi.runtime import (
         build_worker,
     )
+    from chamvi.runtime_agents import RuntimeAgents
     from chamvi.schedules import AgentSchedule, define_schedule
     from chamvi.state import (
         AgentState,
@@ -145,6 +150,12 @@ if TYPE_CHECKING:
     from chamvi.wrapped_tools import ToolsForRun, wrap_tools_for_run
 
 _EXPORTS: dict[str, str] = {
+    "AgentDefinition": "chamvi.models",
+    "AgentInfo": "chamvi.models",
+    "AgentPutResult": "chamvi.models",
+    "AgentRevisionStore": "chamvi.agent_revisions",
+    "ObjectRevisionStore": "chamvi.agent_revisions",
+    "RuntimeAgents": "chamvi.runtime_agents",
     "ToolsForRun": "chamvi.wrapped_tools",
     "wrap_tools_for_run": "chamvi.wrapped_tools",
     "define_schedule": "chamvi.schedules",
@@ -264,7 +275,11 @@ def __dir__() -> list[str]:
 __all__ = [
     "ActivityTimeouts",
     "Agent",
+    "AgentDefinition",
     "AgentHooks",
+    "AgentInfo",
+    "AgentPutResult",
+    "AgentRevisionStore",
     "AgentSchedule",
     "AgentState",
     "AgentTrust",
@@ -312,6 +327,7 @@ __all__ = [
     "McpServer",
     "ModelError",
     "ModelRegistry",
+    "ObjectRevisionStore",
     "PolicyRun",
     "ProviderUnavailableError",
     "RetryPolicies",
@@ -321,6 +337,7 @@ __all__ = [
     "RunStatus",
     "RunTimeoutError",
     "RunView",
+    "RuntimeAgents",
     "ScheduleNotFoundError",
     "ScheduleView",
     "ScriptedModel",
