@@ -60,7 +60,13 @@ from chamvi.errors import (
 )
 from chamvi.mcp import McpTools, mcp_tools
 from chamvi.models import Invoker
-from chamvi.models.agents import AgentDefinition, AgentInfo, AgentPutResult, AgentRevision
+from chamvi.models.agents import (
+    INSTRUCTION_KINDS,
+    AgentDefinition,
+    AgentInfo,
+    AgentPutResult,
+    AgentRevision,
+)
 from chamvi.names import checked_agent_name, is_valid_name
 from chamvi.permissions import require_tool_permission
 from chamvi.tools import Tool, Trust
@@ -103,11 +109,21 @@ def parse_definition(name: str, data: Mapping[str, Any] | AgentDefinition) -> Ag
     try:
         definition = AgentDefinition.model_validate(data)
     except PydanticValidationError as error:
-        raise _refuse(name, validation_issues(error.errors(include_input=False))) from None
+        raise _refuse(
+            name, [_untagged(i) for i in validation_issues(error.errors(include_input=False))]
+        ) from None
     if definition.name is not None and definition.name != name:
         message = f"the definition names agent {definition.name!r}, but it is put as {name!r}"
         raise _refuse(name, [_issue(("name",), message, "name_mismatch")])
     return definition.model_copy(update={"name": name})
+
+
+def _untagged(issue: ValidationIssue) -> ValidationIssue:
+    """The issue at its place in the data: ``instructions.0.role``, not ``instructions.messages.0.role``."""
+    path = issue.path
+    if len(path) > 1 and path[0] == "instructions" and path[1] in INSTRUCTION_KINDS:
+        return ValidationIssue(("instructions", *path[2:]), issue.message, issue.code)
+    return issue
 
 
 def _problems(app: App, name: str, definition: AgentDefinition) -> list[ValidationIssue]:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Body, Depends, Path, Query, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, WithJsonSchema
 
 from chamvi.client import ChamviClient
 from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
@@ -140,6 +140,37 @@ def agent_check(agents: Collection[str] | None, directory: AgentDirectory | None
     return check
 
 
+_INSTRUCTIONS_SCHEMA: dict[str, Any] = {
+    "oneOf": [
+        {"type": "string", "minLength": 1},
+        {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "role": {"enum": ["system", "user", "assistant"]},
+                    "content": {"type": "string", "minLength": 1},
+                },
+                "required": ["role", "content"],
+                "additionalProperties": False,
+            },
+        },
+    ],
+    "description": "Text (one system message), or system/user/assistant text messages in order",
+}
+
+
+class AgentBody(AgentDefinition):
+    """Body of ``PUT /agents/{name}``: an :class:`~chamvi.models.agents.AgentDefinition`.
+
+    Its ``instructions`` are checked with the rest of the definition by the put, so a problem in
+    them is at its place (``body.instructions.0.role``), as every other field's is.
+    """
+
+    instructions: Annotated[Any, WithJsonSchema(_INSTRUCTIONS_SCHEMA)]
+
+
 class AgentList(BaseModel):
     """Answer of ``GET /agents``: the agents in code by name, then those defined at runtime."""
 
@@ -203,7 +234,7 @@ def agents_router(directory: AgentDirectory) -> APIRouter:
     )
     async def put_agent(
         name: AgentName,
-        body: Annotated[AgentDefinition, Body(openapi_examples={"triage": {"value": _EXAMPLE}})],
+        body: Annotated[AgentBody, Body(openapi_examples={"triage": {"value": _EXAMPLE}})],
         token: Principal,
         response: Response,
     ) -> AgentPutResult:

@@ -9,9 +9,9 @@ from it. ``chamvi.runtime_agents`` checks a definition against the App and build
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from chamvi.constants import (
     AGENT_DESCRIPTION_MAX_LENGTH,
@@ -34,6 +34,22 @@ class InstructionMessage(_Data):
 
     role: Literal["system", "user", "assistant"]
     content: str = Field(min_length=1)
+
+
+def _instructions_kind(value: Any) -> str:
+    return "messages" if isinstance(value, list) else "text"
+
+
+INSTRUCTION_KINDS = ("text", "messages")
+"""The tags of the two forms of instructions, which a validation issue's path names after
+``instructions`` (``chamvi.runtime_agents`` takes them out: ``instructions.0.role``)."""
+
+Instructions = Annotated[
+    Annotated[str, Tag("text"), Field(min_length=1)]
+    | Annotated[list[InstructionMessage], Tag("messages"), Field(min_length=1)],
+    Discriminator(_instructions_kind),
+]
+"""Text (one system message), or system/user/assistant text messages in order."""
 
 
 class BudgetData(_Data):
@@ -96,7 +112,7 @@ class AgentDefinition(_Data):
     name: str | None = None
     description: str | None = Field(default=None, max_length=AGENT_DESCRIPTION_MAX_LENGTH)
     model: str | None = None
-    instructions: str | list[InstructionMessage]
+    instructions: Instructions
     tools: list[str] = Field(default_factory=list)
     mcp_servers: list[str] = Field(default_factory=list)
     budget: BudgetData = Field(default_factory=BudgetData)

@@ -102,6 +102,11 @@ async def test_an_invalid_put_answers_422_with_each_field_under_body(client: Cli
             "/agents/triage", json={**TRIAGE, "budget": {"max_steps": 0}, "hooks": {}}, headers=writer
         )
         bad_name = await http.put("/agents/Triage_Bot", json=TRIAGE, headers=writer)
+        bad_role = await http.put(
+            "/agents/triage",
+            json={**TRIAGE, "instructions": [{"role": "tool", "content": "x"}]},
+            headers=writer,
+        )
     assert unknown.status_code == 422
     assert [(i["path"], i["code"]) for i in unknown.json()["error"]["issues"]] == [
         (["body", "tools", 0], "unknown_tool")
@@ -112,6 +117,9 @@ async def test_an_invalid_put_answers_422_with_each_field_under_body(client: Cli
         ("body", "hooks"),
     ]
     assert bad_name.status_code == 422 and bad_name.json()["error"]["issues"][0]["path"] == ["path", "name"]
+    assert [(i["path"], i["code"]) for i in bad_role.json()["error"]["issues"]] == [
+        (["body", "instructions", 0, "role"], "literal_error")
+    ]
 
 
 async def test_a_put_over_the_api_of_another_process_reaches_the_workers(

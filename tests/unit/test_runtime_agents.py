@@ -107,7 +107,8 @@ async def test_a_pinned_revision_stays_what_it_was_after_a_later_put() -> None:
         ),
         ({"instructions": "x", "hooks": {}}, ("hooks",), "extra_forbidden"),
         ({"tools": []}, ("instructions",), "missing"),
-        ({"instructions": [{"role": "tool", "content": "x"}]}, ("instructions", "str"), "string_type"),
+        ({"instructions": [{"role": "tool", "content": "x"}]}, ("instructions", 0, "role"), "literal_error"),
+        ({"instructions": ""}, ("instructions",), "string_too_short"),
         (
             {"instructions": "x", "trust": {"tools": {"refund": {"taint": True}}}},
             ("trust", "tools", "refund"),
