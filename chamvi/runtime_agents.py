@@ -74,7 +74,8 @@ from chamvi.tools import Tool, Trust
 LATEST_FRESH = timedelta(seconds=2)
 """How long a worker trusts what it read as an agent's latest revision before reading it again."""
 AGENTS_KEPT = 256
-"""Built revisions a process keeps (immutable: only memory is at stake)."""
+"""Built revisions a process keeps (immutable: only memory is at stake), and names whose latest
+revision it remembers (unknown names a dispatch asked for included)."""
 WRITE_ATTEMPTS = 20
 """How often a put takes the next number when other writers keep taking it first."""
 
@@ -283,7 +284,7 @@ class RuntimeAgents:
         app: the App: its code agents, runtime tool catalog and models.
         store: where revisions live (``ObjectRevisionStore(artifacts.store, ...)``).
         fresh: how long a read of the latest revision is trusted (see the module).
-        kept: how many built revisions are kept.
+        kept: how many built revisions, and how many names' latest reads, are kept.
     """
 
     def __init__(
@@ -298,7 +299,7 @@ class RuntimeAgents:
         self.store = store
         self._fresh = fresh.total_seconds()
         self._kept = kept
-        self._latest: dict[str, tuple[float, AgentRevision | None]] = {}
+        self._latest: OrderedDict[str, tuple[float, AgentRevision | None]] = OrderedDict()
         self._built: OrderedDict[tuple[str, int], tuple[Agent, list[ValidationIssue]]] = OrderedDict()
         self._writing = asyncio.Lock()
 
@@ -317,8 +318,15 @@ class RuntimeAgents:
         if cached is not None and cached[0] > now:
             return cached[1]
         stored = await self.store.latest(name)
-        self._latest[name] = (now + self._fresh, stored)
+        self._remember(name, stored)
         return stored
+
+    def _remember(self, name: str, stored: AgentRevision | None) -> None:
+        """Keeps what was read (or written) as ``name``'s latest, for ``fresh``; the oldest go first."""
+        self._latest[name] = (time.monotonic() + self._fresh, stored)
+        self._latest.move_to_end(name)
+        while len(self._latest) > self._kept:  # names asked for and not put are remembered too
+            self._latest.popitem(last=False)
 
     async def current(self, name: str) -> Agent:
         """The agent a new run of ``name`` runs: the App's, else the latest runtime revision.
@@ -412,7 +420,7 @@ class RuntimeAgents:
             for _ in range(WRITE_ATTEMPTS):
                 previous = await self.store.latest(name)
                 if previous is not None and previous.definition == checked:
-                    self._latest[name] = (time.monotonic() + self._fresh, previous)
+                    self._remember(name, previous)
                     return AgentPutResult(agent=_runtime_info(previous), created=False, changed=False)
                 stored = AgentRevision(
                     name=name,
@@ -423,7 +431,7 @@ class RuntimeAgents:
                     request_id=request_id,
                 )
                 if await self.store.create(stored):
-                    self._latest[name] = (time.monotonic() + self._fresh, stored)
+                    self._remember(name, stored)
                     created = previous is None or previous.removed
                     return AgentPutResult(agent=_runtime_info(stored), created=created)
         raise ConflictError(f"agent {name!r}: other writers kept taking the next revision; put it again")
@@ -460,7 +468,7 @@ class RuntimeAgents:
                     request_id=request_id,
                 )
                 if await self.store.create(stored):
-                    self._latest[name] = (time.monotonic() + self._fresh, stored)
+                    self._remember(name, stored)
                     return stored.revision
         raise ConflictError(f"agent {name!r}: other writers kept taking the next revision; remove it again")
 

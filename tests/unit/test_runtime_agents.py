@@ -326,3 +326,11 @@ async def test_the_examples_runtime_agent_is_valid_for_the_example_app() -> None
     data = yaml.safe_load((Path(__file__).parents[2] / "examples/support/agents/faq.yaml").read_text())
     put = await registry(app).put_agent(data["name"], data)
     assert (put.agent.name, put.agent.tools, put.created) == ("faq", ["knowledge_search"], True)
+
+
+async def test_a_worker_remembers_a_bounded_number_of_latest_reads() -> None:
+    agents = registry(kept=4)
+    for n in range(20):
+        with pytest.raises(AgentNotFoundError):
+            await agents.check(f"nosuch-{n}")
+    assert len(agents._latest) == 4
