@@ -23,6 +23,7 @@ from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi.activity_boundary import ActivityErrors
+from chamvi.agent_revisions import AgentRevisionStore
 from chamvi.app import App
 from chamvi.app_runtime import AppRuntime
 from chamvi.artifacts import ArtifactStore, open_artifact_store
@@ -128,6 +129,9 @@ class ChamviPlugin(SimplePlugin):
         max_runs: the most runs executing at once in this process (the seed's
             ``concurrencyMaxRuns``, see ``chamvi.run_slots``); by default ``settings.max_runs``
             (``CHAMVI_MAX_RUNS``), else 4.
+        agent_revisions: where the revisions of agents defined at runtime live
+            (``chamvi.agent_revisions``); by default the artifact store's object store, which the
+            HTTP API and every other worker share.
     """
 
     def __init__(
@@ -142,11 +146,12 @@ class ChamviPlugin(SimplePlugin):
         start_schedules: bool = True,
         start_channels: bool | None = None,
         max_runs: int | None = None,
+        agent_revisions: AgentRevisionStore | None = None,
     ) -> None:
         self.app = app
         if max_runs is None:
             max_runs = settings.max_runs if settings is not None else DEFAULT_MAX_RUNS
-        self.runtime = AppRuntime(app, artifacts=artifacts, max_runs=max_runs)
+        self.runtime = AppRuntime(app, artifacts=artifacts, max_runs=max_runs, revisions=agent_revisions)
         """This plugin's holdings for the app, handed to its activities (and to an API beside it)."""
         self.slots = self.runtime.slots
         """The run slots this worker's model and tool calls take (its runtime's)."""

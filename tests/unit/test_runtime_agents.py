@@ -334,3 +334,19 @@ async def test_a_worker_remembers_a_bounded_number_of_latest_reads() -> None:
         with pytest.raises(AgentNotFoundError):
             await agents.check(f"nosuch-{n}")
     assert len(agents._latest) == 4
+
+
+def test_a_plugin_given_a_revision_store_keeps_it_when_its_worker_opens_the_artifact_store() -> None:
+    from chamvi.lifecycle import memory_index
+    from chamvi.plugin import ChamviPlugin
+
+    store = ObjectRevisionStore.memory()
+    plugin = ChamviPlugin(
+        make_app(), index=memory_index(), artifacts=ArtifactStore.memory(), agent_revisions=store
+    )
+    plugin._with_activities(None)  # what a worker's configuration does: opens the stores
+    assert plugin.runtime.agents.store is store
+    default = ChamviPlugin(make_app(), index=memory_index(), artifacts=ArtifactStore.memory())
+    default._with_activities(None)
+    assert isinstance(default.runtime.agents.store, ObjectRevisionStore)
+    assert default.runtime.agents.store.store is default.artifacts.store
