@@ -274,7 +274,7 @@ class ChamviPlugin(SimplePlugin):
             knowledge.knowledge_request_sync,
             knowledge.knowledge_search,
             McpActivities(app).list_mcp_tools,
-            StateActivities(StateViews(app, state)).state_list,
+            StateActivities(StateViews(app, state, runtime.agents)).state_list,
             ScheduleActivities(runtime.agents).dispatch_scheduled,
         ]
 

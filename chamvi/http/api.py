@@ -243,7 +243,11 @@ def build_api(
         agents=list(app.agents),
         events=runtime.events if runtime is not None else None,
         inbound=app,
-        state=StateViews(app, StateStore(store.client, store.prefix)),
+        state=StateViews(
+            app,
+            StateStore(store.client, store.prefix),
+            directory if isinstance(directory, RuntimeAgents) else None,
+        ),
         schedule_min_interval=schedule_min_interval,
         managed_routes=managed_routes or app.managed,
         agent_directory=directory,

@@ -50,9 +50,16 @@ async def deploy(version: str, ctx: ToolContext) -> str:
 DEPLOYER = {"model": "scripted/one", "instructions": "One.", "tools": ["deploy"]}
 
 
+@tool
+async def remember(note: str, ctx: ToolContext) -> str:
+    """Remembers a note in the agent's key-value state."""
+    await ctx.state.set("note", note)
+    return "noted"
+
+
 def make_app(models: ModelRegistry) -> App:
     code = define_agent(name="support", model="local/demo", instructions="Support.")
-    return App(agents=[code], models=models, runtime_tools=[lookup, deploy])
+    return App(agents=[code], models=models, runtime_tools=[lookup, deploy, remember])
 
 
 def instructions_seen(model: ScriptedModel) -> list[str | None]:
@@ -256,3 +263,19 @@ async def test_the_cli_puts_lists_shows_and_removes_a_runtime_agent(
     assert run.agent_revision == 2
     assert removed.stdout.strip().startswith("removed agent triage (revision 3)")
     assert gone.exit_code == 1 and "was removed (revision 3)" in gone.output
+
+
+async def test_a_runtime_agents_key_value_state_is_listed_like_any_agents(
+    chamvi: ChamviClient, running_worker: RunningWorker
+) -> None:
+    models = ModelRegistry()
+    models.register("scripted/notes", ScriptedModel([call("remember", note="call back"), reply("ok")]))
+    async with running_worker(make_app(models)):
+        await chamvi.put_agent(
+            "notes", {"model": "scripted/notes", "instructions": "x", "tools": ["remember"]}
+        )
+        run = await chamvi.wait((await chamvi.dispatch("notes")).run_id)
+        listing = await chamvi.state_list("notes")
+    assert run.status == RunStatus.COMPLETED
+    assert [(item.key, item.value) for item in listing.page.items] == [("note", "call back")]
+    assert listing.collections == {}
