@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from chamvi.agent_revisions import AgentRevisionStore, ObjectRevisionStore
     from chamvi.agents import (
         Agent,
         AgentHooks,
@@ -99,6 +100,9 @@ if TYPE_CHECKING:
         mcp_tools,
     )
     from chamvi.models import (
+        AgentDefinition,
+        AgentInfo,
+        AgentPutResult,
         ApprovalDecision,
         Artifact,
         ContentPart,
@@ -133,6 +137,7 @@ if TYPE_CHECKING:
     from chamvi.runtime import (
         build_worker,
     )
+    from chamvi.runtime_agents import RuntimeAgents
     from chamvi.schedules import AgentSchedule, define_schedule
     from chamvi.senders import (
         ChamviSignature,
@@ -177,6 +182,12 @@ _EXPORTS: dict[str, str] = {
     "ProviderOptions": "chamvi.models",
     "TextPart": "chamvi.models",
     "artifact_file_part": "chamvi.artifacts",
+    "AgentDefinition": "chamvi.models",
+    "AgentInfo": "chamvi.models",
+    "AgentPutResult": "chamvi.models",
+    "AgentRevisionStore": "chamvi.agent_revisions",
+    "ObjectRevisionStore": "chamvi.agent_revisions",
+    "RuntimeAgents": "chamvi.runtime_agents",
     "ToolsForRun": "chamvi.wrapped_tools",
     "wrap_tools_for_run": "chamvi.wrapped_tools",
     "define_schedule": "chamvi.schedules",
@@ -313,7 +324,11 @@ def __dir__() -> list[str]:
 __all__ = [
     "ActivityTimeouts",
     "Agent",
+    "AgentDefinition",
     "AgentHooks",
+    "AgentInfo",
+    "AgentPutResult",
+    "AgentRevisionStore",
     "AgentSchedule",
     "AgentState",
     "AgentTrust",
@@ -371,6 +386,7 @@ __all__ = [
     "Message",
     "ModelError",
     "ModelRegistry",
+    "ObjectRevisionStore",
     "PolicyRun",
     "ProviderOptions",
     "ProviderUnavailableError",
@@ -381,6 +397,7 @@ __all__ = [
     "RunStatus",
     "RunTimeoutError",
     "RunView",
+    "RuntimeAgents",
     "ScheduleNotFoundError",
     "ScheduleView",
     "ScriptedModel",

@@ -121,6 +121,9 @@ class Agent:
     builds, for each run (an entry for a tool it does not build fails the run)."""
     state: AgentState = field(default_factory=AgentState)
     """The agent's typed state collections (``ctx.state``); its tools are among ``tools``."""
+    revision: int | None = None
+    """None for an agent in code; the revision of an agent defined at runtime (``chamvi.runtime_agents``),
+    whose ``model`` is then always a ref."""
 
     def build_tools(self, ctx: ToolFactoryContext) -> RunTools:
         """The run's tools: the agent's own, or what its factory builds for this run.

@@ -132,7 +132,7 @@ class ToolRunner:
             return await self._run(request, access, cancellation)
 
     async def _run(self, request: ToolRequest, access: RunAccess, cancellation: asyncio.Event) -> ToolResult:
-        agent = self.app.agent(request.agent)
+        agent = await self.runtime.agent(request.agent, request.revision)
         policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
         run_tools = self.runtime.run_tools(agent, policy_run)
         tools = run_tools.tools

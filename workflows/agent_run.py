@@ -152,6 +152,7 @@ class AgentRunWorkflow:
             created_at=self._created_at,
             started_at=self._started_at,
             ended_at=self._ended_at,
+            agent_revision=self._spec.revision if self._spec is not None else None,
         )
 
     @workflow.query(name=c.QUERY_TRANSCRIPT)
@@ -417,6 +418,7 @@ class AgentRunWorkflow:
                 base_count=self._sent_count,
                 base_digest=self._sent_digest,
                 delta=delta,
+                revision=spec.revision,
             ),
             ModelResponse,
             start_to_close=timedelta(seconds=spec.model_timeout_seconds),
@@ -458,6 +460,7 @@ class AgentRunWorkflow:
                     mcp_server=next((t.server for t in self._mcp_tools if t.name == call.name), None),
                     artifact_count=self._artifact_count,
                     approval_waits=waits,
+                    revision=spec.revision,
                 ),
                 ToolResult,
                 start_to_close=timedelta(seconds=spec.tool_timeout_seconds),
@@ -533,7 +536,13 @@ class AgentRunWorkflow:
         try:
             extracted = await call_activity(
                 c.ACTIVITY_EXTRACT,
-                ExtractInput(run_id=workflow.info().workflow_id, agent=spec.name, step=step, key=request.key),
+                ExtractInput(
+                    run_id=workflow.info().workflow_id,
+                    agent=spec.name,
+                    step=step,
+                    key=request.key,
+                    revision=spec.revision,
+                ),
                 ExtractResult,
                 start_to_close=timedelta(seconds=spec.model_timeout_seconds),
                 retry_policy=self._retry_policy(spec, None),

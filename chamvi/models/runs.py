@@ -244,6 +244,10 @@ class AgentSpec(BaseModel):
     """The MCP servers whose tools the agent uses; the run lists them once, at its start."""
     classified_tools: list[str] = Field(default_factory=list)
     """The tool names the agent's ``trust=`` classifies; those of MCP tools are checked at listing."""
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A runtime agent's revision, read once when the run starts and recorded with this spec: the
+    run's model and tool calls carry it, so they resolve that revision, never a later one. None (left
+    out of the JSON) for an agent in code."""
 
 
 class DescribeAgentRequest(BaseModel):
@@ -267,6 +271,8 @@ class ModelRequest(BaseModel):
     base_count: int
     base_digest: str
     delta: list[Message]
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class _Lean(BaseModel):
@@ -352,6 +358,8 @@ class ToolRequest(BaseModel):
     """How many approval waits this call has had: the approval it asks next is
     :func:`approval_id` ``(step, call.id, approval_waits)``, which its channel request's token names.
     Left out of the JSON at 0, so a call's first attempt records the same input as before."""
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class RunWaitRequest(BaseModel):
@@ -385,6 +393,8 @@ class ExtractInput(BaseModel):
     agent: str
     step: int
     key: str
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class ExtractResult(BaseModel):
@@ -523,6 +533,8 @@ class RunView(BaseModel):
     ended_at: datetime | None = None
     calls: list[CallInProgress] = Field(default_factory=list)
     """The calls in progress, from Temporal's pending activities (the client fills it in)."""
+    agent_revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The revision of the runtime agent the run runs on, to its end; None for an agent in code."""
 
 
 class RunSummary(BaseModel):
