@@ -29,6 +29,7 @@ from chamvi.runtime import build_worker
 from tests.conftest import RunningWorker
 from tests.polling import eventually, until_status
 from tests.support.cli import cli_on
+from tests.support.names import unique
 
 deployed: list[str] = []
 
@@ -197,10 +198,12 @@ async def test_a_schedule_fires_runs_of_a_runtime_agent(
 ) -> None:
     models = ModelRegistry()
     models.register("scripted/digest", ScriptedModel([reply("digest sent")], repeat_last=True))
+    # Other tests run agents named "digest" too, and run lists span the namespace.
+    agent = unique("digest")
     async with running_worker(make_app(models)):
-        await chamvi.put_agent("digest", {"model": "scripted/digest", "instructions": "Digest."})
-        schedule = f"digest-{chamvi.task_queue}"
-        await chamvi.create_schedule("digest", cron="0 0 1 1 *", id=schedule)
+        await chamvi.put_agent(agent, {"model": "scripted/digest", "instructions": "Digest."})
+        schedule = f"{agent}-yearly"
+        await chamvi.create_schedule(agent, cron="0 0 1 1 *", id=schedule)
         try:
             fire = datetime(2026, 1, 1, tzinfo=UTC)
             await client.get_schedule_handle(SCHEDULE_ID_PREFIX + schedule).backfill(
@@ -208,7 +211,7 @@ async def test_a_schedule_fires_runs_of_a_runtime_agent(
             )
 
             async def completed() -> Any:
-                runs = await chamvi.list_runs(agent="digest", status="completed")
+                runs = await chamvi.list_runs(agent=agent, status="completed")
                 return runs or None
 
             runs = await eventually(completed, "the scheduled run of the runtime agent")
