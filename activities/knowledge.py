@@ -37,6 +37,8 @@ log = logging.getLogger("chamvi.knowledge")
 
 
 class KnowledgeActivities:
+    """Holds the Qdrant index, the indexer and the searcher the worker opened, for every pass and search."""
+
     def __init__(self, app: App, store: KnowledgeIndex, indexer: Indexer, search: KnowledgeSearch) -> None:
         self.app = app
         self.store = store
@@ -45,6 +47,11 @@ class KnowledgeActivities:
 
     @activity.defn(name=c.ACTIVITY_KNOWLEDGE_PASS)
     async def knowledge_pass(self, request: PassRequest) -> CollectionMeta:
+        """One indexing pass of a collection: reads its sources, embeds what changed, switches generations.
+
+        It heartbeats its counts, so a killed worker's pass is noticed within the heartbeat timeout and
+        its progress shows in the Temporal UI; a collection the app no longer declares is retired.
+        """
         collection = self.app.collections.get(request.name)
         if collection is None:
             meta = await self.store.meta(request.name)
@@ -128,10 +135,12 @@ class KnowledgeActivities:
 
     @activity.defn(name=c.ACTIVITY_KNOWLEDGE_REQUEST_SYNC)
     async def knowledge_request_sync(self, request: SyncRequest) -> None:
+        """Asks a collection's workflow for a pass: an activity, since a workflow cannot signal-with-start."""
         await request_sync(activity.client(), activity.info().task_queue, request.name)
 
     @activity.defn(name=c.ACTIVITY_KNOWLEDGE_SEARCH)
     async def knowledge_search(self, request: SearchRequest) -> dict[str, Any]:
+        """A search of collections, on the worker that holds Qdrant (local mode allows no other reader)."""
         result = await self.searcher.search(
             request.collections, request.query, top_k=request.top_k, min_score=request.min_score
         )

@@ -13,11 +13,9 @@ from typing import Any
 from temporalio import activity
 
 from chamvi._heartbeat import heartbeating
-from chamvi.app import App
-from chamvi.artifacts import ArtifactStore
+from chamvi.app_runtime import AppRuntime
 from chamvi.client import ChamviClient
 from chamvi.constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT, QUERY_TRIGGER, SIGNAL_EFFECT_RECORDED
-from chamvi.mcp_sessions import McpSessions
 from chamvi.models import (
     EffectQuery,
     EffectRecord,
@@ -66,20 +64,14 @@ class _TemporalRunAccess:
 
 
 class ToolActivities:
-    """Holds the app's tool runner and this worker's cache of trigger envelopes."""
+    """Holds the tool runner on this worker's runtime, and its cache of trigger envelopes."""
 
-    def __init__(
-        self,
-        app: App,
-        max_runs: int = 256,
-        artifacts: ArtifactStore | None = None,
-        slots: RunSlots | None = None,
-        mcp_sessions: McpSessions | None = None,
-    ) -> None:
-        self.runner = ToolRunner(app, artifacts, mcp_sessions)
+    def __init__(self, runtime: AppRuntime, max_runs: int = 256) -> None:
+        self.runner = ToolRunner(runtime)
         self._triggers: OrderedDict[str, TriggerEnvelope] = OrderedDict()
         self._max_runs = max_runs
-        self.slots = slots or RunSlots()
+        self.slots: RunSlots = runtime.slots
+        """The worker's run slots (its runtime's): a tool call takes its run's."""
 
     @activity.defn(name=ACTIVITY_CALL_TOOL)
     async def call_tool(self, request: ToolRequest) -> ToolResult:
@@ -87,4 +79,3 @@ class ToolActivities:
         access = _TemporalRunAccess(request.run_id, self._triggers, self._max_runs)
         async with heartbeating() as cancellation, self.slots.slot(request.run_id):
             return await self.runner.run(request, access, cancellation)
-

@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from chamvi.agent_revisions import AgentRevisionStore, ObjectRevisionStore
     from chamvi.agents import (
         Agent,
         AgentHooks,
@@ -22,14 +23,18 @@ if TYPE_CHECKING:
         ActivityTimeouts,
         App,
     )
+    from chamvi.app_runtime import AppRuntime
+    from chamvi.approval_tokens import ApprovalTokens, resume
     from chamvi.artifacts import (
         ArtifactStore,
         Attachment,
         RunArtifacts,
+        artifact_file_part,
         is_artifact_media_type,
     )
     from chamvi.channels import (
         Channel,
+        ChannelContext,
         ChannelMessage,
         ChannelSubscription,
         InboundEvent,
@@ -48,6 +53,8 @@ if TYPE_CHECKING:
     )
     from chamvi.errors import (
         ApprovalNotPendingError,
+        ApprovalTokenExpiredError,
+        ApprovalTokenInvalidError,
         ArtifactNotFoundError,
         AttachmentTooLargeError,
         BackgroundError,
@@ -77,7 +84,6 @@ if TYPE_CHECKING:
         ValidationIssue,
     )
     from chamvi.extraction import extract
-    from chamvi.inbound import ChannelContext
     from chamvi.knowledge import (
         define_source,
         folder,
@@ -94,12 +100,21 @@ if TYPE_CHECKING:
         mcp_tools,
     )
     from chamvi.models import (
+        AgentDefinition,
+        AgentInfo,
+        AgentPutResult,
         ApprovalDecision,
         Artifact,
+        ContentPart,
+        FilePart,
+        ImagePart,
         Invoker,
+        Message,
+        ProviderOptions,
         RunStatus,
         RunView,
         ScheduleView,
+        TextPart,
         TriggerEnvelope,
     )
     from chamvi.permissions import (
@@ -122,10 +137,26 @@ if TYPE_CHECKING:
     from chamvi.runtime import (
         build_worker,
     )
-    from chamvi.schedules import AgentSchedule
+    from chamvi.runtime_agents import RuntimeAgents
+    from chamvi.schedules import AgentSchedule, define_schedule
+    from chamvi.senders import (
+        ChamviSignature,
+        GitHubComments,
+        GitHubWebhooks,
+        SigningScheme,
+        SlackEvents,
+        SlackMessages,
+        StandardWebhooks,
+        StripeWebhooks,
+        WebhookAnswer,
+        WebhookEvent,
+        WebhookRequest,
+        WebhookScheme,
+    )
     from chamvi.state import (
         AgentState,
     )
+    from chamvi.tool_factory import ToolFactoryContext
     from chamvi.tools import (
         EffectSpec,
         Tool,
@@ -138,10 +169,30 @@ if TYPE_CHECKING:
     )
     from chamvi.webhooks import (
         WebhookChannel,
+        WebhookReply,
         webhook_channel,
     )
+    from chamvi.wrapped_tools import ToolsForRun, wrap_tools_for_run
 
 _EXPORTS: dict[str, str] = {
+    "ContentPart": "chamvi.models",
+    "FilePart": "chamvi.models",
+    "ImagePart": "chamvi.models",
+    "Message": "chamvi.models",
+    "ProviderOptions": "chamvi.models",
+    "TextPart": "chamvi.models",
+    "artifact_file_part": "chamvi.artifacts",
+    "AgentDefinition": "chamvi.models",
+    "AgentInfo": "chamvi.models",
+    "AgentPutResult": "chamvi.models",
+    "AgentRevisionStore": "chamvi.agent_revisions",
+    "ObjectRevisionStore": "chamvi.agent_revisions",
+    "RuntimeAgents": "chamvi.runtime_agents",
+    "ToolsForRun": "chamvi.wrapped_tools",
+    "wrap_tools_for_run": "chamvi.wrapped_tools",
+    "define_schedule": "chamvi.schedules",
+    "AppRuntime": "chamvi.app_runtime",
+    "ToolFactoryContext": "chamvi.tool_factory",
     "ActivityTimeouts": "chamvi.app",
     "Agent": "chamvi.agents",
     "AgentHooks": "chamvi.agents",
@@ -150,6 +201,9 @@ _EXPORTS: dict[str, str] = {
     "App": "chamvi.app",
     "ApprovalDecision": "chamvi.models",
     "ApprovalNotPendingError": "chamvi.errors",
+    "ApprovalTokenExpiredError": "chamvi.errors",
+    "ApprovalTokenInvalidError": "chamvi.errors",
+    "ApprovalTokens": "chamvi.approval_tokens",
     "Artifact": "chamvi.models",
     "ArtifactNotFoundError": "chamvi.errors",
     "ArtifactStore": "chamvi.artifacts",
@@ -163,7 +217,7 @@ _EXPORTS: dict[str, str] = {
     "ChamviPlugin": "chamvi.plugin",
     "ChamviValidationError": "chamvi.errors",
     "Channel": "chamvi.channels",
-    "ChannelContext": "chamvi.inbound",
+    "ChannelContext": "chamvi.channels",
     "ChannelDeliveryError": "chamvi.errors",
     "ChannelMessage": "chamvi.channels",
     "ChannelNotFoundError": "chamvi.errors",
@@ -209,6 +263,19 @@ _EXPORTS: dict[str, str] = {
     "Trust": "chamvi.tools",
     "ValidationIssue": "chamvi.errors",
     "WebhookChannel": "chamvi.webhooks",
+    "WebhookReply": "chamvi.webhooks",
+    "ChamviSignature": "chamvi.senders",
+    "GitHubComments": "chamvi.senders",
+    "GitHubWebhooks": "chamvi.senders",
+    "SigningScheme": "chamvi.senders",
+    "SlackEvents": "chamvi.senders",
+    "SlackMessages": "chamvi.senders",
+    "StandardWebhooks": "chamvi.senders",
+    "StripeWebhooks": "chamvi.senders",
+    "WebhookAnswer": "chamvi.senders",
+    "WebhookEvent": "chamvi.senders",
+    "WebhookRequest": "chamvi.senders",
+    "WebhookScheme": "chamvi.senders",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
     "AgentSchedule": "chamvi.schedules",
@@ -234,6 +301,7 @@ _EXPORTS: dict[str, str] = {
     "mcp_server": "chamvi.mcp",
     "mcp_tools": "chamvi.mcp",
     "require_tool_permission": "chamvi.permissions",
+    "resume": "chamvi.approval_tokens",
     "tool": "chamvi.tools",
     "try_inject": "chamvi.context",
     "webhook_channel": "chamvi.webhooks",
@@ -256,13 +324,21 @@ def __dir__() -> list[str]:
 __all__ = [
     "ActivityTimeouts",
     "Agent",
+    "AgentDefinition",
     "AgentHooks",
+    "AgentInfo",
+    "AgentPutResult",
+    "AgentRevisionStore",
     "AgentSchedule",
     "AgentState",
     "AgentTrust",
     "App",
+    "AppRuntime",
     "ApprovalDecision",
     "ApprovalNotPendingError",
+    "ApprovalTokenExpiredError",
+    "ApprovalTokenInvalidError",
+    "ApprovalTokens",
     "Artifact",
     "ArtifactNotFoundError",
     "ArtifactStore",
@@ -274,6 +350,7 @@ __all__ = [
     "ChamviClient",
     "ChamviError",
     "ChamviPlugin",
+    "ChamviSignature",
     "ChamviValidationError",
     "Channel",
     "ChannelContext",
@@ -283,13 +360,18 @@ __all__ = [
     "ChannelSubscription",
     "ChannelUnavailableError",
     "CollectionSearch",
+    "ContentPart",
     "ContextKey",
     "ContextNotProvidedError",
     "DispatchResult",
     "EffectSpec",
     "ErrorCode",
     "FatalToolError",
+    "FilePart",
+    "GitHubComments",
+    "GitHubWebhooks",
     "IdleTimeoutError",
+    "ImagePart",
     "InboundEvent",
     "IncompleteResponseError",
     "InvalidAgentDefinitionError",
@@ -301,9 +383,12 @@ __all__ = [
     "LifecycleChannel",
     "ManagedRoutes",
     "McpServer",
+    "Message",
     "ModelError",
     "ModelRegistry",
+    "ObjectRevisionStore",
     "PolicyRun",
+    "ProviderOptions",
     "ProviderUnavailableError",
     "RetryPolicies",
     "RunArtifacts",
@@ -312,24 +397,40 @@ __all__ = [
     "RunStatus",
     "RunTimeoutError",
     "RunView",
+    "RuntimeAgents",
     "ScheduleNotFoundError",
     "ScheduleView",
     "ScriptedModel",
+    "SigningScheme",
+    "SlackEvents",
+    "SlackMessages",
+    "StandardWebhooks",
+    "StripeWebhooks",
+    "TextPart",
     "Tool",
     "ToolCallInfo",
     "ToolContext",
     "ToolDeniedError",
+    "ToolFactoryContext",
     "ToolNotAllowedError",
     "ToolResultTooLargeError",
+    "ToolsForRun",
     "TriggerEnvelope",
     "Trust",
     "ValidationIssue",
+    "WebhookAnswer",
     "WebhookChannel",
+    "WebhookEvent",
+    "WebhookReply",
+    "WebhookRequest",
+    "WebhookScheme",
     "approve",
+    "artifact_file_part",
     "build_worker",
     "console_channel",
     "define_agent",
     "define_context_key",
+    "define_schedule",
     "define_source",
     "effect_marker",
     "effect_tool",
@@ -346,7 +447,9 @@ __all__ = [
     "mcp_server",
     "mcp_tools",
     "require_tool_permission",
+    "resume",
     "tool",
     "try_inject",
     "webhook_channel",
+    "wrap_tools_for_run",
 ]

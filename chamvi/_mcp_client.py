@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from pathlib import PurePosixPath
 from typing import Any, cast
 from urllib.parse import urlsplit
@@ -33,11 +34,12 @@ from pydantic import BaseModel, ConfigDict
 from temporalio import activity
 
 from chamvi._heartbeat import doing
+from chamvi.artifacts import artifact_file_part, is_artifact_media_type
 from chamvi.constants import MCP_META_EFFECT_KEY
 from chamvi.errors import InvalidAgentDefinitionError, McpServerUnavailableError, McpToolError
 from chamvi.mcp import McpServer, classify
 from chamvi.mcp_sessions import McpSession, McpSessions, is_disconnect
-from chamvi.models import Artifact, McpToolHints, McpToolInfo
+from chamvi.models import ImagePart, McpToolHints, McpToolInfo
 from chamvi.tools import TOOL_NAME_PATTERN, Tool, ToolContext
 
 
@@ -176,39 +178,47 @@ def _structured(result: CallToolResult, texts: list[str]) -> Any:
     return structured
 
 
-def _reference(stored: Artifact) -> dict[str, Any]:
-    return {"media_type": stored.media_type, "artifact": stored.id, "size": stored.size}
+def _media_type(given: str | None, fallback: str = "application/octet-stream") -> str:
+    """``given`` as an artifact's media type (no parameters), else ``fallback``."""
+    bare = (given or "").split(";")[0].strip().lower()
+    return bare if is_artifact_media_type(bare) else fallback
 
 
-async def _part(block: ContentBlock, ctx: ToolContext) -> dict[str, Any]:
-    """One content block as history keeps it: bytes go to the run's artifacts, by reference."""
+async def _item(block: ContentBlock, ctx: ToolContext) -> str | dict[str, Any]:
+    """One content block as a text, or as an image or file part of chamvi's (``chamvi.models.parts``).
+
+    Bytes go to the run's artifacts and the part references them: history keeps the reference, the
+    model gets the bytes as a part of its provider's (``artifact_file_part``'s way).
+    """
     if isinstance(block, TextContent):
-        return {"type": "text", "text": block.text}
+        return block.text
     if isinstance(block, ImageContent | AudioContent):
-        stored = await ctx.artifacts.put(block.mime_type, base64.b64decode(block.data))
-        return {"type": block.type, **_reference(stored)}
+        media_type = _media_type(block.mime_type)
+        stored = await ctx.artifacts.put(media_type, base64.b64decode(block.data))
+        if media_type.startswith("image/"):
+            return ImagePart(artifact=stored).model_dump(mode="json")
+        return artifact_file_part(stored).model_dump(mode="json")
     if isinstance(block, EmbeddedResource):
         resource = block.resource
         if isinstance(resource, TextResourceContents):
-            text = {"media_type": resource.mime_type, "text": resource.text}
-            return {"type": "resource", "uri": resource.uri, **text}
+            return f"{resource.uri} ({resource.mime_type or 'text'}):\n{resource.text}"
         assert isinstance(resource, BlobResourceContents)
         name = PurePosixPath(urlsplit(resource.uri).path).name or None
-        stored = await ctx.artifacts.put(
-            resource.mime_type or "application/octet-stream", base64.b64decode(resource.blob), name
-        )
-        return {"type": "resource", "uri": resource.uri, **_reference(stored)}
-    return block.model_dump(mode="json", by_alias=True, exclude_none=True)  # a resource link
+        data = base64.b64decode(resource.blob)
+        stored = await ctx.artifacts.put(_media_type(resource.mime_type), data, name)
+        return artifact_file_part(stored).model_dump(mode="json")
+    # a resource link: the model reads where it is, the server serves it
+    return json.dumps(block.model_dump(mode="json", by_alias=True, exclude_none=True))
 
 
 async def _output(server: McpServer, tool: str, result: CallToolResult, ctx: ToolContext) -> Any:
     """The result as history keeps it and the model reads it; never base64 text.
 
     All text: the text (or the structured content, when the server gave some beyond wrapping the
-    text). Images, audio and embedded files are stored as the run's artifacts (``ctx.artifacts``),
-    and the result lists its content as parts that name them (``{"type": "image", "artifact":
-    "<run>.0000", ...}``): the workflow hands the model those artifacts as file parts of the tool's
-    message, and history keeps the references only.
+    text). With images, audio or embedded files: a list of texts and image and file parts, the
+    bytes stored as the run's artifacts (``ctx.artifacts``), which the workflow hands the model as
+    the parts of the tool's message (``chamvi.models.parts.tool_output_parts``); structured
+    content follows as a JSON text.
     """
     texts = [block.text for block in result.content if isinstance(block, TextContent)]
     if result.is_error:
@@ -220,10 +230,12 @@ async def _output(server: McpServer, tool: str, result: CallToolResult, ctx: Too
         if structured is not None or not texts:
             return structured
         return "\n".join(texts)
-    output: dict[str, Any] = {"content": [await _part(block, ctx) for block in result.content]}
+    items = [await _item(block, ctx) for block in result.content]
     if structured is not None:
-        output["structured"] = structured
-    return output
+        items.append(json.dumps(structured))
+    if all(isinstance(item, str) for item in items):  # text and resource links only
+        return "\n".join(cast(list[str], items))
+    return items
 
 
 async def call_tool(

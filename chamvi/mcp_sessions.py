@@ -117,9 +117,7 @@ class McpSession:
     def is_open(self) -> bool:
         """Whether a session is open now: its task holds it, and its connection did not close."""
         client = self._client
-        return (
-            client is not None and self._task is not None and not self._task.done() and not _closed(client)
-        )
+        return client is not None and self._task is not None and not self._task.done() and not _closed(client)
 
     async def client(self) -> Client:
         """The open session's client, opened (after the backoff, if opening failed before) if needed.

@@ -116,16 +116,58 @@ def check_event_type(event_type: str) -> str:
     return event_type
 
 
-class EventHub:
-    """The in-process listeners of run events (``App.on``) and the streams that follow one run.
+class Listeners:
+    """Run event listeners by event type, as declared (``App.on``); they hold no worker's state.
 
-    A listener's failure is logged and never reaches the model call or the stream that emitted the
-    event; a coroutine listener runs as its own task.
+    Each worker's :class:`EventHub` reads them as they are when an event comes, so a listener added
+    after the worker was built is heard too.
     """
 
-    def __init__(self, errors: ErrorHook | None = None) -> None:
+    def __init__(self) -> None:
+        self._by_type: dict[str, list[Listener]] = {}
+
+    def on(self, event_type: str, listener: Listener) -> Callable[[], None]:
+        """Adds ``listener`` for ``event_type`` (``"*"``: all).
+
+        Returns:
+            A function that removes the listener.
+
+        Raises:
+            InvalidInputError: ``event_type`` is no event type, or ``listener`` is not callable.
+        """
+        check_event_type(event_type)
+        if not callable(listener):
+            raise InvalidInputError(f"the listener of {event_type!r} must be callable, not {listener!r}")
+        self._by_type.setdefault(event_type, []).append(listener)
+        return lambda: self._remove(event_type, listener)
+
+    def _remove(self, event_type: str, listener: Listener) -> None:
+        listeners = self._by_type.get(event_type, [])
+        if listener in listeners:
+            listeners.remove(listener)
+
+    def of(self, event_type: str) -> list[Listener]:
+        """The listeners of exactly ``event_type`` (``"*"`` names the catch-all ones)."""
+        return self._by_type.get(event_type, [])
+
+
+class EventHub:
+    """One process's run events: the listeners' calls (``App.on``) and the streams that follow one run.
+
+    A listener's failure goes to the error hook (else the log) and never reaches the model call or
+    the stream that emitted the event; a coroutine listener runs as its own task.
+
+    Args:
+        declared: the App's listeners, read as they are at each event; the hub's own
+            (:meth:`on`) are heard beside them and never written back to the App.
+        errors: where a listener's failure (or a relay's) goes: the App's ``on_error`` hook, else
+            the log.
+    """
+
+    def __init__(self, declared: Listeners | None = None, errors: ErrorHook | None = None) -> None:
+        self._declared = declared or Listeners()
         self._errors = errors or ErrorHook()
-        self._listeners: dict[str, list[Listener]] = {}
+        self._own = Listeners()
         self._tasks: set[asyncio.Task[None]] = set()
         self._queues: dict[str, list[asyncio.Queue[RunEvent]]] = {}
         self._following: dict[str, asyncio.Task[None]] = {}
@@ -143,21 +185,15 @@ class EventHub:
             self._recent = OrderedDict()
 
     def on(self, event_type: str, listener: Listener) -> Callable[[], None]:
-        """Calls ``listener`` with every event of ``event_type`` (``"*"``: all) this process sees.
+        """Calls ``listener`` with every event of ``event_type`` (``"*"``: all) this hub sees.
 
         Returns:
             A function that removes the listener.
         """
-        check_event_type(event_type)
-        if not callable(listener):
-            raise InvalidInputError(f"the listener of {event_type!r} must be callable, not {listener!r}")
-        self._listeners.setdefault(event_type, []).append(listener)
-        return lambda: self._remove(event_type, listener)
+        return self._own.on(event_type, listener)
 
-    def _remove(self, event_type: str, listener: Listener) -> None:
-        listeners = self._listeners.get(event_type, [])
-        if listener in listeners:
-            listeners.remove(listener)
+    def _listeners(self, event_type: str) -> list[Listener]:
+        return [*self._declared.of(event_type), *self._own.of(event_type)]
 
     def wants(self, event_type: str, run_id: str) -> bool:
         """Whether a listener or a stream of ``run_id`` wants ``event_type``.
@@ -165,8 +201,10 @@ class EventHub:
         A delta nobody wants is not built at all.
         """
         return bool(
-            self._listeners.get(event_type)
-            or self._listeners.get("*")
+            self._declared.of(event_type)
+            or self._own.of(event_type)
+            or self._declared.of("*")
+            or self._own.of("*")
             or self._queues.get(run_id)
             or (event_type == RUN_DELTA and self._recent is not None)
         )
@@ -181,7 +219,7 @@ class EventHub:
             self._remember(event, self._recent)
         for queue in self._queues.get(event.run_id, ()):
             queue.put_nowait(event)
-        for listener in [*self._listeners.get(event.type, ()), *self._listeners.get("*", ())]:
+        for listener in [*self._listeners(event.type), *self._listeners("*")]:
             try:
                 result = listener(event)
                 if inspect.isawaitable(result):
@@ -222,7 +260,7 @@ class EventHub:
         process started, each event once. Nothing is followed while no listener wants more than
         deltas (which need no following).
         """
-        wanted = any(self._listeners.get(t) for t in ("*", *EVENT_TYPES) if t != RUN_DELTA)
+        wanted = any(self._listeners(t) for t in ("*", *EVENT_TYPES) if t != RUN_DELTA)
         if not wanted or run_id in self._following:
             return
         task = asyncio.create_task(self._relay(client, run_id), name=f"chamvi events of {run_id}")

@@ -34,7 +34,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
@@ -67,6 +67,10 @@ from chamvi.models import (
     Usage,
 )
 from chamvi.settings import Settings
+
+if TYPE_CHECKING:
+    from chamvi.providers import ChatModel
+    from chamvi.runtime_agents import RuntimeAgents
 
 # GenAI semantic conventions (opentelemetry.io/docs/specs/semconv/gen-ai/), spelled out here rather
 # than imported from the incubating semconv package, whose names still move between releases
@@ -221,11 +225,15 @@ class ChamviTelemetry(Interceptor):
     Args:
         app: the app served, to name each agent's model.
         capture_content: put messages, tool arguments and results on the spans.
+        agents: the worker's agents, to name a runtime agent's model at the run's revision.
     """
 
-    def __init__(self, app: App, *, capture_content: bool = False) -> None:
+    def __init__(
+        self, app: App, *, capture_content: bool = False, agents: RuntimeAgents | None = None
+    ) -> None:
         self.app = app
         self.capture_content = capture_content
+        self.agents = agents
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         """Wraps chamvi's model, tool and pass activities; others run as they are."""
@@ -273,6 +281,14 @@ class ChamviTelemetry(Interceptor):
         current.end(end_time=max(run.end_ns, run.start_ns))
 
 
+def _server(model: ChatModel) -> dict[str, AttributeValue]:
+    """``server.address`` and ``server.port`` of a chat model's calls, when its provider says."""
+    server = getattr(model, "server", None)
+    if not (isinstance(server, tuple) and len(server) == 2):
+        return {}
+    return {SERVER_ADDRESS: str(server[0]), SERVER_PORT: int(server[1])}
+
+
 class _ActivityTelemetry(ActivityInboundInterceptor):
     def __init__(self, next: ActivityInboundInterceptor, root: ChamviTelemetry) -> None:
         super().__init__(next)
@@ -289,21 +305,21 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
             return await self._pass(input, request)
         return await self.next.execute_activity(input)
 
-    def _server(self, agent: str) -> dict[str, AttributeValue]:
-        """``server.address`` and ``server.port`` of the agent's model, when its provider says."""
+    async def _model_of(self, agent: str, revision: int | None) -> tuple[str, ChatModel] | None:
+        """The agent's model ref and model object (a runtime agent's revision's); None if unknown."""
+        app, agents = self.root.app, self.root.agents
         try:
-            model = self.root.app.model_for(self.root.app.agent(agent))[1]
-        except ChamviError:
-            return {}
-        server = getattr(model, "server", None)
-        if not (isinstance(server, tuple) and len(server) == 2):
-            return {}
-        return {SERVER_ADDRESS: str(server[0]), SERVER_PORT: int(server[1])}
+            if revision is not None and agents is not None:
+                return app.model_for(await agents.agent(agent, revision))
+            return app.model_for(app.agent(agent))
+        except ChamviError:  # the activity itself reports an unknown agent
+            return None
 
     async def _model(self, input: ExecuteActivityInput, request: ModelRequest) -> Any:
-        ref = self.root.model_ref(request.agent) or "unknown"
+        found = await self._model_of(request.agent, request.revision)
+        ref = found[0] if found is not None else "unknown"
         provider, _, model = ref.partition("/")
-        server = self._server(request.agent)
+        server = _server(found[1]) if found is not None else {}
         conventional: dict[str, AttributeValue] = {
             GEN_AI_OPERATION: "chat",
             GEN_AI_PROVIDER: provider,

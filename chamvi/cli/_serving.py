@@ -12,11 +12,13 @@ import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from temporalio.worker import Worker
 
 from chamvi.app import App
+from chamvi.approval_tokens import approval_tokens
 from chamvi.cli._common import connect_or_fail
 from chamvi.dev import DevServer, write_stack
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
@@ -186,9 +188,11 @@ async def serve_dev(
     with stop_on_signals(stop):
         server.reserve()
         api_socket = listen("127.0.0.1", api_port)
+        # approval requests link to this API's approvals page unless CHAMVI_PUBLIC_URL says otherwise
+        settings = replace(settings, public_url=settings.public_url or api_socket.url)
         plugin = ChamviPlugin(app, settings=settings)
         try:
-            tokens = dev_tokens(server.config.data)
+            tokens = dev_tokens(server.config.data, settings.tokens)
             await plugin.prepare()
             await _serve_dev(server, settings, plugin, echo, stop, api_socket, tokens)
         finally:
@@ -230,6 +234,8 @@ async def _serve_dev(
         attachment_max_bytes=settings.attachment_max_bytes,
         schedule_min_interval=settings.schedule_min_interval,
         managed_routes=managed_routes(app, settings),
+        runtime=plugin.runtime,
+        approval_tokens=plugin.runtime.approval_tokens or approval_tokens(settings),
     )
     # so that `chamvi mcp --data DATA` started by an MCP host (without TEMPORAL_ADDRESS) finds the stack
     stack = write_stack(config.data, config.address, config.namespace, settings.task_queue)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import os
 
 import click
 
+from chamvi.approval_tokens import approval_tokens
 from chamvi.artifacts import open_artifact_store
 from chamvi.cli._common import app_option, connect_or_fail, load_app_or_fail, temporal_options
 from chamvi.cli._output import echo_err
@@ -44,7 +44,7 @@ def api(
     """
     try:
         tokens = required_tokens(
-            os.environ.get("CHAMVI_TOKENS"),
+            settings.tokens,
             needed_by="every route of the API needs a bearer token",
             example={"value": "<secret>", "id": "feeder", "permissions": ["knowledge:read", "runs:*"]},
         )
@@ -79,6 +79,7 @@ def api(
                     attachment_max_bytes=settings.attachment_max_bytes,
                     schedule_min_interval=settings.schedule_min_interval,
                     managed_routes=managed_routes(app, settings),
+                    approval_tokens=approval_tokens(settings),
                 )
                 echo_err(
                     f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs, "

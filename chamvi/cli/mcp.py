@@ -9,7 +9,6 @@ folder, and that process is the worker).
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import click
@@ -119,7 +118,7 @@ def mcp(
         raise click.ClickException("--interactive serves knowledge_retire, a wiki tool: give --kb DIR too")
     if interactive and not write:
         raise click.ClickException("--interactive serves knowledge_retire, a write tool: give --write too")
-    tokens = _http_tokens(host, hosts) if transport == "http" else []
+    tokens = _http_tokens(settings, host, hosts) if transport == "http" else []
     settings = beside_dev_stack(settings, data)
     store: KnowledgeStore | None = _open(kb_dir, root_type) if kb_dir is not None else None
 
@@ -169,12 +168,12 @@ def beside_dev_stack(settings: Settings, data: Path) -> Settings:
     )
 
 
-def _http_tokens(host: str, hosts: tuple[str, ...]) -> list[Token]:
+def _http_tokens(settings: Settings, host: str, hosts: tuple[str, ...]) -> list[Token]:
     """The HTTP transport's tokens, after the host check: both fail before anything opens."""
     try:
         allowed_hosts(host, hosts)
         return required_tokens(
-            os.environ.get("CHAMVI_TOKENS"),
+            settings.tokens,
             needed_by="the HTTP transport takes the HTTP API's bearer tokens (knowledge:read to read, "
             "knowledge:write to write)",
             example={"value": "<secret>", "id": "assistant", "permissions": ["knowledge:read"]},

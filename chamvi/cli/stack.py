@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,7 +34,7 @@ from chamvi.knowledge import KnowledgeCollection, Source
 from chamvi.lifecycle import check_index, close_index, index_location, open_index
 from chamvi.mcp import classify
 from chamvi.schedules import describe_interval
-from chamvi.settings import Settings
+from chamvi.settings import Settings, openai_credentials, publish_data_folder
 from chamvi.telemetry import exporting_traces
 
 
@@ -163,7 +162,7 @@ def dev(
     """
     data = data.resolve()
     # the app runs in this process and keeps its files (the example's outbox) in the same folder
-    os.environ["CHAMVI_DATA"] = str(data)
+    publish_data_folder(data)
     app = load_app_or_fail(app_ref)
     config = DevServerConfig(data=data, port=port, ui_port=ui_port, namespace=namespace)
     settings = with_knowledge_routes(
@@ -196,7 +195,7 @@ def worker(app_ref: str, data: Path, settings: Settings, max_runs: int | None) -
     Several workers need a Qdrant server (QDRANT_URL): Qdrant's local mode allows one process per folder.
     """
     data = data.resolve()
-    os.environ["CHAMVI_DATA"] = str(data)
+    publish_data_folder(data)
     settings = settings.with_overrides(app=app_ref, data=data, max_runs=max_runs)
     app = load_app_or_fail(app_ref)
     log_to_terminal()
@@ -236,9 +235,7 @@ def _collection_line(collection: KnowledgeCollection) -> str:
 
 
 def _needs_openai_key(ref: str) -> bool:
-    return ref.startswith("openai/") and not (
-        os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")
-    )
+    return ref.startswith("openai/") and not any(openai_credentials())
 
 
 def _check_store(app: App, data: Path, problems: list[str], warnings: list[str]) -> None:

@@ -6,9 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from chamvi.agents import validate_agent_name
 from chamvi.errors import InvalidAgentDefinitionError
+from chamvi.knowledge.embedders import Embedder
 from chamvi.knowledge.sources import Source
+from chamvi.names import validate_agent_name
+from chamvi.provider_objects import is_embedder
 
 MIN_RESYNC = timedelta(minutes=1)
 
@@ -19,9 +21,12 @@ class KnowledgeCollection:
 
     name: str
     model: str
+    """The embedding model's ref (an object's own ``ref``), which names the collection's generation."""
     sources: tuple[Source, ...]
     resync: timedelta | None = None
     trusted: bool | None = None
+    embedder: Embedder | None = None
+    """The embedding model object given as ``model=``, which the App registers under ``model``."""
 
     def source_trusted(self, source: Source) -> bool:
         """The collection's ``trusted`` overrides its sources'; sources are trusted by default."""
@@ -38,12 +43,15 @@ class KnowledgeCollection:
 def knowledge_collection(
     name: str,
     *,
-    model: str,
+    model: str | Embedder,
     sources: Sequence[Source],
     resync: timedelta | None = None,
     trusted: bool | None = None,
 ) -> KnowledgeCollection:
     """A collection fed by ``sources`` and embedded by ``model`` (e.g. ``local/all-minilm-l6-v2``).
+
+    ``model`` is a ref or an embedding model object, known by its own ``ref`` (keep it stable: it
+    names the collection's generation, and another ref re-embeds the collection).
 
     ``resync`` re-reads the sources that long after the last pass (at least one minute), once per
     interval however many workers run.
@@ -55,9 +63,14 @@ def knowledge_collection(
             f"collection name {name!r} is invalid: use lowercase letters and digits in words "
             "joined by single '-', at most 64 characters"
         ) from None
+    embedder: Embedder | None = None
+    if is_embedder(model):
+        embedder = model  # type: ignore[assignment]  # is_embedder checked its shape
+        model = getattr(model, "ref", None)  # type: ignore[assignment]  # checked below
     if not isinstance(model, str) or "/" not in model:
         raise InvalidAgentDefinitionError(
-            f"collection {name!r}: model {model!r} must be a '<provider>/<model>' string"
+            f"collection {name!r}: model {model!r} must be a '<provider>/<model>' string, or an "
+            "embedding model object whose ref is one"
         )
     if not sources:
         raise InvalidAgentDefinitionError(
@@ -67,7 +80,9 @@ def knowledge_collection(
         raise InvalidAgentDefinitionError(
             f"collection {name!r}: resync must be at least one minute, got {resync!r}"
         )
-    return KnowledgeCollection(name=name, model=model, sources=tuple(sources), resync=resync, trusted=trusted)
+    return KnowledgeCollection(
+        name=name, model=model, sources=tuple(sources), resync=resync, trusted=trusted, embedder=embedder
+    )
 
 
 MANAGED_BASE_PATH = "/knowledge"

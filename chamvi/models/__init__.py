@@ -3,6 +3,14 @@
 Pydantic only: a workflow imports these and nothing that loads an I/O client.
 """
 
+from chamvi.models.agents import (
+    AgentDefinition,
+    AgentInfo,
+    AgentPutResult,
+    AgentRegistryRequest,
+    AgentRegistryResult,
+    AgentRevision,
+)
 from chamvi.models.artifacts import Artifact
 from chamvi.models.knowledge import (
     CollectionInput,
@@ -17,6 +25,15 @@ from chamvi.models.knowledge import (
     SyncSignal,
 )
 from chamvi.models.mcp import McpListRequest, McpToolHints, McpToolInfo, McpToolList
+from chamvi.models.parts import (
+    ContentPart,
+    FilePart,
+    ImagePart,
+    MediaPart,
+    ProviderOptions,
+    TextPart,
+    tool_output_parts,
+)
 from chamvi.models.runs import (
     AgentSpec,
     ApprovalAnswer,
@@ -54,6 +71,7 @@ from chamvi.models.runs import (
     TriggerEnvelope,
     Usage,
     WaitPoint,
+    approval_id,
 )
 from chamvi.models.schedules import (
     Overlap,
@@ -65,6 +83,12 @@ from chamvi.models.schedules import (
 from chamvi.models.state import StateItem, StateListing, StateListRequest, StatePage
 
 __all__ = [
+    "AgentDefinition",
+    "AgentInfo",
+    "AgentPutResult",
+    "AgentRegistryRequest",
+    "AgentRegistryResult",
+    "AgentRevision",
     "AgentSpec",
     "ApprovalAnswer",
     "ApprovalDecision",
@@ -76,6 +100,7 @@ __all__ = [
     "CollectionMeta",
     "CollectionState",
     "CollectionStatus",
+    "ContentPart",
     "DescribeAgentRequest",
     "DocumentEntry",
     "EffectQuery",
@@ -84,6 +109,8 @@ __all__ = [
     "ExtractInput",
     "ExtractResult",
     "ExtractionRequest",
+    "FilePart",
+    "ImagePart",
     "Invoker",
     "LockRequest",
     "LockState",
@@ -91,12 +118,14 @@ __all__ = [
     "McpToolHints",
     "McpToolInfo",
     "McpToolList",
+    "MediaPart",
     "Message",
     "ModelRequest",
     "ModelResponse",
     "Overlap",
     "PassRequest",
     "PassStats",
+    "ProviderOptions",
     "RecordedEffect",
     "RunInput",
     "RunIsOpenRequest",
@@ -117,6 +146,7 @@ __all__ = [
     "SyncRequest",
     "SyncSignal",
     "Taint",
+    "TextPart",
     "ToolCall",
     "ToolRequest",
     "ToolResult",
@@ -125,4 +155,6 @@ __all__ = [
     "TriggerEnvelope",
     "Usage",
     "WaitPoint",
+    "approval_id",
+    "tool_output_parts",
 ]

@@ -9,9 +9,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from chamvi import App, ChamviClient, ChamviPlugin, ChannelContext, RunStatus, define_agent
-from chamvi.channels import ChannelMessage
+from chamvi.channels import ChannelMessage, StartedRun
 from chamvi.errors import BackgroundError
-from chamvi.inbound import StartedRun
 from chamvi.lifecycle import memory_index
 from chamvi.providers import ModelRegistry, ScriptedModel, reply
 from chamvi.runtime import build_worker

@@ -27,7 +27,7 @@ from chamvi.agents import Budget
 from chamvi.cli import cli
 from chamvi.constants import QUERY_MCP_TOOLS
 from chamvi.mcp import McpServer
-from chamvi.models import McpToolHints, McpToolInfo
+from chamvi.models import ImagePart, McpToolHints, McpToolInfo
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply
 from tests.polling import until_status
 from tests.support.npm import npm_bin
@@ -187,18 +187,21 @@ async def test_an_image_result_reaches_the_model_as_a_file_part_and_the_history_
         run = await chamvi.wait((await chamvi.dispatch("everything")).run_id)
     assert run.status == RunStatus.COMPLETED, run.error
     image, blob, structured = (s for s in run.steps if s.kind == "tool")
-    parts = image.output["content"]
-    (picture,) = [p for p in parts if p["type"] == "image"]
-    assert picture["media_type"] == "image/png" and picture["artifact"] == f"{run.run_id}.0000"
-    (resource,) = [p for p in blob.output["content"] if p["type"] == "resource"]
-    assert resource["artifact"] == f"{run.run_id}.0001" and resource["uri"].endswith("/2")
+    (picture,) = [p for p in image.output if isinstance(p, dict)]
+    assert picture["type"] == "image" and picture["media_type"] == "image/png"
+    assert picture["artifact"]["id"] == f"{run.run_id}.0000"
+    (resource,) = [p for p in blob.output if isinstance(p, dict)]
+    assert resource["type"] == "file" and resource["artifact"]["id"] == f"{run.run_id}.0001"
+    assert resource["filename"] == "2"  # the last segment of the resource's URI
     weather = {"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82}
     assert structured.output == weather  # its structuredContent
     seen = model.requests[1]
-    ((index, files),) = seen.message_files.items()
-    assert seen.messages[index].role == "tool"
-    assert seen.messages[index].attachments[0].id == picture["artifact"]
-    assert files[0].data[:8] == b"\x89PNG\r\n\x1a\n"  # the image's bytes, read from the artifact store
+    (tool_message,) = [m for m in seen.messages if m.role == "tool"]
+    (part,) = tool_message.media  # the model's request holds the image as a part of main's kind
+    assert isinstance(part, ImagePart) and part.artifact is not None
+    assert part.artifact.id == picture["artifact"]["id"]
+    png = seen.files[part.artifact.id]
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"  # the image's bytes, read from the artifact store for the call
     history = await client.get_workflow_handle(run.run_id).fetch_history()
     results = b"".join(
         payload.data
@@ -207,7 +210,7 @@ async def test_an_image_result_reaches_the_model_as_a_file_part_and_the_history_
         for payload in event.activity_task_completed_event_attributes.result.payloads
     ).decode()
     assert picture["artifact"] in results
-    assert base64.b64encode(files[0].data).decode()[:40] not in results  # references only, never base64
+    assert base64.b64encode(png).decode()[:40] not in results  # references only, never base64
 
 
 def _filesystem_pids(folder: Path) -> set[int]:

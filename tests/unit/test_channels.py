@@ -9,8 +9,17 @@ from datetime import timedelta
 
 import pytest
 
-from chamvi import AgentTrust, App, ChannelSubscription, ToolContext, TriggerEnvelope, define_agent, tool
-from chamvi.channels import ChannelMessage, InboundEvent
+from chamvi import (
+    AgentTrust,
+    App,
+    ChannelSubscription,
+    ToolContext,
+    TriggerEnvelope,
+    WebhookEvent,
+    define_agent,
+    tool,
+)
+from chamvi.channels import ChannelContext, ChannelMessage, InboundEvent
 from chamvi.constants import WEBHOOK_DELIVERY_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER
 from chamvi.errors import (
     ChamviValidationError,
@@ -20,7 +29,7 @@ from chamvi.errors import (
     StaleDeliveryError,
     WebhookSignatureError,
 )
-from chamvi.inbound import ChannelContext, subscribers
+from chamvi.inbound import InboundContext, subscribers
 from chamvi.settings import Settings
 from chamvi.webhooks import delivery_id, legacy_signature, signature, signed_headers, webhook_channel
 from tests.unit.test_tool_runner import InMemoryRun, call, request
@@ -54,6 +63,7 @@ def test_a_webhook_verifies_the_signature_before_the_timestamp_and_reads_the_del
     body = b'{"id": 5}'
     now = time.time()
     delivery = channel.verify(signed_headers(SECRET, body, delivery="d-1"), body, now)
+    assert isinstance(delivery, WebhookEvent)
     assert (delivery.delivery, delivery.payload, delivery.address) == ("d-1", {"id": 5}, "ticket-5")
 
     with pytest.raises(WebhookSignatureError, match="missing"):
@@ -250,7 +260,7 @@ async def test_an_approval_asked_through_a_channel_without_an_address_is_a_tool_
 
 
 async def test_a_channel_dispatch_refuses_a_bad_key_or_address_before_starting_anything() -> None:
-    ctx = ChannelContext("tickets", {}, runs=None)  # type: ignore[arg-type]  # nothing may be started
+    ctx = InboundContext("tickets", {}, runs=None)  # type: ignore[arg-type]  # nothing may be started
     with pytest.raises(InvalidInputError, match="delivery key"):
         await ctx.dispatch({}, key="")
     with pytest.raises(InvalidInputError, match="delivery key"):

@@ -11,6 +11,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from chamvi import App
+from chamvi.app_runtime import AppRuntime
 from chamvi.errors import BackgroundError, InvalidAppError
 from chamvi.lifecycle import boot_collections, memory_index
 from chamvi.on_error import ErrorHook
@@ -40,7 +41,7 @@ def step(run_id: str = "run-1") -> RunEvent:
 
 async def test_a_listener_that_raises_reaches_on_error_with_its_run_and_others_still_hear() -> None:
     collected = Collected()
-    hub = EventHub(ErrorHook(collected))
+    hub = EventHub(errors=ErrorHook(collected))
     heard: list[str] = []
 
     def broken(event: RunEvent) -> None:
@@ -63,6 +64,18 @@ async def test_a_listener_that_raises_reaches_on_error_with_its_run_and_others_s
     ]
     first = collected.errors[0][0]
     assert first.code == "background_error" and "failed on run.step of run run-7" in first.message
+
+
+async def test_a_declared_listener_that_raises_reaches_the_apps_on_error_from_each_worker() -> None:
+    collected = Collected()
+    app = App(agents=[], on_error=collected)
+    app.on(RUN_STEP, lambda event: print(1 / 0))
+    for runtime in (AppRuntime(app), AppRuntime(app)):  # two workers' hubs, one App's hook
+        runtime.events.emit(step("run-3"))
+    assert [(e.source, type(e.cause).__name__, run) for e, run in collected.errors] == [
+        ("listener", "ZeroDivisionError", "run-3"),
+        ("listener", "ZeroDivisionError", "run-3"),
+    ]
 
 
 def divide_by_zero(event: RunEvent) -> None:

@@ -136,5 +136,5 @@ def test_state_collections_get_three_tools_and_their_names_are_checked() -> None
 def test_a_tool_context_built_by_hand_has_no_state_and_says_so() -> None:
     ctx = ToolContext.__new__(ToolContext)
     ctx.state_access = None
-    with pytest.raises(InvalidInputError, match="this ToolContext has no agent state"):
+    with pytest.raises(InvalidInputError, match="this context has no agent state"):
         _ = ctx.state

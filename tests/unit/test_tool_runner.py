@@ -25,6 +25,7 @@ from chamvi import (
     inject,
     tool,
 )
+from chamvi.app_runtime import AppRuntime
 from chamvi.channels import ChannelMessage, console_channel
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
 from chamvi.errors import (
@@ -88,7 +89,7 @@ def request(name: str, arguments: dict[str, Any], **extra: Any) -> ToolRequest:
 
 async def call(app: App, req: ToolRequest, run: InMemoryRun | None = None) -> ToolResult:
     run = run or InMemoryRun()
-    result = await ToolRunner(app).run(req, run, asyncio.Event())
+    result = await ToolRunner(AppRuntime(app)).run(req, run, asyncio.Event())
     run.effects.update(result.effects)
     return result
 

@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError
 from chamvi.activity_boundary import as_failure
 from chamvi.errors import ChamviValidationError, ValidationIssue, describe_issues, validation_issues
 from chamvi.models import ErrorInfo
-from workflows.agent_run import _failure
+from workflows._calls import failure as run_failure
 
 
 class Refund(BaseModel):
@@ -48,7 +48,7 @@ async def test_issues_cross_the_activity_boundary_and_reach_the_runs_error() -> 
     decoded = await pydantic_data_converter.decode_failure(failure)
     assert isinstance(decoded, ApplicationError)
 
-    run_failed = _failure(decoded)
+    run_failed = run_failure(decoded)
 
     assert (run_failed.code, run_failed.issues) == ("validation_error", list(issues))
     recorded = ErrorInfo(code=run_failed.code, message=run_failed.message, issues=run_failed.issues)
@@ -58,5 +58,5 @@ async def test_issues_cross_the_activity_boundary_and_reach_the_runs_error() -> 
 def test_an_error_without_issues_is_stored_as_before() -> None:
     stored = ErrorInfo(code="timeout", message="late").model_dump_json()
     assert stored == '{"code":"timeout","message":"late"}'
-    plain = _failure(ApplicationError("down", type="provider_unavailable"))
+    plain = run_failure(ApplicationError("down", type="provider_unavailable"))
     assert plain.issues is None
