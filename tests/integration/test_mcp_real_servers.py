@@ -209,7 +209,7 @@ async def test_an_image_result_reaches_the_model_as_a_file_part_and_the_history_
         if event.HasField("activity_task_completed_event_attributes")
         for payload in event.activity_task_completed_event_attributes.result.payloads
     ).decode()
-    assert picture["artifact"] in results
+    assert picture["artifact"]["id"] in results
     assert base64.b64encode(png).decode()[:40] not in results  # references only, never base64
 
 
