@@ -34,6 +34,19 @@ class RunEnded:
     output_tokens: int
     status: str
     error: str | None
+    conversation_id: str | None = None
+    """The conversation the run is a turn of, from its input (:func:`conversation_id`)."""
+
+
+def conversation_id(value: object) -> str | None:
+    """The id of the conversation ``value`` (a run's input, a model call's request) is a turn of.
+
+    Conversations put it in ``RunInput.conversation.id`` (and ``ModelRequest.conversation.id``);
+    read here by name, so that a run whose input has no conversation (every run before
+    conversations, and any other run) has no ``gen_ai.conversation.id``: a run is not one.
+    """
+    found = getattr(getattr(value, "conversation", None), "id", None)
+    return found if isinstance(found, str) and found else None
 
 
 class AgentRunSpans(WorkflowInboundInterceptor):
@@ -52,10 +65,10 @@ class AgentRunSpans(WorkflowInboundInterceptor):
             raise
         finally:
             if not workflow.unsafe.is_replaying():
-                _report(info, failure)
+                _report(info, failure, conversation_id(input.args[0]) if input.args else None)
 
 
-def _report(info: workflow.Info, failure: BaseException | None) -> None:
+def _report(info: workflow.Info, failure: BaseException | None, conversation: str | None) -> None:
     report = workflow.extern_functions().get(INVOKE_AGENT_EXTERN)
     if report is None:
         return
@@ -79,5 +92,6 @@ def _report(info: workflow.Info, failure: BaseException | None) -> None:
             output_tokens=view.usage.output_tokens,
             status=str(view.status.value),
             error=error,
+            conversation_id=conversation,
         )
     )

@@ -53,8 +53,9 @@ from temporalio.worker import (
 )
 
 from chamvi import constants as c
+from chamvi._genai_messages import input_messages, output_messages
 from chamvi._spans import ERROR_TYPE, failed, span
-from chamvi._workflow_spans import INVOKE_AGENT_EXTERN, AgentRunSpans, RunEnded
+from chamvi._workflow_spans import INVOKE_AGENT_EXTERN, AgentRunSpans, RunEnded, conversation_id
 from chamvi.app import App
 from chamvi.errors import ChamviError, ChamviValidationError
 from chamvi.models import (
@@ -95,6 +96,8 @@ GEN_AI_AGENT_ID = "gen_ai.agent.id"
 GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
+CHAMVI_RUN_ID = "chamvi.run.id"
+"""The run a span belongs to; a run is not a conversation (``gen_ai.conversation.id``), a turn of one is."""
 
 METRIC_TOKEN_USAGE = "gen_ai.client.token.usage"
 METRIC_OPERATION_DURATION = "gen_ai.client.operation.duration"
@@ -263,7 +266,8 @@ class ChamviTelemetry(Interceptor):
             GEN_AI_REQUEST_MODEL: model or provider,
             GEN_AI_AGENT: run.agent,
             GEN_AI_AGENT_ID: run.agent,
-            GEN_AI_CONVERSATION: run.run_id,
+            **({GEN_AI_CONVERSATION: run.conversation_id} if run.conversation_id else {}),
+            CHAMVI_RUN_ID: run.run_id,
             GEN_AI_INPUT_TOKENS: run.input_tokens,
             GEN_AI_OUTPUT_TOKENS: run.output_tokens,
             "chamvi.run.status": run.status,
@@ -279,6 +283,16 @@ class ChamviTelemetry(Interceptor):
         if run.error is not None:
             failed(current, run.error)
         current.end(end_time=max(run.end_ns, run.start_ns))
+
+
+def _conversation(request: object) -> dict[str, AttributeValue]:
+    """``gen_ai.conversation.id`` of a model call that is a turn of a conversation, else nothing.
+
+    Read from the request's ``conversation`` when it has one (``ModelRequest.conversation.id``, which
+    conversations add; see :func:`chamvi._workflow_spans.conversation_id`).
+    """
+    found = conversation_id(request)
+    return {GEN_AI_CONVERSATION: found} if found else {}
 
 
 def _server(model: ChatModel) -> dict[str, AttributeValue]:
@@ -329,11 +343,12 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
         attributes: dict[str, AttributeValue] = {
             **conventional,
             GEN_AI_AGENT: request.agent,
-            GEN_AI_CONVERSATION: request.run_id,
+            **_conversation(request),
+            CHAMVI_RUN_ID: request.run_id,
             "chamvi.step": request.step,
         }
         if self.root.capture_content:
-            attributes[GEN_AI_INPUT_MESSAGES] = _content([m.model_dump(mode="json") for m in request.delta])
+            attributes[GEN_AI_INPUT_MESSAGES] = input_messages(request.delta)
         started = time.monotonic()
         try:
             with span(f"chat {model or provider}", attributes, SpanKind.CLIENT) as current:
@@ -354,7 +369,7 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
                 )
                 if self.root.capture_content:
                     current.set_attribute(
-                        GEN_AI_OUTPUT_MESSAGES, _content(response.message.model_dump(mode="json"))
+                        GEN_AI_OUTPUT_MESSAGES, output_messages(response.message, response.finish_reason)
                     )
         except BaseException as error:
             failure = {ERROR_TYPE: str(getattr(error, "code", type(error).__name__))}
@@ -377,13 +392,16 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
             GEN_AI_OPERATION: "execute_tool",
             GEN_AI_TOOL_NAME: call.name,
             GEN_AI_TOOL_CALL_ID: call.id,
-            GEN_AI_TOOL_TYPE: "function",
+            # an MCP server's tool calls out of the agent's process: the conventions' "extension"
+            GEN_AI_TOOL_TYPE: "extension" if request.mcp_server is not None else "function",
             GEN_AI_AGENT: request.agent,
-            GEN_AI_CONVERSATION: request.run_id,
+            CHAMVI_RUN_ID: request.run_id,
             "chamvi.step": request.step,
             "chamvi.tainted": request.tainted,
             "chamvi.approval.decisions": len(request.decisions),
         }
+        if request.mcp_server is not None:
+            attributes["chamvi.mcp.server"] = request.mcp_server
         if self.root.capture_content:
             attributes[GEN_AI_TOOL_ARGUMENTS] = _content(call.arguments)
         with span(f"execute_tool {call.name}", attributes) as current:

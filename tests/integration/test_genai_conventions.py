@@ -93,7 +93,8 @@ async def test_a_runs_spans_and_metrics_follow_the_genai_conventions_through_an_
     (agent,) = [s for s in spans if s.name == "invoke_agent adder"]
     invoked = attributes(agent.attributes)
     assert invoked["gen_ai.operation.name"] == "invoke_agent"
-    assert (invoked["gen_ai.agent.name"], invoked["gen_ai.conversation.id"]) == ("adder", run_id)
+    assert (invoked["gen_ai.agent.name"], invoked["chamvi.run.id"]) == ("adder", run_id)
+    assert "gen_ai.conversation.id" not in invoked  # a run is no conversation; a turn of one would be
     assert (invoked["gen_ai.provider.name"], invoked["gen_ai.request.model"]) == ("openai", "test-model")
     assert (invoked["gen_ai.usage.input_tokens"], invoked["gen_ai.usage.output_tokens"]) == (22, 10)
     assert agent.kind == Span.SpanKind.SPAN_KIND_INTERNAL
@@ -114,6 +115,8 @@ async def test_a_runs_spans_and_metrics_follow_the_genai_conventions_through_an_
     executed = attributes(tool.attributes)
     assert (executed["gen_ai.operation.name"], executed["gen_ai.tool.name"]) == ("execute_tool", "add")
     assert executed["gen_ai.tool.call.id"] == "call_1"
+    assert (executed["gen_ai.tool.type"], executed["chamvi.run.id"]) == ("function", run_id)
+    assert tool.kind == Span.SpanKind.SPAN_KIND_INTERNAL
 
     metrics = {m.name: m for m in metrics_of(collector)}
     usage = metrics["gen_ai.client.token.usage"]

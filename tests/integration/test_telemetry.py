@@ -8,6 +8,7 @@ way the README tells a user to set it up.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -209,7 +210,8 @@ async def test_a_run_with_an_approval_is_one_trace_from_the_http_request_to_each
     assert (first["gen_ai.usage.input_tokens"], first["gen_ai.usage.output_tokens"]) == (10, 5)
     assert first["gen_ai.response.finish_reasons"] == ("tool_calls",)
     assert last["gen_ai.response.finish_reasons"] == ("stop",)
-    assert first["gen_ai.conversation.id"] == last["gen_ai.conversation.id"]
+    assert first["chamvi.run.id"] == last["chamvi.run.id"]
+    assert "gen_ai.conversation.id" not in first  # the run is no turn of a conversation
 
     # the tool ran twice: once to ask for the approval, once after it, both under the run
     tools = spans.named("execute_tool ship")
@@ -229,7 +231,8 @@ async def test_a_run_with_an_approval_is_one_trace_from_the_http_request_to_each
     agent_attributes = dict(invoked.attributes or {})
     assert agent_attributes["gen_ai.operation.name"] == "invoke_agent"
     assert agent_attributes["gen_ai.agent.name"] == agent
-    assert agent_attributes["gen_ai.conversation.id"] == first["gen_ai.conversation.id"]
+    assert agent_attributes["chamvi.run.id"] == first["chamvi.run.id"]
+    assert "gen_ai.conversation.id" not in agent_attributes
     assert agent_attributes["gen_ai.usage.input_tokens"] == 20
     assert agent_attributes["chamvi.run.status"] == "completed"
 
@@ -252,6 +255,16 @@ async def test_spans_carry_messages_arguments_and_results_only_when_asked(
     assert "ARGUMENT-SECRET" in str(first["gen_ai.output.messages"])
     assert "RESULT-SECRET" in str(last["gen_ai.input.messages"])
     assert "REPLY-SECRET" in str(last["gen_ai.output.messages"])
+    # the conventions' JSON form: messages of typed parts, the answer with its finish reason
+    sent = json.loads(str(first["gen_ai.input.messages"]))
+    assert sent[0]["role"] == "user" and sent[0]["parts"][0]["type"] == "text"
+    (answer,) = json.loads(str(first["gen_ai.output.messages"]))
+    assert (answer["role"], answer["finish_reason"]) == ("assistant", "tool_calls")
+    (asked_call,) = [p for p in answer["parts"] if p["type"] == "tool_call"]
+    assert (asked_call["id"], asked_call["name"]) == ("call-1", "ship")
+    later = json.loads(str(last["gen_ai.input.messages"]))
+    (response,) = [p for m in later for p in m["parts"] if p["type"] == "tool_call_response"]
+    assert response["id"] == "call-1" and "RESULT-SECRET" in response["response"]
     asked, done = (dict(t.attributes or {}) for t in spans.named("execute_tool ship"))
     assert "ARGUMENT-SECRET" in str(asked["gen_ai.tool.call.arguments"])
     assert "gen_ai.tool.call.result" not in asked  # an approval request is no result
