@@ -81,25 +81,21 @@ The SDK runs each request's handler in the context of the HTTP request that carr
 
 READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 """The annotations of the tools that only read: the wiki's ``_read`` ... and ``knowledge_search``."""
+
+
+def _writer(*, destructive: bool, idempotent: bool) -> ToolAnnotations:
+    return ToolAnnotations(
+        read_only_hint=False, destructive_hint=destructive, idempotent_hint=idempotent, open_world_hint=False
+    )
+
+
 WRITES: dict[str, ToolAnnotations] = {
-    "create": ToolAnnotations(
-        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-    ),
-    "edit": ToolAnnotations(
-        read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
-    ),
-    "rewrite": ToolAnnotations(
-        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-    ),
-    "supersede": ToolAnnotations(
-        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-    ),
-    "log": ToolAnnotations(
-        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-    ),
-    "retire": ToolAnnotations(
-        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-    ),
+    "create": _writer(destructive=False, idempotent=False),
+    "edit": _writer(destructive=True, idempotent=False),
+    "rewrite": _writer(destructive=True, idempotent=True),
+    "supersede": _writer(destructive=True, idempotent=True),
+    "log": _writer(destructive=False, idempotent=False),
+    "retire": _writer(destructive=True, idempotent=True),
 }
 """The annotations of the wiki's tools that write, by the name after the prefix."""
 
