@@ -1,4 +1,4 @@
-"""One long-lived MCP session per declared server per worker process, owned by the plugin.
+"""One long-lived MCP session per declared server per worker, held by its runtime (``AppRuntime``).
 
 A stdio server is started once and stays up; an HTTP server keeps one session. Listings and calls of
 every run the worker serves share it (MCP multiplexes requests on a session), so a call pays no
