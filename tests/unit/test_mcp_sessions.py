@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from chamvi import mcp_server
+from chamvi import App, ChamviPlugin, mcp_server
 from chamvi.mcp_sessions import McpSessions
 
 
@@ -31,3 +31,10 @@ def test_one_session_per_server_and_another_for_a_server_declared_anew() -> None
     assert sessions.session(server) is sessions.session(server)
     other = mcp_server("docs", url="http://127.0.0.1:2/mcp")
     assert sessions.session(other) is not sessions.session(server)
+
+
+def test_each_workers_runtime_holds_its_own_sessions_and_the_app_none() -> None:
+    app = App(agents=[], mcp_servers=[mcp_server("docs", url="http://127.0.0.1:1/mcp")])
+    first, second = ChamviPlugin(app, start_collections=False), ChamviPlugin(app, start_collections=False)
+    assert first.runtime.mcp_sessions is not second.runtime.mcp_sessions
+    assert not any(isinstance(v, McpSessions) for v in vars(app).values())
