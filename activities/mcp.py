@@ -6,16 +6,16 @@ from temporalio import activity
 
 from chamvi._heartbeat import heartbeating
 from chamvi._mcp_client import list_tools
-from chamvi.app import App
+from chamvi.app_runtime import AppRuntime
 from chamvi.constants import ACTIVITY_LIST_MCP_TOOLS
 from chamvi.models import McpListRequest, McpToolList
 
 
 class McpActivities:
-    """Holds the app, whose declared MCP servers the activity reaches."""
+    """Lists the app's declared MCP servers through the worker's sessions (its runtime's)."""
 
-    def __init__(self, app: App) -> None:
-        self.app = app
+    def __init__(self, runtime: AppRuntime) -> None:
+        self.runtime = runtime
 
     @activity.defn(name=ACTIVITY_LIST_MCP_TOOLS)
     async def list_mcp_tools(self, request: McpListRequest) -> McpToolList:
@@ -24,7 +24,7 @@ class McpActivities:
         It heartbeats like a tool call, so a listing on a worker that died is tried again within the
         tool heartbeat timeout rather than the whole tool timeout.
         """
-        server = self.app.mcp_server(request.server)
+        server = self.runtime.app.mcp_server(request.server)
         async with heartbeating():
-            tools = await list_tools(server)
+            tools = await list_tools(server, self.runtime.mcp_sessions)
         return McpToolList(server=server.name, tools=tools)

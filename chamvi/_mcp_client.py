@@ -1,40 +1,46 @@
 """Talking to MCP servers with the official ``mcp`` SDK: listing tools, calling one.
 
-Each listing and each call opens its own connection (a stdio server is started for it), the way
-temporalio's stateless MCP servers work: a call that lives in one activity attempt holds nothing a
-killed worker could leave half open, and a server that restarted between calls is simply reached
-again. A server that cannot be reached, goes away mid-call, or does not answer within the server's
-``timeout`` (else just before the tool timeout would end the attempt) is a
-:class:`McpServerUnavailableError`: a tool error the model reads, which no retry of the attempt
-would change.
+Listings and calls go through the worker's long-lived session of each server
+(:mod:`chamvi.mcp_sessions`). A server that cannot be reached, goes away mid-call, or does not
+answer within the server's ``timeout`` (else just before the tool timeout would end the attempt) is
+a :class:`McpServerUnavailableError`: a tool error the model reads, which no retry of the attempt
+would change; a server that went away is started again by the next call.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import base64
+import json
+from pathlib import PurePosixPath
 from typing import Any, cast
+from urllib.parse import urlsplit
 
-import httpx2
-from mcp import Client
-from mcp.client.stdio import StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, RequestParamsMeta, TextContent
+from mcp.types import (
+    AudioContent,
+    BlobResourceContents,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    RequestParamsMeta,
+    TextContent,
+    TextResourceContents,
+    ToolAnnotations,
+)
+from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, ConfigDict
 from temporalio import activity
 
 from chamvi._heartbeat import doing
+from chamvi.artifacts import artifact_file_part, is_artifact_media_type
 from chamvi.constants import MCP_META_EFFECT_KEY
 from chamvi.errors import InvalidAgentDefinitionError, McpServerUnavailableError, McpToolError
-from chamvi.mcp import McpServer
-from chamvi.models import McpToolInfo
+from chamvi.mcp import McpServer, classify
+from chamvi.mcp_sessions import McpSession, McpSessions, is_disconnect
+from chamvi.models import ImagePart, McpToolHints, McpToolInfo
 from chamvi.tools import TOOL_NAME_PATTERN, Tool, ToolContext
-
-HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
-"""The SDK's own defaults: a server may hold a response stream open for as long as a tool runs
-(the tool activity's timeout bounds the call as a whole)."""
 
 
 class McpArguments(BaseModel):
@@ -75,47 +81,45 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-@asynccontextmanager
-async def _connect(server: McpServer) -> AsyncIterator[Client]:
-    if server.url is not None:
-        async with (
-            httpx2.AsyncClient(headers=dict(server.headers), timeout=HTTP_TIMEOUT) as http,
-            Client(streamable_http_client(server.url, http_client=http), cache=None) as client,
-        ):
-            yield client
-        return
-    assert server.command is not None
-    program, *args = server.command
-    params = StdioServerParameters(command=program, args=args, env=dict(server.env) if server.env else None)
-    async with Client(params, cache=None) as client:
-        yield client
+async def _listing(session: McpSession) -> list[MCPTool]:
+    """The server's whole listing, from the session's cache while its tools did not change."""
+    client = await session.client()
+    if session.tools is not None:
+        return session.tools
+    listed: list[MCPTool] = []
+    cursor: str | None = None
+    while True:
+        page = await client.list_tools(cursor=cursor)
+        listed.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    if session.caches and session.is_open:
+        session.tools = listed
+    return listed
 
 
-async def list_tools(server: McpServer) -> list[McpToolInfo]:
-    """The server's tools the app uses, with the schemas the server gave.
+async def list_tools(server: McpServer, sessions: McpSessions) -> list[McpToolInfo]:
+    """The server's tools the app uses, with the schemas and annotations the server gave.
 
     Raises:
         McpServerUnavailableError: the server could not be reached or failed to answer.
         InvalidAgentDefinitionError: the server lacks a tool ``tools=`` or ``effects=`` names, or
             lists one under a name models refuse.
     """
-    listed = []
     budget = _budget(server)
+    session = sessions.session(server)
     try:
         with doing(f"listing the tools of MCP server {server.name!r}"):
-            async with asyncio.timeout(budget), _connect(server) as client:
-                cursor: str | None = None
-                while True:
-                    page = await client.list_tools(cursor=cursor)
-                    listed.extend(page.tools)
-                    cursor = page.next_cursor
-                    if cursor is None:
-                        break
+            async with asyncio.timeout(budget):
+                listed = await _listing(session)
     except TimeoutError:
         raise McpServerUnavailableError(
             f"MCP server {server.name!r} ({server.where}) did not list its tools within {budget:g} s"
         ) from None
     except Exception as error:
+        if is_disconnect(error):
+            await session.reset()
         raise McpServerUnavailableError(
             f"MCP server {server.name!r} ({server.where}) could not list its tools: {_describe(error)}"
         ) from None
@@ -136,37 +140,115 @@ async def list_tools(server: McpServer) -> list[McpToolInfo]:
             )
     return [
         McpToolInfo(
-            server=server.name, name=t.name, description=t.description or "", input_schema=t.input_schema
+            server=server.name,
+            name=t.name,
+            description=t.description or "",
+            input_schema=t.input_schema,
+            hints=_hints(t.annotations),
         )
         for t in tools
     ]
 
 
-def _output(server: McpServer, tool: str, result: CallToolResult) -> Any:
-    """The result as the model reads it: the text the server wrote, else its structured content.
+def _hints(annotations: ToolAnnotations | None) -> McpToolHints | None:
+    if annotations is None:
+        return None
+    hints = McpToolHints(
+        read_only=annotations.read_only_hint,
+        destructive=annotations.destructive_hint,
+        idempotent=annotations.idempotent_hint,
+        open_world=annotations.open_world_hint,
+    )
+    return hints if hints.given else None
 
-    Text first: servers (the SDK's own) also wrap a plain answer as ``{"result": ...}`` structured
-    content, and the text is what the server meant a model to read. Other blocks (images, resources)
-    are kept as the protocol describes them.
+
+def _structured(result: CallToolResult, texts: list[str]) -> Any:
+    """The structured content, unless it only wraps the text.
+
+    Servers wrap a plain answer as one field (the Python SDK's ``{"result": ...}``, the filesystem
+    server's ``{"content": ...}``); the text is what they meant a model to read.
+    """
+    structured = result.structured_content
+    if structured is None:
+        return None
+    if texts and len(structured) == 1:
+        (value,) = structured.values()
+        if value == "\n".join(texts) or not isinstance(value, dict | list):
+            return None
+    return structured
+
+
+def _media_type(given: str | None, fallback: str = "application/octet-stream") -> str:
+    """``given`` as an artifact's media type (no parameters), else ``fallback``."""
+    bare = (given or "").split(";")[0].strip().lower()
+    return bare if is_artifact_media_type(bare) else fallback
+
+
+async def _item(block: ContentBlock, ctx: ToolContext) -> str | dict[str, Any]:
+    """One content block as a text, or as an image or file part of chamvi's (``chamvi.models.parts``).
+
+    Bytes go to the run's artifacts and the part references them: history keeps the reference, the
+    model gets the bytes as a part of its provider's (``artifact_file_part``'s way).
+    """
+    if isinstance(block, TextContent):
+        return block.text
+    if isinstance(block, ImageContent | AudioContent):
+        media_type = _media_type(block.mime_type)
+        stored = await ctx.artifacts.put(media_type, base64.b64decode(block.data))
+        if media_type.startswith("image/"):
+            return ImagePart(artifact=stored).model_dump(mode="json")
+        return artifact_file_part(stored).model_dump(mode="json")
+    if isinstance(block, EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, TextResourceContents):
+            return f"{resource.uri} ({resource.mime_type or 'text'}):\n{resource.text}"
+        assert isinstance(resource, BlobResourceContents)
+        name = PurePosixPath(urlsplit(resource.uri).path).name or None
+        data = base64.b64decode(resource.blob)
+        stored = await ctx.artifacts.put(_media_type(resource.mime_type), data, name)
+        return artifact_file_part(stored).model_dump(mode="json")
+    # a resource link: the model reads where it is, the server serves it
+    return json.dumps(block.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+async def _output(server: McpServer, tool: str, result: CallToolResult, ctx: ToolContext) -> Any:
+    """The result as history keeps it and the model reads it; never base64 text.
+
+    All text: the text (or the structured content, when the server gave some beyond wrapping the
+    text). With images, audio or embedded files: a list of texts and image and file parts, the
+    bytes stored as the run's artifacts (``ctx.artifacts``), which the workflow hands the model as
+    the parts of the tool's message (``chamvi.models.parts.tool_output_parts``); structured
+    content follows as a JSON text.
     """
     texts = [block.text for block in result.content if isinstance(block, TextContent)]
     if result.is_error:
         raise McpToolError(
             f"MCP tool {tool!r} of server {server.name!r} failed: {' '.join(texts) or 'no message'}"
         )
-    if texts and len(texts) == len(result.content):
+    structured = _structured(result, texts)
+    if len(texts) == len(result.content):
+        if structured is not None or not texts:
+            return structured
         return "\n".join(texts)
-    if result.structured_content is not None:
-        return result.structured_content
-    return [block.model_dump(mode="json", by_alias=True, exclude_none=True) for block in result.content]
+    items = [await _item(block, ctx) for block in result.content]
+    if structured is not None:
+        items.append(json.dumps(structured))
+    if all(isinstance(item, str) for item in items):  # text and resource links only
+        return "\n".join(cast(list[str], items))
+    return items
 
 
 async def call_tool(
-    server: McpServer, tool: str, arguments: dict[str, Any], effect_key: str | None = None
+    server: McpServer,
+    tool: str,
+    arguments: dict[str, Any],
+    sessions: McpSessions,
+    ctx: ToolContext,
 ) -> Any:
     """Calls ``tool`` on ``server`` and returns its output as JSON-able data.
 
-    An effect tool's call carries its effect key in ``_meta`` (``MCP_META_EFFECT_KEY``).
+    An effect tool's call carries its effect key (``ctx.effect_key``) in ``_meta``
+    (``MCP_META_EFFECT_KEY``); files in the result are stored in ``ctx.artifacts``.
 
     Raises:
         McpServerUnavailableError: the server could not be reached, went away during the call, or
@@ -174,11 +256,14 @@ async def call_tool(
         McpToolError: the server answered with an error result.
     """
     # an open map in the SDK's types, whose checker only knows its literal keys
-    meta = cast(RequestParamsMeta, {MCP_META_EFFECT_KEY: effect_key}) if effect_key is not None else None
+    key = ctx.effect_key
+    meta = cast(RequestParamsMeta, {MCP_META_EFFECT_KEY: key}) if key is not None else None
     budget = _budget(server)
+    session = sessions.session(server)
     try:
         with doing(f"tool {tool!r} of MCP server {server.name!r}"):
-            async with asyncio.timeout(budget), _connect(server) as client:
+            async with asyncio.timeout(budget):
+                client = await session.client()
                 result = await client.call_tool(tool, arguments, meta=meta)
     except TimeoutError:
         own = server.timeout is not None and budget == server.timeout.total_seconds()
@@ -189,18 +274,25 @@ async def call_tool(
             "or ActivityTimeouts(tool=...) if the tool is slow"
         ) from None
     except Exception as error:
+        if is_disconnect(error):
+            await session.reset()  # the next call starts the server again
         raise McpServerUnavailableError(
             f"MCP server {server.name!r} ({server.where}) failed during the call to {tool!r}: "
             f"{_describe(error)}"
         ) from None
-    return _output(server, tool, result)
+    return await _output(server, tool, result, ctx)
 
 
-def as_tool(server: McpServer, name: str) -> Tool:
-    """``name`` of ``server`` as a tool the tool runner calls: its trust and effect come from the server."""
+def as_tool(server: McpServer, name: str, sessions: McpSessions, hints: McpToolHints | None = None) -> Tool:
+    """``name`` of ``server`` as a tool the tool runner calls.
+
+    Its trust and effect come from its annotations (``hints``, as the run listed them) and the
+    server's declaration (:func:`chamvi.mcp.classify`).
+    """
+    trust, effect = classify(server, name, hints)
 
     async def call(arguments: McpArguments, ctx: ToolContext) -> Any:
-        return await call_tool(server, name, arguments.model_dump(mode="json"), ctx.effect_key)
+        return await call_tool(server, name, arguments.model_dump(mode="json"), sessions, ctx)
 
     return Tool(
         name=name,
@@ -209,6 +301,6 @@ def as_tool(server: McpServer, name: str) -> Tool:
         input_model=McpArguments,
         context_param="ctx",
         model_param="arguments",
-        effect=server.effects.get(name),
-        trust=server.trust,
+        effect=effect,
+        trust=trust,
     )

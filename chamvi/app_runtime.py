@@ -4,8 +4,9 @@
 views and (in ``chamvi dev``) the HTTP API: the worker's state store and knowledge searcher (as
 provided values over the App's own), its event hub (the App's declared listeners and error hook, and
 the streams that follow runs in this process), its run slots (``chamvi.run_slots``), its artifact
-store, and the tool sets its agents' factories built for the runs it serves. Two workers built from
-one App hold two of these and share nothing but the App's declarations.
+store, its long-lived sessions of the App's MCP servers (``chamvi.mcp_sessions``), and the tool
+sets its agents' factories built for the runs it serves. Two workers built from one App hold two of
+these and share nothing but the App's declarations.
 
 Outside a worker, ``AppRuntime(app)`` runs tools over an in-memory artifact store and no state store
 (``ctx.state`` refuses), which is what unit tests and ``wrap_tools_for_run`` need.
@@ -28,6 +29,7 @@ from chamvi.artifacts import ArtifactStore
 from chamvi.channels import ChannelAccess
 from chamvi.context import Provided
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
+from chamvi.mcp_sessions import McpSessions
 from chamvi.models import AgentSpec
 from chamvi.permissions import PolicyRun
 from chamvi.run_context import Approvals, EffectLedger, RunContext
@@ -104,6 +106,9 @@ class AppRuntime:
         and the streams that follow runs here."""
         self.slots = RunSlots(max_runs)
         """The run slots this worker's model, extract and tool calls take."""
+        self.mcp_sessions = McpSessions()
+        """This worker's sessions of the App's MCP servers: one per server, reused by every run's
+        listings and calls, closed by the plugin when the worker stops."""
         self.state: StateStore | None = None
         """The agents' state store, once the worker opened it (none outside a worker)."""
         self.approval_tokens: ApprovalTokens | None = approval_tokens

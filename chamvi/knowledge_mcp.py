@@ -15,6 +15,11 @@ names, descriptions and input schemas (``knowledge_store_tools`` and ``knowledge
   update (:class:`~chamvi.knowledge.remote.CollectionSearch`): the worker that holds Qdrant searches,
   so this server opens no index and runs beside a worker in local mode.
 
+Every tool is published with its annotations (the readers ``readOnlyHint``; ``_edit``,
+``_rewrite``, ``_supersede`` and ``_retire`` ``destructiveHint``; none reaches outside the wiki and
+its collections: ``openWorldHint: false``), a description of each argument and JSON Schema bounds
+(``top_k``, ``limit``), and the server names itself with the package's version.
+
 Outside a run there is no durable approval and no effect ledger: a call runs once, as the MCP client
 makes it. Errors a tool raises on purpose reach the client as tool errors with their message.
 
@@ -29,6 +34,7 @@ import functools
 import ipaddress
 from collections.abc import Callable, Sequence
 from contextvars import ContextVar
+from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated, Any
 
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
@@ -37,6 +43,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import Tool as MCPTool
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -54,7 +61,7 @@ from chamvi.knowledge.remote import CollectionSearch
 from chamvi.knowledge.search import MAX_TOP_K, knowledge_tools
 from chamvi.knowledge_store._types import RETIRED
 from chamvi.knowledge_store.protocol import KnowledgeStore
-from chamvi.knowledge_store.tools import knowledge_store_tools
+from chamvi.knowledge_store.tools import MAX_SEARCH_LIMIT, knowledge_store_tools
 from chamvi.permissions import has_permission
 from chamvi.tools import Tool
 
@@ -70,6 +77,71 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 _CALLER: ContextVar[Token | None] = ContextVar("chamvi_mcp_caller", default=None)
 """The token of the HTTP request being served; None over stdio (the person who started the server).
 The SDK runs each request's handler in the context of the HTTP request that carried it."""
+
+
+READS = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+"""The annotations of the tools that only read: the wiki's ``_read`` ... and ``knowledge_search``."""
+
+
+def _writer(*, destructive: bool, idempotent: bool) -> ToolAnnotations:
+    return ToolAnnotations(
+        read_only_hint=False, destructive_hint=destructive, idempotent_hint=idempotent, open_world_hint=False
+    )
+
+
+WRITES: dict[str, ToolAnnotations] = {
+    "create": _writer(destructive=False, idempotent=False),
+    "edit": _writer(destructive=True, idempotent=False),
+    "rewrite": _writer(destructive=True, idempotent=True),
+    "supersede": _writer(destructive=True, idempotent=True),
+    "log": _writer(destructive=False, idempotent=False),
+    "retire": _writer(destructive=True, idempotent=True),
+}
+"""The annotations of the wiki's tools that write, by the name after the prefix."""
+
+ARGUMENTS: dict[str, dict[str, Any]] = {
+    "id": {"description": "The page's id, <type>/<slug> ('concept/refunds'); the index lists every page."},
+    "query": {"description": "What to look for, in words."},
+    "limit": {"description": "The most pages to return.", "minimum": 1, "maximum": MAX_SEARCH_LIMIT},
+    "type": {"description": "The page's type (one of the types the tool's description lists)."},
+    "slug": {"description": "The last part of the page's id: lowercase words joined by '-'."},
+    "title": {"description": "A short title of the page."},
+    "content": {"description": "The page's content in markdown; leave it out to get the type's template."},
+    "fields": {"description": "Front-matter fields to set (strings or lists of strings); null removes one."},
+    "old_text": {"description": "The exact text to replace; it must occur exactly once in the page."},
+    "new_text": {"description": "The text that replaces it."},
+    "by": {"description": "The id of the page that replaces this one (create it first)."},
+    "reason": {"description": "Why, in a sentence: it is kept on the page."},
+    "operation": {"description": "The kind of work in a word: ingest, query, lint, ..."},
+    "what": {"description": "What was done, in one line."},
+    "pages": {"description": "The ids of the pages the work touched."},
+    "collection": {"description": "Search this collection only; left out, every collection served here."},
+}
+"""Each argument's description and bounds, published in the tools' input schemas."""
+
+
+def package_version() -> str:
+    """The installed chamvi-temporal's version, the server's ``serverInfo.version``."""
+    try:
+        return version("chamvi-temporal")
+    except PackageNotFoundError:  # a checkout that is not installed
+        return "0+unknown"
+
+
+def _described(schema: dict[str, Any], top_k: int) -> dict[str, Any]:
+    """``schema`` with each argument's description and bounds (``top_k`` with its default)."""
+    properties = {
+        name: {**spec, **ARGUMENTS.get(name, {})} for name, spec in schema.get("properties", {}).items()
+    }
+    if "top_k" in properties:
+        properties["top_k"] = {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_TOP_K,
+            "default": top_k,
+            "description": f"The most passages to return (1 to {MAX_TOP_K}; {top_k} when left out).",
+        }
+    return {**schema, "properties": properties}
 
 
 class RetireAnswer(BaseModel):
@@ -94,13 +166,20 @@ def _tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 class _KnowledgeServer(MCPServer):
     """An ``MCPServer`` that lists the write tools only to a caller that may write."""
 
-    def __init__(self) -> None:
-        super().__init__(SERVER_NAME, log_level="WARNING")
+    def __init__(self, top_k: int = 5) -> None:
+        super().__init__(SERVER_NAME, version=package_version(), log_level="WARNING")
         self.writing: set[str] = set()
+        self.top_k = top_k
 
     async def list_tools(self) -> list[MCPTool]:
-        """The tools; without the write ones for an HTTP caller whose token lacks ``knowledge:write``."""
-        tools = await super().list_tools()
+        """The tools, their arguments described and bounded.
+
+        Without the write ones for an HTTP caller whose token lacks ``knowledge:write``.
+        """
+        tools = [
+            listed.model_copy(update={"input_schema": _described(listed.input_schema, self.top_k)})
+            for listed in await super().list_tools()
+        ]
         if _may_write(_CALLER.get()):
             return tools
         return [listed for listed in tools if listed.name not in self.writing]
@@ -118,9 +197,7 @@ def _writing(fn: Callable[..., Any]) -> Callable[..., Any]:
         caller = _CALLER.get()
         if not _may_write(caller):
             assert caller is not None
-            raise ToolError(
-                f"token {caller.id!r} lacks the permission {WRITE_PERMISSION!r} this tool needs"
-            )
+            raise ToolError(f"token {caller.id!r} lacks the permission {WRITE_PERMISSION!r} this tool needs")
         return await fn(*args, **kwargs)
 
     return call
@@ -173,15 +250,16 @@ def knowledge_server(
             f"knowledge_server: the wiki's {SEARCH} would hide the collections' one: give the wiki's tools "
             "another prefix (e.g. prefix='wiki')"
         )
-    server = _KnowledgeServer()
+    server = _KnowledgeServer(top_k)
     if store is not None:
         for wiki_tool in knowledge_store_tools(store, interactive=interactive, prefix=prefix):
             if wiki_tool.effect is not None and not write:
                 continue
+            annotations = WRITES.get(wiki_tool.name.removeprefix(f"{prefix}_"), READS)
             if wiki_tool.name == f"{prefix}_retire":
-                _add(server, wiki_tool, _retire(store))
+                _add(server, wiki_tool, _retire(store), annotations)
             else:
-                _add(server, wiki_tool, wiki_tool.fn)
+                _add(server, wiki_tool, wiki_tool.fn, annotations)
     if collections:
         if search is None:
             raise InvalidAgentDefinitionError(
@@ -189,16 +267,18 @@ def knowledge_server(
                 "search=CollectionSearch(client)"
             )
         searching = knowledge_tools(collections=collections, top_k=top_k)[0]
-        _add(server, searching, _search(search, list(dict.fromkeys(collections)), top_k))
+        _add(server, searching, _search(search, list(dict.fromkeys(collections)), top_k), READS)
     return server
 
 
-def _add(server: _KnowledgeServer, described: Tool, fn: Callable[..., Any]) -> None:
+def _add(
+    server: _KnowledgeServer, described: Tool, fn: Callable[..., Any], annotations: ToolAnnotations
+) -> None:
     served = _tool_errors(fn)
     if described.effect is not None:  # the wiki's effect tools are the ones that write
         server.writing.add(described.name)
         served = _writing(served)
-    server.add_tool(served, name=described.name, description=described.description)
+    server.add_tool(served, name=described.name, description=described.description, annotations=annotations)
 
 
 def allowed_hosts(host: str, named: Sequence[str] = ()) -> list[str]:

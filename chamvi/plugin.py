@@ -287,7 +287,7 @@ class ChamviPlugin(SimplePlugin):
             knowledge.knowledge_pass,
             knowledge.knowledge_request_sync,
             knowledge.knowledge_search,
-            McpActivities(app).list_mcp_tools,
+            McpActivities(runtime).list_mcp_tools,
             StateActivities(StateViews(app, state, runtime.agents)).state_list,
             ScheduleActivities(runtime.agents).dispatch_scheduled,
         ]
@@ -324,6 +324,7 @@ class ChamviPlugin(SimplePlugin):
                     await asyncio.gather(task, return_exceptions=True)
             await self.runtime.events.close()
             await self.app.errors.drain()
+            await self.runtime.mcp_sessions.close()
             await self.close()
 
     async def _start_lifecycle_channels(self, client: Client, task_queue: str) -> None:

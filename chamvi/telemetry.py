@@ -9,7 +9,13 @@ Where the spans come from, so that one trace follows a run from the HTTP request
   ``RunActivity``, ``HandleSignal``..., carried across processes in Temporal's headers;
 - ``ChamviTelemetry`` (added by ``ChamviPlugin``), inside each ``RunActivity`` span: ``chat <model>``,
   ``execute_tool <tool>`` and ``knowledge pass <collection>``, with the GenAI semantic conventions'
-  attributes; ``KnowledgeSearch`` adds ``knowledge search``.
+  attributes; ``KnowledgeSearch`` adds ``knowledge search``;
+- ``invoke_agent <agent>`` for each run, with the run's real start and end, made when the run ends
+  (``chamvi._workflow_spans``) under the trace the run was started in.
+
+The conventions' metrics ``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration``
+(histograms with the conventions' attributes and bucket boundaries) are recorded for each model
+call, beside chamvi's own.
 
 No span carries a message, a tool's arguments or result, a search query or a trigger payload unless
 ``capture_content`` is on (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``): traces often
@@ -26,31 +32,45 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 from temporalio import activity
 from temporalio.client import Interceptor as ClientInterceptor
+from temporalio.common import MetricMeter
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.runtime import OpenTelemetryConfig, PrometheusConfig, Runtime, TelemetryConfig
 from temporalio.worker import (
     ActivityInboundInterceptor,
     ExecuteActivityInput,
     Interceptor,
+    WorkflowInboundInterceptor,
+    WorkflowInterceptorClassInput,
 )
 
 from chamvi import constants as c
-from chamvi._spans import failed, span
+from chamvi._genai_messages import input_messages, output_messages
+from chamvi._spans import ERROR_TYPE, failed, span
+from chamvi._workflow_spans import INVOKE_AGENT_EXTERN, AgentRunSpans, RunEnded, conversation_id
 from chamvi.app import App
 from chamvi.errors import ChamviError, ChamviValidationError
-from chamvi.models import CollectionMeta, ModelRequest, ModelResponse, PassRequest, ToolRequest, ToolResult
+from chamvi.models import (
+    CollectionMeta,
+    ModelRequest,
+    ModelResponse,
+    PassRequest,
+    ToolRequest,
+    ToolResult,
+    Usage,
+)
 from chamvi.settings import Settings
 
 if TYPE_CHECKING:
+    from chamvi.providers import ChatModel
     from chamvi.runtime_agents import RuntimeAgents
 
 # GenAI semantic conventions (opentelemetry.io/docs/specs/semconv/gen-ai/), spelled out here rather
@@ -70,6 +90,25 @@ GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"
 GEN_AI_TOOL_ARGUMENTS = "gen_ai.tool.call.arguments"
 GEN_AI_TOOL_RESULT = "gen_ai.tool.call.result"
+GEN_AI_RESPONSE_MODEL = "gen_ai.response.model"
+GEN_AI_RESPONSE_ID = "gen_ai.response.id"
+GEN_AI_AGENT_ID = "gen_ai.agent.id"
+GEN_AI_TOKEN_TYPE = "gen_ai.token.type"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+CHAMVI_RUN_ID = "chamvi.run.id"
+"""The run a span belongs to; a run is not a conversation (``gen_ai.conversation.id``), a turn of one is."""
+
+METRIC_TOKEN_USAGE = "gen_ai.client.token.usage"
+METRIC_OPERATION_DURATION = "gen_ai.client.operation.duration"
+TOKEN_USAGE_BUCKETS = tuple(4**n for n in range(14))  # 1, 4, 16, ... 67108864
+"""The conventions' ``ExplicitBucketBoundaries`` of ``gen_ai.client.token.usage``."""
+OPERATION_DURATION_BUCKETS = tuple(round(0.01 * 2**n, 2) for n in range(14))  # 0.01, 0.02, ... 81.92
+"""The conventions' ``ExplicitBucketBoundaries`` of ``gen_ai.client.operation.duration`` (seconds)."""
+GEN_AI_BUCKETS: Mapping[str, Sequence[float]] = {
+    METRIC_TOKEN_USAGE: TOKEN_USAGE_BUCKETS,
+    METRIC_OPERATION_DURATION: OPERATION_DURATION_BUCKETS,
+}
 
 
 def client_interceptors(settings: Settings) -> list[ClientInterceptor]:
@@ -86,6 +125,13 @@ def client_interceptors(settings: Settings) -> list[ClientInterceptor]:
 
 _ADDRESS = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):([0-9]{1,5})$")
 _RUNTIMES: dict[tuple[object, ...], Runtime] = {}
+_OTLP_RUNTIMES: set[int] = set()
+"""The runtimes chamvi built to export by OTLP, where metric names keep the conventions' dots."""
+
+
+def prometheus_name(name: str) -> str:
+    """A conventions' metric name as Prometheus spells it (``gen_ai_client_token_usage``)."""
+    return name.replace(".", "_")
 
 
 def _metrics_config(settings: Settings) -> PrometheusConfig | OpenTelemetryConfig | None:
@@ -95,10 +141,16 @@ def _metrics_config(settings: Settings) -> PrometheusConfig | OpenTelemetryConfi
             raise ChamviValidationError(
                 f"CHAMVI_METRICS_ADDRESS {settings.metrics_address!r} is not host:port, e.g. '0.0.0.0:9464'"
             )
-        return PrometheusConfig(bind_address=settings.metrics_address)
+        return PrometheusConfig(
+            bind_address=settings.metrics_address,
+            histogram_bucket_overrides={prometheus_name(k): v for k, v in GEN_AI_BUCKETS.items()},
+        )
     if settings.otlp_endpoint is not None:
         return OpenTelemetryConfig(
-            url=f"{settings.otlp_endpoint}/v1/metrics", headers=dict(settings.otlp_headers) or None, http=True
+            url=f"{settings.otlp_endpoint}/v1/metrics",
+            headers=dict(settings.otlp_headers) or None,
+            http=True,
+            histogram_bucket_overrides=dict(GEN_AI_BUCKETS),
         )
     return None
 
@@ -126,6 +178,8 @@ def temporal_runtime(settings: Settings) -> Runtime | None:
                 "choose a free port"
             ) from None
         _RUNTIMES[key] = runtime
+        if isinstance(config, OpenTelemetryConfig):
+            _OTLP_RUNTIMES.add(id(runtime))
     return runtime
 
 
@@ -188,6 +242,66 @@ class ChamviTelemetry(Interceptor):
         """Wraps chamvi's model, tool and pass activities; others run as they are."""
         return _ActivityTelemetry(next, self)
 
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor] | None:
+        """Each ``AgentRun`` reports its end to :meth:`invoke_agent_span`, which makes its span."""
+        input.unsafe_extern_functions[INVOKE_AGENT_EXTERN] = self.invoke_agent_span
+        return AgentRunSpans
+
+    def model_ref(self, agent: str) -> str | None:
+        """The model ref the agent runs on, or None for an agent the app does not serve."""
+        try:
+            return self.app.model_for(self.app.agent(agent))[0]
+        except ChamviError:  # the activity itself reports an unknown agent
+            return None
+
+    def invoke_agent_span(self, run: RunEnded) -> None:
+        """The run's ``invoke_agent`` span, from its start to its end, in the trace it was started in."""
+        ref = self.model_ref(run.agent) or "unknown"
+        provider, _, model = ref.partition("/")
+        attributes: dict[str, AttributeValue] = {
+            GEN_AI_OPERATION: "invoke_agent",
+            GEN_AI_PROVIDER: provider,
+            GEN_AI_REQUEST_MODEL: model or provider,
+            GEN_AI_AGENT: run.agent,
+            GEN_AI_AGENT_ID: run.agent,
+            **({GEN_AI_CONVERSATION: run.conversation_id} if run.conversation_id else {}),
+            CHAMVI_RUN_ID: run.run_id,
+            GEN_AI_INPUT_TOKENS: run.input_tokens,
+            GEN_AI_OUTPUT_TOKENS: run.output_tokens,
+            "chamvi.run.status": run.status,
+        }
+        context = propagate.extract(run.carrier) if run.carrier else None
+        current = trace.get_tracer("chamvi").start_span(
+            f"invoke_agent {run.agent}",
+            context,
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=run.start_ns,
+        )
+        if run.error is not None:
+            failed(current, run.error)
+        current.end(end_time=max(run.end_ns, run.start_ns))
+
+
+def _conversation(request: object) -> dict[str, AttributeValue]:
+    """``gen_ai.conversation.id`` of a model call that is a turn of a conversation, else nothing.
+
+    Read from the request's ``conversation`` when it has one (``ModelRequest.conversation.id``, which
+    conversations add; see :func:`chamvi._workflow_spans.conversation_id`).
+    """
+    found = conversation_id(request)
+    return {GEN_AI_CONVERSATION: found} if found else {}
+
+
+def _server(model: ChatModel) -> dict[str, AttributeValue]:
+    """``server.address`` and ``server.port`` of a chat model's calls, when its provider says."""
+    server = getattr(model, "server", None)
+    if not (isinstance(server, tuple) and len(server) == 2):
+        return {}
+    return {SERVER_ADDRESS: str(server[0]), SERVER_PORT: int(server[1])}
+
 
 class _ActivityTelemetry(ActivityInboundInterceptor):
     def __init__(self, next: ActivityInboundInterceptor, root: ChamviTelemetry) -> None:
@@ -205,44 +319,64 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
             return await self._pass(input, request)
         return await self.next.execute_activity(input)
 
-    async def _model_ref(self, agent: str, revision: int | None) -> str | None:
+    async def _model_of(self, agent: str, revision: int | None) -> tuple[str, ChatModel] | None:
+        """The agent's model ref and model object (a runtime agent's revision's); None if unknown."""
         app, agents = self.root.app, self.root.agents
         try:
             if revision is not None and agents is not None:
-                return app.model_for(await agents.agent(agent, revision))[0]
-            return app.model_for(app.agent(agent))[0]
+                return app.model_for(await agents.agent(agent, revision))
+            return app.model_for(app.agent(agent))
         except ChamviError:  # the activity itself reports an unknown agent
             return None
 
     async def _model(self, input: ExecuteActivityInput, request: ModelRequest) -> Any:
-        ref = await self._model_ref(request.agent, request.revision) or "unknown"
+        found = await self._model_of(request.agent, request.revision)
+        ref = found[0] if found is not None else "unknown"
         provider, _, model = ref.partition("/")
-        attributes: dict[str, AttributeValue] = {
+        server = _server(found[1]) if found is not None else {}
+        conventional: dict[str, AttributeValue] = {
             GEN_AI_OPERATION: "chat",
             GEN_AI_PROVIDER: provider,
             GEN_AI_REQUEST_MODEL: model or provider,
+            **server,
+        }
+        attributes: dict[str, AttributeValue] = {
+            **conventional,
             GEN_AI_AGENT: request.agent,
-            GEN_AI_CONVERSATION: request.run_id,
+            **_conversation(request),
+            CHAMVI_RUN_ID: request.run_id,
             "chamvi.step": request.step,
         }
         if self.root.capture_content:
-            attributes[GEN_AI_INPUT_MESSAGES] = _content([m.model_dump(mode="json") for m in request.delta])
-        with span(f"chat {model or provider}", attributes, SpanKind.CLIENT) as current:
-            response = await self.next.execute_activity(input)
-            if not isinstance(response, ModelResponse):
-                return response
-            usage = response.usage
-            current.set_attributes(
-                {
-                    GEN_AI_INPUT_TOKENS: usage.input_tokens,
-                    GEN_AI_OUTPUT_TOKENS: usage.output_tokens,
-                    GEN_AI_FINISH_REASONS: [response.finish_reason],
-                }
-            )
-            if self.root.capture_content:
-                current.set_attribute(
-                    GEN_AI_OUTPUT_MESSAGES, _content(response.message.model_dump(mode="json"))
+            attributes[GEN_AI_INPUT_MESSAGES] = input_messages(request.delta)
+        started = time.monotonic()
+        try:
+            with span(f"chat {model or provider}", attributes, SpanKind.CLIENT) as current:
+                response = await self.next.execute_activity(input)
+                if not isinstance(response, ModelResponse):
+                    return response
+                usage = response.usage
+                if response.response_model:
+                    conventional[GEN_AI_RESPONSE_MODEL] = response.response_model
+                current.set_attributes(
+                    {
+                        GEN_AI_INPUT_TOKENS: usage.input_tokens,
+                        GEN_AI_OUTPUT_TOKENS: usage.output_tokens,
+                        GEN_AI_FINISH_REASONS: [response.finish_reason],
+                        **({GEN_AI_RESPONSE_ID: response.response_id} if response.response_id else {}),
+                        **conventional,
+                    }
                 )
+                if self.root.capture_content:
+                    current.set_attribute(
+                        GEN_AI_OUTPUT_MESSAGES, output_messages(response.message, response.finish_reason)
+                    )
+        except BaseException as error:
+            failure = {ERROR_TYPE: str(getattr(error, "code", type(error).__name__))}
+            _record_duration(started, {**conventional, **failure})
+            raise
+        _record_duration(started, conventional)
+        _record_tokens(usage, conventional)
         tokens = activity.metric_meter().create_counter(
             c.METRIC_TOKENS, "Tokens the model provider reported."
         )
@@ -258,13 +392,16 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
             GEN_AI_OPERATION: "execute_tool",
             GEN_AI_TOOL_NAME: call.name,
             GEN_AI_TOOL_CALL_ID: call.id,
-            GEN_AI_TOOL_TYPE: "function",
+            # an MCP server's tool calls out of the agent's process: the conventions' "extension"
+            GEN_AI_TOOL_TYPE: "extension" if request.mcp_server is not None else "function",
             GEN_AI_AGENT: request.agent,
-            GEN_AI_CONVERSATION: request.run_id,
+            CHAMVI_RUN_ID: request.run_id,
             "chamvi.step": request.step,
             "chamvi.tainted": request.tainted,
             "chamvi.approval.decisions": len(request.decisions),
         }
+        if request.mcp_server is not None:
+            attributes["chamvi.mcp.server"] = request.mcp_server
         if self.root.capture_content:
             attributes[GEN_AI_TOOL_ARGUMENTS] = _content(call.arguments)
         with span(f"execute_tool {call.name}", attributes) as current:
@@ -322,3 +459,44 @@ def _count_step(agent: str, kind: str) -> None:
     activity.metric_meter().create_counter(c.METRIC_STEPS, "Model calls and finished tool calls.").add(
         1, {"agent": agent, "kind": kind}
     )
+
+
+def _meter() -> tuple[MetricMeter, bool]:
+    """The process's meter, and whether its names must be Prometheus's.
+
+    Not the activity's own meter: the conventions' metrics carry their attribute sets, not the
+    namespace and task queue Temporal adds to it. Prometheus refuses dots in names (Temporal's
+    runtime drops such a metric), and a runtime does not tell where it exports: the conventions'
+    names go out as they are on the OTLP runtime chamvi builds (``OTEL_EXPORTER_OTLP_ENDPOINT``),
+    and as Prometheus spells them (``gen_ai_client_token_usage``) on any other.
+    """
+    runtime = activity.client().service_client.config.runtime or Runtime.default()
+    return runtime.metric_meter, id(runtime) not in _OTLP_RUNTIMES
+
+
+def _record_duration(started: float, attributes: Mapping[str, AttributeValue]) -> None:
+    meter, prometheus = _meter()
+    name = prometheus_name(METRIC_OPERATION_DURATION) if prometheus else METRIC_OPERATION_DURATION
+    meter.create_histogram_float(name, "GenAI operation duration.", "s").record(
+        time.monotonic() - started, _metric_attributes(attributes, prometheus)
+    )
+
+
+def _record_tokens(usage: Usage, attributes: Mapping[str, AttributeValue]) -> None:
+    meter, prometheus = _meter()
+    name = prometheus_name(METRIC_TOKEN_USAGE) if prometheus else METRIC_TOKEN_USAGE
+    histogram = meter.create_histogram(name, "Number of input and output tokens used.", "{token}")
+    attributes = _metric_attributes(attributes, prometheus)
+    token_type = prometheus_name(GEN_AI_TOKEN_TYPE) if prometheus else GEN_AI_TOKEN_TYPE
+    histogram.record(usage.input_tokens, {**attributes, token_type: "input"})
+    histogram.record(usage.output_tokens, {**attributes, token_type: "output"})
+
+
+def _metric_attributes(
+    attributes: Mapping[str, AttributeValue], prometheus: bool
+) -> dict[str, str | int | float | bool]:
+    return {
+        prometheus_name(k) if prometheus else k: v
+        for k, v in attributes.items()
+        if isinstance(v, str | int | float | bool)
+    }

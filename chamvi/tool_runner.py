@@ -188,7 +188,9 @@ class ToolRunner:
         if server is None or server not in agent.mcp_servers or server not in self.app.mcp_servers:
             return None
         declared = self.app.mcp_servers[server]
-        return as_tool(declared, request.call.name) if declared.offers(request.call.name) else None
+        if not declared.offers(request.call.name):
+            return None
+        return as_tool(declared, request.call.name, self.runtime.mcp_sessions, request.mcp_hints)
 
 
 @dataclass(frozen=True)
@@ -307,8 +309,7 @@ async def _call(
             )
             if not decision.approved:
                 raise ToolDeniedError(
-                    f"{tool.name!r} was denied: "
-                    f"{decision.reason or 'the run is tainted and nobody approved'}"
+                    f"{tool.name!r} was denied: {decision.reason or 'the run is tainted and nobody approved'}"
                 )
         output = await (_run_effect(tool, arguments, ctx) if tool.effect else tool.invoke(arguments, ctx))
         if hooks.after_tool_execution is not None:

@@ -105,6 +105,7 @@ class AgentRunWorkflow:
 
     Its queries and search attributes are how the CLI, the HTTP API and the Temporal UI see a run.
     """
+
     def __init__(self) -> None:
         self._input: RunInput | None = None
         self._spec: AgentSpec | None = None
@@ -446,6 +447,7 @@ class AgentRunWorkflow:
         decisions: list[ApprovalDecision] = []
         waits = 0
         started = workflow.now()
+        listed = next((t for t in self._mcp_tools if t.name == call.name), None)
         while True:
             result = await call_activity(
                 c.ACTIVITY_CALL_TOOL,
@@ -457,7 +459,8 @@ class AgentRunWorkflow:
                     trigger=self._require_input().envelope().model_copy(update={"payload": None}),
                     decisions=decisions,
                     tainted=self._taint is not None,
-                    mcp_server=next((t.server for t in self._mcp_tools if t.name == call.name), None),
+                    mcp_server=listed.server if listed is not None else None,
+                    mcp_hints=listed.hints if listed is not None else None,
                     artifact_count=self._artifact_count,
                     approval_waits=waits,
                     revision=spec.revision,

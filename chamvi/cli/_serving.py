@@ -20,7 +20,7 @@ from temporalio.worker import Worker
 from chamvi.app import App
 from chamvi.approval_tokens import approval_tokens
 from chamvi.cli._common import connect_or_fail
-from chamvi.dev import DevServer
+from chamvi.dev import DevServer, write_stack
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.http import Token, build_api
 from chamvi.http.process import ApiSocket, dev_tokens, listen
@@ -237,6 +237,8 @@ async def _serve_dev(
         runtime=plugin.runtime,
         approval_tokens=plugin.runtime.approval_tokens or approval_tokens(settings),
     )
+    # so that `chamvi mcp --data DATA` started by an MCP host (without TEMPORAL_ADDRESS) finds the stack
+    stack = write_stack(config.data, config.address, config.namespace, settings.task_queue)
     watcher = asyncio.ensure_future(_watch(server, stop))
     try:
         echo(f"Temporal UI at http://localhost:{config.ui} (namespace {config.namespace!r})")
@@ -255,6 +257,8 @@ async def _serve_dev(
             echo(f"API token (all permissions, in {config.data / 'api-token'}): {generated}")
         await run_worker(worker, stop, echo, api_socket.serve(api), before_shutdown=plugin.stop_channels)
     finally:
+        with contextlib.suppress(OSError):
+            stack.unlink()
         watcher.cancel()
         await asyncio.gather(watcher, return_exceptions=True)
     died = watcher.exception() if watcher.done() and not watcher.cancelled() else None

@@ -17,6 +17,9 @@ import uvicorn
 from chamvi.cli._common import connect_or_fail, temporal_options
 from chamvi.cli.kb import _open, kb_dir_option, root_type_option
 from chamvi.cli.knowledge import _require_collection
+from chamvi.cli.stack import data_option
+from chamvi.constants import TASK_QUEUE
+from chamvi.dev import read_stack
 from chamvi.errors import ChamviError
 from chamvi.http.auth import Token, required_tokens
 from chamvi.knowledge.remote import CollectionSearch
@@ -81,6 +84,7 @@ DEFAULT_MCP_PORT = 8765
     show_default=True,
     help="With --transport http: the port.",
 )
+@data_option("The data folder of a running `chamvi dev`, whose Temporal it reaches without --address.")
 @temporal_options()
 def mcp(
     kb_dir: Path | None,
@@ -94,6 +98,7 @@ def mcp(
     host: str,
     hosts: tuple[str, ...],
     port: int,
+    data: Path,
     settings: Settings,
 ) -> None:
     """Serve the knowledge tools over MCP: a wiki's (--kb) and knowledge_search (--collection).
@@ -101,7 +106,9 @@ def mcp(
     With --transport stdio (the default) a host such as a desktop assistant starts this command and
     talks to it on stdin/stdout; with http it serves streamable HTTP at http://HOST:PORT/mcp to the
     bearer tokens of CHAMVI_TOKENS (knowledge:read; knowledge:write for the write tools). The wiki's
-    write tools are served only with --write.
+    write tools are served only with --write. Without --address (or TEMPORAL_ADDRESS), a `chamvi dev`
+    running on the data folder (--data) is found by itself: an MCP host starts this command without
+    the project's environment.
     """
     if kb_dir is None and not collections:
         raise click.ClickException(
@@ -112,6 +119,7 @@ def mcp(
     if interactive and not write:
         raise click.ClickException("--interactive serves knowledge_retire, a write tool: give --write too")
     tokens = _http_tokens(settings, host, hosts) if transport == "http" else []
+    settings = beside_dev_stack(settings, data)
     store: KnowledgeStore | None = _open(kb_dir, root_type) if kb_dir is not None else None
 
     async def serve() -> None:
@@ -142,6 +150,22 @@ def mcp(
             await uvicorn.Server(config).serve()
 
     asyncio.run(serve())
+
+
+def beside_dev_stack(settings: Settings, data: Path) -> Settings:
+    """The settings, with the address, namespace and task queue of a ``chamvi dev`` running on ``data``.
+
+    Only where nothing else chose them: an address given (``--address``, ``TEMPORAL_ADDRESS``) wins,
+    and so do a namespace and a task queue other than the defaults.
+    """
+    stack = read_stack(data.resolve())
+    if stack is None or settings.temporal_address is not None:
+        return settings
+    return settings.with_overrides(
+        temporal_address=stack.get("address"),
+        temporal_namespace=settings.temporal_namespace or stack.get("namespace"),
+        task_queue=stack.get("task_queue") if settings.task_queue == TASK_QUEUE else None,
+    )
 
 
 def _http_tokens(settings: Settings, host: str, hosts: tuple[str, ...]) -> list[Token]:

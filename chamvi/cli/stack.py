@@ -1,7 +1,7 @@
 """The local stack: ``chamvi dev``, ``chamvi worker`` and ``chamvi check``.
 
 ``chamvi dev`` runs a Temporal dev server and a worker; ``chamvi check`` loads the app and reports
-problems, starting nothing.
+problems, starting nothing but the app's MCP servers (to list their tools, then stop them).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.knowledge import KnowledgeCollection, Source
 from chamvi.lifecycle import check_index, close_index, index_location, open_index
+from chamvi.mcp import classify
 from chamvi.schedules import describe_interval
 from chamvi.settings import Settings, openai_credentials, publish_data_folder
 from chamvi.telemetry import exporting_traces
@@ -110,7 +111,7 @@ def with_knowledge_routes(
     return settings
 
 
-def _data_option(help_text: str) -> Callable[[F], F]:
+def data_option(help_text: str) -> Callable[[F], F]:
     """``--data``, read from ``CHAMVI_DATA``: the one folder for local state."""
     return click.option(
         "--data",
@@ -125,7 +126,7 @@ def _data_option(help_text: str) -> Callable[[F], F]:
 
 @click.command()
 @app_option
-@_data_option("Folder for all local state: the Temporal database and log, the example's outbox.")
+@data_option("Folder for all local state: the Temporal database and log, the example's outbox.")
 @click.option(
     "--port", type=click.IntRange(1, 65535), default=DEFAULT_PORT, show_default=True, help="gRPC port."
 )
@@ -185,7 +186,7 @@ def dev(
 
 @click.command()
 @app_option
-@_data_option("Folder for local state: Qdrant in local mode (unless QDRANT_URL), the example's outbox.")
+@data_option("Folder for local state: Qdrant in local mode (unless QDRANT_URL), the example's outbox.")
 @temporal_options()
 @max_runs_option
 def worker(app_ref: str, data: Path, settings: Settings, max_runs: int | None) -> None:
@@ -268,17 +269,74 @@ def _check_store(app: App, data: Path, problems: list[str], warnings: list[str])
         problems.append(error.message)
 
 
+def _check_mcp_servers(app: App, timeout: float, problems: list[str], lines: list[str]) -> None:
+    """Starts (or reaches) each declared MCP server and lists its tools, as a run would.
+
+    Each has ``timeout`` seconds (or its own ``timeout=``, if shorter); a server that cannot start,
+    fails to answer or lacks a tool the app names is one problem line naming it. Every session is
+    closed (a stdio server's process ends) before the command reports.
+    """
+    if not app.mcp_servers:
+        return
+    from chamvi._mcp_client import list_tools
+    from chamvi.mcp_sessions import McpSessions
+
+    async def listing() -> None:
+        sessions = McpSessions()
+        try:
+            for server in app.mcp_servers.values():
+                try:
+                    async with asyncio.timeout(timeout):
+                        tools = await list_tools(server, sessions)
+                except TimeoutError:
+                    problems.append(
+                        f"MCP server {server.name!r} ({server.where}) did not list its tools within "
+                        f"{timeout:g} s: is the command right, and does it speak MCP on stdio?"
+                    )
+                    continue
+                except ChamviError as error:
+                    problems.append(error.message)
+                    continue
+                guarded = [t.name for t in tools if classify(server, t.name, t.hints)[0].guard_when_tainted]
+                extra = f", guarded once tainted: {', '.join(guarded)}" if guarded else ""
+                lines.append(
+                    f"  MCP server {server.name} ({server.where}): {len(tools)} tool(s): "
+                    f"{', '.join(t.name for t in tools) or 'none'}{extra}"
+                )
+        finally:
+            await sessions.close()
+
+    asyncio.run(listing())
+
+
 @click.command()
 @app_option
-@_data_option("Folder for local state, where the knowledge store (Qdrant in local mode) is read.")
-def check(app_ref: str, data: Path) -> None:
-    """Load the app and report problems, without starting anything.
+@data_option("Folder for local state, where the knowledge store (Qdrant in local mode) is read.")
+@click.option(
+    "--mcp/--no-mcp",
+    "contact_mcp",
+    default=True,
+    show_default=True,
+    help="Start each declared MCP server and list its tools.",
+)
+@click.option(
+    "--mcp-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long each MCP server has to start and list its tools.",
+)
+def check(app_ref: str, data: Path, contact_mcp: bool, mcp_timeout: float) -> None:
+    """Load the app and report problems.
 
     Loading checks the agents (models, tools, channels, MCP servers declared) and the knowledge
     collections (names declared once, embedding models that resolve, folder() paths that are
     directories, sources' own check()). The knowledge store (QDRANT_URL, else Qdrant's folder under
-    --data) is read, never written: a declared collection it holds as a managed one is a problem. MCP
-    servers are not contacted: a run lists their tools.
+    --data) is read, never written: a declared collection it holds as a managed one is a problem.
+    Each declared MCP server is started (a stdio command) or reached (a URL) and its tools listed, as
+    a run would, then closed again (--no-mcp skips it): a wrong command is a problem naming the
+    server.
     """
     app = load_app_or_fail(app_ref)
     problems: list[str] = []
@@ -335,6 +393,8 @@ def check(app_ref: str, data: Path) -> None:
             else f"every {schedule.every}"
         )
         lines.append(f"  schedule {schedule.id}: agent {schedule.agent}, {when}, overlap {schedule.overlap}")
+    if contact_mcp:
+        _check_mcp_servers(app, mcp_timeout, problems, lines)
     for warning in warnings:
         echo_err(f"warning: {warning}")
     for problem in problems:

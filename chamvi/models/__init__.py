@@ -24,7 +24,7 @@ from chamvi.models.knowledge import (
     SyncRequest,
     SyncSignal,
 )
-from chamvi.models.mcp import McpListRequest, McpToolInfo, McpToolList
+from chamvi.models.mcp import McpListRequest, McpToolHints, McpToolInfo, McpToolList
 from chamvi.models.parts import (
     ContentPart,
     FilePart,
@@ -115,6 +115,7 @@ __all__ = [
     "LockRequest",
     "LockState",
     "McpListRequest",
+    "McpToolHints",
     "McpToolInfo",
     "McpToolList",
     "MediaPart",

@@ -7,6 +7,26 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 
+class McpToolHints(BaseModel):
+    """A tool's annotations as its MCP server gave them (``readOnlyHint`` ...); None: not given.
+
+    Only the hints a server sets count (``chamvi.mcp`` turns them into trust and effect defaults):
+    the protocol's own defaults for missing hints (not read-only, destructive, open world) would
+    guard every tool of a server that gives none.
+    """
+
+    read_only: bool | None = None
+    destructive: bool | None = None
+    idempotent: bool | None = None
+    open_world: bool | None = None
+
+    @property
+    def given(self) -> bool:
+        """Whether the server set any hint at all."""
+        hints = (self.read_only, self.destructive, self.idempotent, self.open_world)
+        return any(hint is not None for hint in hints)
+
+
 class McpToolInfo(BaseModel):
     """One tool as its MCP server lists it; the input schema reaches the model as the server wrote it."""
 
@@ -14,6 +34,8 @@ class McpToolInfo(BaseModel):
     name: str
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=dict)
+    hints: McpToolHints | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Its annotations; None for a tool listed without any (and in listings recorded before hints)."""
 
 
 class McpListRequest(BaseModel):

@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 
 from chamvi.errors import ValidationIssue
 from chamvi.models.artifacts import Artifact
+from chamvi.models.mcp import McpToolHints
 from chamvi.models.parts import ContentPart, FilePart, ImagePart, ProviderOptions, TextPart
 
 
@@ -295,6 +296,10 @@ class ModelResponse(_Lean):
     finish_reason: Literal["stop", "tool_calls", "length", "other", "error", "incomplete"] = "stop"
     """``error``: the stream failed after the model began to write (``message`` holds the text so
     far, ``error`` the failure); ``incomplete``: the stream closed without a finish reason."""
+    response_model: str | None = None
+    """The model that answered, as the provider names it (``gpt-4.1-mini-2025-04-14``), if it says."""
+    response_id: str | None = None
+    """The provider's id of the answer (``chatcmpl-...``), if it gives one."""
     output: Any = None
     output_error: str | None = None
     output_issues: list[ValidationIssue] | None = None
@@ -351,6 +356,8 @@ class ToolRequest(BaseModel):
     tainted: bool = False
     mcp_server: str | None = None
     """The MCP server that listed the called tool for this run; None for the agent's own tools."""
+    mcp_hints: McpToolHints | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The annotations the run listed with that MCP tool: they set its trust and effect defaults."""
     artifact_count: int = Field(default=0, exclude_if=lambda v: v == 0)
     """Artifacts the run holds before this call: its ``ctx.artifacts.put`` numbers on from here, so
     a call that runs again (a retry after a crash, after an approval) puts under the same ids."""

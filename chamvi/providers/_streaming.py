@@ -58,6 +58,8 @@ class StreamedAnswer:
         self._wire_finish: str | None = None
         self._finished = False
         self.usage = Usage()
+        self.model: str | None = None
+        self.id: str | None = None
         self.started = False
         """Whether the model has written anything yet: a failure before it is retried, after it not."""
 
@@ -68,6 +70,8 @@ class StreamedAnswer:
 
     def add(self, chunk: ChatCompletionChunk) -> None:
         """Takes one chunk of the stream."""
+        self.model = getattr(chunk, "model", None) or self.model
+        self.id = getattr(chunk, "id", None) or self.id
         if chunk.usage is not None:
             self.usage = Usage(
                 input_tokens=chunk.usage.prompt_tokens or 0, output_tokens=chunk.usage.completion_tokens or 0
@@ -100,6 +104,9 @@ class StreamedAnswer:
 
     def response(self, error: ChamviError | None = None) -> ModelResponse:
         """The step's response: finished, broken by ``error``, or incomplete."""
+        return self._response(error).model_copy(update={"response_model": self.model, "response_id": self.id})
+
+    def _response(self, error: ChamviError | None) -> ModelResponse:
         calls = [
             ToolCall(
                 id=parts.id or f"call_{self._request.step}_{index}",

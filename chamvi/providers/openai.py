@@ -276,6 +276,8 @@ def from_completion(completion: ChatCompletion, request: ChatRequest, ref: str) 
             output_tokens=(usage.completion_tokens or 0) if usage else 0,
         ),
         finish_reason=_finish_reason(choice.finish_reason, bool(calls)),
+        response_model=getattr(completion, "model", None) or None,
+        response_id=getattr(completion, "id", None) or None,
     )
 
 
@@ -360,6 +362,16 @@ class OpenAIChatModel:
     def ref(self) -> str:
         """The name agents declare this model by, and that runs record."""
         return f"openai/{self.model_id}"
+
+    @property
+    def server(self) -> tuple[str, int] | None:
+        """The host and port the calls go to (``server.address``/``server.port`` of its spans)."""
+        try:
+            url = self.client.base_url
+        except Exception:  # no key: no client, and no call either
+            return None
+        port = url.port or (443 if url.scheme == "https" else 80)
+        return (url.host, port) if url.host else None
 
     @property
     def client(self) -> openai.AsyncOpenAI:

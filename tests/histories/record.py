@@ -288,6 +288,24 @@ async def _record_mcp(env: WorkflowEnvironment, task_queue: str, recorded: dict[
             recorded["mcp"] = (await chamvi.wait((await chamvi.dispatch("mcp")).run_id)).run_id
 
 
+async def _record_mcp_files(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run of the npm "everything" server: tools listed with annotations, an image result as a file."""
+    everything = HERE.parents[1] / "tests" / "node" / "node_modules" / ".bin" / "mcp-server-everything"
+    models = ModelRegistry()
+    turns = [call("get-tiny-image"), call("echo", message="hi"), reply("ok")]
+    models.register("scripted/files", ScriptedModel(turns))
+    tools = mcp_tools("everything")
+    agent = define_agent(name="files", model="scripted/files", instructions="x", tools=tools)
+    app = App(
+        agents=[agent],
+        models=models,
+        mcp_servers=[mcp_server("everything", command=[str(everything)])],
+    )
+    async with build_worker(env.client, app, task_queue=task_queue):
+        chamvi = ChamviClient(env.client, task_queue=task_queue)
+        recorded["mcp-files"] = (await chamvi.wait((await chamvi.dispatch("files")).run_id)).run_id
+
+
 async def _record_streams(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
     """Runs whose model stream breaks: mid-answer (finish reason error) and without a finish."""
     call_fragment = {
@@ -514,6 +532,7 @@ RECORDERS: list[tuple[tuple[str, ...], str, Recorder]] = [
     (("knowledge-collection", "knowledge-sync", "knowledge-search"), "-knowledge", _record_knowledge),
     (("knowledge-timing",), "-timing", _record_knowledge_timing),
     (("mcp",), "-mcp", _record_mcp),
+    (("mcp-files",), "-mcp-files", _record_mcp_files),
     (("stream-broken", "stream-incomplete"), "-streams", _record_streams),
     (("artifacts",), "-artifacts", _record_artifacts),
     (("content-parts",), "-parts", _record_content_parts),

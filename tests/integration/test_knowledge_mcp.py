@@ -33,10 +33,14 @@ from temporalio.client import Client as TemporalClient
 
 from chamvi import App, define_agent
 from chamvi.cli import cli
+from chamvi.dev import write_stack
 from chamvi.knowledge import folder, knowledge_collection, knowledge_tools
+from chamvi.knowledge.search import MAX_TOP_K
+from chamvi.knowledge_mcp import package_version
 from chamvi.knowledge_store import FileKnowledgeStore
 from tests.knowledge_helpers import knowledge_worker, new_store, wait_for_passes
 from tests.polling import eventually
+from tests.support.npm import npm_bin
 
 ROOT = Path(__file__).resolve().parents[2]
 READING_TOOLS = {"knowledge_read", "knowledge_index", "knowledge_search", "knowledge_check"}
@@ -422,3 +426,77 @@ async def test_a_collection_no_worker_serves_is_refused_at_the_start(served: Ser
     )
     assert result.exit_code == 1
     assert result.output.strip().startswith("Error: unknown collection 'handbok': known collections are ")
+
+
+async def test_the_sdk_client_reads_the_tools_annotations_argument_descriptions_bounds_and_version(
+    served: Served,
+) -> None:
+    wiki = ["--kb", str(served.wiki), "--prefix", "wiki", "--write", "--top-k", "7"]
+    async with stdio(served, *wiki, "--collection", served.handbook) as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        info = client.server_info
+    assert info is not None and info.name == "knowledge" and info.version == package_version()
+    hints = {
+        name: (t.annotations.read_only_hint, t.annotations.destructive_hint)
+        for name, t in listed.items()
+        if t.annotations is not None
+    }
+    assert hints == {
+        "wiki_read": (True, None),
+        "wiki_index": (True, None),
+        "wiki_search": (True, None),
+        "wiki_check": (True, None),
+        "knowledge_search": (True, None),
+        "wiki_create": (False, False),
+        "wiki_log": (False, False),
+        "wiki_edit": (False, True),
+        "wiki_rewrite": (False, True),
+        "wiki_supersede": (False, True),
+    }
+    assert all(t.annotations is not None and t.annotations.open_world_hint is False for t in listed.values())
+    top_k = listed["knowledge_search"].input_schema["properties"]["top_k"]
+    assert (top_k["minimum"], top_k["maximum"], top_k["default"]) == (1, MAX_TOP_K, 7)
+    assert top_k["description"]
+    limit = listed["wiki_search"].input_schema["properties"]["limit"]
+    assert (limit["minimum"], limit["maximum"]) == (1, 50)
+    for tool in listed.values():
+        for name, spec in tool.input_schema.get("properties", {}).items():
+            assert spec.get("description"), f"{tool.name}.{name} has no description"
+
+
+async def test_the_mcp_inspector_cli_lists_chamvi_mcps_tools_with_their_annotations(served: Served) -> None:
+    inspector = npm_bin("mcp-inspector")
+    wiki = ["--kb", str(served.wiki), "--interactive", "--write"]  # no collection: no Temporal needed
+    command = [inspector, "--cli", sys.executable, "-m", "chamvi.cli", "mcp", *wiki]
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [*command, "--method", "tools/list"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        cwd=ROOT,
+        env={**os.environ},
+    )
+    assert done.returncode == 0, done.stderr
+    tools = {t["name"]: t for t in json.loads(done.stdout)["tools"]}
+    assert tools["knowledge_retire"]["annotations"]["destructiveHint"] is True
+    assert tools["knowledge_read"]["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
+    assert tools["knowledge_search"]["inputSchema"]["properties"]["limit"]["maximum"] == 50
+
+
+async def test_chamvi_mcp_finds_the_chamvi_dev_stack_on_its_data_folder_without_temporal_address(
+    served: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    address, namespace, task_queue = served.argv[1], served.argv[3], served.argv[5]
+    data = tmp_path / "data"
+    data.mkdir()
+    write_stack(data, address, namespace, task_queue)
+    monkeypatch.delenv("TEMPORAL_ADDRESS", raising=False)
+    program = [sys.executable, "-m", "chamvi.cli", "mcp", "--collection", served.handbook]
+    program += ["--data", str(data)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "CHAMVI_"))}
+    params = StdioServerParameters(command=program[0], args=program[1:], env=env, cwd=str(tmp_path))
+    async with Client(params, cache=None) as client:
+        found = await client.call_tool("knowledge_search", {"query": "refunds paid within 14 days"})
+    assert not found.is_error, text(found)
+    assert found.structured_content["matches"][0]["collection"] == served.handbook

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from chamvi import (
     ActivityTimeouts,
     AgentTrust,
     App,
+    Budget,
     ChamviClient,
     RetryPolicies,
     RunStatus,
@@ -33,7 +35,7 @@ from chamvi import (
 )
 from chamvi.cli import cli
 from chamvi.mcp import McpServer
-from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, call, reply
 from chamvi.providers.scripted import ScriptedTurn
 from tests.polling import eventually, until_status
 
@@ -158,7 +160,7 @@ async def test_a_run_lists_an_mcp_servers_tools_and_calls_one_as_its_own_activit
     step = next(s for s in run.steps if s.kind == "tool")
     assert (step.tool, step.output, step.error) == ("lookup", "3 facts about refunds", None)
     offered = {t.name: t for t in model.requests[0].tools}
-    assert set(offered) == {"lookup", "add_note", "fetch_page", "crash", "hang", "refuse"}
+    assert set(offered) == {"lookup", "add_note", "fetch_page", "crash", "hang", "refuse", "pid", "learn"}
     assert offered["lookup"].parameters == LOOKUP_SCHEMA  # the server's schema, as it wrote it
     assert offered["lookup"].description == "Looks a topic up in the handbook."
     seen = "Bearer test" if transport == "http" else None  # stdio has no headers
@@ -276,7 +278,9 @@ async def test_runs_show_names_a_call_in_progress_and_its_attempt(
 
         async def calling() -> RunView | None:
             view = await chamvi.get_run(run_id)
-            return view if view.calls and view.calls[0].doing else None
+            # the run's listing of the server's tools is a call too, before the tool's
+            calls = [c for c in view.calls if c.activity == "chamvi.call_tool" and c.doing]
+            return view.model_copy(update={"calls": calls}) if calls else None
 
         view = await eventually(calling, "a heartbeat naming the call")
         argv = ["runs", "show", run_id, "--address", client.service_client.config.target_host]
@@ -454,3 +458,76 @@ async def test_an_agents_trust_naming_a_tool_no_mcp_server_lists_fails_the_run_n
     assert run.status == RunStatus.FAILED
     assert run.error is not None and run.error.code == "invalid_agent_definition"
     assert "'fetch_pages'" in run.error.message and "'fetch_page'" in run.error.message
+
+
+def _starts(folder: Path) -> int:
+    return (folder / "events.txt").read_text().count("server-started")
+
+
+async def test_twenty_calls_in_one_run_and_a_second_run_share_one_stdio_server_process(
+    chamvi: ChamviClient, running_worker, tmp_path: Path
+) -> None:
+    turns = [call("lookup", topic=f"t{i}") for i in range(20)]
+    model = ScriptedModel([*turns, reply("done")])
+    async with running_worker(one_agent_app(stdio_server(tmp_path), model, budget=Budget(max_steps=30))):
+        run = await chamvi.wait((await chamvi.dispatch("mcp")).run_id)
+        assert run.status == RunStatus.COMPLETED, run.error
+        assert [s.output for s in run.steps if s.kind == "tool"] == [f"3 facts about t{i}" for i in range(20)]
+        model.turns[:] = [call("lookup", topic="again"), reply("done")]
+        again = await chamvi.wait((await chamvi.dispatch("mcp")).run_id)
+        assert again.status == RunStatus.COMPLETED, again.error
+    assert _starts(tmp_path) == 1  # listings and calls of both runs went through one session
+
+
+async def test_a_server_killed_between_two_calls_is_started_again_and_the_run_goes_on(
+    chamvi: ChamviClient, running_worker, tmp_path: Path
+) -> None:
+    async def kill_it(request: ChatRequest) -> ScriptedTurn:
+        server_pid = int(request.messages[-1].content or "0")
+        os.kill(server_pid, signal.SIGKILL)
+        await asyncio.sleep(0.5)  # the worker sees its stdout close
+        return call("lookup", topic="refunds")
+
+    model = ScriptedModel([call("pid"), kill_it, call("pid"), reply("done")])
+    async with running_worker(one_agent_app(stdio_server(tmp_path), model)):
+        run = await chamvi.wait((await chamvi.dispatch("mcp")).run_id)
+    assert run.status == RunStatus.COMPLETED, run.error
+    first, looked_up, second = (s for s in run.steps if s.kind == "tool")
+    assert looked_up.error is None and looked_up.output == "3 facts about refunds"
+    assert first.output != second.output  # another process
+    assert _starts(tmp_path) == 2
+
+
+async def test_a_servers_tools_changed_notification_refreshes_the_listing_the_next_run_gets(
+    chamvi: ChamviClient, running_worker, tmp_path: Path
+) -> None:
+    model = ScriptedModel([call("learn", topic="refunds"), reply("learned")])
+    async with running_worker(one_agent_app(stdio_server(tmp_path), model)):
+        first = await chamvi.wait((await chamvi.dispatch("mcp")).run_id)
+        assert first.status == RunStatus.COMPLETED, first.error
+        assert "recall_refunds" not in {t.name for t in model.requests[0].tools}
+        model.turns[:] = [call("recall_refunds"), reply("done")]
+        model.requests.clear()
+        second = await chamvi.wait((await chamvi.dispatch("mcp")).run_id)
+    assert second.status == RunStatus.COMPLETED, second.error
+    assert "recall_refunds" in {t.name for t in model.requests[0].tools}
+    assert next(s for s in second.steps if s.kind == "tool").output == "remembered refunds"
+    assert _starts(tmp_path) == 1
+
+
+async def test_a_stopped_worker_ends_its_stdio_servers(
+    chamvi: ChamviClient, running_worker, tmp_path: Path
+) -> None:
+    model = ScriptedModel([call("pid"), reply("done")])
+    async with running_worker(one_agent_app(stdio_server(tmp_path), model)):
+        run = await chamvi.wait((await chamvi.dispatch("mcp")).run_id)
+    server_pid = next(s for s in run.steps if s.kind == "tool").output
+
+    async def gone() -> bool | None:
+        try:
+            os.kill(int(server_pid), 0)
+        except ProcessLookupError:
+            return True
+        return None
+
+    await eventually(gone, "the stdio server's process to end with the worker")

@@ -8,6 +8,7 @@ way the README tells a user to set it up.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -209,7 +210,8 @@ async def test_a_run_with_an_approval_is_one_trace_from_the_http_request_to_each
     assert (first["gen_ai.usage.input_tokens"], first["gen_ai.usage.output_tokens"]) == (10, 5)
     assert first["gen_ai.response.finish_reasons"] == ("tool_calls",)
     assert last["gen_ai.response.finish_reasons"] == ("stop",)
-    assert first["gen_ai.conversation.id"] == last["gen_ai.conversation.id"]
+    assert first["chamvi.run.id"] == last["chamvi.run.id"]
+    assert "gen_ai.conversation.id" not in first  # the run is no turn of a conversation
 
     # the tool ran twice: once to ask for the approval, once after it, both under the run
     tools = spans.named("execute_tool ship")
@@ -220,6 +222,19 @@ async def test_a_run_with_an_approval_is_one_trace_from_the_http_request_to_each
         assert spans.parent(tool_span).name == "RunActivity:chamvi.call_tool"
         assert "StartWorkflow:AgentRun" in spans.ancestors(tool_span)
     assert [(t.attributes or {})["chamvi.approval.decisions"] for t in tools] == [0, 1]
+
+    # the run as a whole: invoke_agent from its start to its end (the approval's wait included)
+    invoked = spans.one(f"invoke_agent {agent}")
+    assert spans.parent(invoked) is start
+    assert invoked.start_time is not None and invoked.end_time is not None and chats[-1].end_time is not None
+    assert invoked.start_time <= chats[0].start_time <= chats[-1].end_time <= invoked.end_time  # type: ignore[operator]
+    agent_attributes = dict(invoked.attributes or {})
+    assert agent_attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert agent_attributes["gen_ai.agent.name"] == agent
+    assert agent_attributes["chamvi.run.id"] == first["chamvi.run.id"]
+    assert "gen_ai.conversation.id" not in agent_attributes
+    assert agent_attributes["gen_ai.usage.input_tokens"] == 20
+    assert agent_attributes["chamvi.run.status"] == "completed"
 
     leaked = [(secret, value) for value in spans.values() for secret in SECRETS if secret in value]
     assert leaked == []
@@ -240,6 +255,16 @@ async def test_spans_carry_messages_arguments_and_results_only_when_asked(
     assert "ARGUMENT-SECRET" in str(first["gen_ai.output.messages"])
     assert "RESULT-SECRET" in str(last["gen_ai.input.messages"])
     assert "REPLY-SECRET" in str(last["gen_ai.output.messages"])
+    # the conventions' JSON form: messages of typed parts, the answer with its finish reason
+    sent = json.loads(str(first["gen_ai.input.messages"]))
+    assert sent[0]["role"] == "user" and sent[0]["parts"][0]["type"] == "text"
+    (answer,) = json.loads(str(first["gen_ai.output.messages"]))
+    assert (answer["role"], answer["finish_reason"]) == ("assistant", "tool_calls")
+    (asked_call,) = [p for p in answer["parts"] if p["type"] == "tool_call"]
+    assert (asked_call["id"], asked_call["name"]) == ("call-1", "ship")
+    later = json.loads(str(last["gen_ai.input.messages"]))
+    (response,) = [p for m in later for p in m["parts"] if p["type"] == "tool_call_response"]
+    assert response["id"] == "call-1" and "RESULT-SECRET" in response["response"]
     asked, done = (dict(t.attributes or {}) for t in spans.named("execute_tool ship"))
     assert "ARGUMENT-SECRET" in str(asked["gen_ai.tool.call.arguments"])
     assert "gen_ai.tool.call.result" not in asked  # an approval request is no result
@@ -304,6 +329,9 @@ async def test_the_worker_serves_temporal_and_chamvi_metrics_on_its_prometheus_e
     assert samples(page, "chamvi_steps", agent=agent, kind="tool") == [1]
     assert samples(page, "chamvi_tokens", agent=agent, direction="input") == [20]
     assert samples(page, "chamvi_tokens", agent=agent, direction="output") == [10]
+    # the GenAI conventions' histograms, named as Prometheus spells them
+    assert samples(page, "gen_ai_client_token_usage_sum", gen_ai_token_type="input") == [20]
+    assert samples(page, "gen_ai_client_operation_duration_count", gen_ai_operation_name="chat") == [2]
     # Temporal's own worker metrics, on the same page
     assert samples(
         page,

@@ -86,7 +86,27 @@ def refuse(reason: str) -> str:
     raise ToolError(reason)
 
 
+@server.tool()
+def pid() -> int:
+    """The server's process id, so a test can kill it between two calls."""
+    return os.getpid()
+
+
+@server.tool()
+async def learn(topic: str, ctx: Context) -> str:
+    """Adds a tool ``recall_<topic>`` and tells the client its tools changed."""
+
+    def recall() -> str:
+        return f"remembered {topic}"
+
+    server.add_tool(recall, name=f"recall_{topic}", description=f"Recalls {topic}.")
+    await ctx.notify_tools_changed()
+    return f"learned {topic}"
+
+
 if __name__ == "__main__":
+    if os.environ.get("MCP_TEST_DIR"):
+        _note("events.txt", f"server-started pid={os.getpid()}")
     if sys.argv[1:2] == ["http"]:
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:

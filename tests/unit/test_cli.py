@@ -163,7 +163,7 @@ def test_check_of_the_example_lists_its_agent_tools_and_collection(monkeypatch: 
     ]
 
 
-def test_check_names_the_mcp_servers_an_agent_uses_without_contacting_them(
+def test_check_with_no_mcp_names_the_mcp_servers_an_agent_uses_without_contacting_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     (tmp_path / "chamvi_mcp_app.py").write_text(
@@ -174,7 +174,7 @@ def test_check_names_the_mcp_servers_an_agent_uses_without_contacting_them(
         "app = App(agents=[agent], mcp_servers=[gh])\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    result = invoke("check", "--app", "chamvi_mcp_app:app")
+    result = invoke("check", "--app", "chamvi_mcp_app:app", "--no-mcp")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[1] == (
         "  agent triage: model local/demo, tools: none, the tools of MCP server github (http://127.0.0.1:9/mcp)"

@@ -10,7 +10,8 @@ from temporalio.runtime import OpenTelemetryConfig, PrometheusConfig
 
 from chamvi.errors import ChamviValidationError
 from chamvi.settings import Settings
-from chamvi.telemetry import _metrics_config, client_interceptors, temporal_runtime
+from chamvi.telemetry import OPERATION_DURATION_BUCKETS as DURATIONS
+from chamvi.telemetry import TOKEN_USAGE_BUCKETS, _metrics_config, client_interceptors, temporal_runtime
 
 
 def test_the_environment_turns_export_metrics_and_content_on() -> None:
@@ -55,13 +56,23 @@ def test_metrics_go_to_prometheus_when_it_has_an_address_else_by_otlp_else_nowhe
     assert _metrics_config(Settings()) is None
     assert temporal_runtime(Settings()) is None
     both = Settings(metrics_address="127.0.0.1:9464", otlp_endpoint="http://collector:4318")
-    assert _metrics_config(both) == PrometheusConfig(bind_address="127.0.0.1:9464")
+    buckets = {
+        "gen_ai.client.token.usage": TOKEN_USAGE_BUCKETS,
+        "gen_ai.client.operation.duration": DURATIONS,
+    }
+    prometheus = {name.replace(".", "_"): bounds for name, bounds in buckets.items()}
+    assert _metrics_config(both) == PrometheusConfig(
+        bind_address="127.0.0.1:9464", histogram_bucket_overrides=prometheus
+    )
     assert _metrics_config(Settings(otlp_endpoint="http://collector:4318")) == OpenTelemetryConfig(
-        url="http://collector:4318/v1/metrics", http=True
+        url="http://collector:4318/v1/metrics", http=True, histogram_bucket_overrides=buckets
     )
     keyed = Settings(otlp_endpoint="http://collector:4318", otlp_headers=(("x-api-key", "k"),))
     assert _metrics_config(keyed) == OpenTelemetryConfig(
-        url="http://collector:4318/v1/metrics", headers={"x-api-key": "k"}, http=True
+        url="http://collector:4318/v1/metrics",
+        headers={"x-api-key": "k"},
+        http=True,
+        histogram_bucket_overrides=buckets,
     )
 
 
