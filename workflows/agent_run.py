@@ -108,6 +108,8 @@ class AgentRunWorkflow:
 
     def __init__(self) -> None:
         self._input: RunInput | None = None
+        self._bare_trigger: TriggerEnvelope | None = None
+        """The trigger without its payload, as every call's input carries it: built once per run."""
         self._spec: AgentSpec | None = None
         self._status = RunStatus.QUEUED
         self._messages: list[Message] = []
@@ -222,6 +224,7 @@ class AgentRunWorkflow:
             ApplicationError: the run failed, typed by its code (``budget_exceeded``, ``timeout``, ...).
         """
         self._input = run_input
+        self._bare_trigger = run_input.envelope().model_copy(update={"payload": None})
         self._artifact_count = len(run_input.attachments)
         run_id = workflow.info().workflow_id
         self._upsert(agent=run_input.agent, channel=run_input.channel)
@@ -233,7 +236,7 @@ class AgentRunWorkflow:
                         agent=run_input.agent,
                         channel=run_input.channel,
                         run_id=run_id,
-                        trigger=run_input.envelope().model_copy(update={"payload": None}),
+                        trigger=self._bare_trigger,
                     ),
                     result_type=AgentSpec,
                     start_to_close_timeout=timedelta(seconds=30),
@@ -415,7 +418,7 @@ class AgentRunWorkflow:
                 run_id=workflow.info().workflow_id,
                 agent=spec.name,
                 step=step,
-                trigger=self._require_input().envelope().model_copy(update={"payload": None}),
+                trigger=self._trigger_without_payload(),
                 base_count=self._sent_count,
                 base_digest=self._sent_digest,
                 delta=delta,
@@ -456,7 +459,7 @@ class AgentRunWorkflow:
                     agent=spec.name,
                     step=step,
                     call=call,
-                    trigger=self._require_input().envelope().model_copy(update={"payload": None}),
+                    trigger=self._trigger_without_payload(),
                     decisions=decisions,
                     tainted=self._taint is not None,
                     mcp_server=listed.server if listed is not None else None,
@@ -594,6 +597,10 @@ class AgentRunWorkflow:
     def _require_input(self) -> RunInput:
         assert self._input is not None
         return self._input
+
+    def _trigger_without_payload(self) -> TriggerEnvelope:
+        assert self._bare_trigger is not None
+        return self._bare_trigger
 
     def _mark_tainted(self, source: str) -> None:
         if self._taint is None:
