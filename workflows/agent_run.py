@@ -434,6 +434,8 @@ class AgentRunWorkflow:
                 text=response.message.content,
                 tool_calls=response.message.tool_calls,
                 usage=response.usage,
+                model=spec.model,
+                model_settings=response.model_settings,
             )
         )
         self._show_details()

@@ -17,6 +17,7 @@ from chamvi.models.knowledge import (
     SyncSignal,
 )
 from chamvi.models.mcp import McpListRequest, McpToolInfo, McpToolList
+from chamvi.models.model_settings import ModelSettings, NamedTool
 from chamvi.models.parts import (
     ContentPart,
     FilePart,
@@ -106,6 +107,8 @@ __all__ = [
     "Message",
     "ModelRequest",
     "ModelResponse",
+    "ModelSettings",
+    "NamedTool",
     "Overlap",
     "PassRequest",
     "PassStats",

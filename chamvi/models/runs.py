@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 
 from chamvi.errors import ValidationIssue
 from chamvi.models.artifacts import Artifact
+from chamvi.models.model_settings import ModelSettings
 from chamvi.models.parts import ContentPart, FilePart, ImagePart, ProviderOptions, TextPart
 
 
@@ -288,6 +289,8 @@ class ModelResponse(_Lean):
     output_issues: list[ValidationIssue] | None = None
     """The field-by-field problems of a final answer that does not match the output schema."""
     error: ErrorInfo | None = None
+    model_settings: ModelSettings | None = None
+    """The settings the call was made with (the activity's, after the per-call rules); None: none."""
 
 
 class ApprovalDecision(BaseModel):
@@ -362,6 +365,8 @@ class ExtractionRequest(BaseModel):
     model: str | None = None
     taints: bool = True
     """Whether the result taints the run: its schema is not conservatively constrained."""
+    model_settings: ModelSettings | None = None
+    """The call's own settings (``extract(model_settings=...)``), over the agent's with its model."""
 
 
 class ExtractInput(BaseModel):
@@ -467,6 +472,10 @@ class StepView(BaseModel):
     error: ErrorInfo | None = None
     approval_id: str | None = None
     decision: ApprovalDecision | None = None
+    model: str | None = None
+    """A model step's model, as configured (``<provider>/<model id>``); None in runs recorded before."""
+    model_settings: ModelSettings | None = None
+    """The settings a model step was asked with; None when it had none (and in runs recorded before)."""
 
 
 class CallInProgress(BaseModel):
