@@ -188,17 +188,20 @@ def settings_params(settings: ModelSettings | None, default_max_tokens: int) -> 
     """The Messages API parameters of ``settings``, ``max_tokens`` always (the API requires it).
 
     ``stop`` goes as ``stop_sequences``, tool choice and parallel calls as ``tool_choice``, the
-    effort as ``output_config.effort``, ``extra_body`` as the SDK's ``extra_body``.
+    effort as ``output_config.effort``; ``temperature``, ``top_p`` and ``extra_body`` in the SDK's
+    ``extra_body`` (the body fields they are).
     """
     params: dict[str, Any] = {"max_tokens": default_max_tokens}
     if settings is None:
         return params
     if settings.max_output_tokens is not None:
         params["max_tokens"] = settings.max_output_tokens
-    if settings.temperature is not None:
-        params["temperature"] = settings.temperature
-    if settings.top_p is not None:
-        params["top_p"] = settings.top_p
+    # the SDK's create() of 2.x names no temperature nor top_p: the body carries them all the same
+    body = {
+        name: getattr(settings, name)
+        for name in ("temperature", "top_p")
+        if getattr(settings, name) is not None
+    }
     if settings.stop is not None:
         params["stop_sequences"] = list(settings.stop)
     choice = _tool_choice(settings)
@@ -206,6 +209,7 @@ def settings_params(settings: ModelSettings | None, default_max_tokens: int) -> 
         params["tool_choice"] = choice
     if settings.reasoning_effort is not None:
         params["output_config"] = {"effort": settings.reasoning_effort}
-    if settings.extra_body:
-        params["extra_body"] = dict(settings.extra_body)
+    body.update(settings.extra_body or {})
+    if body:
+        params["extra_body"] = body
     return params

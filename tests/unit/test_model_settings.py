@@ -136,12 +136,10 @@ def test_every_setting_maps_to_a_chat_completions_parameter() -> None:
 def test_settings_map_to_messages_api_parameters() -> None:
     assert anthropic_params(ALL.model_copy(update={"seed": None}), 8192) == {
         "max_tokens": 256,
-        "temperature": 0.3,
-        "top_p": 0.9,
         "stop_sequences": ["END"],
         "tool_choice": {"type": "tool", "name": "search", "disable_parallel_tool_use": True},
         "output_config": {"effort": "low"},
-        "extra_body": {"top_k": 20},
+        "extra_body": {"temperature": 0.3, "top_p": 0.9, "top_k": 20},
     }
     assert anthropic_params(None, 8192) == {"max_tokens": 8192}
     assert anthropic_params(ModelSettings(tool_choice="required"), 10)["tool_choice"] == {"type": "any"}
