@@ -25,6 +25,10 @@ STOP_SEQUENCES_MAX = 16
 """The most stop sequences a setting may hold (OpenAI itself takes at most 4; the server says so)."""
 
 
+def _unset(value: object) -> bool:
+    return value is None
+
+
 class NamedTool(BaseModel):
     """A tool choice naming one tool: the model must call it (``{"tool": "search"}`` as data)."""
 
@@ -58,15 +62,16 @@ class ModelSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    temperature: float | None = None
-    max_output_tokens: int | None = None
-    top_p: float | None = None
-    stop: list[str] | None = None
-    seed: int | None = None
-    tool_choice: ToolChoiceMode | NamedTool | None = None
-    parallel_tool_calls: bool | None = None
-    reasoning_effort: ReasoningEffort | None = None
-    extra_body: dict[str, Any] | None = Field(default=None)
+    # fields left at None stay out of the stored form (each model step records the settings)
+    temperature: float | None = Field(default=None, exclude_if=_unset)
+    max_output_tokens: int | None = Field(default=None, exclude_if=_unset)
+    top_p: float | None = Field(default=None, exclude_if=_unset)
+    stop: list[str] | None = Field(default=None, exclude_if=_unset)
+    seed: int | None = Field(default=None, exclude_if=_unset)
+    tool_choice: ToolChoiceMode | NamedTool | None = Field(default=None, exclude_if=_unset)
+    parallel_tool_calls: bool | None = Field(default=None, exclude_if=_unset)
+    reasoning_effort: ReasoningEffort | None = Field(default=None, exclude_if=_unset)
+    extra_body: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
 
     @field_validator("stop", mode="before")
     @classmethod

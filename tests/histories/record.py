@@ -60,7 +60,7 @@ from chamvi.constants import (
 )
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.index import KnowledgeIndex
-from chamvi.models import DescribeAgentRequest
+from chamvi.models import DescribeAgentRequest, ModelSettings, NamedTool
 from chamvi.models.knowledge import SearchRequest, SyncRequest
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, calls, reply
@@ -367,6 +367,22 @@ async def _record_content_parts(env: WorkflowEnvironment, task_queue: str, recor
         recorded["content-parts"] = (await chamvi.wait((await chamvi.dispatch("parts")).run_id)).run_id
 
 
+async def _record_model_settings(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run whose agent has model settings: each model step records them, the tool choice given way
+    to auto after the first tool result."""
+    models = ModelRegistry()
+    models.register("scripted/settings", ScriptedModel([call("add", a=2, b=3), reply("5")]))
+    settings = ModelSettings(
+        temperature=0.2, max_output_tokens=100, tool_choice=NamedTool(tool="add"), extra_body={"top_k": 5}
+    )
+    agent = define_agent(
+        name="settings", model="scripted/settings", instructions="Add.", tools=[add], model_settings=settings
+    )
+    async with build_worker(env.client, App(agents=[agent], models=models), task_queue=task_queue):
+        chamvi = ChamviClient(env.client, task_queue=task_queue)
+        recorded["model-settings"] = (await chamvi.wait((await chamvi.dispatch("settings")).run_id)).run_id
+
+
 class Note(BaseModel):
     text: str
 
@@ -444,6 +460,7 @@ async def main() -> None:
         await _record_streams(env, f"{task_queue}-streams", recorded)
         await _record_artifacts(env, f"{task_queue}-artifacts", recorded)
         await _record_content_parts(env, f"{task_queue}-parts", recorded)
+        await _record_model_settings(env, f"{task_queue}-settings", recorded)
 
         await _record_scheduled_run(env, task_queue, recorded)
         await _record_state(env, f"{task_queue}-state", recorded)
