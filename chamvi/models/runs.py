@@ -56,6 +56,9 @@ class TriggerEnvelope(BaseModel):
     attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
     """The files the run was dispatched with, by reference; left out of the JSON when there are
     none, so every step's history stays as small as before attachments existed."""
+    event: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The inbound event's type, as its sender names it (``issues``, ``app_mention``); left out of the
+    JSON when there is none, so runs from before event types read and replay as they were."""
 
 
 class RunInput(BaseModel):
@@ -76,6 +79,8 @@ class RunInput(BaseModel):
     """The parent's taint: a run started by a tainted run is tainted from its start."""
     attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
     """Stored before the run starts (``ChamviClient.dispatch(attachments=...)``): references only."""
+    event: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The inbound event's type (a channel's delivery), carried to the trigger envelope."""
 
     def envelope(self) -> TriggerEnvelope:
         """The trigger as the run's first user message and tool policies see it."""
@@ -87,6 +92,7 @@ class RunInput(BaseModel):
             payload=self.payload,
             invoker=self.invoker,
             attachments=self.attachments,
+            event=self.event,
         )
 
 
@@ -239,6 +245,10 @@ class AgentSpec(BaseModel):
     """The MCP servers whose tools the agent uses; the run lists them once, at its start."""
     classified_tools: list[str] = Field(default_factory=list)
     """The tool names the agent's ``trust=`` classifies; those of MCP tools are checked at listing."""
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A runtime agent's revision, read once when the run starts and recorded with this spec: the
+    run's model and tool calls carry it, so they resolve that revision, never a later one. None (left
+    out of the JSON) for an agent in code."""
 
 
 class DescribeAgentRequest(BaseModel):
@@ -262,6 +272,8 @@ class ModelRequest(BaseModel):
     base_count: int
     base_digest: str
     delta: list[Message]
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class _Lean(BaseModel):
@@ -345,6 +357,12 @@ class ToolRequest(BaseModel):
     artifact_count: int = Field(default=0, exclude_if=lambda v: v == 0)
     """Artifacts the run holds before this call: its ``ctx.artifacts.put`` numbers on from here, so
     a call that runs again (a retry after a crash, after an approval) puts under the same ids."""
+    approval_waits: int = Field(default=0, exclude_if=lambda v: v == 0)
+    """How many approval waits this call has had: the approval it asks next is
+    :func:`approval_id` ``(step, call.id, approval_waits)``, which its channel request's token names.
+    Left out of the JSON at 0, so a call's first attempt records the same input as before."""
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class RunWaitRequest(BaseModel):
@@ -380,6 +398,8 @@ class ExtractInput(BaseModel):
     agent: str
     step: int
     key: str
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class ExtractResult(BaseModel):
@@ -433,6 +453,11 @@ class RecordedEffect(BaseModel):
 
     key: str
     result: Any = None
+
+
+def approval_id(step: int, tool_call_id: str, wait: int) -> str:
+    """The id of a call's ``wait``-th approval wait (from 0): ``<step>:<tool call id>:<wait>``."""
+    return f"{step}:{tool_call_id}:{wait}"
 
 
 class WaitPoint(BaseModel):
@@ -517,6 +542,8 @@ class RunView(BaseModel):
     ended_at: datetime | None = None
     calls: list[CallInProgress] = Field(default_factory=list)
     """The calls in progress, from Temporal's pending activities (the client fills it in)."""
+    agent_revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The revision of the runtime agent the run runs on, to its end; None for an agent in code."""
 
 
 class RunSummary(BaseModel):
