@@ -23,6 +23,9 @@ ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "
 
 STOP_SEQUENCES_MAX = 16
 """The most stop sequences a setting may hold (OpenAI itself takes at most 4; the server says so)."""
+REQUEST_OWNED_FIELDS = frozenset({"model", "messages", "system", "tools", "stream", "stream_options"})
+"""Body fields every call sets itself: ``extra_body`` adds provider extras and never replaces these
+(a run's own settings could otherwise switch its model or drop its transcript)."""
 
 
 def _unset(value: object) -> bool:
@@ -100,26 +103,50 @@ class ModelSettings(BaseModel):
             tools: the tools the model is offered, when they are known (an agent's own tools);
                 ``tool_choice`` naming another, or requiring a tool when there is none, is a problem.
         """
-        found: list[str] = []
+        return [message for _, message in self.field_problems(tools)]
+
+    def field_problems(self, tools: set[str] | None = None) -> list[tuple[str, str]]:
+        """:meth:`problems`, each with the field it is about (a runtime agent's issue path)."""
+        found: list[tuple[str, str]] = []
         if self.temperature is not None and not (0 <= self.temperature <= 2):  # nan included
-            found.append(f"temperature is {self.temperature:g}: give 0 to 2")
+            found.append(("temperature", f"temperature is {self.temperature:g}: give 0 to 2"))
         if self.max_output_tokens is not None and self.max_output_tokens < 1:
-            found.append(f"max_output_tokens is {self.max_output_tokens}: give a positive number")
+            found.append(
+                (
+                    "max_output_tokens",
+                    f"max_output_tokens is {self.max_output_tokens}: give a positive number",
+                )
+            )
         if self.top_p is not None and not (0 < self.top_p <= 1):
-            found.append(f"top_p is {self.top_p:g}: give more than 0 and at most 1")
+            found.append(("top_p", f"top_p is {self.top_p:g}: give more than 0 and at most 1"))
         if self.stop is not None:
             if not self.stop or any(not s for s in self.stop):
-                found.append("stop holds no sequence or an empty one: give non-empty strings")
+                found.append(("stop", "stop holds no sequence or an empty one: give non-empty strings"))
             elif len(self.stop) > STOP_SEQUENCES_MAX:
-                found.append(f"stop holds {len(self.stop)} sequences: give at most {STOP_SEQUENCES_MAX}")
+                found.append(
+                    ("stop", f"stop holds {len(self.stop)} sequences: give at most {STOP_SEQUENCES_MAX}")
+                )
         named = self.named_tool
         if named is not None and not named:
-            found.append("tool_choice names no tool: give NamedTool(tool='<a tool of the agent>')")
+            found.append(
+                ("tool_choice", "tool_choice names no tool: give NamedTool(tool='<a tool of the agent>')")
+            )
         elif tools is not None and named is not None and named not in tools:
             offered = ", ".join(repr(t) for t in sorted(tools)) or "none"
-            found.append(f"tool_choice names tool {named!r}, which is not among its tools ({offered})")
+            found.append(
+                ("tool_choice", f"tool_choice names tool {named!r}, which is not among its tools ({offered})")
+            )
         elif tools is not None and not tools and self.tool_choice == "required":
-            found.append("tool_choice is 'required' but there are no tools to call")
+            found.append(("tool_choice", "tool_choice is 'required' but there are no tools to call"))
+        owned = sorted(set(self.extra_body or {}) & REQUEST_OWNED_FIELDS)
+        if owned:
+            found.append(
+                (
+                    "extra_body",
+                    f"extra_body sets {', '.join(repr(k) for k in owned)}, which the call itself sends: "
+                    "give the model in model=, tools in tools=, and leave messages and streaming to chamvi",
+                )
+            )
         return found
 
     def merged(self, other: ModelSettings | None) -> ModelSettings:
