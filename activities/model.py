@@ -136,7 +136,7 @@ class ModelActivities:
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse:
         agent = await self.runtime.agent(request.agent, request.revision)
-        _, model = self.app.model_for(agent)
+        ref, model = self.app.model_for(agent)
         transcript = await self._transcript(request)
         policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
         mcp_tools = await self._listed_mcp_tools(agent, request.run_id)
@@ -174,7 +174,7 @@ class ModelActivities:
             ],
             files=await self._files(messages),
         )
-        settings = _step_settings(agent, chat.tools, transcript)
+        settings = _step_settings(agent, chat.tools, transcript, request.model_settings, (ref, model))
         chat = replace(chat, settings=settings)
         response = await model.complete(chat)  # heartbeating: a cancelled run stops a stalled stream
         if settings is not None:
@@ -237,20 +237,34 @@ class ModelActivities:
         return ExtractResult(output=output, usage=response.usage)
 
 
-def _step_settings(agent: Agent, tools: list[ToolSchema], transcript: list[Message]) -> ModelSettings | None:
-    """The agent's settings as this step sends them (``ModelSettings.for_call``).
+def _step_settings(
+    agent: Agent,
+    tools: list[ToolSchema],
+    transcript: list[Message],
+    run_settings: ModelSettings | None,
+    model: tuple[str, ChatModel],
+) -> ModelSettings | None:
+    """The settings this step sends: the run's over the agent's, as ``ModelSettings.for_call`` has them.
 
     Raises:
         ModelError: ``tool_choice`` names a tool this run is not offered, or requires a tool when
-            none is (not retried: the next attempt offers the same).
+            none is, or the run's own settings ask what the model's provider does not support (not
+            retried: the next attempt would ask the same).
     """
-    if agent.model_settings is None:
+    base = agent.model_settings
+    settings = base.merged(run_settings) if base is not None else run_settings
+    if settings is None:
         return None
     offered = {t.name for t in tools}
-    problems = agent.model_settings.problems(offered) if tools or agent.model_settings.named_tool else []
+    problems = settings.problems(offered) if tools or settings.named_tool else []
+    if run_settings is not None:
+        refused = refused_settings(model[1], settings)
+        if refused:
+            problems.append(f"model {model[0]!r} does not support them: {'; '.join(refused)}")
     if problems:
-        raise ModelError(f"agent {agent.name!r}: model_settings: {'; '.join(problems)} in this run")
-    settings = agent.model_settings.for_call(
+        whose = "the run's" if run_settings is not None else "its"
+        raise ModelError(f"agent {agent.name!r}: {whose} model_settings: {'; '.join(problems)} in this run")
+    settings = settings.for_call(
         offers_tools=bool(tools), after_tool_result=any(m.role == "tool" for m in transcript)
     )
     return None if settings.empty else settings

@@ -419,6 +419,7 @@ class AgentRunWorkflow:
                 base_digest=self._sent_digest,
                 delta=delta,
                 revision=spec.revision,
+                model_settings=self._require_input().model_settings,
             ),
             ModelResponse,
             start_to_close=timedelta(seconds=spec.model_timeout_seconds),

@@ -81,6 +81,9 @@ class RunInput(BaseModel):
     """Stored before the run starts (``ChamviClient.dispatch(attachments=...)``): references only."""
     event: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The inbound event's type (a channel's delivery), carried to the trigger envelope."""
+    model_settings: ModelSettings | None = Field(default=None, exclude_if=lambda v: v is None)
+    """This run's own model settings (``dispatch(model_settings=...)``): over the agent's, field by
+    field, for each of its model steps; its extractions keep the agent's and their own."""
 
     def envelope(self) -> TriggerEnvelope:
         """The trigger as the run's first user message and tool policies see it."""
@@ -274,6 +277,8 @@ class ModelRequest(BaseModel):
     delta: list[Message]
     revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
     """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
+    model_settings: ModelSettings | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The run's own settings (``RunInput.model_settings``), over the agent's; None: the agent's."""
 
 
 class _Lean(BaseModel):
