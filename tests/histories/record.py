@@ -373,9 +373,9 @@ async def _record_content_parts(env: WorkflowEnvironment, task_queue: str, recor
 
 async def _record_model_settings(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
     """A run whose agent has model settings: each model step records them, the tool choice given way
-    to auto after the first tool result."""
+    to auto after the first tool result; and a run of it with its own settings over the agent's."""
     models = ModelRegistry()
-    models.register("scripted/settings", ScriptedModel([call("add", a=2, b=3), reply("5")]))
+    models.register("scripted/settings", ScriptedModel([call("add", a=2, b=3), reply("5")] * 2))
     settings = ModelSettings(
         temperature=0.2, max_output_tokens=100, tool_choice=NamedTool(tool="add"), extra_body={"top_k": 5}
     )
@@ -385,6 +385,9 @@ async def _record_model_settings(env: WorkflowEnvironment, task_queue: str, reco
     async with build_worker(env.client, App(agents=[agent], models=models), task_queue=task_queue):
         chamvi = ChamviClient(env.client, task_queue=task_queue)
         recorded["model-settings"] = (await chamvi.wait((await chamvi.dispatch("settings")).run_id)).run_id
+        own = ModelSettings(temperature=0.9, parallel_tool_calls=False)
+        dispatched = await chamvi.dispatch("settings", model_settings=own)
+        recorded["run-model-settings"] = (await chamvi.wait(dispatched.run_id)).run_id
 
 
 class Note(BaseModel):
@@ -533,7 +536,7 @@ RECORDERS: list[tuple[tuple[str, ...], str, Recorder]] = [
     (("stream-broken", "stream-incomplete"), "-streams", _record_streams),
     (("artifacts",), "-artifacts", _record_artifacts),
     (("content-parts",), "-parts", _record_content_parts),
-    (("model-settings",), "-settings", _record_model_settings),
+    (("model-settings", "run-model-settings"), "-settings", _record_model_settings),
     (("scheduled-run",), "", _record_scheduled_run),
     (("state", "state-list"), "-state", _record_state),
     (("approval-token",), "-approval-token", _record_approval_token),
