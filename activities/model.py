@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import OrderedDict
+from dataclasses import replace
 
 from pydantic import ValidationError as PydanticValidationError
 from temporalio import activity
@@ -22,6 +23,7 @@ from chamvi.constants import (
 from chamvi.errors import (
     IncompleteResponseError,
     InvalidRunStateError,
+    ModelError,
     ProviderUnavailableError,
     validation_issues,
 )
@@ -35,10 +37,12 @@ from chamvi.models import (
     Message,
     ModelRequest,
     ModelResponse,
+    ModelSettings,
     TranscriptQuery,
 )
 from chamvi.permissions import PolicyRun
-from chamvi.providers import AttachedFile, ChatRequest, DeltaKind, OnDelta, ToolSchema
+from chamvi.providers import AttachedFile, ChatModel, ChatRequest, DeltaKind, OnDelta, ToolSchema
+from chamvi.providers._base import refused_settings
 from chamvi.run_events import RUN_DELTA, RunEvent
 from chamvi.run_slots import RunSlots
 from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
@@ -132,7 +136,7 @@ class ModelActivities:
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse:
         agent = await self.runtime.agent(request.agent, request.revision)
-        _, model = self.app.model_for(agent)
+        ref, model = self.app.model_for(agent)
         transcript = await self._transcript(request)
         policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
         mcp_tools = await self._listed_mcp_tools(agent, request.run_id)
@@ -170,7 +174,11 @@ class ModelActivities:
             ],
             files=await self._files(messages),
         )
+        settings = _step_settings(agent, chat.tools, transcript, request.model_settings, (ref, model))
+        chat = replace(chat, settings=settings)
         response = await model.complete(chat)  # heartbeating: a cancelled run stops a stalled stream
+        if settings is not None:
+            response = response.model_copy(update={"model_settings": settings})
         if (
             agent.output is not None
             and not response.message.tool_calls
@@ -200,6 +208,7 @@ class ModelActivities:
             QUERY_EXTRACTION, EffectQuery(key=request.key), result_type=ExtractionRequest
         )
         model = self.app.models.resolve(asked.model) if asked.model else self.app.model_for(agent)[1]
+        settings = _extraction_settings(agent, asked, model)
         instructions = EXTRACTION_INSTRUCTIONS + (f"\n\n{asked.instructions}" if asked.instructions else "")
         response = await model.complete(
             ChatRequest(
@@ -211,6 +220,7 @@ class ModelActivities:
                     Message(role="user", content=asked.content),
                 ],
                 output_schema=asked.output_schema,
+                settings=settings,
             )
         )
         if response.finish_reason == "length":
@@ -225,3 +235,54 @@ class ModelActivities:
             # retried: another answer of the model may be JSON; the tool checks it against its schema
             raise RuntimeError(f"the extraction is not JSON: {error}") from None
         return ExtractResult(output=output, usage=response.usage)
+
+
+def _step_settings(
+    agent: Agent,
+    tools: list[ToolSchema],
+    transcript: list[Message],
+    run_settings: ModelSettings | None,
+    model: tuple[str, ChatModel],
+) -> ModelSettings | None:
+    """The settings this step sends: the run's over the agent's, as ``ModelSettings.for_call`` has them.
+
+    Raises:
+        ModelError: ``tool_choice`` names a tool this run is not offered, or requires a tool when
+            none is, or the run's own settings ask what the model's provider does not support (not
+            retried: the next attempt would ask the same).
+    """
+    base = agent.model_settings
+    settings = base.merged(run_settings) if base is not None else run_settings
+    if settings is None:
+        return None
+    offered = {t.name for t in tools}
+    problems = settings.problems(offered) if tools or settings.named_tool else []
+    if run_settings is not None:
+        refused = refused_settings(model[1], settings)
+        if refused:
+            problems.append(f"model {model[0]!r} does not support them: {'; '.join(refused)}")
+    if problems:
+        whose = "the run's" if run_settings is not None else "its"
+        raise ModelError(f"agent {agent.name!r}: {whose} model_settings: {'; '.join(problems)} in this run")
+    settings = settings.for_call(
+        offers_tools=bool(tools), after_tool_result=any(m.role == "tool" for m in transcript)
+    )
+    return None if settings.empty else settings
+
+
+def _extraction_settings(agent: Agent, asked: ExtractionRequest, model: ChatModel) -> ModelSettings | None:
+    """The call's own settings, over the agent's when it extracts with the agent's model; no tool settings.
+
+    Raises:
+        ModelError: the extraction's model does not support them (not retried).
+    """
+    own = asked.model_settings
+    base = agent.model_settings if asked.model is None else None
+    settings = base.merged(own) if base is not None else own
+    if settings is None:
+        return None
+    refused = refused_settings(model, settings)
+    if refused:
+        raise ModelError(f"extract(): the model does not support its model_settings: {'; '.join(refused)}")
+    settings = settings.for_call(offers_tools=False, after_tool_result=False)
+    return None if settings.empty else settings

@@ -14,7 +14,7 @@ from chamvi.channels import ChannelSubscription
 from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH
 from chamvi.errors import ChamviError, ChamviValidationError, InvalidAgentDefinitionError, validation_issues
 from chamvi.mcp import McpTools
-from chamvi.models import BudgetSpec, Message
+from chamvi.models import BudgetSpec, Message, ModelSettings
 from chamvi.names import validate_agent_name as validate_agent_name
 from chamvi.permissions import PolicyRun, ToolPolicy
 from chamvi.provider_objects import is_chat_model
@@ -121,6 +121,8 @@ class Agent:
     builds, for each run (an entry for a tool it does not build fails the run)."""
     state: AgentState = field(default_factory=AgentState)
     """The agent's typed state collections (``ctx.state``); its tools are among ``tools``."""
+    model_settings: ModelSettings | None = None
+    """How its model is asked to answer (temperature, output tokens, tool choice, ...)."""
     revision: int | None = None
     """None for an agent in code; the revision of an agent defined at runtime (``chamvi.runtime_agents``),
     whose ``model`` is then always a ref."""
@@ -180,16 +182,22 @@ def _instructions(name: str, instructions: Any) -> tuple[Message, ...]:
         try:
             message = item if isinstance(item, Message) else Message.model_validate(item)
         except PydanticValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(str(part) for part in e['loc']) or 'message'}: {e['msg']}"
-                for e in error.errors(include_input=False)
-            )
-            raise InvalidAgentDefinitionError(f"{where} is not a message: {problems}") from None
+            raise InvalidAgentDefinitionError(
+                f"{where} is not a message: {_problems(error, 'message')}"
+            ) from None
         problem = _instruction_problem(message)
         if problem is not None:
             raise InvalidAgentDefinitionError(f"{where} {problem}")
         messages.append(message)
     return tuple(messages)
+
+
+def _problems(error: PydanticValidationError, whole: str) -> str:
+    """A pydantic error as ``field: message`` pairs, without the value (``whole`` names the root)."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in e['loc']) or whole}: {e['msg']}"
+        for e in error.errors(include_input=False)
+    )
 
 
 def _instruction_problem(message: Message) -> str | None:
@@ -285,6 +293,7 @@ def define_agent(
     trust: AgentTrust | None = None,
     tools_context: Mapping[str, Any] | None = None,
     state: AgentState | Mapping[str, type[BaseModel]] | None = None,
+    model_settings: ModelSettings | Mapping[str, Any] | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
@@ -310,6 +319,9 @@ def define_agent(
     collections the agent remembers between runs
     (``AgentState(collections={"refunds": Refund})``, or the mapping alone); the model gets each as
     the tools ``state_<name>_list``, ``state_<name>_upsert`` and ``state_<name>_remove``.
+    ``model_settings`` (a ``ModelSettings`` or its data) says how the model is asked to answer:
+    temperature, output tokens, tool choice and the rest; its ranges, and a tool choice naming a
+    tool the agent lacks, are checked here, and what the model's provider supports by the App.
 
     Raises:
         InvalidAgentDefinitionError: naming what is wrong.
@@ -343,7 +355,36 @@ def define_agent(
         tools_context=_tools_context(name, tools_context or {}, checked_tools) if factory is None else {},
         factory_tools_context=_factory_tools_context(name, tools_context) if factory is not None else {},
         state=checked_state,
+        model_settings=_model_settings(
+            name, model_settings, None if factory is not None or mcp_servers else set(checked_tools)
+        ),
     )
+
+
+def _model_settings(
+    name: str, settings: ModelSettings | Mapping[str, Any] | None, tools: set[str] | None
+) -> ModelSettings | None:
+    """The settings checked: their types, their ranges, and a named tool against ``tools`` when known.
+
+    A factory's and MCP servers' tools are known when a run starts: a named tool is checked then.
+    """
+    if settings is None:
+        return None
+    if not isinstance(settings, ModelSettings):
+        if not isinstance(settings, Mapping):
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: model_settings must be a ModelSettings(...), not {settings!r}"
+            )
+        try:
+            settings = ModelSettings.model_validate(settings)
+        except PydanticValidationError as error:
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: model_settings: {_problems(error, 'value')}"
+            ) from None
+    found = settings.problems(tools)
+    if found:
+        raise InvalidAgentDefinitionError(f"agent {name!r}: model_settings: {'; '.join(found)}")
+    return None if settings.empty else settings
 
 
 def _with_state_tools(name: str, tools: dict[str, Tool], state: AgentState) -> dict[str, Tool]:
@@ -387,13 +428,9 @@ def _tools_context(name: str, values: Mapping[str, Any], tools: Mapping[str, Too
         try:
             checked[tool_name] = target.context_schema.model_validate(value)
         except PydanticValidationError as error:
-            problems = "; ".join(
-                f"{'.'.join(str(part) for part in e['loc']) or 'value'}: {e['msg']}"
-                for e in error.errors(include_input=False)
-            )
             raise ChamviValidationError(
                 f"agent {name!r}: tools_context for {tool_name!r} does not match its context schema: "
-                f"{problems}",
+                f"{_problems(error, 'value')}",
                 issues=validation_issues(error.errors(include_input=False)),
             ) from None
     return checked

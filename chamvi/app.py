@@ -29,7 +29,9 @@ from chamvi.mcp import McpServer, McpTools
 from chamvi.models import AgentSpec, ToolSpec
 from chamvi.on_error import ErrorHook, OnError
 from chamvi.provider_objects import chat_ref, embedder_ref, is_chat_model
-from chamvi.providers import ChatModel, ModelRegistry, default_registry
+from chamvi.providers import ChatModel, ModelRegistry, NamedProvider, default_registry
+from chamvi.providers._base import refused_settings
+from chamvi.providers._registry import environment_registry
 from chamvi.retry import RetryPolicies, retry_spec
 from chamvi.run_events import Listener, Listeners
 from chamvi.schedules import AgentSchedule, ScheduleOptions, define_schedule
@@ -53,8 +55,11 @@ class App:
     Args:
         agents: the agents, unique by name.
         model: the model of agents that name none: a ref, or a chat model object.
-        models: extra providers or exact model refs (scripted models in tests), on top of
-            ``openai/...`` and ``local/...``.
+        models: more providers, on top of ``openai/...``, ``anthropic/...`` and ``local/...``:
+            named providers (``openai_compatible("ollama", base_url=...)``, ``AnthropicProvider``)
+            and registries of providers or exact model refs (scripted models in tests), in a list,
+            or one ``ModelRegistry``. The entries of ``CHAMVI_PROVIDERS`` are added last: one
+            replaces a provider of the same name given here.
         channels: channels by unique name; agents subscribe to them and tools send through them.
         timeouts: activity timeouts.
         collections: knowledge collections, declared with ``knowledge_collection(...)``.
@@ -99,7 +104,7 @@ class App:
         *,
         agents: Sequence[Agent],
         model: str | ChatModel | None = None,
-        models: ModelRegistry | None = None,
+        models: ModelRegistry | Sequence[ModelRegistry | NamedProvider] | None = None,
         channels: Sequence[Channel] = (),
         timeouts: ActivityTimeouts | None = None,
         collections: Sequence[KnowledgeCollection] = (),
@@ -117,7 +122,7 @@ class App:
         if managed is not None and not isinstance(managed, ManagedRoutes):
             raise InvalidAppError(f"managed={managed!r} is not a ManagedRoutes(enabled=, base_path=, ...)")
         self.managed = managed or ManagedRoutes()
-        self.models = default_registry().merged(models) if models is not None else default_registry()
+        self.models = default_registry().merged(_registry(models)).merged(environment_registry())
         self._chat_objects: dict[str, ChatModel] = {}
         self._embedder_objects: dict[str, Embedder] = {}
         self._model_refs: dict[str, str] = {}
@@ -319,9 +324,15 @@ class App:
                 f"agent {agent.name!r} has no model: give it model= or give the App a default model="
             )
         try:
-            self.models.resolve(ref)
+            model = self.models.resolve(ref)
         except Exception as error:
             raise InvalidAgentDefinitionError(f"agent {agent.name!r}: {error}") from None
+        refused = refused_settings(model, agent.model_settings)
+        if refused:
+            raise InvalidAgentDefinitionError(
+                f"agent {agent.name!r}: model {ref!r} does not support its model_settings: "
+                + "; ".join(refused)
+            )
         self._model_refs[agent.name] = ref
         for server in agent.mcp_servers:
             if server not in self.mcp_servers:
@@ -381,6 +392,27 @@ class App:
         """
         agent = self.agent(name)
         return agent_spec(self, agent, agent.tools)
+
+
+def _registry(models: ModelRegistry | Sequence[ModelRegistry | NamedProvider] | None) -> ModelRegistry:
+    """``App(models=...)`` as one registry.
+
+    Raises:
+        InvalidAppError: an entry is neither a registry nor a named provider.
+    """
+    if models is None:
+        return ModelRegistry()
+    if isinstance(models, ModelRegistry):
+        return models
+    if isinstance(models, str) or not isinstance(models, Sequence):
+        raise InvalidAppError(f"models={models!r} must be a list of providers or a ModelRegistry")
+    for item in models:
+        if not isinstance(item, ModelRegistry | NamedProvider):
+            raise InvalidAppError(
+                f"models: {item!r} is not a provider: give openai_compatible(name, base_url=...), "
+                "AnthropicProvider(...), an object with a name and a model(model_id), or a ModelRegistry"
+            )
+    return ModelRegistry.of(models)
 
 
 def agent_spec(app: App, agent: Agent, tools: Mapping[str, Tool]) -> AgentSpec:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, Unpack
 
+from pydantic import ValidationError as PydanticValidationError
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import (
     Client,
@@ -50,6 +51,7 @@ from chamvi.errors import (
     RunNotFoundError,
     UnavailableError,
     ValidationIssue,
+    validation_issues,
 )
 from chamvi.models import (
     AgentDefinition,
@@ -65,6 +67,7 @@ from chamvi.models import (
     DescribeAgentRequest,
     Invoker,
     LockRequest,
+    ModelSettings,
     RunInput,
     RunStatus,
     RunSummary,
@@ -187,7 +190,9 @@ def validate_run_input(run_input: RunInput) -> None:
     """Refuses, before anything reaches Temporal, an input the workflow would fail on anyway.
 
     Raises:
-        InvalidInputError: a bad agent name, a key too long or holding NUL, or a payload that is not JSON.
+        InvalidInputError: a bad agent name, a key too long or holding NUL, a payload that is not JSON,
+            or model settings out of range (what the agent's tools and provider allow is checked
+            by its first model step).
     """
     _check_agent_name(run_input.agent)
     for field in (
@@ -204,6 +209,29 @@ def validate_run_input(run_input: RunInput) -> None:
         json.dumps(run_input.payload)
     except (TypeError, ValueError) as error:
         raise InvalidInputError(f"payload is not JSON: {error}") from None
+    if run_input.model_settings is not None:
+        problems = run_input.model_settings.problems()
+        if problems:
+            raise InvalidInputError(f"model_settings: {'; '.join(problems)}")
+
+
+def _run_settings(settings: ModelSettings | Mapping[str, Any] | None) -> ModelSettings | None:
+    """A dispatch's model settings as a ``ModelSettings``; empty ones are none.
+
+    Raises:
+        InvalidInputError: data that is not model settings, naming the field.
+    """
+    if settings is None or isinstance(settings, ModelSettings):
+        return None if settings is None or settings.empty else settings
+    if not isinstance(settings, Mapping):
+        raise InvalidInputError(f"model_settings must be a ModelSettings(...) or its data, not {settings!r}")
+    try:
+        checked = ModelSettings.model_validate(settings)
+    except PydanticValidationError as error:
+        issues = validation_issues(error.errors(include_input=False))
+        found = "; ".join(f"{i.where}: {i.message}" for i in issues)
+        raise InvalidInputError(f"model_settings: {found}") from None
+    return None if checked.empty else checked
 
 
 class ChamviClient:
@@ -254,11 +282,14 @@ class ChamviClient:
         idempotency_key: str | None = None,
         concurrency_key: str | None = None,
         attachments: Sequence[Attachment] = (),
+        model_settings: ModelSettings | Mapping[str, Any] | None = None,
     ) -> DispatchResult:
         """Starts a run, or returns the existing one when the idempotency key was seen before.
 
         ``attachments`` are stored as the run's first artifacts before it starts (a redelivery stores
-        nothing) and reach the model as parts of the run's first message.
+        nothing) and reach the model as parts of the run's first message. ``model_settings`` (a
+        ``ModelSettings`` or its data) are this run's own: each of its model steps sends them over
+        the agent's, field by field, and records what it sent.
 
         Raises:
             InvalidInputError: a field the run would refuse, or attachments without an artifact store.
@@ -277,6 +308,7 @@ class ChamviClient:
                 invoker=invoker,
                 idempotency_key=idempotency_key,
                 concurrency_key=concurrency_key,
+                model_settings=_run_settings(model_settings),
             ),
             attachments,
         )

@@ -16,7 +16,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from chamvi.errors import InvalidInputError
-from chamvi.models import ExtractionRequest
+from chamvi.models import ExtractionRequest, ModelSettings
 from chamvi.run_context import ExtractionRequired
 from chamvi.schema_trust import is_conservative
 from chamvi.tools import ToolContext
@@ -37,6 +37,7 @@ async def extract(
     content: str,
     instructions: str | None = None,
     model: str | None = None,
+    model_settings: ModelSettings | None = None,
 ) -> M:
     """The data ``schema`` describes, extracted from ``content`` by a model call of its own.
 
@@ -52,17 +53,32 @@ async def extract(
         content: what to extract from.
         instructions: what to look for, added to chamvi's own instructions.
         model: the model ref to extract with; the agent's model by default.
+        model_settings: how the model is asked (temperature, output tokens, ...): over the agent's
+            own settings, field by field, when it extracts with the agent's model; alone with
+            another model. Tool settings do not apply (an extraction offers no tools).
 
     Raises:
-        InvalidInputError: ``schema`` is not a pydantic model class, or ``ctx`` not a tool's context.
+        InvalidInputError: ``schema`` is not a pydantic model class, ``ctx`` not a tool's context,
+            or ``model_settings`` out of range.
         pydantic.ValidationError: the model's answer does not match ``schema`` (a tool error).
     """
     if not isinstance(ctx, ToolContext):
         raise InvalidInputError("extract() needs the ToolContext of the tool call it runs in")
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
         raise InvalidInputError(f"extract() needs a pydantic model class as schema=, not {schema!r}")
+    if model_settings is not None:
+        if not isinstance(model_settings, ModelSettings):
+            raise InvalidInputError(
+                f"extract() needs model_settings=ModelSettings(...), not {model_settings!r}"
+            )
+        problems = model_settings.problems()
+        if problems:
+            raise InvalidInputError(f"extract(): model_settings: {'; '.join(problems)}")
     output_schema = schema.model_json_schema()
-    canonical = json.dumps([output_schema, content, instructions, model], sort_keys=True)
+    asked: list[object] = [output_schema, content, instructions, model]
+    if model_settings is not None:  # keys of extractions asked without settings stay as they were
+        asked.append(model_settings.model_dump(mode="json", exclude_none=True))
+    canonical = json.dumps(asked, sort_keys=True)
     key = f"{ctx.run.run_id}:extract:{hashlib.sha256(canonical.encode()).hexdigest()}"
     found, recorded = await ctx.effects.lookup(key)
     if found:
@@ -75,5 +91,6 @@ async def extract(
             instructions=instructions,
             model=model,
             taints=not is_conservative(output_schema),
+            model_settings=model_settings,
         )
     )

@@ -10,7 +10,10 @@ The seed's ``putAgent`` / ``removeAgent``. What a runtime agent may be made of i
 * ``budget``: steps (at most 1000), tokens, the timeout (at most about 24.8 days);
 * ``tool_policy``: ``require_tool_permission()`` as data;
 * ``trust``: ``on_tainted``, and taint or guards *added* to its tools (never removed: what the code
-  marked stays marked).
+  marked stays marked);
+* ``model_settings``: ``ModelSettings`` as data, checked as ``define_agent`` checks them (ranges, a
+  named tool among the agent's tools) and against what the model's provider supports, each problem
+  at its field (``model_settings.temperature``).
 
 Not allowed, because each is code or configuration the App owns: tool factories, hooks, structured
 output types, state collections (their types), ``tools_context`` (where secrets go: configure those
@@ -59,7 +62,7 @@ from chamvi.errors import (
     validation_issues,
 )
 from chamvi.mcp import McpTools, mcp_tools
-from chamvi.models import Invoker
+from chamvi.models import Invoker, ModelSettings
 from chamvi.models.agents import (
     INSTRUCTION_KINDS,
     AgentDefinition,
@@ -69,6 +72,8 @@ from chamvi.models.agents import (
 )
 from chamvi.names import checked_agent_name, is_valid_name
 from chamvi.permissions import require_tool_permission
+from chamvi.providers import ChatModel
+from chamvi.providers._base import refused_settings
 from chamvi.tools import Tool, Trust
 
 LATEST_FRESH = timedelta(seconds=2)
@@ -137,9 +142,11 @@ def _problems(app: App, name: str, definition: AgentDefinition) -> list[Validati
         )
     else:
         try:
-            app.models.resolve(ref)
+            model = app.models.resolve(ref)
         except Exception as error:
             issues.append(_issue(("model",), str(error), "model_not_found"))
+        else:
+            issues += _settings_problems(definition, model, ref)
     issues += _unknown_names(
         "tools", definition.tools, app.runtime_tools, "tool", "none (App(runtime_tools=[...]))"
     )
@@ -151,6 +158,40 @@ def _problems(app: App, name: str, definition: AgentDefinition) -> list[Validati
             message = f"trust names {tool_name!r}, which is none of the agent's tools"
             issues.append(_issue(("trust", "tools", tool_name), message, "unknown_tool"))
     return issues
+
+
+def _settings_problems(definition: AgentDefinition, model: ChatModel, ref: str) -> list[ValidationIssue]:
+    """The model settings' problems at ``model_settings.<field>``, and what ``ref`` does not support.
+
+    A named tool is checked against the agent's own tools; with MCP servers, when a run lists them.
+    """
+    settings = definition.model_settings
+    if settings is None:
+        return []
+    tools = None if definition.mcp_servers else set(definition.tools)
+    issues = [
+        _issue(("model_settings", field), message, "invalid_setting")
+        for field, message in settings.field_problems(tools)
+    ]
+    issues += [
+        _issue(("model_settings",), f"model {ref!r} does not support it: {message}", "unsupported_setting")
+        for message in refused_settings(model, settings)
+    ]
+    return issues
+
+
+def _servable_settings(
+    definition: AgentDefinition, issues: Sequence[ValidationIssue], tools: set[str], mcp: bool
+) -> ModelSettings | None:
+    """The definition's settings, or None when they have a problem.
+
+    Only a lenient build gets that far: a run going on after a deploy took its named tool out of
+    the catalog goes on without them.
+    """
+    settings = definition.model_settings
+    if settings is None or any(i.path[:1] == ("model_settings",) for i in issues):
+        return None
+    return None if settings.field_problems(None if mcp else tools) else settings
 
 
 def _unknown_names(
@@ -234,6 +275,7 @@ def _built(app: App, definition: AgentDefinition, revision: int) -> tuple[Agent,
                 else None
             ),
             trust=_trust(definition, tools),
+            model_settings=_servable_settings(definition, issues, set(tools), bool(servers)),
         )
     except InvalidAgentDefinitionError as error:  # what the checks above let through: a bug of theirs
         raise _refuse(name, [*issues, _issue((), error.message, "invalid_agent_definition")]) from None

@@ -8,12 +8,14 @@ offline flag), so that setting the variable after import still counts.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import overload
+from typing import Any, Literal, overload
 from urllib.parse import unquote
 
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
@@ -23,6 +25,36 @@ from chamvi.run_slots import DEFAULT_MAX_RUNS
 DEFAULT_APP = "examples.support.app:app"
 GITHUB_API_URL = "https://api.github.com"
 SLACK_API_URL = "https://slack.com/api"
+
+PROVIDERS_VARIABLE = "CHAMVI_PROVIDERS"
+_PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_PROVIDER_KEYS = ("api", "api_key_env", "base_url", "stream", "timeout")
+_PROVIDERS_EXAMPLE = '{"ollama": {"base_url": "http://localhost:11434/v1"}}'
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """One named model provider of ``CHAMVI_PROVIDERS``: its refs are ``<name>/<model id>``.
+
+    Attributes:
+        name: the provider's name, before the slash of its refs.
+        api: ``openai`` (an OpenAI-compatible endpoint, the default) or ``anthropic`` (the
+            Messages API: another key, a gateway).
+        base_url: the endpoint (required for ``openai``; for ``anthropic``, else
+            ``ANTHROPIC_BASE_URL`` or Anthropic's API).
+        api_key_env: the variable holding the key, read when the first call is made; unset, an
+            ``openai`` endpoint gets none (a placeholder) and ``anthropic`` reads ``ANTHROPIC_API_KEY``.
+        stream: whether answers are streamed.
+        timeout: seconds one HTTP request may take (110 s by default).
+    """
+
+    name: str
+    api: Literal["openai", "anthropic"] = "openai"
+    base_url: str | None = None
+    api_key_env: str | None = None
+    stream: bool = True
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -76,6 +108,10 @@ class Settings:
     default)."""
     tokens: str | None = field(default=None, repr=False)
     """``CHAMVI_TOKENS``: the HTTP API's bearer tokens, as JSON (``chamvi.http.tokens_from_env``)."""
+    providers: tuple[ProviderConfig, ...] = ()
+    """``CHAMVI_PROVIDERS``: named model providers, as a JSON object (:func:`parse_providers`); an
+    App reads the variable itself when it is built (:func:`configured_providers`), and an entry
+    replaces a provider of the same name the code gives."""
     approval_secret: str | None = field(default=None, repr=False)
     """``CHAMVI_APPROVAL_SECRET``: the key approval tokens are signed with (``chamvi.approval_tokens``);
     every worker, API and CLI that issues or checks them needs the same one. Unset, the data
@@ -121,6 +157,7 @@ class Settings:
             knowledge_base_path=env.get("CHAMVI_KNOWLEDGE_BASE_PATH") or None,
             knowledge_body_limit=_positive(env, "CHAMVI_KNOWLEDGE_BODY_LIMIT", None),
             tokens=env.get("CHAMVI_TOKENS") or None,
+            providers=parse_providers(env.get(PROVIDERS_VARIABLE)),
             approval_secret=env.get("CHAMVI_APPROVAL_SECRET") or None,
             public_url=_url(env, "CHAMVI_PUBLIC_URL"),
             github_token=env.get("GITHUB_TOKEN") or None,
@@ -142,6 +179,116 @@ def openai_credentials(env: Mapping[str, str] | None = None) -> tuple[str | None
     """
     env = os.environ if env is None else env
     return env.get("OPENAI_API_KEY") or None, env.get("OPENAI_BASE_URL") or None
+
+
+def anthropic_credentials(env: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL`` (None when unset or empty), as the SDK reads them.
+
+    Read when a client is made, like :func:`openai_credentials`.
+    """
+    env = os.environ if env is None else env
+    return env.get("ANTHROPIC_API_KEY") or None, env.get("ANTHROPIC_BASE_URL") or None
+
+
+def read_variable(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The variable ``name`` (None when unset or empty): a provider's ``api_key_env``, read at first use."""
+    env = os.environ if env is None else env
+    return env.get(name) or None
+
+
+def configured_providers(env: Mapping[str, str] | None = None) -> tuple[ProviderConfig, ...]:
+    """``CHAMVI_PROVIDERS`` as it is now, read when an App is built (it may be built at import).
+
+    Raises:
+        ChamviValidationError: the variable is malformed, naming the entry and how to fix it.
+    """
+    env = os.environ if env is None else env
+    return parse_providers(env.get(PROVIDERS_VARIABLE))
+
+
+def provider_name_problem(name: object) -> str | None:
+    """Why ``name`` cannot name a model provider, or None."""
+    if isinstance(name, str) and _PROVIDER_NAME.fullmatch(name):
+        return None
+    return (
+        f"provider name {name!r} must be 1-64 lowercase letters, digits, '.', '_' or '-', starting with "
+        "a letter or digit (refs are '<provider>/<model id>')"
+    )
+
+
+def parse_providers(raw: str | None, variable: str = PROVIDERS_VARIABLE) -> tuple[ProviderConfig, ...]:
+    """Named providers from JSON such as ``{"ollama": {"base_url": "http://localhost:11434/v1"}}``.
+
+    Each entry takes ``base_url``, ``api_key_env``, ``api`` (``openai`` or ``anthropic``),
+    ``stream`` and ``timeout``; keys themselves never go in the variable, only the name of the one
+    that holds each. Unset or empty is no providers.
+
+    Raises:
+        ChamviValidationError: not a JSON object, or an entry that cannot work, named with its fix.
+    """
+    if not (raw or "").strip():
+        return ()
+    try:
+        data = json.loads(raw or "")
+    except json.JSONDecodeError as error:
+        raise ChamviValidationError(
+            f"{variable} is not JSON ({error.msg} at character {error.pos}): give an object such as "
+            f"{_PROVIDERS_EXAMPLE}"
+        ) from None
+    if not isinstance(data, dict):
+        raise ChamviValidationError(
+            f"{variable} must be a JSON object of providers by name, such as {_PROVIDERS_EXAMPLE}"
+        )
+    return tuple(_provider_config(variable, name, entry) for name, entry in data.items())
+
+
+def _provider_config(variable: str, name: str, entry: Any) -> ProviderConfig:
+    where = f"{variable}: provider {name!r}"
+    problem = provider_name_problem(name)
+    if problem is not None:
+        raise ChamviValidationError(f"{variable}: {problem}")
+    if not isinstance(entry, dict):
+        raise ChamviValidationError(f'{where} must be an object such as {{"base_url": "http://..."}}')
+    unknown = sorted(set(entry) - set(_PROVIDER_KEYS))
+    if unknown:
+        secret = " (keys go in a variable of their own, named by api_key_env)" if "api_key" in unknown else ""
+        raise ChamviValidationError(
+            f"{where} has unknown field {unknown[0]!r}{secret}: its fields are "
+            + ", ".join(repr(k) for k in _PROVIDER_KEYS)
+        )
+    api = entry.get("api", "openai")
+    if api not in ("openai", "anthropic"):
+        raise ChamviValidationError(f"{where}: api {api!r} must be 'openai' or 'anthropic'")
+    base_url = entry.get("base_url")
+    if base_url is None and api == "openai":
+        raise ChamviValidationError(
+            f'{where} has no base_url: give the endpoint, e.g. "http://localhost:11434/v1"'
+        )
+    if base_url is not None and (
+        not isinstance(base_url, str) or not base_url.startswith(("http://", "https://"))
+    ):
+        raise ChamviValidationError(f"{where}: base_url {base_url!r} must be an http:// or https:// URL")
+    key_env = entry.get("api_key_env")
+    if key_env is not None and (not isinstance(key_env, str) or not _VARIABLE_NAME.fullmatch(key_env)):
+        raise ChamviValidationError(
+            f'{where}: api_key_env {key_env!r} must name an environment variable, e.g. "OLLAMA_API_KEY"'
+        )
+    stream = entry.get("stream", True)
+    if not isinstance(stream, bool):
+        raise ChamviValidationError(f"{where}: stream {stream!r} must be true or false")
+    timeout = entry.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+    ):
+        raise ChamviValidationError(f"{where}: timeout {timeout!r} must be a positive number of seconds")
+    return ProviderConfig(
+        name=name,
+        api=api,
+        base_url=base_url,
+        api_key_env=key_env,
+        stream=stream,
+        timeout=float(timeout) if timeout is not None else None,
+    )
 
 
 def hf_hub_offline(env: Mapping[str, str] | None = None) -> bool:

@@ -423,6 +423,7 @@ class AgentRunWorkflow:
                 base_digest=self._sent_digest,
                 delta=delta,
                 revision=spec.revision,
+                model_settings=self._require_input().model_settings,
             ),
             ModelResponse,
             start_to_close=timedelta(seconds=spec.model_timeout_seconds),
@@ -441,6 +442,8 @@ class AgentRunWorkflow:
                 text=response.message.content,
                 tool_calls=response.message.tool_calls,
                 usage=response.usage,
+                model=spec.model,
+                model_settings=response.model_settings,
             )
         )
         self._show_details()

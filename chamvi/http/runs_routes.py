@@ -68,6 +68,7 @@ async def dispatch_as(
         idempotency_key=body.idempotency_key,
         concurrency_key=body.concurrency_key,
         attachments=attachments,
+        model_settings=body.model_settings,
     )
     if not result.created:
         response.status_code = 200

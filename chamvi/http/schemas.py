@@ -12,7 +12,7 @@ from chamvi.approval_tokens import TOKEN_MAX_CHARS
 from chamvi.constants import TRIGGER_KEY_MAX_LENGTH
 from chamvi.errors import ValidationIssue
 from chamvi.knowledge.managed import MAX_CONTENT_CHARS, DocumentPage
-from chamvi.models import Artifact, RunSummary
+from chamvi.models import Artifact, ModelSettings, RunSummary
 from chamvi.models.knowledge import CollectionMeta, DocumentEntry
 
 MAX_JSON_DEPTH = 64
@@ -271,6 +271,11 @@ class DispatchRun(_Body):
         min_length=1,
         max_length=TRIGGER_KEY_MAX_LENGTH,
         description="Runs with the same key run one at a time, in dispatch order",
+    )
+    model_settings: ModelSettings | None = Field(
+        default=None,
+        description="This run's own model settings (temperature, max_output_tokens, tool_choice, ...), "
+        "over the agent's",
     )
 
     @field_validator("agent", "channel", "address", "idempotency_key", "concurrency_key")

@@ -25,6 +25,7 @@ from chamvi.models.knowledge import (
     SyncSignal,
 )
 from chamvi.models.mcp import McpListRequest, McpToolHints, McpToolInfo, McpToolList
+from chamvi.models.model_settings import ModelSettings, NamedTool
 from chamvi.models.parts import (
     ContentPart,
     FilePart,
@@ -122,6 +123,8 @@ __all__ = [
     "Message",
     "ModelRequest",
     "ModelResponse",
+    "ModelSettings",
+    "NamedTool",
     "Overlap",
     "PassRequest",
     "PassStats",

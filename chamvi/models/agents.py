@@ -20,6 +20,7 @@ from chamvi.constants import (
     DEFAULT_TIMEOUT,
     RUNTIME_AGENT_MAX_STEPS,
 )
+from chamvi.models.model_settings import ModelSettings
 from chamvi.models.runs import Invoker
 
 
@@ -107,6 +108,9 @@ class AgentDefinition(_Data):
         budget: steps, tokens and timeout of one run.
         tool_policy: ``require_tool_permission()`` as data; none: every tool is offered.
         trust: ``on_tainted``, and what the agent adds to its tools' own classification.
+        model_settings: how the model is asked to answer (``ModelSettings`` as data: temperature,
+            tool choice as ``"required"`` or ``{"tool": "search"}``, ...), checked as ``define_agent``
+            checks them and against what the model's provider supports.
     """
 
     name: str | None = None
@@ -118,6 +122,7 @@ class AgentDefinition(_Data):
     budget: BudgetData = Field(default_factory=BudgetData)
     tool_policy: ToolPolicyData | None = None
     trust: TrustData = Field(default_factory=TrustData)
+    model_settings: ModelSettings | None = None
 
 
 class AgentRevision(BaseModel):

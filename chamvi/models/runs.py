@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 from chamvi.errors import ValidationIssue
 from chamvi.models.artifacts import Artifact
 from chamvi.models.mcp import McpToolHints
+from chamvi.models.model_settings import ModelSettings
 from chamvi.models.parts import ContentPart, FilePart, ImagePart, ProviderOptions, TextPart
 
 
@@ -81,6 +82,9 @@ class RunInput(BaseModel):
     """Stored before the run starts (``ChamviClient.dispatch(attachments=...)``): references only."""
     event: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The inbound event's type (a channel's delivery), carried to the trigger envelope."""
+    model_settings: ModelSettings | None = Field(default=None, exclude_if=lambda v: v is None)
+    """This run's own model settings (``dispatch(model_settings=...)``): over the agent's, field by
+    field, for each of its model steps; its extractions keep the agent's and their own."""
 
     def envelope(self) -> TriggerEnvelope:
         """The trigger as the run's first user message and tool policies see it."""
@@ -274,6 +278,8 @@ class ModelRequest(BaseModel):
     delta: list[Message]
     revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
     """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
+    model_settings: ModelSettings | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The run's own settings (``RunInput.model_settings``), over the agent's; None: the agent's."""
 
 
 class _Lean(BaseModel):
@@ -305,6 +311,8 @@ class ModelResponse(_Lean):
     output_issues: list[ValidationIssue] | None = None
     """The field-by-field problems of a final answer that does not match the output schema."""
     error: ErrorInfo | None = None
+    model_settings: ModelSettings | None = None
+    """The settings the call was made with (the activity's, after the per-call rules); None: none."""
 
 
 class ApprovalDecision(BaseModel):
@@ -387,6 +395,8 @@ class ExtractionRequest(BaseModel):
     model: str | None = None
     taints: bool = True
     """Whether the result taints the run: its schema is not conservatively constrained."""
+    model_settings: ModelSettings | None = None
+    """The call's own settings (``extract(model_settings=...)``), over the agent's with its model."""
 
 
 class ExtractInput(BaseModel):
@@ -499,6 +509,10 @@ class StepView(BaseModel):
     error: ErrorInfo | None = None
     approval_id: str | None = None
     decision: ApprovalDecision | None = None
+    model: str | None = None
+    """A model step's model, as configured (``<provider>/<model id>``); None in runs recorded before."""
+    model_settings: ModelSettings | None = None
+    """The settings a model step was asked with; None when it had none (and in runs recorded before)."""
 
 
 class CallInProgress(BaseModel):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
 from chamvi.errors import ArtifactNotFoundError
-from chamvi.models import Artifact, FilePart, ImagePart, Message, ModelResponse
+from chamvi.models import Artifact, FilePart, ImagePart, Message, ModelResponse, ModelSettings
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,8 @@ class ChatRequest:
     """The bytes of every artifact a part of ``messages`` references, by artifact id; never stored."""
     on_delta: OnDelta | None = None
     """Where a streaming model sends its deltas while it writes; they are never stored."""
+    settings: ModelSettings | None = None
+    """How the model is asked to answer, as this call sends it (the agent's, or the call's own)."""
 
     def data_of(self, part: ImagePart | FilePart) -> bytes | None:
         """The bytes of an image or file part: inline, or its artifact's; None for a URL.
@@ -90,3 +92,67 @@ class ChatRequest:
 
 class ChatModel(Protocol):
     async def complete(self, request: ChatRequest) -> ModelResponse: ...
+
+
+def refused_settings(model: ChatModel, settings: ModelSettings | None) -> list[str]:
+    """What of ``settings`` the model's provider does not support, one line each; empty if all is.
+
+    A model says so with a ``refused_settings(settings)`` method of its own; one without takes
+    every setting (and may ignore those it cannot use, as its docstring says).
+    """
+    check = getattr(model, "refused_settings", None)
+    if settings is None or not callable(check):
+        return []
+    return list(check(settings))
+
+
+C = TypeVar("C")
+
+
+class HostedModel(Generic[C]):
+    """A model an API client serves: its id, its provider's name, and a client built on first use.
+
+    Args:
+        model_id: the id the provider knows the model by.
+        client: the client, or a function building it on first use (so resolving a ref needs no key).
+        stream: stream the answer (deltas reach ``ChatRequest.on_delta`` as the model writes).
+        provider: the provider's name, as refs, errors and steps name it.
+        key: where the provider's key comes from, for error hints (``OPENAI_API_KEY``).
+        url: where its base URL comes from, for error hints (``OPENAI_BASE_URL``).
+    """
+
+    def __init__(
+        self, model_id: str, client: C | Callable[[], C], *, stream: bool, provider: str, key: str, url: str
+    ) -> None:
+        self.model_id = model_id
+        self._source = client
+        self._built: C | None = None
+        self.stream = stream
+        self.provider = provider
+        self._key = key
+        self._url = url
+
+    @property
+    def ref(self) -> str:
+        """The name agents declare this model by, and that runs record: ``<provider>/<model id>``."""
+        return f"{self.provider}/{self.model_id}"
+
+    @property
+    def server(self) -> tuple[str, int] | None:
+        """The host and port the calls go to (``server.address``/``server.port`` of its spans)."""
+        try:
+            url = getattr(self.client, "base_url", None)
+        except Exception:  # no key: no client, and no call either
+            return None
+        if url is None or not getattr(url, "host", None):
+            return None
+        port = url.port or (443 if url.scheme == "https" else 80)
+        return (url.host, port)
+
+    @property
+    def client(self) -> C:
+        """The client, built on first use."""
+        if self._built is None:
+            source = self._source
+            self._built = source() if callable(source) else source
+        return self._built

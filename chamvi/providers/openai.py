@@ -14,8 +14,6 @@ import contextlib
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -24,7 +22,9 @@ from openai.types.chat import ChatCompletion
 
 from chamvi.errors import ProviderHTTPError, ProviderUnavailableError, provider_http_error
 from chamvi.models import ContentPart, FilePart, ImagePart, Message, ModelResponse, TextPart, ToolCall, Usage
-from chamvi.providers._base import AttachedFile, ChatRequest, ToolSchema
+from chamvi.providers._base import AttachedFile, ChatRequest, HostedModel, ToolSchema
+from chamvi.providers._http import parse_retry_after as parse_retry_after
+from chamvi.providers._openai_settings import settings_params
 from chamvi.providers._streaming import FinishReason, StreamedAnswer
 from chamvi.settings import openai_credentials
 
@@ -38,37 +38,7 @@ _TEXT_TYPES = frozenset({"application/json", "application/xml", "application/yam
 """Media types outside ``text/`` that models read best as text parts."""
 
 # Local servers (Ollama, vLLM without --api-key) ignore the key, but the SDK insists on one.
-_PLACEHOLDER_KEY = "no-key"
-
-
-def parse_retry_after(headers: Mapping[str, str] | None, now: datetime | None = None) -> float | None:
-    """Seconds to wait before retrying, from ``retry-after-ms`` or ``retry-after``.
-
-    ``retry-after`` may be a number of seconds or an HTTP date. Values that cannot be read are
-    ignored (Temporal's backoff applies); values in the past count as zero.
-    """
-    if headers is None:
-        return None
-    milliseconds = headers.get("retry-after-ms")
-    if milliseconds:
-        try:
-            return max(0.0, float(milliseconds) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+PLACEHOLDER_KEY = "no-key"
 
 
 _AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
@@ -296,11 +266,13 @@ def _seconds(timeout: object) -> str:
     return f"{timeout:g} s" if isinstance(timeout, int | float) else f"the client timeout ({timeout})"
 
 
-_HINTS = {
-    401: "check OPENAI_API_KEY",
-    403: "check OPENAI_API_KEY and the project's access to the model",
-    404: "check the model id and OPENAI_BASE_URL",
-}
+def status_hint(status: int, key: str, url: str) -> str | None:
+    """What to check after a 401, 403 or 404, naming where the provider's key and URL come from."""
+    return {
+        401: f"check {key}",
+        403: f"check {key} and the project's access to the model",
+        404: f"check the model id and {url}",
+    }.get(status)
 
 
 @contextlib.contextmanager
@@ -310,15 +282,18 @@ def translated_errors(
     *,
     service: str,
     retried_by: str,
+    key: str = "OPENAI_API_KEY",
+    url: str = "OPENAI_BASE_URL",
 ) -> Iterator[None]:
     """Turns the SDK's errors into chamvi's, one rule for chat and embeddings (``provider_http_error``).
 
-    Each error names the model, the server and what to check, so the person reading it can act.
+    Each error names the model, the server and what to check (``key`` and ``url``: where the
+    provider's key and base URL come from), so the person reading it can act.
     """
     try:
         yield
     except openai.APIStatusError as error:
-        hint = _HINTS.get(error.status_code)
+        hint = status_hint(error.status_code, key, url)
         raise provider_http_error(
             error.status_code,
             f"{service} answered {error.status_code}: "
@@ -332,19 +307,25 @@ def translated_errors(
     except openai.APIConnectionError as error:
         cause = error.__cause__ or error
         raise ProviderUnavailableError(
-            f"cannot reach {where}: {type(cause).__name__}: {cause}; check OPENAI_BASE_URL and that the "
+            f"cannot reach {where}: {type(cause).__name__}: {cause}; check {url} and that the "
             f"server is up ({retried_by})"
         ) from error
 
 
-class OpenAIChatModel:
-    """One ``openai/<model id>`` model.
+class OpenAIChatModel(HostedModel[openai.AsyncOpenAI]):
+    """One ``<provider>/<model id>`` model of the Chat Completions API (``openai/...`` by default).
 
     Args:
         model_id: the id the server knows the model by, e.g. ``gpt-4.1-mini`` or ``llama3.2``.
         client: the client, or a function building it on first use (so resolving a ref needs no key).
         stream: stream the answer (text and reasoning reach ``ChatRequest.on_delta`` as the model
             writes, usage comes in the last chunk); off for a server that cannot stream.
+        provider: the provider's name, as refs, errors and steps name it (``ollama``).
+        key: where the provider's key comes from, for error hints (``OPENAI_API_KEY``).
+        url: where its base URL comes from, for error hints (``OPENAI_BASE_URL``).
+        max_tokens_param: the body field ``max_output_tokens`` goes in: ``max_completion_tokens``
+            (OpenAI's, which its reasoning models require) or ``max_tokens`` (what compatible
+            servers read).
     """
 
     def __init__(
@@ -353,32 +334,13 @@ class OpenAIChatModel:
         client: openai.AsyncOpenAI | Callable[[], openai.AsyncOpenAI],
         *,
         stream: bool = True,
+        provider: str = "openai",
+        key: str = "OPENAI_API_KEY",
+        url: str = "OPENAI_BASE_URL",
+        max_tokens_param: str = "max_completion_tokens",
     ) -> None:
-        self.model_id = model_id
-        self._client = client
-        self.stream = stream
-
-    @property
-    def ref(self) -> str:
-        """The name agents declare this model by, and that runs record."""
-        return f"openai/{self.model_id}"
-
-    @property
-    def server(self) -> tuple[str, int] | None:
-        """The host and port the calls go to (``server.address``/``server.port`` of its spans)."""
-        try:
-            url = self.client.base_url
-        except Exception:  # no key: no client, and no call either
-            return None
-        port = url.port or (443 if url.scheme == "https" else 80)
-        return (url.host, port) if url.host else None
-
-    @property
-    def client(self) -> openai.AsyncOpenAI:
-        """The OpenAI client, built on first use so that resolving a ref needs no API key."""
-        if not isinstance(self._client, openai.AsyncOpenAI):
-            self._client = self._client()
-        return self._client
+        super().__init__(model_id, client, stream=stream, provider=provider, key=key, url=url)
+        self.max_tokens_param = max_tokens_param
 
     async def complete(self, request: ChatRequest) -> ModelResponse:
         """One Chat Completions call for one step of a run.
@@ -401,9 +363,15 @@ class OpenAIChatModel:
             params["tools"] = to_wire_tools(request.tools)
         if request.output_schema is not None:
             params["response_format"] = to_response_format(request.output_schema)
+        params.update(settings_params(request.settings, self.max_tokens_param))
         where = f"{self.ref!r} at {client.base_url}"
         errors = translated_errors(
-            where, client.timeout, service="model provider", retried_by="Temporal retries the call"
+            where,
+            client.timeout,
+            service="model provider",
+            retried_by="Temporal retries the call",
+            key=self._key,
+            url=self._url,
         )
         if not self.stream:
             with errors:
@@ -456,7 +424,7 @@ def new_openai_client(api_key: str | None, base_url: str | None, timeout: float)
     if not api_key:
         if base_url is None:
             return None
-        api_key = _PLACEHOLDER_KEY
+        api_key = PLACEHOLDER_KEY
     return openai.AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout)
 
 
@@ -508,12 +476,25 @@ class OpenAIProvider(LazyOpenAIClient):
     """Serves every ``openai/...`` chat ref; its HTTP timeout (110 s) stays below the model activity's.
 
     Attributes:
+        name: the provider's name, before the slash of its refs.
         stream: whether its models stream their answers; set it to False for a compatible server
             that cannot stream.
     """
 
+    name = "openai"
     stream = True
+    max_tokens_param = "max_completion_tokens"
+    key_source = "OPENAI_API_KEY"
+    url_source = "OPENAI_BASE_URL"
 
     def model(self, model_id: str) -> OpenAIChatModel:
-        """The registry's factory for ``openai/<model_id>``; builds no client yet."""
-        return OpenAIChatModel(model_id, self.client, stream=self.stream)
+        """The registry's factory for ``<name>/<model_id>``; builds no client yet."""
+        return OpenAIChatModel(
+            model_id,
+            self.client,
+            stream=self.stream,
+            provider=self.name,
+            key=self.key_source,
+            url=self.url_source,
+            max_tokens_param=self.max_tokens_param,
+        )

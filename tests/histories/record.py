@@ -64,7 +64,7 @@ from chamvi.constants import (
 )
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.index import KnowledgeIndex
-from chamvi.models import DescribeAgentRequest
+from chamvi.models import DescribeAgentRequest, ModelSettings, NamedTool
 from chamvi.models.knowledge import SearchRequest, SyncRequest
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, calls, reply
@@ -389,6 +389,25 @@ async def _record_content_parts(env: WorkflowEnvironment, task_queue: str, recor
         recorded["content-parts"] = (await chamvi.wait((await chamvi.dispatch("parts")).run_id)).run_id
 
 
+async def _record_model_settings(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run whose agent has model settings: each model step records them, the tool choice given way
+    to auto after the first tool result; and a run of it with its own settings over the agent's."""
+    models = ModelRegistry()
+    models.register("scripted/settings", ScriptedModel([call("add", a=2, b=3), reply("5")] * 2))
+    settings = ModelSettings(
+        temperature=0.2, max_output_tokens=100, tool_choice=NamedTool(tool="add"), extra_body={"top_k": 5}
+    )
+    agent = define_agent(
+        name="settings", model="scripted/settings", instructions="Add.", tools=[add], model_settings=settings
+    )
+    async with build_worker(env.client, App(agents=[agent], models=models), task_queue=task_queue):
+        chamvi = ChamviClient(env.client, task_queue=task_queue)
+        recorded["model-settings"] = (await chamvi.wait((await chamvi.dispatch("settings")).run_id)).run_id
+        own = ModelSettings(temperature=0.9, parallel_tool_calls=False)
+        dispatched = await chamvi.dispatch("settings", model_settings=own)
+        recorded["run-model-settings"] = (await chamvi.wait(dispatched.run_id)).run_id
+
+
 class Note(BaseModel):
     text: str
 
@@ -536,6 +555,7 @@ RECORDERS: list[tuple[tuple[str, ...], str, Recorder]] = [
     (("stream-broken", "stream-incomplete"), "-streams", _record_streams),
     (("artifacts",), "-artifacts", _record_artifacts),
     (("content-parts",), "-parts", _record_content_parts),
+    (("model-settings", "run-model-settings"), "-settings", _record_model_settings),
     (("scheduled-run",), "", _record_scheduled_run),
     (("state", "state-list"), "-state", _record_state),
     (("approval-token",), "-approval-token", _record_approval_token),

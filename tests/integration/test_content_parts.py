@@ -28,9 +28,12 @@ from chamvi import (
 )
 from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.models import Artifact
-from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
+from chamvi.providers import AnthropicProvider, ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
 from tests.integration.test_packaging import readme_module
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import text as claude_text
+from tests.support.anthropic_server import tool_use as claude_tool_use
 from tests.support.openai_server import OpenAIServer, text, tool_call
 
 PNG = base64.b64decode(
@@ -194,3 +197,85 @@ def test_the_readmes_instructions_as_messages_define_an_agent_with_an_example_im
     assert (system.role, answer.content) == ("system", "Fine: no dip.")
     [image] = example.media
     assert isinstance(image, ImagePart) and image.provider_options == {"openai": {"detail": "low"}}
+
+
+PDF = b"%PDF-1.4 the terms"
+
+
+async def test_parts_reach_the_messages_api_as_image_and_document_blocks(
+    client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    store = ArtifactStore.local(tmp_path / "artifacts")
+    instructions = [
+        *INSTRUCTIONS[:1],
+        Message(
+            role="user",
+            parts=[
+                *INSTRUCTIONS[1].parts,
+                FilePart(media_type="application/pdf", data=PDF, filename="terms.pdf"),
+            ],
+        ),
+        *INSTRUCTIONS[2:],
+    ]
+    with AnthropicServer() as server:
+        server.add(claude_tool_use("render_chart", {}, call_id="toolu_1"), claude_text("A dip on Tuesday."))
+        app = App(
+            agents=[
+                define_agent(
+                    name="charts",
+                    model="anthropic/claude-test",
+                    instructions=instructions,
+                    tools=[render_chart],
+                )
+            ],
+            models=[AnthropicProvider(api_key="test", base_url=server.url)],
+        )
+        chamvi = ChamviClient(client, task_queue=task_queue, artifacts=store)
+        async with build_worker(client, app, task_queue=task_queue, artifacts=store):
+            dispatched = await chamvi.dispatch(
+                "charts",
+                "is this week fine?",
+                attachments=[Attachment(PNG, "last-week.png"), Attachment(b"# Notes", "notes.md")],
+            )
+            run = await chamvi.wait(dispatched.run_id)
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    first, second = server.requests
+    assert first.body["system"] == [{"type": "text", "text": "You read charts."}]
+    example, answer, trigger = first.messages
+    # the "openai" provider options are another provider's: they stay off this wire
+    assert example == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "A chart that looks fine:"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(EXAMPLE)}},
+            {
+                "type": "document",
+                "source": {"type": "base64", "media_type": "application/pdf", "data": b64(PDF)},
+                "title": "terms.pdf",
+            },
+        ],
+    }
+    assert answer == {"role": "assistant", "content": [{"type": "text", "text": "Fine: no dip."}]}
+    # the attachments go with the run's trigger, as they do to OpenAI's
+    assert trigger["content"][1:] == [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(PNG)}},
+        {
+            "type": "document",
+            "source": {"type": "text", "media_type": "text/plain", "data": "# Notes"},
+            "title": "notes.md",
+        },
+    ]
+    assert second.messages[:3] == first.messages
+    calling, result = second.messages[3:]
+    assert calling["content"] == [{"type": "tool_use", "id": "toolu_1", "name": "render_chart", "input": {}}]
+    [tool_result] = result["content"]
+    assert tool_result["tool_use_id"] == "toolu_1"
+    assert tool_result["content"][0]["text"].startswith("This week's chart:")
+    assert tool_result["content"][1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": b64(CHART)},
+    }
+    history = await payloads(client, dispatched.run_id)
+    for data in (PNG, CHART, EXAMPLE, PDF):
+        assert b64(data)[:20] not in history

@@ -24,6 +24,14 @@ class Hold:
 
 
 @dataclass(frozen=True)
+class SseEvent:
+    """In a stream: one Server-Sent Event with a name (``event: <name>``), as Anthropic sends them."""
+
+    name: str
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class Answer:
     """One prepared HTTP response.
 
@@ -36,7 +44,7 @@ class Answer:
     status: int
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
-    events: tuple[dict[str, Any] | str | threading.Event | Hold, ...] | None = None
+    events: tuple[dict[str, Any] | str | SseEvent | threading.Event | Hold, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +182,12 @@ class ScriptedServer(Generic[R]):
                         if isinstance(item, threading.Event):
                             self.wfile.flush()
                             item.wait(timeout=120)
+                            continue
+                        if isinstance(item, SseEvent):
+                            self.wfile.write(
+                                f"event: {item.name}\ndata: {json.dumps(item.data)}\n\n".encode()
+                            )
+                            self.wfile.flush()
                             continue
                         data = item if isinstance(item, str) else json.dumps(item)
                         self.wfile.write(f"data: {data}\n\n".encode())

@@ -14,7 +14,7 @@ from chamvi.agent_revisions import ObjectRevisionStore
 from chamvi.app_runtime import AppRuntime
 from chamvi.artifacts import ArtifactStore
 from chamvi.errors import AgentNotFoundError, ChamviValidationError, ConflictError, InvalidAppError
-from chamvi.models import Invoker, TriggerEnvelope
+from chamvi.models import Invoker, ModelSettings, NamedTool, TriggerEnvelope
 from chamvi.permissions import PolicyRun
 from chamvi.runtime_agents import RuntimeAgents
 from chamvi.tools import Tool
@@ -125,6 +125,49 @@ async def test_an_invalid_definition_is_refused_with_an_issue_at_its_field(
     with pytest.raises(ChamviValidationError) as refused:
         await agents.put_agent("triage", data)
     assert (path, code) in [(issue.path, issue.code) for issue in refused.value.issues]
+    assert await agents.store.latest("triage") is None
+
+
+async def test_model_settings_as_data_reach_the_agent_and_its_stored_definition() -> None:
+    agents = registry()
+    settings = {"temperature": 0.3, "tool_choice": {"tool": "lookup"}, "parallel_tool_calls": False}
+    put = await agents.put_agent("triage", {**TRIAGE, "model_settings": settings})
+    agent = await agents.current("triage")
+    assert agent.model_settings == ModelSettings(
+        temperature=0.3, tool_choice=NamedTool(tool="lookup"), parallel_tool_calls=False
+    )
+    shown = await agents.get_agent("triage")
+    assert shown.definition is not None and shown.definition.model_settings == agent.model_settings
+    assert put.agent.revision == 1
+    again = await agents.put_agent("triage", {**TRIAGE, "model_settings": settings})
+    assert again.changed is False
+
+
+@pytest.mark.parametrize(
+    ("settings", "model", "path", "code"),
+    [
+        ({"temperature": 3}, None, ("model_settings", "temperature"), "invalid_setting"),
+        ({"top_p": 0}, None, ("model_settings", "top_p"), "invalid_setting"),
+        ({"tool_choice": {"tool": "refund"}}, None, ("model_settings", "tool_choice"), "invalid_setting"),
+        ({"tool_choice": "lookup"}, None, ("model_settings", "tool_choice"), "value_error"),
+        ({"temp": 0.2}, None, ("model_settings", "temp"), "extra_forbidden"),
+        ({"max_output_tokens": "many"}, None, ("model_settings", "max_output_tokens"), "int_parsing"),
+        ({"extra_body": {"model": "gpt-5"}}, None, ("model_settings", "extra_body"), "invalid_setting"),
+        ({"seed": 7}, "anthropic/claude-test", ("model_settings",), "unsupported_setting"),
+        ({"temperature": 1.5}, "anthropic/claude-test", ("model_settings",), "unsupported_setting"),
+    ],
+)
+async def test_invalid_model_settings_are_refused_at_their_field(
+    settings: dict[str, Any], model: str | None, path: tuple[str | int, ...], code: str
+) -> None:
+    agents = registry()
+    data = {**TRIAGE, "model_settings": settings} | ({"model": model} if model else {})
+    with pytest.raises(ChamviValidationError) as refused:
+        await agents.put_agent("triage", data)
+    issues = [(issue.path, issue.code, issue.message) for issue in refused.value.issues]
+    assert (path, code) in [(p, c) for p, c, _ in issues], issues
+    if code == "unsupported_setting":
+        assert "model 'anthropic/claude-test' does not support it" in issues[0][2]
     assert await agents.store.latest("triage") is None
 
 
@@ -288,6 +331,19 @@ async def test_a_revision_whose_tool_left_the_catalog_still_serves_its_runs() ->
     assert list((await agents.agent("triage", 1)).tools) == ["lookup"]  # a run under way goes on
     with pytest.raises(ChamviValidationError, match="refund"):  # a new run is refused, naming it
         await agents.current("triage")
+
+
+async def test_a_revision_whose_named_tool_left_the_catalog_serves_its_runs_without_its_settings() -> None:
+    store = ObjectRevisionStore.memory()
+    data = {
+        "instructions": "x",
+        "tools": ["lookup", "refund"],
+        "model_settings": {"tool_choice": {"tool": "refund"}},
+    }
+    await registry(store=store).put_agent("triage", data)
+    deployed = App(agents=[], model="local/demo", runtime_tools=[lookup])
+    going_on = await registry(deployed, store).agent("triage", 1)
+    assert (list(going_on.tools), going_on.model_settings) == (["lookup"], None)
 
 
 async def test_a_worker_runtime_describes_a_runtime_agent_at_its_latest_revision() -> None:

@@ -1,0 +1,175 @@
+"""Model settings: how a model is asked to answer (temperature, output tokens, tool choice, ...).
+
+A plain pydantic model, so settings travel as data (a run's model step records them, an agent
+given as data carries them) and read back as they were. Types are checked on construction; the
+ranges, and what a provider supports, are checked where the settings are used: by ``define_agent``
+(``InvalidAgentDefinitionError``), by ``extract(model_settings=...)`` and by the App, which asks
+each agent's provider (:meth:`ModelSettings.problems`, ``refused_settings`` of a chat model).
+
+Each provider maps them to its API and says what it does with the rest (see the README's table):
+``openai/...`` and OpenAI-compatible endpoints send every field; ``anthropic/...`` refuses
+``seed``, a temperature above 1 and the efforts ``none`` and ``minimal`` at definition; the
+``local/...`` demo model and scripted models ignore them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+ToolChoiceMode = Literal["auto", "required", "none"]
+ReasoningEffort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
+
+STOP_SEQUENCES_MAX = 16
+"""The most stop sequences a setting may hold (OpenAI itself takes at most 4; the server says so)."""
+REQUEST_OWNED_FIELDS = frozenset({"model", "messages", "system", "tools", "stream", "stream_options"})
+"""Body fields every call sets itself: ``extra_body`` adds provider extras and never replaces these
+(a run's own settings could otherwise switch its model or drop its transcript)."""
+
+
+def _unset(value: object) -> bool:
+    return value is None
+
+
+class NamedTool(BaseModel):
+    """A tool choice naming one tool: the model must call it (``{"tool": "search"}`` as data)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: str
+
+
+class ModelSettings(BaseModel):
+    """How the model is asked to answer; every field left at None is the provider's default.
+
+    Attributes:
+        temperature: sampling temperature, 0 to 2 (Anthropic: 0 to 1).
+        max_output_tokens: the most tokens the answer may have (Anthropic requires one: its
+            provider's ``max_tokens`` default, 8192, applies when this is None).
+        top_p: nucleus sampling, above 0 and at most 1.
+        stop: sequences that end the answer where the model writes them.
+        seed: asks for reproducible sampling (OpenAI and compatible servers; Anthropic has none).
+        tool_choice: ``"auto"`` (the model decides), ``"required"`` (it must call a tool),
+            ``"none"`` (it must not), or ``NamedTool(tool="search")`` (it must call that one).
+            ``"required"`` and a named tool hold until the run's first tool result: later steps
+            send ``"auto"``, so the model can then answer (as the OpenAI Agents SDK's
+            ``reset_tool_choice``). A call that offers no tools (``extract()``) sends no tool
+            settings.
+        parallel_tool_calls: False asks for at most one tool call per step.
+        reasoning_effort: how hard a reasoning model thinks (OpenAI's ``reasoning_effort``,
+            Anthropic's ``output_config.effort``).
+        extra_body: provider extras, merged into the request body as they are (e.g. vLLM's
+            ``{"top_k": 20}``, Anthropic's ``{"thinking": {...}}``); they win over the fields above.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # fields left at None stay out of the stored form (each model step records the settings)
+    temperature: float | None = Field(default=None, exclude_if=_unset)
+    max_output_tokens: int | None = Field(default=None, exclude_if=_unset)
+    top_p: float | None = Field(default=None, exclude_if=_unset)
+    stop: list[str] | None = Field(default=None, exclude_if=_unset)
+    seed: int | None = Field(default=None, exclude_if=_unset)
+    tool_choice: ToolChoiceMode | NamedTool | None = Field(default=None, exclude_if=_unset)
+    parallel_tool_calls: bool | None = Field(default=None, exclude_if=_unset)
+    reasoning_effort: ReasoningEffort | None = Field(default=None, exclude_if=_unset)
+    extra_body: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
+
+    @field_validator("stop", mode="before")
+    @classmethod
+    def _one_stop(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("tool_choice", mode="before")
+    @classmethod
+    def _tool_choice(cls, value: Any) -> Any:
+        if isinstance(value, str) and value not in ("auto", "required", "none"):
+            raise ValueError(
+                f"tool_choice {value!r} is none of 'auto', 'required', 'none': name a tool with "
+                f"NamedTool(tool={value!r})"
+            )
+        return value
+
+    @property
+    def named_tool(self) -> str | None:
+        """The tool ``tool_choice`` names, or None."""
+        return self.tool_choice.tool if isinstance(self.tool_choice, NamedTool) else None
+
+    def problems(self, tools: set[str] | None = None) -> list[str]:
+        """What is wrong with these settings, one line per field; empty when nothing is.
+
+        Args:
+            tools: the tools the model is offered, when they are known (an agent's own tools);
+                ``tool_choice`` naming another, or requiring a tool when there is none, is a problem.
+        """
+        return [message for _, message in self.field_problems(tools)]
+
+    def field_problems(self, tools: set[str] | None = None) -> list[tuple[str, str]]:
+        """:meth:`problems`, each with the field it is about (a runtime agent's issue path)."""
+        found: list[tuple[str, str]] = []
+        if self.temperature is not None and not (0 <= self.temperature <= 2):  # nan included
+            found.append(("temperature", f"temperature is {self.temperature:g}: give 0 to 2"))
+        if self.max_output_tokens is not None and self.max_output_tokens < 1:
+            found.append(
+                (
+                    "max_output_tokens",
+                    f"max_output_tokens is {self.max_output_tokens}: give a positive number",
+                )
+            )
+        if self.top_p is not None and not (0 < self.top_p <= 1):
+            found.append(("top_p", f"top_p is {self.top_p:g}: give more than 0 and at most 1"))
+        if self.stop is not None:
+            if not self.stop or any(not s for s in self.stop):
+                found.append(("stop", "stop holds no sequence or an empty one: give non-empty strings"))
+            elif len(self.stop) > STOP_SEQUENCES_MAX:
+                found.append(
+                    ("stop", f"stop holds {len(self.stop)} sequences: give at most {STOP_SEQUENCES_MAX}")
+                )
+        named = self.named_tool
+        if named is not None and not named:
+            found.append(
+                ("tool_choice", "tool_choice names no tool: give NamedTool(tool='<a tool of the agent>')")
+            )
+        elif tools is not None and named is not None and named not in tools:
+            offered = ", ".join(repr(t) for t in sorted(tools)) or "none"
+            found.append(
+                ("tool_choice", f"tool_choice names tool {named!r}, which is not among its tools ({offered})")
+            )
+        elif tools is not None and not tools and self.tool_choice == "required":
+            found.append(("tool_choice", "tool_choice is 'required' but there are no tools to call"))
+        owned = sorted(set(self.extra_body or {}) & REQUEST_OWNED_FIELDS)
+        if owned:
+            found.append(
+                (
+                    "extra_body",
+                    f"extra_body sets {', '.join(repr(k) for k in owned)}, which the call itself sends: "
+                    "give the model in model=, tools in tools=, and leave messages and streaming to chamvi",
+                )
+            )
+        return found
+
+    def merged(self, other: ModelSettings | None) -> ModelSettings:
+        """These settings with the fields ``other`` sets replacing theirs (``extra_body`` merged)."""
+        if other is None:
+            return self
+        changes = other.model_dump(exclude_unset=True, exclude_none=True)
+        if self.extra_body and other.extra_body:
+            changes["extra_body"] = {**self.extra_body, **other.extra_body}
+        return self.model_validate({**self.model_dump(exclude_none=True), **changes})
+
+    def for_call(self, *, offers_tools: bool, after_tool_result: bool) -> ModelSettings:
+        """The settings one call sends: no tool settings without tools, ``auto`` once a tool answered.
+
+        See ``tool_choice`` for the rule.
+        """
+        if not offers_tools:
+            return self.model_copy(update={"tool_choice": None, "parallel_tool_calls": None})
+        if after_tool_result and self.tool_choice is not None and self.tool_choice not in ("auto", "none"):
+            return self.model_copy(update={"tool_choice": "auto"})
+        return self
+
+    @property
+    def empty(self) -> bool:
+        """Whether no field is set."""
+        return not self.model_dump(exclude_none=True)
