@@ -31,5 +31,8 @@ class AgentActivities:
         if run is None:
             return self.runtime.app.spec(request.agent)
         spec = self.runtime.spec(request.agent, run)
+        # the run's skills from now to its end: this version, whatever a later deploy changes
+        catalog = await self.runtime.skills.current(request.agent)
+        spec.skills_version = catalog.version if catalog is not None else None
         self.runtime.events.follow(activity.client(), run.run_id)
         return spec

@@ -19,6 +19,7 @@ from chamvi.names import validate_agent_name as validate_agent_name
 from chamvi.permissions import PolicyRun, ToolPolicy
 from chamvi.provider_objects import is_chat_model
 from chamvi.providers import ChatModel
+from chamvi.skills.sources import SkillSource, check_source
 from chamvi.state import AgentState, check_state, state_tools
 from chamvi.tool_factory import ToolFactoryContext
 from chamvi.tools import Tool, ToolContext, Trust
@@ -121,6 +122,8 @@ class Agent:
     builds, for each run (an entry for a tool it does not build fails the run)."""
     state: AgentState = field(default_factory=AgentState)
     """The agent's typed state collections (``ctx.state``); its tools are among ``tools``."""
+    skills: tuple[SkillSource, ...] = ()
+    """The agent's own skill sources, after the App's defaults (``chamvi.skills``)."""
 
     def build_tools(self, ctx: ToolFactoryContext) -> RunTools:
         """The run's tools: the agent's own, or what its factory builds for this run.
@@ -282,6 +285,7 @@ def define_agent(
     trust: AgentTrust | None = None,
     tools_context: Mapping[str, Any] | None = None,
     state: AgentState | Mapping[str, type[BaseModel]] | None = None,
+    skills: Sequence[SkillSource] = (),
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
@@ -307,6 +311,9 @@ def define_agent(
     collections the agent remembers between runs
     (``AgentState(collections={"refunds": Refund})``, or the mapping alone); the model gets each as
     the tools ``state_<name>_list``, ``state_<name>_upsert`` and ``state_<name>_remove``.
+    ``skills`` adds the agent's own skill sources (``skills_folder(...)``, ``git_skills(...)``,
+    ``skill(...)``) to the App's defaults: the model gets a block listing them after the
+    instructions, and the tools ``skill_load`` and ``skill_read`` (``chamvi.skills``).
 
     Raises:
         InvalidAgentDefinitionError: naming what is wrong.
@@ -340,7 +347,16 @@ def define_agent(
         tools_context=_tools_context(name, tools_context or {}, checked_tools) if factory is None else {},
         factory_tools_context=_factory_tools_context(name, tools_context) if factory is not None else {},
         state=checked_state,
+        skills=_skills(name, skills),
     )
+
+
+def _skills(name: str, skills: Sequence[SkillSource]) -> tuple[SkillSource, ...]:
+    if isinstance(skills, str) or not isinstance(skills, Sequence):
+        raise InvalidAgentDefinitionError(
+            f"agent {name!r}: skills must be a list of skill sources, e.g. [skills_folder('skills')]"
+        )
+    return tuple(check_source(source, f"agent {name!r}") for source in skills)
 
 
 def _with_state_tools(name: str, tools: dict[str, Tool], state: AgentState) -> dict[str, Tool]:

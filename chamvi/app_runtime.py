@@ -18,6 +18,7 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
+from pathlib import Path
 from weakref import WeakKeyDictionary
 
 from chamvi.agents import Agent, RunTools
@@ -26,11 +27,13 @@ from chamvi.artifacts import ArtifactStore
 from chamvi.channels import ChannelAccess
 from chamvi.context import Provided
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
-from chamvi.models import AgentSpec
+from chamvi.models import AgentSpec, Message
 from chamvi.permissions import PolicyRun
 from chamvi.run_context import Approvals, EffectLedger, RunContext
 from chamvi.run_events import EventHub
 from chamvi.run_slots import DEFAULT_MAX_RUNS, RunSlots
+from chamvi.skills.library import SkillLibrary
+from chamvi.skills.tools import SKILLS
 from chamvi.state import STATE_STORE, AgentStateAccess, StateStore
 from chamvi.tool_factory import FactoryArtifacts, ToolFactoryContext
 from chamvi.tools import Tool
@@ -68,13 +71,20 @@ class AppRuntime:
         app: the definition served.
         artifacts: where ``ctx.artifacts`` keeps files; by default this process's memory.
         max_runs: the most runs executing at once in this worker (``chamvi.run_slots``).
+        skills_cache: where skill sources keep what they fetch (git clones); the temp folder by
+            default, ``<data>/skills`` in a worker with settings.
 
     Raises:
         InvalidAppError: ``max_runs`` is not a positive whole number.
     """
 
     def __init__(
-        self, app: App, *, artifacts: ArtifactStore | None = None, max_runs: int = DEFAULT_MAX_RUNS
+        self,
+        app: App,
+        *,
+        artifacts: ArtifactStore | None = None,
+        max_runs: int = DEFAULT_MAX_RUNS,
+        skills_cache: Path | None = None,
     ) -> None:
         self.app = app
         self.artifacts = artifacts or ArtifactStore.memory()
@@ -88,6 +98,9 @@ class AppRuntime:
         self.state: StateStore | None = None
         """The agents' state store, once the worker opened it (none outside a worker)."""
         self._tool_sets: OrderedDict[str, RunTools] = OrderedDict()
+        self.skills = SkillLibrary(app, lambda: self.artifacts, skills_cache)
+        """The agents' skills: loaded at the worker's boot, read back at each run's pinned version."""
+        self.provided.set(SKILLS, self.skills)
 
     def open(self, *, state: StateStore, search: KnowledgeSearch, artifacts: ArtifactStore) -> None:
         """Takes the stores a worker opened (again for each worker the plugin configures)."""
@@ -127,11 +140,12 @@ class AppRuntime:
             ChamviError: the factory failed (see ``Agent.build_tools``).
         """
         if agent.tool_factory is None:
-            return RunTools(agent.tools, agent.tools_context)
+            return RunTools(self.app.tools_of(agent), agent.tools_context)
         key = f"{agent.name}\0{run.run_id}"
         built = self._tool_sets.get(key)
         if built is None:
             built = agent.build_tools(self._factory_context(agent, run))
+            built = RunTools(self.app.tools_of(agent, built.tools), built.context)
             self._tool_sets[key] = built
             while len(self._tool_sets) > TOOL_SETS_KEPT:
                 self._tool_sets.popitem(last=False)
@@ -151,6 +165,18 @@ class AppRuntime:
         """
         agent = self.app.agent(name)
         return agent_spec(self.app, agent, self.tools_for(agent, run))
+
+    async def instructions_for(self, agent: Agent, skills_version: str | None) -> tuple[Message, ...]:
+        """A model call's configured messages: the agent's instructions, then its run's skill catalog.
+
+        The catalog block is the version the run recorded at its start, rebuilt for each call and
+        never part of the transcript.
+
+        Raises:
+            ArtifactNotFoundError: the artifact store does not hold that version.
+        """
+        catalog = await self.skills.pinned(agent.name, skills_version)
+        return agent.instructions if catalog is None else (*agent.instructions, catalog.message())
 
     def _factory_context(self, agent: Agent, run: PolicyRun) -> ToolFactoryContext:
         """The factory's tool context: the run, its state, files and channels; no send from it."""

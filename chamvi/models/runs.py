@@ -238,6 +238,9 @@ class AgentSpec(BaseModel):
     """The MCP servers whose tools the agent uses; the run lists them once, at its start."""
     classified_tools: list[str] = Field(default_factory=list)
     """The tool names the agent's ``trust=`` classifies; those of MCP tools are checked at listing."""
+    skills_version: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The agent's skill catalog version when the run started (``chamvi.skills``): every model and
+    tool call of the run reads that version, whatever a later deploy changed; None: no skills."""
 
 
 class DescribeAgentRequest(BaseModel):
@@ -261,6 +264,8 @@ class ModelRequest(BaseModel):
     base_count: int
     base_digest: str
     delta: list[Message]
+    skills_version: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The run's skill catalog version (``AgentSpec.skills_version``): the block the model gets."""
 
 
 class _Lean(BaseModel):
@@ -342,6 +347,8 @@ class ToolRequest(BaseModel):
     artifact_count: int = Field(default=0, exclude_if=lambda v: v == 0)
     """Artifacts the run holds before this call: its ``ctx.artifacts.put`` numbers on from here, so
     a call that runs again (a retry after a crash, after an approval) puts under the same ids."""
+    skills_version: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The run's skill catalog version (``AgentSpec.skills_version``), which ``skill_load`` reads."""
 
 
 class RunWaitRequest(BaseModel):
