@@ -66,6 +66,7 @@ from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, calls, reply
 from chamvi.providers.scripted import Turn
 from chamvi.runtime import build_worker
+from chamvi.skills import skill
 from tests.knowledge_helpers import wait_for_meta, wait_for_passes
 from tests.polling import eventually, until_status
 from tests.support.openai_server import OpenAIServer, StreamError, stream
@@ -367,6 +368,27 @@ async def _record_content_parts(env: WorkflowEnvironment, task_queue: str, recor
         recorded["content-parts"] = (await chamvi.wait((await chamvi.dispatch("parts")).run_id)).run_id
 
 
+async def _record_skills(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run that loads a skill and reads one of its files: its spec records the catalog version."""
+    models = ModelRegistry()
+    turns: list[Turn] = [
+        call("skill_load", name="refund-procedure"),
+        call("skill_read", name="refund-procedure", path="references/policy.md"),
+        reply("refunded as the procedure says"),
+    ]
+    models.register("scripted/skills", ScriptedModel(turns))
+    procedure = skill(
+        name="refund-procedure",
+        description="How to refund an order.",
+        instructions="Read references/policy.md, then refund at most the order's total.",
+        files={"references/policy.md": "Refunds within 30 days."},
+    )
+    agent = define_agent(name="skills", model="scripted/skills", instructions="Help.", skills=[procedure])
+    async with build_worker(env.client, App(agents=[agent], models=models), task_queue=task_queue):
+        chamvi = ChamviClient(env.client, task_queue=task_queue)
+        recorded["skills"] = (await chamvi.wait((await chamvi.dispatch("skills")).run_id)).run_id
+
+
 class Note(BaseModel):
     text: str
 
@@ -444,6 +466,7 @@ async def main() -> None:
         await _record_streams(env, f"{task_queue}-streams", recorded)
         await _record_artifacts(env, f"{task_queue}-artifacts", recorded)
         await _record_content_parts(env, f"{task_queue}-parts", recorded)
+        await _record_skills(env, f"{task_queue}-skills", recorded)
 
         await _record_scheduled_run(env, task_queue, recorded)
         await _record_state(env, f"{task_queue}-state", recorded)
