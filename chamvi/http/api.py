@@ -16,6 +16,7 @@ from chamvi.app_runtime import AppRuntime
 from chamvi.artifacts import ArtifactStore
 from chamvi.client import ChamviClient
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
+from chamvi.http.agents_routes import agents_router
 from chamvi.http.artifacts_routes import artifacts_router, upload_body_limit
 from chamvi.http.auth import AuthMiddleware, RoutePermissions, Token, principal
 from chamvi.http.channels_routes import channels_router
@@ -31,6 +32,7 @@ from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.run_events import EventHub
 from chamvi.schedules import DEFAULT_MIN_INTERVAL
+from chamvi.skills.library import SkillLibrary
 from chamvi.starters import request_sync
 from chamvi.state import StateStore
 from chamvi.state.views import StateViews
@@ -70,6 +72,7 @@ def create_api(
     state: StateViews | None = None,
     schedule_min_interval: timedelta = DEFAULT_MIN_INTERVAL,
     managed_routes: ManagedRoutes | None = None,
+    skills: SkillLibrary | None = None,
 ) -> FastAPI:
     """The HTTP API.
 
@@ -92,10 +95,12 @@ def create_api(
             (``CHAMVI_SCHEDULE_MIN_INTERVAL``), so one token cannot start a run a second.
         managed_routes: whether, where and with what body limit ``managed`` is served (by default
             on, at ``/knowledge``, within ``body_limit``).
+        skills: the agents' skills behind ``/agents/{agent}/skills``; None serves no agent routes.
 
-    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/schedules`` and
-    ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the base path too) need no token, nor
-    does the approvals page ``/ui`` (served with the run routes), which asks a person for one.
+    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/schedules``,
+    ``<base_path>/state`` and ``<base_path>/agents``; ``/openapi.json`` and ``/docs`` (below the base
+    path too) need no token, nor does the approvals page ``/ui`` (served with the run routes), which
+    asks a person for one.
     """
     base = _base(base_path)
     if body_limit < 1:
@@ -135,6 +140,8 @@ def create_api(
         routers.append(schedules_router(runs, agents, schedule_min_interval))
     if state is not None:
         routers.append(state_router(state))
+    if skills is not None:
+        routers.append(agents_router(skills))
     permissions = RoutePermissions()
     for router in routers:
         permissions.add_router(router, prefix=base)
@@ -201,6 +208,7 @@ def build_api(
             whose event hub streams the model's deltas on ``/runs/{id}/events``; without one the
             events come from the runs' histories alone.
     """
+    skill_copies = artifacts or ArtifactStore.memory()
     managed = ManagedCollections(
         store,
         app.embedders,
@@ -222,4 +230,6 @@ def build_api(
         state=StateViews(app, StateStore(store.client, store.prefix)),
         schedule_min_interval=schedule_min_interval,
         managed_routes=managed_routes or app.managed,
+        # a worker's own in `chamvi dev`; `chamvi api` loads the skills itself, from the same store
+        skills=runtime.skills if runtime is not None else SkillLibrary(app, lambda: skill_copies),
     )
