@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient, RunStatus, ToolContext, approve, define_agent, tool
@@ -158,3 +159,25 @@ async def test_a_run_waiting_for_an_approval_across_a_deploy_that_changed_a_skil
         if s.kind == "tool" and s.tool == TOOL_SKILL_LOAD and isinstance(s.output, dict)
     }
     assert len(versions) == 1
+
+
+async def test_the_support_example_loads_its_refund_procedure_before_it_refunds(
+    chamvi: ChamviClient, running_worker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from examples.support.app import app as support_app
+
+    monkeypatch.setenv("CHAMVI_DATA", str(tmp_path))  # the example's outbox
+    payload = {"order_id": "A-1001", "amount": 25, "to": "ada@example.com", "body": "Refunded."}
+    async with running_worker(support_app):
+        run_id = (await chamvi.dispatch("support", payload)).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+        await chamvi.approve(run_id, approved=True)
+        run = await chamvi.wait(run_id)
+        searched = await chamvi.wait((await chamvi.dispatch("support", {"query": "shipping"})).run_id)
+    tools = [s.tool for s in run.steps if s.kind == "tool"]
+    assert tools[:3] == ["lookup_order", TOOL_SKILL_LOAD, "refund_order"]
+    loaded = next(s for s in run.steps if s.tool == TOOL_SKILL_LOAD)
+    assert isinstance(loaded.output, dict) and loaded.output["skill"] == "refund-procedure"
+    assert loaded.output["files"] == [{"path": "references/eligibility.md", "size": 193}]
+    assert "Refund at most the order's `total`" in loaded.output["instructions"]
+    assert TOOL_SKILL_LOAD not in [s.tool for s in searched.steps]  # no refund asked: no procedure
