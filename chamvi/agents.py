@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from chamvi.channels import ChannelSubscription
-from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH
+from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, SKILL_TOOL_NAMES
 from chamvi.errors import ChamviError, ChamviValidationError, InvalidAgentDefinitionError, validation_issues
 from chamvi.mcp import McpTools
 from chamvi.models import BudgetSpec, Message
@@ -438,7 +438,8 @@ def _trust(
 def _check_trust_names(
     name: str, trust: AgentTrust, tools: Mapping[str, Tool], mcp_servers: Sequence[str]
 ) -> None:
-    unknown = sorted(set(trust.tools) - set(tools))
+    # the skill tools are the App's to give (its skills or the agent's): it checks those names
+    unknown = sorted(set(trust.tools) - set(tools) - set(SKILL_TOOL_NAMES))
     if unknown and not mcp_servers:
         offered = ", ".join(repr(t) for t in tools) or "none"
         raise InvalidAgentDefinitionError(

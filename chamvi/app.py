@@ -15,6 +15,7 @@ from typing import TypeVar, Unpack
 
 from chamvi.agents import Agent
 from chamvi.channels import Channel, validate_channel_name
+from chamvi.constants import SKILL_TOOL_NAMES
 from chamvi.context import ContextKey, Provided
 from chamvi.errors import (
     AgentNotFoundError,
@@ -330,6 +331,12 @@ class App:
             InvalidAgentDefinitionError: one of ``tools`` has a skill tool's name.
         """
         if not self.skill_sources(agent):
+            classified = sorted(set(agent.trust.tools) & set(SKILL_TOOL_NAMES))
+            if classified:
+                raise InvalidAgentDefinitionError(
+                    f"agent {agent.name!r}: trust classifies {classified[0]!r}, a skill tool, but the agent "
+                    "has no skills: give it skills=[...] or the App skills=[...]"
+                )
             return tools
         taken = sorted(set(tools) & set(SKILL_TOOLS))
         if taken:

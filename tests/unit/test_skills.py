@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from chamvi import App, define_agent, tool
+from chamvi import AgentHooks, AgentTrust, App, ToolCallInfo, ToolContext, Trust, define_agent, tool
 from chamvi.app_runtime import AppRuntime
 from chamvi.artifacts import ArtifactStore
 from chamvi.constants import TOOL_SKILL_LOAD, TOOL_SKILL_READ
@@ -367,14 +367,18 @@ def test_skill_load_and_skill_read_return_the_runs_version_and_taint_from_an_unt
     asyncio.run(scenario())
 
 
-def test_the_skill_tools_follow_the_agents_tool_policy_and_trust() -> None:
+def test_the_skill_tools_follow_the_agents_tool_policy_hooks_and_trust() -> None:
+    def rename(info: ToolCallInfo, ctx: ToolContext) -> dict[str, Any]:
+        return {"name": "refunds"} if info.tool_name == TOOL_SKILL_LOAD else info.input
+
+    files = {"a.md": "A"}
     app = App(
         agents=[
             agent(
                 tool_policy=lambda name, run: name != TOOL_SKILL_READ,
-                skills=[
-                    skill(name="refunds", description="Refunds.", instructions="Refund.", files={"a.md": "A"})
-                ],
+                hooks=AgentHooks(before_tool_execution=rename),
+                trust=AgentTrust(tools={TOOL_SKILL_LOAD: Trust(taint=True)}),
+                skills=[skill(name="refunds", description="Refunds.", instructions="Refund.", files=files)],
             )
         ]
     )
@@ -383,14 +387,24 @@ def test_the_skill_tools_follow_the_agents_tool_policy_and_trust() -> None:
     async def scenario() -> None:
         catalog = await runtime.skills.current("clerk")
         assert catalog is not None
-        refused = await ToolRunner(runtime).run(
+        runner = ToolRunner(runtime)
+        refused = await runner.run(
             skill_request(TOOL_SKILL_READ, {"name": "refunds", "path": "a.md"}, catalog.version),
             InMemoryRun(),
             asyncio.Event(),
         )
         assert refused.error is not None and refused.error.code == "tool_not_allowed"
+        renamed = await runner.run(
+            skill_request(TOOL_SKILL_LOAD, {"name": "refundz"}, catalog.version),
+            InMemoryRun(),
+            asyncio.Event(),
+        )
+        assert renamed.status == "ok" and renamed.output["skill"] == "refunds"
+        assert renamed.taint == "tool:skill_load"
 
     asyncio.run(scenario())
+    with pytest.raises(InvalidAgentDefinitionError, match="trust classifies 'skill_load', a skill tool, but"):
+        App(agents=[agent(trust=AgentTrust(tools={TOOL_SKILL_LOAD: Trust(taint=True)}))])
 
 
 # ---- git -------------------------------------------------------------------------------------
