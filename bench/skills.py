@@ -107,9 +107,9 @@ async def tool_calls(plan: Plan) -> None:
         ),
         artifacts=store,
     )
-    pinned = await old.skills.current("clerk")
+    pinned = await old.skills.current(old.app.agent("clerk"))
     assert pinned is not None
-    result = await (await old.skills.pinned("clerk", pinned.version)).load("procedure-07")  # type: ignore[union-attr]
+    result = await (await old.skills.pinned(pinned.version)).load("procedure-07")  # type: ignore[union-attr]
 
     @tool
     async def plain_load(name: str) -> dict[str, Any]:
@@ -118,7 +118,7 @@ async def tool_calls(plan: Plan) -> None:
 
     agent = define_agent(name="clerk", model="local/demo", instructions="x", tools=[plain_load])
     runtime = AppRuntime(App(agents=[agent], skills=skills(300)), artifacts=store)
-    current = await runtime.skills.current("clerk")
+    current = await runtime.skills.current(runtime.app.agent("clerk"))
     assert current is not None
     runner = ToolRunner(runtime)
     cases = {

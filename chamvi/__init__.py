@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from chamvi.agent_revisions import AgentRevisionStore, ObjectRevisionStore
     from chamvi.agents import (
         Agent,
         AgentHooks,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
         App,
     )
     from chamvi.app_runtime import AppRuntime
+    from chamvi.approval_tokens import ApprovalTokens, resume
     from chamvi.artifacts import (
         ArtifactStore,
         Attachment,
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
     )
     from chamvi.errors import (
         ApprovalNotPendingError,
+        ApprovalTokenExpiredError,
+        ApprovalTokenInvalidError,
         ArtifactNotFoundError,
         AttachmentTooLargeError,
         BackgroundError,
@@ -96,6 +100,9 @@ if TYPE_CHECKING:
         mcp_tools,
     )
     from chamvi.models import (
+        AgentDefinition,
+        AgentInfo,
+        AgentPutResult,
         ApprovalDecision,
         Artifact,
         ContentPart,
@@ -130,7 +137,22 @@ if TYPE_CHECKING:
     from chamvi.runtime import (
         build_worker,
     )
+    from chamvi.runtime_agents import RuntimeAgents
     from chamvi.schedules import AgentSchedule, define_schedule
+    from chamvi.senders import (
+        ChamviSignature,
+        GitHubComments,
+        GitHubWebhooks,
+        SigningScheme,
+        SlackEvents,
+        SlackMessages,
+        StandardWebhooks,
+        StripeWebhooks,
+        WebhookAnswer,
+        WebhookEvent,
+        WebhookRequest,
+        WebhookScheme,
+    )
     from chamvi.state import (
         AgentState,
     )
@@ -147,6 +169,7 @@ if TYPE_CHECKING:
     )
     from chamvi.webhooks import (
         WebhookChannel,
+        WebhookReply,
         webhook_channel,
     )
     from chamvi.wrapped_tools import ToolsForRun, wrap_tools_for_run
@@ -159,6 +182,12 @@ _EXPORTS: dict[str, str] = {
     "ProviderOptions": "chamvi.models",
     "TextPart": "chamvi.models",
     "artifact_file_part": "chamvi.artifacts",
+    "AgentDefinition": "chamvi.models",
+    "AgentInfo": "chamvi.models",
+    "AgentPutResult": "chamvi.models",
+    "AgentRevisionStore": "chamvi.agent_revisions",
+    "ObjectRevisionStore": "chamvi.agent_revisions",
+    "RuntimeAgents": "chamvi.runtime_agents",
     "ToolsForRun": "chamvi.wrapped_tools",
     "wrap_tools_for_run": "chamvi.wrapped_tools",
     "define_schedule": "chamvi.schedules",
@@ -172,6 +201,9 @@ _EXPORTS: dict[str, str] = {
     "App": "chamvi.app",
     "ApprovalDecision": "chamvi.models",
     "ApprovalNotPendingError": "chamvi.errors",
+    "ApprovalTokenExpiredError": "chamvi.errors",
+    "ApprovalTokenInvalidError": "chamvi.errors",
+    "ApprovalTokens": "chamvi.approval_tokens",
     "Artifact": "chamvi.models",
     "ArtifactNotFoundError": "chamvi.errors",
     "ArtifactStore": "chamvi.artifacts",
@@ -231,6 +263,19 @@ _EXPORTS: dict[str, str] = {
     "Trust": "chamvi.tools",
     "ValidationIssue": "chamvi.errors",
     "WebhookChannel": "chamvi.webhooks",
+    "WebhookReply": "chamvi.webhooks",
+    "ChamviSignature": "chamvi.senders",
+    "GitHubComments": "chamvi.senders",
+    "GitHubWebhooks": "chamvi.senders",
+    "SigningScheme": "chamvi.senders",
+    "SlackEvents": "chamvi.senders",
+    "SlackMessages": "chamvi.senders",
+    "StandardWebhooks": "chamvi.senders",
+    "StripeWebhooks": "chamvi.senders",
+    "WebhookAnswer": "chamvi.senders",
+    "WebhookEvent": "chamvi.senders",
+    "WebhookRequest": "chamvi.senders",
+    "WebhookScheme": "chamvi.senders",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
     "AgentSchedule": "chamvi.schedules",
@@ -256,6 +301,7 @@ _EXPORTS: dict[str, str] = {
     "mcp_server": "chamvi.mcp",
     "mcp_tools": "chamvi.mcp",
     "require_tool_permission": "chamvi.permissions",
+    "resume": "chamvi.approval_tokens",
     "tool": "chamvi.tools",
     "try_inject": "chamvi.context",
     "webhook_channel": "chamvi.webhooks",
@@ -278,7 +324,11 @@ def __dir__() -> list[str]:
 __all__ = [
     "ActivityTimeouts",
     "Agent",
+    "AgentDefinition",
     "AgentHooks",
+    "AgentInfo",
+    "AgentPutResult",
+    "AgentRevisionStore",
     "AgentSchedule",
     "AgentState",
     "AgentTrust",
@@ -286,6 +336,9 @@ __all__ = [
     "AppRuntime",
     "ApprovalDecision",
     "ApprovalNotPendingError",
+    "ApprovalTokenExpiredError",
+    "ApprovalTokenInvalidError",
+    "ApprovalTokens",
     "Artifact",
     "ArtifactNotFoundError",
     "ArtifactStore",
@@ -297,6 +350,7 @@ __all__ = [
     "ChamviClient",
     "ChamviError",
     "ChamviPlugin",
+    "ChamviSignature",
     "ChamviValidationError",
     "Channel",
     "ChannelContext",
@@ -314,6 +368,8 @@ __all__ = [
     "ErrorCode",
     "FatalToolError",
     "FilePart",
+    "GitHubComments",
+    "GitHubWebhooks",
     "IdleTimeoutError",
     "ImagePart",
     "InboundEvent",
@@ -330,6 +386,7 @@ __all__ = [
     "Message",
     "ModelError",
     "ModelRegistry",
+    "ObjectRevisionStore",
     "PolicyRun",
     "ProviderOptions",
     "ProviderUnavailableError",
@@ -340,9 +397,15 @@ __all__ = [
     "RunStatus",
     "RunTimeoutError",
     "RunView",
+    "RuntimeAgents",
     "ScheduleNotFoundError",
     "ScheduleView",
     "ScriptedModel",
+    "SigningScheme",
+    "SlackEvents",
+    "SlackMessages",
+    "StandardWebhooks",
+    "StripeWebhooks",
     "TextPart",
     "Tool",
     "ToolCallInfo",
@@ -355,7 +418,12 @@ __all__ = [
     "TriggerEnvelope",
     "Trust",
     "ValidationIssue",
+    "WebhookAnswer",
     "WebhookChannel",
+    "WebhookEvent",
+    "WebhookReply",
+    "WebhookRequest",
+    "WebhookScheme",
     "approve",
     "artifact_file_part",
     "build_worker",
@@ -379,6 +447,7 @@ __all__ = [
     "mcp_server",
     "mcp_tools",
     "require_tool_permission",
+    "resume",
     "tool",
     "try_inject",
     "webhook_channel",

@@ -21,8 +21,10 @@ from contextvars import ContextVar
 from pathlib import Path
 from weakref import WeakKeyDictionary
 
+from chamvi.agent_revisions import AgentRevisionStore, ObjectRevisionStore
 from chamvi.agents import Agent, RunTools
 from chamvi.app import App, agent_spec
+from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import ArtifactStore
 from chamvi.channels import ChannelAccess
 from chamvi.context import Provided
@@ -32,6 +34,7 @@ from chamvi.permissions import PolicyRun
 from chamvi.run_context import Approvals, EffectLedger, RunContext
 from chamvi.run_events import EventHub
 from chamvi.run_slots import DEFAULT_MAX_RUNS, RunSlots
+from chamvi.runtime_agents import RuntimeAgents
 from chamvi.skills.library import SkillLibrary
 from chamvi.skills.tools import SKILLS
 from chamvi.state import STATE_STORE, AgentStateAccess, StateStore
@@ -44,6 +47,10 @@ TOOL_SETS_KEPT = 256
 _SERVING: ContextVar[AppRuntime | None] = ContextVar("chamvi.serving", default=None)
 _LATEST: WeakKeyDictionary[App, AppRuntime] = WeakKeyDictionary()
 """The runtime that opened its stores last, per App: kept beside the App, never in it."""
+
+
+def _revisions_in(artifacts: ArtifactStore) -> ObjectRevisionStore:
+    return ObjectRevisionStore(artifacts.store, artifacts.location)
 
 
 def serving(app: App) -> AppRuntime | None:
@@ -73,6 +80,9 @@ class AppRuntime:
         max_runs: the most runs executing at once in this worker (``chamvi.run_slots``).
         skills_cache: where skill sources keep what they fetch (git clones); the temp folder by
             default, ``<data>/skills`` in a worker with settings.
+        approval_tokens: signs the approval tokens channel requests carry; None: they carry none.
+        revisions: where runtime agents' revisions live; by default the artifact store's object store
+            (``chamvi.agent_revisions``), the one every process of the deployment shares.
 
     Raises:
         InvalidAppError: ``max_runs`` is not a positive whole number.
@@ -85,9 +95,14 @@ class AppRuntime:
         artifacts: ArtifactStore | None = None,
         max_runs: int = DEFAULT_MAX_RUNS,
         skills_cache: Path | None = None,
+        approval_tokens: ApprovalTokens | None = None,
+        revisions: AgentRevisionStore | None = None,
     ) -> None:
         self.app = app
         self.artifacts = artifacts or ArtifactStore.memory()
+        self._own_revisions = revisions is None
+        self.agents = RuntimeAgents(app, revisions or _revisions_in(self.artifacts))
+        """The agents this worker serves: the App's, and those defined at runtime (their revisions)."""
         self.provided = Provided(parent=app.provided)
         """What tools inject: chamvi's own keys for this worker, over the App's values."""
         self.events = EventHub(app.listeners, app.errors)
@@ -97,6 +112,8 @@ class AppRuntime:
         """The run slots this worker's model, extract and tool calls take."""
         self.state: StateStore | None = None
         """The agents' state store, once the worker opened it (none outside a worker)."""
+        self.approval_tokens: ApprovalTokens | None = approval_tokens
+        """Signs the tokens (and links) the approval requests sent through channels carry."""
         self._tool_sets: OrderedDict[str, RunTools] = OrderedDict()
         self.skills = SkillLibrary(app, lambda: self.artifacts, skills_cache)
         """The agents' skills: loaded at the worker's boot, read back at each run's pinned version."""
@@ -106,6 +123,8 @@ class AppRuntime:
         """Takes the stores a worker opened (again for each worker the plugin configures)."""
         self.state = state
         self.artifacts = artifacts
+        if self._own_revisions:
+            self.agents.use(_revisions_in(artifacts))
         self.provided.set(STATE_STORE, state)
         self.provided.set(KNOWLEDGE_SEARCH, search)
         _LATEST[self.app] = self
@@ -157,7 +176,7 @@ class AppRuntime:
         return self.run_tools(agent, run).tools
 
     def spec(self, name: str, run: PolicyRun) -> AgentSpec:
-        """The serialisable description of ``name`` for ``run``, with what its factory built.
+        """The serialisable description of ``name`` (in code) for ``run``, with what its factory built.
 
         Raises:
             AgentNotFoundError: the app serves no such agent.
@@ -175,8 +194,38 @@ class AppRuntime:
         Raises:
             ArtifactNotFoundError: the artifact store does not hold that version.
         """
-        catalog = await self.skills.pinned(agent.name, skills_version)
+        catalog = await self.skills.pinned(skills_version)
         return agent.instructions if catalog is None else (*agent.instructions, catalog.message())
+
+    async def describe(self, name: str, run: PolicyRun | None) -> AgentSpec:
+        """The spec a new run of ``name`` starts on: the App's agent, else its latest runtime revision.
+
+        The spec carries a runtime agent's revision, which the run then passes to each of its calls,
+        and, for a run, the version of the agent's skills (its own, or the App's defaults for a
+        runtime agent), which every model and tool call of the run then reads. Without ``run`` (a
+        check before a dispatch), a factory builds nothing and no version is recorded.
+
+        Raises:
+            AgentNotFoundError: neither the App nor a live runtime revision has the name.
+            ChamviValidationError: the latest revision names what the App no longer serves.
+            ChamviError: the factory failed, before any model call of the run.
+        """
+        agent = await self.agents.current(name)
+        if run is None:
+            return agent_spec(self.app, agent, self.app.tools_of(agent))
+        spec = agent_spec(self.app, agent, self.tools_for(agent, run))
+        # the run's skills from now to its end: this version, whatever a later deploy changes
+        catalog = await self.skills.current(agent)
+        spec.skills_version = catalog.version if catalog is not None else None
+        return spec
+
+    async def agent(self, name: str, revision: int | None) -> Agent:
+        """The agent a call of a run asks for: in code (``revision`` None), else that revision.
+
+        Raises:
+            AgentNotFoundError: the App has no such agent, or the store no such revision.
+        """
+        return await self.agents.agent(name, revision)
 
     def _factory_context(self, agent: Agent, run: PolicyRun) -> ToolFactoryContext:
         """The factory's tool context: the run, its state, files and channels; no send from it."""

@@ -18,19 +18,21 @@ import hashlib
 import inspect
 import json
 import sys
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from chamvi.approval_tokens import ApprovalTokens
 from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT
 from chamvi.errors import (
     ChamviValidationError,
     ChannelNotFoundError,
+    InvalidAgentDefinitionError,
     InvalidRunStateError,
     ToolDeniedError,
 )
-from chamvi.models import ApprovalDecision
+from chamvi.models import ApprovalDecision, approval_id
 from chamvi.names import validate_channel_name as validate_channel_name
 from chamvi.run_context import Approvals, EffectLedger, RunContext, request_approval
 
@@ -130,6 +132,8 @@ class InboundEvent:
     payload: Any = None
     address: str | None = None
     """Where the event came from on the channel, and where replies on it go by default."""
+    event: str | None = None
+    """The event's type, as its sender names it (``issues``, ``app_mention``, ``invoice.paid``)."""
 
 
 SubscriptionFilter = Callable[[InboundEvent], bool]
@@ -142,16 +146,42 @@ class ChannelSubscription:
     Attributes:
         channel: the registered channel's name.
         id: unique per agent, carried by the trigger envelope of the runs it starts.
-        filter: which inbound events start a run (all when None).
+        filter: which inbound events start a run (all when None); it sees the event's type as
+            ``event.event`` and its payload as ``event.payload``.
+        events: the event types that start a run (all when None), checked before ``filter``: an
+            entry matches the type (``"issues"``) or the type and the payload's ``action``
+            (``"issues.opened"``).
     """
 
     channel: str
     id: str | None = None
     filter: SubscriptionFilter | None = None
+    events: Collection[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.events is not None and (
+            isinstance(self.events, str) or not all(isinstance(e, str) and e for e in self.events)
+        ):
+            raise InvalidAgentDefinitionError(
+                f"subscription to channel {self.channel!r}: events must be a list of event types, such "
+                f"as events=['issues.opened'], not {self.events!r}"
+            )
 
     def accepts(self, event: InboundEvent) -> bool:
         """Whether ``event`` starts a run of the subscribed agent."""
-        return event.channel == self.channel and (self.filter is None or bool(self.filter(event)))
+        return (
+            event.channel == self.channel
+            and (self.events is None or event_matches(event, self.events))
+            and (self.filter is None or bool(self.filter(event)))
+        )
+
+
+def event_matches(event: InboundEvent, types: Collection[str]) -> bool:
+    """Whether the event's type, alone or with its payload's ``action`` (``issues.opened``), is listed."""
+    if event.event is None:
+        return False
+    action = event.payload.get("action") if isinstance(event.payload, dict) else None
+    return event.event in types or (isinstance(action, str) and f"{event.event}.{action}" in types)
 
 
 def channel_sends(channel: object) -> bool:
@@ -210,6 +240,7 @@ class ChannelHandle:
         tainted: bool = False,
         on_tainted: Literal["approve", "deny"] = "approve",
         in_tool_call: bool = True,
+        approval_tokens: ApprovalTokens | None = None,
     ) -> None:
         self.channel = channel
         self._run = run
@@ -219,6 +250,7 @@ class ChannelHandle:
         self._tainted = tainted
         self._on_tainted = on_tainted
         self._in_tool_call = in_tool_call
+        self._approval_tokens = approval_tokens
 
     def _require_tool_call(self, what: str) -> None:
         """A send is an effect recorded by the tool call that makes it: none outside one (a factory)."""
@@ -328,6 +360,13 @@ class ChannelHandle:
         the call's arguments. The key is the approval's, so the tool's own ``approve()`` through
         this channel and the run's generic notice are one message.
 
+        With the worker's approval tokens (``chamvi.approval_tokens``), the message carries a token
+        that answers this approval (the one this call is about to wait on) until its deadline, as a
+        link to the approvals page when ``CHAMVI_PUBLIC_URL`` is set, else as a ``chamvi approve
+        --token`` command; never through a channel marked ``untrusted``. A ``required`` request's
+        token lets its holder see this title and body before answering; the run's own notice (not
+        ``required``) says only which tool waits, and so does its token.
+
         Args:
             title: what waits.
             body: the tool author's text, if any.
@@ -350,7 +389,11 @@ class ChannelHandle:
                 f"channel {self.name!r} has no address for the approval request: pass address= or give "
                 "the channel a default address"
             )
-        key = f"{self._run.run_id}:approval:{self._run.step}:{self._run.tool_call_id}:{index}"
+        waits = self._approvals.waits
+        # a request asked again for new arguments (waits past its index) is a new message, whose
+        # token answers the new wait; otherwise the key is the one runs have always recorded
+        which = f"{index}" if waits == index else f"{index}:{waits}"
+        key = f"{self._run.run_id}:approval:{self._run.step}:{self._run.tool_call_id}:{which}"
         found, _ = await self._effects.lookup(key)
         if found:
             return
@@ -359,6 +402,7 @@ class ChannelHandle:
         lines = [
             *([body] if body else []),
             f"Waiting for an answer until {until:%Y-%m-%d %H:%M} UTC.",
+            *self._answer_by_token(until, required),
             f"Run {run_id} of agent {self._run.agent!r}: answer with `chamvi approve {run_id}` "
             f"(or `--deny`), or POST /runs/{run_id}/approve.",
         ]
@@ -367,6 +411,22 @@ class ChannelHandle:
         )
         await self.channel.out(message)
         await self._effects.record_now(key, {"sent": True})
+
+    def _answer_by_token(self, until: datetime, detail: bool) -> list[str]:
+        """The line that answers by token (a link, else a command); none without a secret.
+
+        None through an untrusted channel either: whoever can post there (who may have written what
+        made the run ask) could answer with it, and the taint guard would guard nothing.
+        """
+        tokens = self._approval_tokens
+        if tokens is None or getattr(self.channel, "untrusted", False):
+            return []
+        waiting_on = approval_id(self._run.step, self._run.tool_call_id, self._approvals.waits)
+        token = tokens.issue(self._run.run_id, waiting_on, expires=until, detail=detail)
+        link = tokens.link(token)
+        if link is not None:
+            return [f"Approve or deny: {link}"]
+        return [f"Approve with `chamvi approve --token {token}` (or `--deny`)."]
 
 
 class ChannelAccess:
@@ -382,6 +442,7 @@ class ChannelAccess:
         tainted: bool = False,
         on_tainted: Literal["approve", "deny"] = "approve",
         in_tool_call: bool = True,
+        approval_tokens: ApprovalTokens | None = None,
     ) -> None:
         self._channels = channels
         self._run = run
@@ -390,6 +451,7 @@ class ChannelAccess:
         self._tainted = tainted
         self._on_tainted = on_tainted
         self._in_tool_call = in_tool_call
+        self._approval_tokens = approval_tokens
 
     def _handle(self, channel: Channel) -> ChannelHandle:
         trigger = self._run.trigger
@@ -403,6 +465,7 @@ class ChannelAccess:
             self._tainted,
             self._on_tainted,
             in_tool_call=self._in_tool_call,
+            approval_tokens=self._approval_tokens,
         )
 
     def find_one(self, name: str | None = None) -> ChannelHandle | None:

@@ -23,8 +23,10 @@ from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi.activity_boundary import ActivityErrors
+from chamvi.agent_revisions import AgentRevisionStore
 from chamvi.app import App
 from chamvi.app_runtime import AppRuntime
+from chamvi.approval_tokens import ApprovalTokens, approval_tokens
 from chamvi.artifacts import ArtifactStore, open_artifact_store
 from chamvi.channels import LifecycleChannel
 from chamvi.client import ChamviClient
@@ -128,6 +130,13 @@ class ChamviPlugin(SimplePlugin):
         max_runs: the most runs executing at once in this process (the seed's
             ``concurrencyMaxRuns``, see ``chamvi.run_slots``); by default ``settings.max_runs``
             (``CHAMVI_MAX_RUNS``), else 4.
+        approval_tokens: signs the token (and the link to the approvals page) that approval
+            requests sent through channels carry (``chamvi.approval_tokens``); by default from
+            ``settings`` (``CHAMVI_APPROVAL_SECRET``, else the data folder's generated secret, and
+            ``CHAMVI_PUBLIC_URL``) once a worker is configured; without settings, requests carry none.
+        agent_revisions: where the revisions of agents defined at runtime live
+            (``chamvi.agent_revisions``); by default the artifact store's object store, which the
+            HTTP API and every other worker share.
     """
 
     def __init__(
@@ -142,6 +151,8 @@ class ChamviPlugin(SimplePlugin):
         start_schedules: bool = True,
         start_channels: bool | None = None,
         max_runs: int | None = None,
+        approval_tokens: ApprovalTokens | None = None,
+        agent_revisions: AgentRevisionStore | None = None,
     ) -> None:
         self.app = app
         if max_runs is None:
@@ -151,6 +162,8 @@ class ChamviPlugin(SimplePlugin):
             artifacts=artifacts,
             max_runs=max_runs,
             skills_cache=settings.data / "skills" if settings is not None else None,
+            approval_tokens=approval_tokens,
+            revisions=agent_revisions,
         )
         """This plugin's holdings for the app, handed to its activities (and to an API beside it)."""
         self.slots = self.runtime.slots
@@ -181,7 +194,11 @@ class ChamviPlugin(SimplePlugin):
             workflow_runner=_workflow_runner,
             interceptors=[
                 ActivityErrors(),
-                ChamviTelemetry(app, capture_content=_trace_content(trace_content, settings)),
+                ChamviTelemetry(
+                    app,
+                    capture_content=_trace_content(trace_content, settings),
+                    agents=self.runtime.agents,
+                ),
             ],
             # a chamvi error raised in workflow code is a bug of a definition, not of a worker:
             # it fails the workflow instead of retrying its task forever
@@ -253,6 +270,8 @@ class ChamviPlugin(SimplePlugin):
         # agent state lives in the same Qdrant as the knowledge index (see chamvi.state.store)
         state = StateStore(index.client, index.prefix)
         runtime.open(state=state, search=search, artifacts=self.artifacts)
+        if runtime.approval_tokens is None and self._settings is not None:
+            runtime.approval_tokens = approval_tokens(self._settings)
         agents = AgentActivities(runtime)
         model = ModelActivities(runtime)
         tools = ToolActivities(runtime)
@@ -262,6 +281,7 @@ class ChamviPlugin(SimplePlugin):
         return [
             *(existing or []),
             agents.describe_agent,
+            agents.agent_registry,
             model.call_model,
             model.extract,
             tools.call_tool,
@@ -272,8 +292,8 @@ class ChamviPlugin(SimplePlugin):
             knowledge.knowledge_request_sync,
             knowledge.knowledge_search,
             McpActivities(app).list_mcp_tools,
-            StateActivities(StateViews(app, state)).state_list,
-            ScheduleActivities(app).dispatch_scheduled,
+            StateActivities(StateViews(app, state, runtime.agents)).state_list,
+            ScheduleActivities(runtime.agents).dispatch_scheduled,
         ]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:

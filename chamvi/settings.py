@@ -21,6 +21,8 @@ from chamvi.errors import ChamviError, ChamviValidationError
 from chamvi.run_slots import DEFAULT_MAX_RUNS
 
 DEFAULT_APP = "examples.support.app:app"
+GITHUB_API_URL = "https://api.github.com"
+SLACK_API_URL = "https://slack.com/api"
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,21 @@ class Settings:
     default)."""
     tokens: str | None = field(default=None, repr=False)
     """``CHAMVI_TOKENS``: the HTTP API's bearer tokens, as JSON (``chamvi.http.tokens_from_env``)."""
+    approval_secret: str | None = field(default=None, repr=False)
+    """``CHAMVI_APPROVAL_SECRET``: the key approval tokens are signed with (``chamvi.approval_tokens``);
+    every worker, API and CLI that issues or checks them needs the same one. Unset, the data
+    folder's ``approval-secret`` (generated on first use by a worker or an API)."""
+    public_url: str | None = None
+    """``CHAMVI_PUBLIC_URL``: where people reach the HTTP API (base path included); approval requests
+    sent through a channel link to its approvals page there. ``chamvi dev`` defaults to its own."""
+    github_token: str | None = None
+    """``GITHUB_TOKEN``: what replies on GitHub (``GitHubComments``) authenticate with."""
+    github_api_url: str = GITHUB_API_URL
+    """``GITHUB_API_URL``: GitHub's REST API (GitHub Enterprise Server: ``https://HOST/api/v3``)."""
+    slack_bot_token: str | None = None
+    """``SLACK_BOT_TOKEN``: the bot token (``xoxb-...``) replies on Slack (``SlackMessages``) post with."""
+    slack_api_url: str = SLACK_API_URL
+    """``SLACK_API_URL``: Slack's Web API."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -104,6 +121,12 @@ class Settings:
             knowledge_base_path=env.get("CHAMVI_KNOWLEDGE_BASE_PATH") or None,
             knowledge_body_limit=_positive(env, "CHAMVI_KNOWLEDGE_BODY_LIMIT", None),
             tokens=env.get("CHAMVI_TOKENS") or None,
+            approval_secret=env.get("CHAMVI_APPROVAL_SECRET") or None,
+            public_url=_url(env, "CHAMVI_PUBLIC_URL"),
+            github_token=env.get("GITHUB_TOKEN") or None,
+            github_api_url=(env.get("GITHUB_API_URL") or GITHUB_API_URL).rstrip("/"),
+            slack_bot_token=env.get("SLACK_BOT_TOKEN") or None,
+            slack_api_url=(env.get("SLACK_API_URL") or SLACK_API_URL).rstrip("/"),
         )
 
     def with_overrides(self, **changes: object) -> Settings:
@@ -171,6 +194,23 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     if value in ("true", "1", "yes"):
         return True
     raise ChamviValidationError(f"{name}={env[name]!r} is not a boolean: use true or false")
+
+
+def _url(env: Mapping[str, str], name: str) -> str | None:
+    """An ``http(s)://`` address without its trailing slash; unset or empty is None.
+
+    Raises:
+        ChamviValidationError: anything else, so a link is never built on a typo.
+    """
+    raw = (env.get(name) or "").strip().rstrip("/")
+    if not raw:
+        return None
+    if not raw.startswith(("http://", "https://")) or "#" in raw or "?" in raw:
+        raise ChamviValidationError(
+            f"{name}={raw!r} is not a base URL: use http(s)://host[:port][/base path], e.g. "
+            "https://agents.example.com"
+        )
+    return raw
 
 
 def _optional_flag(env: Mapping[str, str], name: str) -> bool | None:

@@ -27,6 +27,7 @@ from pydantic_core import to_jsonable_python
 from chamvi._mcp_client import as_tool
 from chamvi.agents import Agent, AgentHooks, AgentTrust, ToolCallInfo
 from chamvi.app_runtime import AppRuntime
+from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import RunArtifacts
 from chamvi.channels import Channel, ChannelAccess
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
@@ -131,7 +132,7 @@ class ToolRunner:
             return await self._run(request, access, cancellation)
 
     async def _run(self, request: ToolRequest, access: RunAccess, cancellation: asyncio.Event) -> ToolResult:
-        agent = self.app.agent(request.agent)
+        agent = await self.runtime.agent(request.agent, request.revision)
         policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
         run_tools = self.runtime.run_tools(agent, policy_run)
         tools = run_tools.tools
@@ -170,6 +171,8 @@ class ToolRunner:
             artifacts=RunArtifacts(self.runtime.artifacts, request.run_id, request.artifact_count),
             state=self.runtime.state_of(agent),
             runs=LinkedRuns(run, effects, access, request.tainted),
+            approval_waits=request.approval_waits,
+            approval_tokens=self.runtime.approval_tokens,
         )
         return await call_tool(
             tool,
@@ -203,6 +206,9 @@ class CallScope:
         artifacts: the run's files (``ctx.artifacts``).
         state: the agent's state (``ctx.state``), if a store serves it.
         runs: the runs this call starts and waits for (``ctx.dispatch``), if it may.
+        approval_waits: how many approval waits the run had for this call so far.
+        approval_tokens: signs the tokens a channel's approval request carries, if the worker has
+            a secret (``chamvi.approval_tokens``); without, requests name the run and approval only.
     """
 
     run: RunContext
@@ -214,6 +220,8 @@ class CallScope:
     artifacts: RunArtifacts
     state: AgentStateAccess | None = None
     runs: LinkedRuns | None = None
+    approval_waits: int = 0
+    approval_tokens: ApprovalTokens | None = None
 
 
 async def call_tool(
@@ -235,7 +243,7 @@ async def call_tool(
     except PydanticValidationError as error:
         issues = validation_issues(error.errors(include_input=False))
         return _refused(ChamviValidationError(f"invalid input for {tool.name!r}: {error}", issues=issues))
-    approvals = Approvals(scope.decisions)
+    approvals = Approvals(scope.decisions, waits=scope.approval_waits)
     approvals.bind(parsed.model_dump(mode="json"))
     channels = ChannelAccess(
         scope.channels,
@@ -244,6 +252,7 @@ async def call_tool(
         approvals,
         tainted=scope.tainted,
         on_tainted=trust.on_tainted,
+        approval_tokens=scope.approval_tokens,
     )
     ctx = ToolContext(
         run=scope.run,

@@ -60,6 +60,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptQuery,
         TriggerEnvelope,
         Usage,
+        approval_id,
         tool_output_parts,
     )
     from chamvi.retry import (
@@ -104,6 +105,7 @@ class AgentRunWorkflow:
 
     Its queries and search attributes are how the CLI, the HTTP API and the Temporal UI see a run.
     """
+
     def __init__(self) -> None:
         self._input: RunInput | None = None
         self._spec: AgentSpec | None = None
@@ -151,6 +153,7 @@ class AgentRunWorkflow:
             created_at=self._created_at,
             started_at=self._started_at,
             ended_at=self._ended_at,
+            agent_revision=self._spec.revision if self._spec is not None else None,
         )
 
     @workflow.query(name=c.QUERY_TRANSCRIPT)
@@ -417,6 +420,7 @@ class AgentRunWorkflow:
                 base_digest=self._sent_digest,
                 delta=delta,
                 skills_version=spec.skills_version,
+                revision=spec.revision,
             ),
             ModelResponse,
             start_to_close=timedelta(seconds=spec.model_timeout_seconds),
@@ -458,6 +462,8 @@ class AgentRunWorkflow:
                     mcp_server=next((t.server for t in self._mcp_tools if t.name == call.name), None),
                     artifact_count=self._artifact_count,
                     skills_version=spec.skills_version,
+                    approval_waits=waits,
+                    revision=spec.revision,
                 ),
                 ToolResult,
                 start_to_close=timedelta(seconds=spec.tool_timeout_seconds),
@@ -480,7 +486,7 @@ class AgentRunWorkflow:
             decision = await self._approvals.wait(
                 step,
                 call,
-                f"{step}:{call.id}:{waits}",
+                approval_id(step, call.id, waits),
                 request,
                 steps=self._steps,
                 set_status=self._set_status,
@@ -533,7 +539,13 @@ class AgentRunWorkflow:
         try:
             extracted = await call_activity(
                 c.ACTIVITY_EXTRACT,
-                ExtractInput(run_id=workflow.info().workflow_id, agent=spec.name, step=step, key=request.key),
+                ExtractInput(
+                    run_id=workflow.info().workflow_id,
+                    agent=spec.name,
+                    step=step,
+                    key=request.key,
+                    revision=spec.revision,
+                ),
                 ExtractResult,
                 start_to_close=timedelta(seconds=spec.model_timeout_seconds),
                 retry_policy=self._retry_policy(spec, None),

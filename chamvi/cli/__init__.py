@@ -15,7 +15,20 @@ from collections.abc import Sequence
 
 import click
 
-from chamvi.cli import api, artifacts, channels, kb, knowledge, mcp, runs, schedules, skills, stack, state
+from chamvi.cli import (
+    agents,
+    api,
+    artifacts,
+    channels,
+    kb,
+    knowledge,
+    mcp,
+    runs,
+    schedules,
+    skills,
+    stack,
+    state,
+)
 from chamvi.cli._common import POLL_SECONDS
 
 __all__ = ["POLL_SECONDS", "cli", "main"]
@@ -50,6 +63,7 @@ for _command in (
     schedules.schedules,
     skills.skills,
     state.state,
+    agents.agents,
 ):
     cli.add_command(_command)
 

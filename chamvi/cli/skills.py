@@ -42,7 +42,7 @@ def load_listings(app: App, data: Path, agents: list[str]) -> list[AgentSkills]:
 
     async def go() -> list[AgentSkills]:
         await library.load(record=False, save=False)
-        return [await library.listing(name) for name in agents]
+        return [await library.listing(app.agents[name]) for name in agents]
 
     return asyncio.run(go())
 

@@ -11,19 +11,22 @@ from fastapi import APIRouter, Depends, FastAPI, Security
 from fastapi.security import HTTPBearer
 from temporalio.client import Client
 
+from chamvi.agent_revisions import ObjectRevisionStore
 from chamvi.app import App
 from chamvi.app_runtime import AppRuntime
+from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import ArtifactStore
 from chamvi.client import ChamviClient
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
-from chamvi.http.agents_routes import agents_router
+from chamvi.http.agents_routes import AgentDirectory, ThroughWorkers, agent_check, agents_router
+from chamvi.http.approvals_routes import approvals_router
 from chamvi.http.artifacts_routes import artifacts_router, upload_body_limit
 from chamvi.http.auth import AuthMiddleware, RoutePermissions, Token, principal
 from chamvi.http.channels_routes import channels_router
 from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
 from chamvi.http.knowledge_routes import knowledge_router
 from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingMiddleware
-from chamvi.http.runs_routes import check_agent_for, runs_router
+from chamvi.http.runs_routes import runs_router
 from chamvi.http.schedules_routes import schedules_router
 from chamvi.http.state_routes import state_router
 from chamvi.http.ui import ui_router
@@ -31,6 +34,7 @@ from chamvi.knowledge.collections import ManagedRoutes
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.run_events import EventHub
+from chamvi.runtime_agents import RuntimeAgents
 from chamvi.schedules import DEFAULT_MIN_INTERVAL
 from chamvi.skills.library import SkillLibrary
 from chamvi.starters import request_sync
@@ -73,6 +77,7 @@ def create_api(
     schedule_min_interval: timedelta = DEFAULT_MIN_INTERVAL,
     managed_routes: ManagedRoutes | None = None,
     skills: SkillLibrary | None = None,
+    agent_directory: AgentDirectory | None = None,
 ) -> FastAPI:
     """The HTTP API.
 
@@ -80,7 +85,9 @@ def create_api(
         tokens: the bearer tokens (``tokens_from_env(Settings.from_env().tokens)``); none: every
             route answers 401.
         managed: the service behind ``/knowledge``; None serves no knowledge routes.
-        runs: the client behind ``/runs`` and ``/schedules``; None serves neither.
+        runs: the client behind ``/runs`` and ``/schedules``; None serves neither. With its
+            ``approval_tokens``, ``/approvals/view`` and ``/approvals/answer`` take approval tokens
+            (the token is the permission; see ``chamvi.http.approvals_routes``).
         body_limit: bodies over this many bytes answer 413 before anything parses them.
         base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
@@ -95,12 +102,16 @@ def create_api(
             (``CHAMVI_SCHEDULE_MIN_INTERVAL``), so one token cannot start a run a second.
         managed_routes: whether, where and with what body limit ``managed`` is served (by default
             on, at ``/knowledge``, within ``body_limit``).
-        skills: the agents' skills behind ``/agents/{agent}/skills``; None serves no agent routes.
+        skills: the agents' skills behind ``/agents/{name}/skills``; None serves no such route.
+        agent_directory: the agents behind ``/agents``, and where a dispatch of an agent outside
+            ``agents`` is checked (agents defined at runtime): the API's own view of the revision
+            store (``RuntimeAgents``); by default, with ``runs``, the workers (``ThroughWorkers``),
+            and a dispatch outside ``agents`` answers 404 as before.
 
     Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/schedules``,
-    ``<base_path>/state`` and ``<base_path>/agents``; ``/openapi.json`` and ``/docs`` (below the base
-    path too) need no token, nor does the approvals page ``/ui`` (served with the run routes), which
-    asks a person for one.
+    ``<base_path>/agents`` and ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the
+    base path too) need no token, nor does the approvals page ``/ui`` (served with the run routes),
+    which asks a person for one.
     """
     base = _base(base_path)
     if body_limit < 1:
@@ -129,19 +140,22 @@ def create_api(
         # every managed route is below /collections, also when base_path is ""
         path_limits[f"{base}{routes.base_path}/collections"] = routes.max_body_bytes or body_limit
     upload_limits: dict[str, int] = {}
+    check_agent = agent_check(agents, agent_directory)
     if runs is not None and runs.artifacts is not None:
         # before the JSON dispatch: it takes only multipart bodies, the JSON route all others
-        routers.append(artifacts_router(runs, check_agent_for(agents)))
+        routers.append(artifacts_router(runs, check_agent))
         upload_limits[f"{base}/runs"] = upload_body_limit(runs, body_limit)
     if runs is not None:
         if events is not None:
             events.keep_recent_deltas()
-        routers.append(runs_router(runs, agents, events))
-        routers.append(schedules_router(runs, agents, schedule_min_interval))
+        routers.append(runs_router(runs, check_agent, events))
+        schedule_check = check_agent if agents is not None else None
+        routers.append(schedules_router(runs, schedule_check, schedule_min_interval))
+        agent_directory = agent_directory or ThroughWorkers(runs)
+    if agent_directory is not None or skills is not None:
+        routers.append(agents_router(agent_directory, skills))
     if state is not None:
         routers.append(state_router(state))
-    if skills is not None:
-        routers.append(agents_router(skills))
     permissions = RoutePermissions()
     for router in routers:
         permissions.add_router(router, prefix=base)
@@ -153,6 +167,9 @@ def create_api(
     ):
         # authenticated by each channel's signature, not by a bearer token: no permission, no Security
         api.include_router(channels_router(inbound.channels, inbound.agents, runs), prefix=base)
+    if runs is not None and runs.approval_tokens is not None:
+        # the approval token in the body is the permission: no bearer token needed, none required
+        api.include_router(approvals_router(runs, tokens), prefix=base)
     if runs is not None:
         # the approvals page needs no token to load; it reads the run routes with the one typed into it
         api.include_router(ui_router(base))
@@ -185,6 +202,7 @@ def build_api(
     schedule_min_interval: timedelta = DEFAULT_MIN_INTERVAL,
     managed_routes: ManagedRoutes | None = None,
     runtime: AppRuntime | None = None,
+    approval_tokens: ApprovalTokens | None = None,
 ) -> FastAPI:
     """``create_api`` for an app, as ``chamvi api`` and ``chamvi dev`` serve it.
 
@@ -206,7 +224,11 @@ def build_api(
             ``App(managed=...)``.
         runtime: the runtime of a worker in the same process (``chamvi dev``: ``plugin.runtime``),
             whose event hub streams the model's deltas on ``/runs/{id}/events``; without one the
-            events come from the runs' histories alone.
+            events come from the runs' histories alone. Its agents serve ``/agents``; without it,
+            the revisions of runtime agents are read from ``artifacts`` (the store the workers
+            share), else asked of the workers.
+        approval_tokens: the workers' approval secret (``approval_tokens(settings)``): with it, the
+            API answers approvals by token.
     """
     skill_copies = artifacts or ArtifactStore.memory()
     managed = ManagedCollections(
@@ -216,20 +238,37 @@ def build_api(
         declared=app.collections,
         request_sync=lambda name: request_sync(client, task_queue, name),
     )
+    runs = ChamviClient(
+        client,
+        task_queue=task_queue,
+        artifacts=artifacts,
+        attachment_max_bytes=attachment_max_bytes,
+        approval_tokens=approval_tokens,
+    )
+    directory: AgentDirectory
+    if runtime is not None:
+        directory = runtime.agents
+    elif artifacts is not None:
+        directory = RuntimeAgents(app, ObjectRevisionStore(artifacts.store, artifacts.location))
+    else:
+        directory = ThroughWorkers(runs)
     return create_api(
         tokens=tokens,
         managed=managed,
-        runs=ChamviClient(
-            client, task_queue=task_queue, artifacts=artifacts, attachment_max_bytes=attachment_max_bytes
-        ),
+        runs=runs,
         body_limit=body_limit,
         base_path=base_path,
         agents=list(app.agents),
         events=runtime.events if runtime is not None else None,
         inbound=app,
-        state=StateViews(app, StateStore(store.client, store.prefix)),
+        state=StateViews(
+            app,
+            StateStore(store.client, store.prefix),
+            directory if isinstance(directory, RuntimeAgents) else None,
+        ),
         schedule_min_interval=schedule_min_interval,
         managed_routes=managed_routes or app.managed,
         # a worker's own in `chamvi dev`; `chamvi api` loads the skills itself, from the same store
         skills=runtime.skills if runtime is not None else SkillLibrary(app, lambda: skill_copies),
+        agent_directory=directory,
     )

@@ -3,6 +3,14 @@
 Pydantic only: a workflow imports these and nothing that loads an I/O client.
 """
 
+from chamvi.models.agents import (
+    AgentDefinition,
+    AgentInfo,
+    AgentPutResult,
+    AgentRegistryRequest,
+    AgentRegistryResult,
+    AgentRevision,
+)
 from chamvi.models.artifacts import Artifact
 from chamvi.models.knowledge import (
     CollectionInput,
@@ -63,6 +71,7 @@ from chamvi.models.runs import (
     TriggerEnvelope,
     Usage,
     WaitPoint,
+    approval_id,
 )
 from chamvi.models.schedules import (
     Overlap,
@@ -74,6 +83,12 @@ from chamvi.models.schedules import (
 from chamvi.models.state import StateItem, StateListing, StateListRequest, StatePage
 
 __all__ = [
+    "AgentDefinition",
+    "AgentInfo",
+    "AgentPutResult",
+    "AgentRegistryRequest",
+    "AgentRegistryResult",
+    "AgentRevision",
     "AgentSpec",
     "ApprovalAnswer",
     "ApprovalDecision",
@@ -139,5 +154,6 @@ __all__ = [
     "TriggerEnvelope",
     "Usage",
     "WaitPoint",
+    "approval_id",
     "tool_output_parts",
 ]

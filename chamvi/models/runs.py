@@ -55,6 +55,9 @@ class TriggerEnvelope(BaseModel):
     attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
     """The files the run was dispatched with, by reference; left out of the JSON when there are
     none, so every step's history stays as small as before attachments existed."""
+    event: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The inbound event's type, as its sender names it (``issues``, ``app_mention``); left out of the
+    JSON when there is none, so runs from before event types read and replay as they were."""
 
 
 class RunInput(BaseModel):
@@ -75,6 +78,8 @@ class RunInput(BaseModel):
     """The parent's taint: a run started by a tainted run is tainted from its start."""
     attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
     """Stored before the run starts (``ChamviClient.dispatch(attachments=...)``): references only."""
+    event: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The inbound event's type (a channel's delivery), carried to the trigger envelope."""
 
     def envelope(self) -> TriggerEnvelope:
         """The trigger as the run's first user message and tool policies see it."""
@@ -86,6 +91,7 @@ class RunInput(BaseModel):
             payload=self.payload,
             invoker=self.invoker,
             attachments=self.attachments,
+            event=self.event,
         )
 
 
@@ -241,6 +247,10 @@ class AgentSpec(BaseModel):
     skills_version: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The agent's skill catalog version when the run started (``chamvi.skills``): every model and
     tool call of the run reads that version, whatever a later deploy changed; None: no skills."""
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A runtime agent's revision, read once when the run starts and recorded with this spec: the
+    run's model and tool calls carry it, so they resolve that revision, never a later one. None (left
+    out of the JSON) for an agent in code."""
 
 
 class DescribeAgentRequest(BaseModel):
@@ -266,6 +276,8 @@ class ModelRequest(BaseModel):
     delta: list[Message]
     skills_version: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The run's skill catalog version (``AgentSpec.skills_version``): the block the model gets."""
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class _Lean(BaseModel):
@@ -349,6 +361,12 @@ class ToolRequest(BaseModel):
     a call that runs again (a retry after a crash, after an approval) puts under the same ids."""
     skills_version: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The run's skill catalog version (``AgentSpec.skills_version``), which ``skill_load`` reads."""
+    approval_waits: int = Field(default=0, exclude_if=lambda v: v == 0)
+    """How many approval waits this call has had: the approval it asks next is
+    :func:`approval_id` ``(step, call.id, approval_waits)``, which its channel request's token names.
+    Left out of the JSON at 0, so a call's first attempt records the same input as before."""
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class RunWaitRequest(BaseModel):
@@ -382,6 +400,8 @@ class ExtractInput(BaseModel):
     agent: str
     step: int
     key: str
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class ExtractResult(BaseModel):
@@ -435,6 +455,11 @@ class RecordedEffect(BaseModel):
 
     key: str
     result: Any = None
+
+
+def approval_id(step: int, tool_call_id: str, wait: int) -> str:
+    """The id of a call's ``wait``-th approval wait (from 0): ``<step>:<tool call id>:<wait>``."""
+    return f"{step}:{tool_call_id}:{wait}"
 
 
 class WaitPoint(BaseModel):
@@ -515,6 +540,8 @@ class RunView(BaseModel):
     ended_at: datetime | None = None
     calls: list[CallInProgress] = Field(default_factory=list)
     """The calls in progress, from Temporal's pending activities (the client fills it in)."""
+    agent_revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The revision of the runtime agent the run runs on, to its end; None for an agent in code."""
 
 
 class RunSummary(BaseModel):

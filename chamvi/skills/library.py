@@ -27,6 +27,7 @@ from chamvi.skills.sources import SkillLoadContext, SkillSource, check_source
 from chamvi.skills.store import SkillStore, StorePins
 
 if TYPE_CHECKING:  # the App imports the skill tools, which reach the library through a context key
+    from chamvi.agents import Agent
     from chamvi.app import App
 
 PINNED_KEPT = 64
@@ -84,7 +85,8 @@ class SkillLibrary:
         self._artifacts = artifacts
         self.cache = cache or default_cache()
         self._lock = asyncio.Lock()
-        self._current: dict[str, SkillCatalog] | None = None
+        self._current: dict[str | None, SkillCatalog] | None = None
+        self._versions: dict[str, SkillCatalog] = {}
         self._store: SkillStore | None = None
         self._pinned: OrderedDict[str, SkillCatalog] = OrderedDict()
 
@@ -126,34 +128,41 @@ class SkillLibrary:
             loaded: dict[int, list[Skill]] = {}
             for source in sources_of(self.app):
                 loaded[id(source)] = await load_source(source, ctx)
-            current: dict[str, SkillCatalog] = {}
-            for agent in self.app.agents.values():
-                sources = self.app.skill_sources(agent)
+            current: dict[str | None, SkillCatalog] = {}
+            # None: the App's defaults alone, the catalog of every agent defined at runtime
+            owners: list[tuple[str | None, str, tuple[SkillSource, ...]]] = [
+                (None, "App(skills=...)", self.app.skills),
+                *((a.name, f"agent {a.name!r}", self.app.skill_sources(a)) for a in self.app.agents.values()),
+            ]
+            for owner, label, sources in owners:
                 if not sources:
                     continue
                 built = build_catalog(
-                    f"agent {agent.name!r}",
-                    (s for source in sources for s in loaded[id(source)]),
-                    self.limits,
+                    label, (s for source in sources for s in loaded[id(source)]), self.limits
                 )
                 if save:
                     await store.save(built.version, built.manifest, built.blobs)
-                current[agent.name] = SkillCatalog(
+                current[owner] = SkillCatalog(
                     built.version, built.skills, MemoryBlobs(built.blobs), read_bytes=self.limits.read_bytes
                 )
             self._store, self._current = store, current
+            self._versions = {c.version: c for c in current.values()}
 
-    async def _loaded(self) -> dict[str, SkillCatalog]:
+    async def _loaded(self) -> dict[str | None, SkillCatalog]:
         if self._current is None:
             await self.load()
         assert self._current is not None
         return self._current
 
-    async def current(self, agent: str) -> SkillCatalog | None:
-        """The catalog a run of ``agent`` starting now records; None for an agent without skills."""
-        return (await self._loaded()).get(agent)
+    async def current(self, agent: Agent) -> SkillCatalog | None:
+        """The catalog a run of ``agent`` starting now records; None for an agent without skills.
 
-    async def pinned(self, agent: str, version: str | None) -> SkillCatalog | None:
+        An agent in code has its own (the App's defaults, then its ``skills=``); an agent defined at
+        runtime (``chamvi.runtime_agents``) has the App's defaults.
+        """
+        return (await self._loaded()).get(agent.name if agent.revision is None else None)
+
+    async def pinned(self, version: str | None) -> SkillCatalog | None:
         """The catalog a run recorded at its start; None for a run that recorded none.
 
         Raises:
@@ -161,8 +170,9 @@ class SkillLibrary:
         """
         if version is None:
             return None
-        current = (await self._loaded()).get(agent)
-        if current is not None and current.version == version:
+        await self._loaded()
+        current = self._versions.get(version)
+        if current is not None:
             return current
         kept = self._pinned.get(version)
         if kept is None:
@@ -177,12 +187,19 @@ class SkillLibrary:
         self._pinned.move_to_end(version)
         return kept
 
-    async def listing(self, agent: str) -> AgentSkills:
+    async def listing(self, agent: Agent) -> AgentSkills:
         """``agent``'s current skills, as ``chamvi skills list`` and the HTTP API show them."""
         catalog = await self.current(agent)
         if catalog is None:
-            return AgentSkills(agent=agent)
-        return AgentSkills(agent=agent, version=catalog.version, skills=list(catalog.skills))
+            return AgentSkills(agent=agent.name)
+        return AgentSkills(agent=agent.name, version=catalog.version, skills=list(catalog.skills))
+
+    async def runtime_listing(self, name: str) -> AgentSkills:
+        """The skills of ``name``, an agent defined at runtime: the App's defaults."""
+        catalog = (await self._loaded()).get(None)
+        if catalog is None:
+            return AgentSkills(agent=name)
+        return AgentSkills(agent=name, version=catalog.version, skills=list(catalog.skills))
 
 
 def skill_catalog(

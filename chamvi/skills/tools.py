@@ -31,7 +31,7 @@ async def run_catalog(ctx: ToolContext) -> SkillCatalog:
         SkillNotFoundError: the run recorded none (it started before its agent had skills).
         ContextNotProvidedError: no worker's runtime serves the call.
     """
-    catalog = await inject(ctx, SKILLS).pinned(ctx.run.agent, ctx.run.skills_version)
+    catalog = await inject(ctx, SKILLS).pinned(ctx.run.skills_version)
     if catalog is None:
         raise SkillNotFoundError(
             "this run has no skills: it started before its agent had any (its next runs have them)"

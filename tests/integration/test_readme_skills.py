@@ -19,7 +19,7 @@ async def test_the_readme_skills_example_gives_the_app_skill_then_the_agents_own
         (ROOT / "examples/support/skills/refund-procedure/SKILL.md").read_text()
     )
     app: App = readme_module("## Skills", "skillsapp.py", tmp_path).app
-    catalog = await AppRuntime(app).skills.current("support")
+    catalog = await AppRuntime(app).skills.current(app.agent("support"))
     assert catalog is not None
     assert [s.name for s in catalog.skills] == ["customer-tone", "refund-procedure"]
     assert [t.name for t in app.spec("support").tools] == [TOOL_SKILL_LOAD, TOOL_SKILL_READ]

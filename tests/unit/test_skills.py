@@ -168,7 +168,7 @@ def test_one_source_given_to_the_app_and_to_an_agent_counts_once(tmp_path: Path)
     shared = skills_folder(tmp_path)
     app = App(agents=[agent(skills=[shared])], skills=[shared])
     runtime = AppRuntime(app)
-    catalog = asyncio.run(runtime.skills.current("clerk"))
+    catalog = asyncio.run(runtime.skills.current(runtime.app.agent("clerk")))
     assert catalog is not None and [s.name for s in catalog.skills] == ["refund-procedure"]
 
 
@@ -184,19 +184,19 @@ def test_a_skill_over_its_size_limit_fails_the_boot_naming_the_file_that_crosses
 def test_an_agents_skills_over_their_limits_fail_the_boot(tmp_path: Path) -> None:
     for name in ("one", "two", "three"):
         write_skill(tmp_path, name, None, {"notes.md": "n" * 400})
-    by_size = App(
-        agents=[agent()], skills=[skills_folder(tmp_path)], skill_limits=SkillLimits(agent_bytes=1000)
-    )
+    by_size = App(agents=[agent(skills=[skills_folder(tmp_path)])], skill_limits=SkillLimits(agent_bytes=1000))
     with pytest.raises(InvalidSkillError, match=r"per agent \(SkillLimits.agent_bytes\)") as raised:
         asyncio.run(boot(by_size))
     assert raised.value.message.startswith(
         f"skill {tmp_path / 'two/SKILL.md'}: takes the skills of agent 'clerk'"
     )
-    by_count = App(
-        agents=[agent()], skills=[skills_folder(tmp_path)], skill_limits=SkillLimits(agent_skills=2)
-    )
+    by_count = App(agents=[agent(skills=[skills_folder(tmp_path)])], skill_limits=SkillLimits(agent_skills=2))
     with pytest.raises(InvalidSkillError, match=r"agent 'clerk' has more than 2 skills"):
         asyncio.run(boot(by_count))
+    # the App's defaults alone are a runtime agent's skills: over the limits, they are named
+    defaults = App(agents=[agent()], skills=[skills_folder(tmp_path)], skill_limits=SkillLimits(agent_skills=2))
+    with pytest.raises(InvalidSkillError, match=r"App\(skills=\.\.\.\) has more than 2 skills"):
+        asyncio.run(boot(defaults))
 
 
 def test_a_skill_folder_inside_another_fails_the_boot(tmp_path: Path) -> None:
@@ -267,13 +267,13 @@ def test_each_agent_gets_the_app_defaults_then_its_own_skills_and_the_skill_tool
     own = skill(name="refund-procedure", description="Refunds.", instructions="Refund.")
     app = App(agents=[agent("clerk", skills=[own]), agent("other")], skills=[defaults])
     runtime = AppRuntime(app)
-    clerk = asyncio.run(runtime.skills.current("clerk"))
-    other = asyncio.run(runtime.skills.current("other"))
+    clerk = asyncio.run(runtime.skills.current(runtime.app.agent("clerk")))
+    other = asyncio.run(runtime.skills.current(runtime.app.agent("other")))
     assert clerk is not None and [s.name for s in clerk.skills] == ["tone", "refund-procedure"]
     assert other is not None and [s.name for s in other.skills] == ["tone"]
     assert [t.name for t in app.spec("clerk").tools] == [TOOL_SKILL_LOAD, TOOL_SKILL_READ]
     bare = App(agents=[agent("bare")])
-    assert asyncio.run(AppRuntime(bare).skills.current("bare")) is None
+    assert asyncio.run(AppRuntime(bare).skills.current(bare.agent("bare"))) is None
     assert bare.spec("bare").tools == []
 
 
@@ -287,13 +287,13 @@ def test_a_pinned_version_is_read_back_from_the_store_after_the_skill_changed(tm
     async def scenario() -> None:
         before = runtime()
         await before.skills.load()
-        old = await before.skills.current("clerk")
+        old = await before.skills.current(before.app.agent("clerk"))
         assert old is not None
         write_skill(tmp_path / "skills", "refund-procedure", REFUND.replace("Refund at most", "Refund up to"))
         after = runtime()  # a deploy: another process, the changed folder
-        new = await after.skills.current("clerk")
+        new = await after.skills.current(after.app.agent("clerk"))
         assert new is not None and new.version != old.version
-        pinned = await after.skills.pinned("clerk", old.version)
+        pinned = await after.skills.pinned(old.version)
         assert pinned is not None and pinned.version == old.version
         assert "Refund at most" in (await pinned.load("refund-procedure"))["instructions"]
         messages = await after.instructions_for(after.app.agent("clerk"), old.version)
@@ -325,7 +325,7 @@ def test_skill_load_and_skill_read_return_the_runs_version_and_taint_from_an_unt
     runner = ToolRunner(runtime)
 
     async def scenario() -> None:
-        catalog = await runtime.skills.current("clerk")
+        catalog = await runtime.skills.current(runtime.app.agent("clerk"))
         assert catalog is not None
         version = catalog.version
         loaded = await runner.run(
@@ -385,7 +385,7 @@ def test_the_skill_tools_follow_the_agents_tool_policy_hooks_and_trust() -> None
     runtime = AppRuntime(app)
 
     async def scenario() -> None:
-        catalog = await runtime.skills.current("clerk")
+        catalog = await runtime.skills.current(runtime.app.agent("clerk"))
         assert catalog is not None
         runner = ToolRunner(runtime)
         refused = await runner.run(
@@ -439,7 +439,7 @@ def test_a_git_source_pins_its_branch_once_and_moves_only_when_asked(tmp_path: P
         return App(agents=[agent()], skills=[source])
 
     async def instructions(runtime: AppRuntime) -> str:
-        catalog = await runtime.skills.current("clerk")
+        catalog = await runtime.skills.current(runtime.app.agent("clerk"))
         assert catalog is not None
         return str((await catalog.load("refund-procedure"))["instructions"])
 
