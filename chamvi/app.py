@@ -217,6 +217,11 @@ class App:
                 )
             if item.name in self.runtime_tools:
                 raise InvalidAppError(f"runtime_tools holds two tools named {item.name!r}")
+            if self.skills and item.name in SKILL_TOOLS:
+                raise InvalidAppError(
+                    f"runtime_tools holds a tool named {item.name!r}, the name of a skill tool runtime "
+                    "agents get with the App's skills: rename the tool"
+                )
             self.runtime_tools[item.name] = item
         self.runtime_mcp_servers = tuple(servers)
 

@@ -181,3 +181,18 @@ async def test_the_support_example_loads_its_refund_procedure_before_it_refunds(
     assert loaded.output["files"] == [{"path": "references/eligibility.md", "size": 193}]
     assert "Refund at most the order's `total`" in loaded.output["instructions"]
     assert TOOL_SKILL_LOAD not in [s.tool for s in searched.steps]  # no refund asked: no procedure
+
+
+async def test_a_runtime_agent_loads_one_of_the_apps_default_skills_in_its_run(
+    client: Client, chamvi: ChamviClient, task_queue: str, tmp_path: Path
+) -> None:
+    model = ScriptedModel([call(TOOL_SKILL_LOAD, name="tone"), reply("brief")])
+    app = make_app(write_procedure(tmp_path / "skills", "1"), ScriptedModel([reply("x")]))
+    app.models.register("scripted/runtime", model)
+    async with build_worker(client, app, task_queue=task_queue):
+        await chamvi.put_agent("triage", {"model": "scripted/runtime", "instructions": "Triage."})
+        run = await chamvi.wait((await chamvi.dispatch("triage")).run_id)
+    assert run.status == RunStatus.COMPLETED
+    assert catalog_names(model.requests[0]) == ["tone"]  # the App's defaults, not support's own
+    loaded = next(s for s in run.steps if s.kind == "tool" and s.tool == TOOL_SKILL_LOAD)
+    assert isinstance(loaded.output, dict) and loaded.output["instructions"] == "Be brief."

@@ -184,7 +184,9 @@ def test_a_skill_over_its_size_limit_fails_the_boot_naming_the_file_that_crosses
 def test_an_agents_skills_over_their_limits_fail_the_boot(tmp_path: Path) -> None:
     for name in ("one", "two", "three"):
         write_skill(tmp_path, name, None, {"notes.md": "n" * 400})
-    by_size = App(agents=[agent(skills=[skills_folder(tmp_path)])], skill_limits=SkillLimits(agent_bytes=1000))
+    by_size = App(
+        agents=[agent(skills=[skills_folder(tmp_path)])], skill_limits=SkillLimits(agent_bytes=1000)
+    )
     with pytest.raises(InvalidSkillError, match=r"per agent \(SkillLimits.agent_bytes\)") as raised:
         asyncio.run(boot(by_size))
     assert raised.value.message.startswith(
@@ -194,7 +196,9 @@ def test_an_agents_skills_over_their_limits_fail_the_boot(tmp_path: Path) -> Non
     with pytest.raises(InvalidSkillError, match=r"agent 'clerk' has more than 2 skills"):
         asyncio.run(boot(by_count))
     # the App's defaults alone are a runtime agent's skills: over the limits, they are named
-    defaults = App(agents=[agent()], skills=[skills_folder(tmp_path)], skill_limits=SkillLimits(agent_skills=2))
+    defaults = App(
+        agents=[agent()], skills=[skills_folder(tmp_path)], skill_limits=SkillLimits(agent_skills=2)
+    )
     with pytest.raises(InvalidSkillError, match=r"App\(skills=\.\.\.\) has more than 2 skills"):
         asyncio.run(boot(defaults))
 
