@@ -223,7 +223,7 @@ class SkillCatalog:
         }
 
     async def read(self, name: str, path: str) -> dict[str, Any]:
-        """What ``skill_read`` returns: one text file of a skill, cut at ``read_bytes``.
+        """What ``skill_read`` returns: the skill's name and version, and one text file cut at ``read_bytes``.
 
         Raises:
             SkillNotFoundError: no such skill, or no such file in it.
@@ -240,7 +240,13 @@ class SkillCatalog:
         data = await self._blobs.blob(found.sha256)
         cut = len(data) > self.read_bytes
         text = data[: self.read_bytes].decode("utf-8", errors="ignore") if cut else data.decode()
-        result: dict[str, Any] = {"skill": name, "path": found.path, "size": found.size, "content": text}
+        result: dict[str, Any] = {
+            "skill": name,
+            "version": short_version(info.version),
+            "path": found.path,
+            "size": found.size,
+            "content": text,
+        }
         if cut:
             result["truncated"] = f"the first {self.read_bytes:,} of {found.size:,} bytes"
         return result

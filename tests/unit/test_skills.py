@@ -343,6 +343,7 @@ def test_skill_load_and_skill_read_return_the_runs_version_and_taint_from_an_unt
             asyncio.Event(),
         )
         assert read.output["content"] == "n" * 40
+        assert read.output["version"] == loaded.output["version"]  # the step shows the skill's version
         assert read.output["truncated"] == "the first 40 of 100 bytes"
         theirs = await runner.run(
             skill_request(TOOL_SKILL_LOAD, {"name": "outside"}, version), InMemoryRun(), asyncio.Event()
@@ -483,3 +484,26 @@ def test_a_git_skill_names_its_commit_and_file_when_it_is_bad(tmp_path: Path) ->
     missing = App(agents=[agent()], skills=[git_skills(str(tmp_path / "nowhere"), ref="main")])
     with pytest.raises(InvalidSkillError, match="cannot fetch 'main'"):
         asyncio.run(AppRuntime(missing, skills_cache=tmp_path / "cache").skills.load())
+
+
+def test_loading_a_skill_from_an_untrusted_git_source_taints_the_run(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "--quiet", "--initial-branch=main")
+    commit_skill(repo, REFUND)
+    theirs = git_skills(str(repo), ref="main", path="skills", trusted=False)
+    runtime = AppRuntime(App(agents=[agent()], skills=[theirs]), skills_cache=tmp_path / "cache")
+
+    async def scenario() -> None:
+        catalog = await runtime.skills.current(runtime.app.agent("clerk"))
+        assert catalog is not None and not catalog.get("refund-procedure").trusted
+        runner = ToolRunner(runtime)
+        loaded = await runner.run(
+            skill_request(TOOL_SKILL_LOAD, {"name": "refund-procedure"}, catalog.version),
+            InMemoryRun(),
+            asyncio.Event(),
+        )
+        assert loaded.status == "ok" and loaded.taint == "skill:refund-procedure"
+        assert "Refund at most" in loaded.output["instructions"]  # the text reaches the model, tainted
+
+    asyncio.run(scenario())

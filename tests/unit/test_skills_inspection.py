@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -11,7 +12,9 @@ import pytest
 
 from chamvi import App, define_agent
 from chamvi.artifacts import ArtifactStore
+from chamvi.cli.runs import _step_line
 from chamvi.http import Token, create_api
+from chamvi.models.runs import StepView
 from chamvi.skills import SkillLibrary, skill, skills_folder
 from tests.unit.test_cli import invoke, one_line_error
 from tests.unit.test_skills import REFUND, git, write_skill
@@ -136,3 +139,18 @@ async def test_get_agent_skills_answers_the_current_catalog_behind_agents_read(t
     assert forbidden.status_code == 403
     assert unknown.status_code == 404
     assert unknown.json()["error"]["message"] == "unknown agent 'nobody': this app serves 'support'"
+
+
+def test_runs_show_names_the_skill_a_step_loaded_and_its_version() -> None:
+    output = {"skill": "refund-procedure", "version": "0123456789ab", "instructions": "Refund.", "files": []}
+    step = StepView(
+        index=2,
+        kind="tool",
+        started_at=datetime.now(UTC),
+        tool="skill_load",
+        input={"name": "x"},
+        output=output,
+    )
+    line = _step_line(step)
+    assert line.startswith("    2  tool  skill_load -> ")
+    assert '"skill":"refund-procedure"' in line.replace(" ", "") and "0123456789ab" in line
