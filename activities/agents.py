@@ -26,7 +26,8 @@ class AgentActivities:
 
         A run is described once, at its start, so the process that starts a run relays its events
         to its ``App.on`` listeners, each once. An agent defined at runtime is described at its
-        latest revision, which the spec records: the run keeps it to its end.
+        latest revision, which the spec records: the run keeps it to its end, as it keeps the version
+        of its skills the spec records (``AgentSpec.skills_version``).
         """
         run = (
             PolicyRun(request.run_id, request.agent, request.trigger)

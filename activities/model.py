@@ -147,13 +147,14 @@ class ModelActivities:
                 "run's transcript holds user, assistant and tool messages (system ones are the agent's "
                 "instructions)"
             )
-        messages = [*agent.instructions, *transcript]
+        instructions = await self.runtime.instructions_for(agent, request.skills_version)
+        messages = [*instructions, *transcript]
         chat = ChatRequest(
             run_id=request.run_id,
             agent=agent.name,
             step=request.step,
             messages=messages,
-            transcript_start=len(agent.instructions),
+            transcript_start=len(instructions),
             tools=[
                 *(
                     ToolSchema(t.name, t.description, t.json_schema())

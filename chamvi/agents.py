@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from chamvi.channels import ChannelSubscription
-from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH
+from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, SKILL_TOOL_NAMES
 from chamvi.errors import ChamviError, ChamviValidationError, InvalidAgentDefinitionError, validation_issues
 from chamvi.mcp import McpTools
 from chamvi.models import BudgetSpec, Message, ModelSettings
@@ -19,6 +19,7 @@ from chamvi.names import validate_agent_name as validate_agent_name
 from chamvi.permissions import PolicyRun, ToolPolicy
 from chamvi.provider_objects import is_chat_model
 from chamvi.providers import ChatModel
+from chamvi.skills.sources import SkillSource, check_source
 from chamvi.state import AgentState, check_state, state_tools
 from chamvi.tool_factory import ToolFactoryContext
 from chamvi.tools import Tool, ToolContext, Trust
@@ -123,6 +124,8 @@ class Agent:
     """The agent's typed state collections (``ctx.state``); its tools are among ``tools``."""
     model_settings: ModelSettings | None = None
     """How its model is asked to answer (temperature, output tokens, tool choice, ...)."""
+    skills: tuple[SkillSource, ...] = ()
+    """The agent's own skill sources, after the App's defaults (``chamvi.skills``)."""
     revision: int | None = None
     """None for an agent in code; the revision of an agent defined at runtime (``chamvi.runtime_agents``),
     whose ``model`` is then always a ref."""
@@ -294,6 +297,7 @@ def define_agent(
     tools_context: Mapping[str, Any] | None = None,
     state: AgentState | Mapping[str, type[BaseModel]] | None = None,
     model_settings: ModelSettings | Mapping[str, Any] | None = None,
+    skills: Sequence[SkillSource] = (),
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
@@ -322,6 +326,9 @@ def define_agent(
     ``model_settings`` (a ``ModelSettings`` or its data) says how the model is asked to answer:
     temperature, output tokens, tool choice and the rest; its ranges, and a tool choice naming a
     tool the agent lacks, are checked here, and what the model's provider supports by the App.
+    ``skills`` adds the agent's own skill sources (``skills_folder(...)``, ``git_skills(...)``,
+    ``skill(...)``) to the App's defaults: the model gets a block listing them after the
+    instructions, and the tools ``skill_load`` and ``skill_read`` (``chamvi.skills``).
 
     Raises:
         InvalidAgentDefinitionError: naming what is wrong.
@@ -358,6 +365,7 @@ def define_agent(
         model_settings=_model_settings(
             name, model_settings, None if factory is not None or mcp_servers else set(checked_tools)
         ),
+        skills=_skills(name, skills),
     )
 
 
@@ -385,6 +393,14 @@ def _model_settings(
     if found:
         raise InvalidAgentDefinitionError(f"agent {name!r}: model_settings: {'; '.join(found)}")
     return None if settings.empty else settings
+
+
+def _skills(name: str, skills: Sequence[SkillSource]) -> tuple[SkillSource, ...]:
+    if isinstance(skills, str) or not isinstance(skills, Sequence):
+        raise InvalidAgentDefinitionError(
+            f"agent {name!r}: skills must be a list of skill sources, e.g. [skills_folder('skills')]"
+        )
+    return tuple(check_source(source, f"agent {name!r}") for source in skills)
 
 
 def _with_state_tools(name: str, tools: dict[str, Tool], state: AgentState) -> dict[str, Tool]:
@@ -462,7 +478,8 @@ def _trust(
 def _check_trust_names(
     name: str, trust: AgentTrust, tools: Mapping[str, Tool], mcp_servers: Sequence[str]
 ) -> None:
-    unknown = sorted(set(trust.tools) - set(tools))
+    # the skill tools are the App's to give (its skills or the agent's): it checks those names
+    unknown = sorted(set(trust.tools) - set(tools) - set(SKILL_TOOL_NAMES))
     if unknown and not mcp_servers:
         offered = ", ".join(repr(t) for t in tools) or "none"
         raise InvalidAgentDefinitionError(

@@ -15,6 +15,7 @@ from typing import TypeVar, Unpack
 
 from chamvi.agents import Agent
 from chamvi.channels import Channel, validate_channel_name
+from chamvi.constants import SKILL_TOOL_NAMES
 from chamvi.context import ContextKey, Provided
 from chamvi.errors import (
     AgentNotFoundError,
@@ -35,6 +36,9 @@ from chamvi.providers._registry import environment_registry
 from chamvi.retry import RetryPolicies, retry_spec
 from chamvi.run_events import Listener, Listeners
 from chamvi.schedules import AgentSchedule, ScheduleOptions, define_schedule
+from chamvi.skills.limits import SkillLimits
+from chamvi.skills.sources import SkillSource, check_source
+from chamvi.skills.tools import SKILL_TOOLS
 from chamvi.tools import Tool
 
 T = TypeVar("T")
@@ -88,6 +92,10 @@ class App:
             run event listener that raised, a failed sync of the schedules or the collections, a
             failed knowledge pass); by default each is logged (see ``chamvi.on_error``). Every
             worker built from the App reports to it.
+        skills: skill sources every agent has (``skills_folder(...)``, ``git_skills(...)``,
+            ``skill(...)``, ``define_skill_source(...)``); an agent's own ``skills=`` add to them.
+            Loaded at each worker's boot, where a bad skill fails it (``chamvi.skills``).
+        skill_limits: how large one skill and one agent's skills may be (``SkillLimits``).
         runtime_tools: the tools agents defined at runtime may name (``put_agent``, ``PUT
             /agents/{name}``, ``chamvi agents put``): tools, and ``*mcp_tools(name)`` of declared MCP
             servers. The code stays here; a runtime agent's data picks from it by name. None by
@@ -116,9 +124,19 @@ class App:
         schedules: Sequence[AgentSchedule] = (),
         managed: ManagedRoutes | None = None,
         on_error: OnError | None = None,
+        skills: Sequence[SkillSource] = (),
+        skill_limits: SkillLimits | None = None,
         runtime_tools: Sequence[Tool | McpTools] = (),
     ) -> None:
         self.start_channels = start_channels
+        if isinstance(skills, str) or not isinstance(skills, Sequence):
+            raise InvalidAppError("skills must be a list of skill sources, e.g. [skills_folder('skills')]")
+        self.skills: tuple[SkillSource, ...] = tuple(check_source(s, "App(skills=...)") for s in skills)
+        if skill_limits is not None and not isinstance(skill_limits, SkillLimits):
+            raise InvalidAppError(f"skill_limits={skill_limits!r} is not a SkillLimits(...)")
+        self.skill_limits = skill_limits or SkillLimits()
+        self._tools: dict[str, Mapping[str, Tool]] = {}
+        """Each agent's own tools and, when it has skills, the skill tools: what its runs offer."""
         if managed is not None and not isinstance(managed, ManagedRoutes):
             raise InvalidAppError(f"managed={managed!r} is not a ManagedRoutes(enabled=, base_path=, ...)")
         self.managed = managed or ManagedRoutes()
@@ -204,6 +222,11 @@ class App:
                 )
             if item.name in self.runtime_tools:
                 raise InvalidAppError(f"runtime_tools holds two tools named {item.name!r}")
+            if self.skills and item.name in SKILL_TOOLS:
+                raise InvalidAppError(
+                    f"runtime_tools holds a tool named {item.name!r}, the name of a skill tool runtime "
+                    "agents get with the App's skills: rename the tool"
+                )
             self.runtime_tools[item.name] = item
         self.runtime_mcp_servers = tuple(servers)
 
@@ -334,6 +357,7 @@ class App:
                 + "; ".join(refused)
             )
         self._model_refs[agent.name] = ref
+        self._tools[agent.name] = self._with_skill_tools(agent, agent.tools)
         for server in agent.mcp_servers:
             if server not in self.mcp_servers:
                 known = ", ".join(repr(s) for s in self.mcp_servers) or "none"
@@ -348,6 +372,43 @@ class App:
                     f"agent {agent.name!r} subscribes to unknown channel {subscription.channel!r}: "
                     f"registered channels are {known}"
                 )
+
+    def skill_sources(self, agent: Agent) -> tuple[SkillSource, ...]:
+        """``agent``'s skill sources: the App's defaults, then its own."""
+        return (*self.skills, *agent.skills)
+
+    def _with_skill_tools(self, agent: Agent, tools: Mapping[str, Tool]) -> Mapping[str, Tool]:
+        """``tools`` and, for an agent with skills, ``skill_load`` and ``skill_read``.
+
+        Raises:
+            InvalidAgentDefinitionError: one of ``tools`` has a skill tool's name.
+        """
+        if not self.skill_sources(agent):
+            classified = sorted(set(agent.trust.tools) & set(SKILL_TOOL_NAMES))
+            if classified:
+                raise InvalidAgentDefinitionError(
+                    f"agent {agent.name!r}: trust classifies {classified[0]!r}, a skill tool, but the agent "
+                    "has no skills: give it skills=[...] or the App skills=[...]"
+                )
+            return tools
+        taken = sorted(set(tools) & set(SKILL_TOOLS))
+        if taken:
+            raise InvalidAgentDefinitionError(
+                f"agent {agent.name!r} has skills and a tool named {taken[0]!r}, the name of a skill tool: "
+                "rename the tool"
+            )
+        return {**tools, **SKILL_TOOLS}
+
+    def tools_of(self, agent: Agent, built: Mapping[str, Tool] | None = None) -> Mapping[str, Tool]:
+        """What ``agent``'s runs offer: its own tools (or what its factory ``built``) and the skill tools.
+
+        Raises:
+            InvalidAgentDefinitionError: a factory built a tool under a skill tool's name.
+        """
+        if built is not None:
+            return self._with_skill_tools(agent, built)
+        known = self._tools.get(agent.name)
+        return known if known is not None else self._with_skill_tools(agent, agent.tools)
 
     def agent(self, name: str) -> Agent:
         """The agent named ``name``.
@@ -391,7 +452,7 @@ class App:
         A run's spec, with what its factory built, is its worker's (``AppRuntime.spec``).
         """
         agent = self.agent(name)
-        return agent_spec(self, agent, agent.tools)
+        return agent_spec(self, agent, self.tools_of(agent))
 
 
 def _registry(models: ModelRegistry | Sequence[ModelRegistry | NamedProvider] | None) -> ModelRegistry:

@@ -19,6 +19,7 @@ import contextlib
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
+from pathlib import Path
 from weakref import WeakKeyDictionary
 
 from chamvi.agent_revisions import AgentRevisionStore, ObjectRevisionStore
@@ -30,12 +31,14 @@ from chamvi.channels import ChannelAccess
 from chamvi.context import Provided
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
 from chamvi.mcp_sessions import McpSessions
-from chamvi.models import AgentSpec
+from chamvi.models import AgentSpec, Message
 from chamvi.permissions import PolicyRun
 from chamvi.run_context import Approvals, EffectLedger, RunContext
 from chamvi.run_events import EventHub
 from chamvi.run_slots import DEFAULT_MAX_RUNS, RunSlots
 from chamvi.runtime_agents import RuntimeAgents
+from chamvi.skills.library import SkillLibrary
+from chamvi.skills.tools import SKILLS
 from chamvi.state import STATE_STORE, AgentStateAccess, StateStore
 from chamvi.tool_factory import FactoryArtifacts, ToolFactoryContext
 from chamvi.tools import Tool
@@ -77,6 +80,8 @@ class AppRuntime:
         app: the definition served.
         artifacts: where ``ctx.artifacts`` keeps files; by default this process's memory.
         max_runs: the most runs executing at once in this worker (``chamvi.run_slots``).
+        skills_cache: where skill sources keep what they fetch (git clones); the temp folder by
+            default, ``<data>/skills`` in a worker with settings.
         approval_tokens: signs the approval tokens channel requests carry; None: they carry none.
         revisions: where runtime agents' revisions live; by default the artifact store's object store
             (``chamvi.agent_revisions``), the one every process of the deployment shares.
@@ -91,6 +96,7 @@ class AppRuntime:
         *,
         artifacts: ArtifactStore | None = None,
         max_runs: int = DEFAULT_MAX_RUNS,
+        skills_cache: Path | None = None,
         approval_tokens: ApprovalTokens | None = None,
         revisions: AgentRevisionStore | None = None,
     ) -> None:
@@ -114,6 +120,9 @@ class AppRuntime:
         self.approval_tokens: ApprovalTokens | None = approval_tokens
         """Signs the tokens (and links) the approval requests sent through channels carry."""
         self._tool_sets: OrderedDict[str, RunTools] = OrderedDict()
+        self.skills = SkillLibrary(app, lambda: self.artifacts, skills_cache)
+        """The agents' skills: loaded at the worker's boot, read back at each run's pinned version."""
+        self.provided.set(SKILLS, self.skills)
 
     def open(self, *, state: StateStore, search: KnowledgeSearch, artifacts: ArtifactStore) -> None:
         """Takes the stores a worker opened (again for each worker the plugin configures)."""
@@ -155,11 +164,12 @@ class AppRuntime:
             ChamviError: the factory failed (see ``Agent.build_tools``).
         """
         if agent.tool_factory is None:
-            return RunTools(agent.tools, agent.tools_context)
+            return RunTools(self.app.tools_of(agent), agent.tools_context)
         key = f"{agent.name}\0{run.run_id}"
         built = self._tool_sets.get(key)
         if built is None:
             built = agent.build_tools(self._factory_context(agent, run))
+            built = RunTools(self.app.tools_of(agent, built.tools), built.context)
             self._tool_sets[key] = built
             while len(self._tool_sets) > TOOL_SETS_KEPT:
                 self._tool_sets.popitem(last=False)
@@ -180,11 +190,25 @@ class AppRuntime:
         agent = self.app.agent(name)
         return agent_spec(self.app, agent, self.tools_for(agent, run))
 
+    async def instructions_for(self, agent: Agent, skills_version: str | None) -> tuple[Message, ...]:
+        """A model call's configured messages: the agent's instructions, then its run's skill catalog.
+
+        The catalog block is the version the run recorded at its start, rebuilt for each call and
+        never part of the transcript.
+
+        Raises:
+            ArtifactNotFoundError: the artifact store does not hold that version.
+        """
+        catalog = await self.skills.pinned(skills_version)
+        return agent.instructions if catalog is None else (*agent.instructions, catalog.message())
+
     async def describe(self, name: str, run: PolicyRun | None) -> AgentSpec:
         """The spec a new run of ``name`` starts on: the App's agent, else its latest runtime revision.
 
-        The spec carries a runtime agent's revision, which the run then passes to each of its calls.
-        Without ``run`` (a check before a dispatch), a factory builds nothing.
+        The spec carries a runtime agent's revision, which the run then passes to each of its calls,
+        and, for a run, the version of the agent's skills (its own, or the App's defaults for a
+        runtime agent), which every model and tool call of the run then reads. Without ``run`` (a
+        check before a dispatch), a factory builds nothing and no version is recorded.
 
         Raises:
             AgentNotFoundError: neither the App nor a live runtime revision has the name.
@@ -192,8 +216,13 @@ class AppRuntime:
             ChamviError: the factory failed, before any model call of the run.
         """
         agent = await self.agents.current(name)
-        tools = self.tools_for(agent, run) if run is not None else agent.tools
-        return agent_spec(self.app, agent, tools)
+        if run is None:
+            return agent_spec(self.app, agent, self.app.tools_of(agent))
+        spec = agent_spec(self.app, agent, self.tools_for(agent, run))
+        # the run's skills from now to its end: this version, whatever a later deploy changes
+        catalog = await self.skills.current(agent)
+        spec.skills_version = catalog.version if catalog is not None else None
+        return spec
 
     async def agent(self, name: str, revision: int | None) -> Agent:
         """The agent a call of a run asks for: in code (``revision`` None), else that revision.

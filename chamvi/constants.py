@@ -160,3 +160,18 @@ STATE_VALUE_MAX_BYTES = 262_144
 """The largest item or key-value entry, as JSON: state holds small records; files are artifacts."""
 STATE_PAGE_MAX_BYTES = 524_288
 """A listed page's values at most (one item always): a page is one payload in history, warned at 512 KiB."""
+
+# Skills (chamvi.skills): tool names the model calls and stored layouts in the artifact store.
+TOOL_SKILL_LOAD = "skill_load"
+"""The tool that returns one skill whole: its instructions and the list of its files."""
+TOOL_SKILL_READ = "skill_read"
+"""The tool that returns one text file of a skill, size-capped."""
+SKILL_TOOL_NAMES = (TOOL_SKILL_LOAD, TOOL_SKILL_READ)
+SKILL_FILE = "SKILL.md"
+"""The file that makes a folder a skill (the Agent Skills format): front matter, then instructions."""
+SKILL_DESCRIPTION_MAX_LENGTH = 1024
+"""The Agent Skills format's limit on a skill's description, in characters."""
+SKILLS_STORE_PREFIX = "skills"
+"""The artifact store's folder of skill copies: ``skills/catalogs/<version>.json`` (a catalog's
+manifest, written last), ``skills/blobs/<sha256>`` (file contents) and ``skills/pins/<key>.json``
+(the commit a git source's branch or tag resolved to). Run folders are ``run-...``: no clash."""

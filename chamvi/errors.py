@@ -276,6 +276,21 @@ class ScheduleNotFoundError(ChamviError):
     code = "schedule_not_found"
 
 
+class InvalidSkillError(InvalidAgentDefinitionError):
+    """A skill that cannot be served (no front matter, a bad name, a clash, too large, not UTF-8).
+
+    The boot and ``chamvi check`` fail with its message: one line naming the file.
+    """
+
+    code = "invalid_skill"
+
+
+class SkillNotFoundError(ChamviError):
+    """The run's skills hold no skill, or the skill no file, of this name (a tool error the model sees)."""
+
+    code = "skill_not_found"
+
+
 # ---- providers ------------------------------------------------------------------------------------
 
 

@@ -182,6 +182,7 @@ class ChamviPlugin(SimplePlugin):
             app,
             artifacts=artifacts,
             max_runs=max_runs,
+            skills_cache=settings.data / "skills" if settings is not None else None,
             approval_tokens=approval_tokens,
             revisions=agent_revisions,
         )
@@ -240,14 +241,17 @@ class ChamviPlugin(SimplePlugin):
         return self._artifacts
 
     async def prepare(self) -> None:
-        """Opens the index and checks it against the app, once; a worker's run does it if nobody did.
+        """Loads the skills, opens the index and checks it, once; a worker's run does it if nobody did.
 
         Raises:
+            InvalidSkillError: a bad skill (one line naming the file).
             IndexUnavailableError: the index cannot be opened or read.
             InvalidAppError: a declared collection's name is held by a managed collection.
         """
         if self._checked:
             return
+        # each agent's catalog, saved to the artifact store before any run can record its version
+        await self.runtime.skills.load(artifacts=self.artifacts)
         location = index_location(self._settings) if self._settings is not None else "the knowledge store"
         await check_index(self.app, self.index, location)
         self._checked = True

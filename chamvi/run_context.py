@@ -37,6 +37,8 @@ class RunContext:
     cancellation: asyncio.Event
     step: int
     tool_call_id: str
+    skills_version: str | None = None
+    """The skill catalog version the run recorded at its start (``chamvi.skills``); None: no skills."""
 
 
 class EffectLedger:

@@ -51,7 +51,7 @@ from pydantic_core import to_json
 from chamvi.agent_revisions import AgentRevisionStore
 from chamvi.agents import Agent, AgentTrust, Budget, define_agent
 from chamvi.app import App
-from chamvi.constants import AGENT_DEFINITION_MAX_BYTES
+from chamvi.constants import AGENT_DEFINITION_MAX_BYTES, SKILL_TOOL_NAMES
 from chamvi.errors import (
     AgentNotFoundError,
     ChamviValidationError,
@@ -74,6 +74,7 @@ from chamvi.names import checked_agent_name, is_valid_name
 from chamvi.permissions import require_tool_permission
 from chamvi.providers import ChatModel
 from chamvi.providers._base import refused_settings
+from chamvi.skills.tools import SKILL_TOOLS
 from chamvi.tools import Tool, Trust
 
 LATEST_FRESH = timedelta(seconds=2)
@@ -107,6 +108,14 @@ def parse_definition(name: str, data: Mapping[str, Any] | AgentDefinition) -> Ag
     if not isinstance(data, Mapping):
         message = "a runtime agent's definition is an object (instructions, model, tools, budget, ...)"
         raise _refuse(name, [_issue((), message, "model_type")])
+    if "skills" in data:
+        # skills are code (reviewed folders, pinned git commits), like tools; a runtime agent's data
+        # cannot bring its own, and there is no App catalog of optional skills to pick them from
+        message = (
+            "a runtime agent cannot name skills: it has the App's default skills (App(skills=[...])); "
+            "an agent that needs skills of its own is defined in code (define_agent(skills=[...]))"
+        )
+        raise _refuse(name, [_issue(("skills",), message, "skills_not_supported")])
     size = len(to_json(data))
     if size > AGENT_DEFINITION_MAX_BYTES:
         limit = AGENT_DEFINITION_MAX_BYTES
@@ -153,8 +162,9 @@ def _problems(app: App, name: str, definition: AgentDefinition) -> list[Validati
     issues += _unknown_names(
         "mcp_servers", definition.mcp_servers, app.runtime_mcp_servers, "MCP server", "none"
     )
+    skill_tools = SKILL_TOOL_NAMES if app.skills else ()
     for tool_name in definition.trust.tools:
-        if tool_name not in definition.tools:
+        if tool_name not in definition.tools and tool_name not in skill_tools:
             message = f"trust names {tool_name!r}, which is none of the agent's tools"
             issues.append(_issue(("trust", "tools", tool_name), message, "unknown_tool"))
     return issues
@@ -274,7 +284,7 @@ def _built(app: App, definition: AgentDefinition, revision: int) -> tuple[Agent,
                 if policy is not None and policy.require_permission
                 else None
             ),
-            trust=_trust(definition, tools),
+            trust=_trust(definition, {**tools, **(SKILL_TOOLS if app.skills else {})}),
             model_settings=_servable_settings(definition, issues, set(tools), bool(servers)),
         )
     except InvalidAgentDefinitionError as error:  # what the checks above let through: a bug of theirs

@@ -158,6 +158,7 @@ class ToolRunner:
             cancellation=cancellation,
             step=request.step,
             tool_call_id=request.call.id,
+            skills_version=request.skills_version,
         )
         effects = EffectLedger(access.recorded_effect, access.record_effect)
         scope = CallScope(

@@ -15,7 +15,20 @@ from collections.abc import Sequence
 
 import click
 
-from chamvi.cli import agents, api, artifacts, channels, kb, knowledge, mcp, runs, schedules, stack, state
+from chamvi.cli import (
+    agents,
+    api,
+    artifacts,
+    channels,
+    kb,
+    knowledge,
+    mcp,
+    runs,
+    schedules,
+    skills,
+    stack,
+    state,
+)
 from chamvi.cli._common import POLL_SECONDS
 
 __all__ = ["POLL_SECONDS", "cli", "main"]
@@ -48,6 +61,7 @@ for _command in (
     kb.kb,
     mcp.mcp,
     schedules.schedules,
+    skills.skills,
     state.state,
     agents.agents,
 ):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -89,6 +90,19 @@ def app_option(function: F) -> F:
         metavar="MODULE:ATTR",
         help="The chamvi App to serve.",
     )(function)
+
+
+def data_option(help_text: str) -> Callable[[F], F]:
+    """``--data``, read from ``CHAMVI_DATA``: the one folder for local state."""
+    return click.option(
+        "--data",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="CHAMVI_DATA",
+        default=Path(".chamvi"),
+        show_default=True,
+        show_envvar=True,
+        help=help_text,
+    )
 
 
 def json_option(help_text: str = "Print machine-readable JSON.") -> Callable[[F], F]:

@@ -14,10 +14,9 @@ from pathlib import Path
 import click
 import uvicorn
 
-from chamvi.cli._common import connect_or_fail, temporal_options
+from chamvi.cli._common import connect_or_fail, data_option, temporal_options
 from chamvi.cli.kb import _open, kb_dir_option, root_type_option
 from chamvi.cli.knowledge import _require_collection
-from chamvi.cli.stack import data_option
 from chamvi.constants import TASK_QUEUE
 from chamvi.dev import read_stack
 from chamvi.errors import ChamviError

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -19,6 +18,7 @@ from chamvi.cli._common import (
     F,
     app_option,
     build_settings,
+    data_option,
     load_app_or_fail,
     refused,
     temporal_options,
@@ -26,6 +26,7 @@ from chamvi.cli._common import (
 )
 from chamvi.cli._output import echo_err
 from chamvi.cli._serving import log_to_terminal, managed_routes, serve_dev, serve_worker, telemetry_line
+from chamvi.cli.skills import load_listings
 from chamvi.constants import TASK_QUEUE
 from chamvi.dev import DEFAULT_PORT, DevServer, DevServerConfig
 from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
@@ -35,6 +36,7 @@ from chamvi.lifecycle import check_index, close_index, index_location, open_inde
 from chamvi.mcp import classify
 from chamvi.schedules import describe_interval
 from chamvi.settings import Settings, openai_credentials, publish_data_folder
+from chamvi.skills.library import sources_of
 from chamvi.telemetry import exporting_traces
 
 
@@ -109,19 +111,6 @@ def with_knowledge_routes(
     except ChamviError as error:
         raise click.ClickException(error.message) from None
     return settings
-
-
-def data_option(help_text: str) -> Callable[[F], F]:
-    """``--data``, read from ``CHAMVI_DATA``: the one folder for local state."""
-    return click.option(
-        "--data",
-        type=click.Path(file_okay=False, path_type=Path),
-        envvar="CHAMVI_DATA",
-        default=Path(".chamvi"),
-        show_default=True,
-        show_envvar=True,
-        help=help_text,
-    )
 
 
 @click.command()
@@ -309,6 +298,21 @@ def _check_mcp_servers(app: App, timeout: float, problems: list[str], lines: lis
     asyncio.run(listing())
 
 
+def _check_skills(app: App, data: Path, problems: list[str]) -> dict[str, list[str]]:
+    """Each agent's skill names, loaded as a worker's boot loads them, recording and saving nothing.
+
+    A bad skill is a problem: one line naming the file.
+    """
+    if not sources_of(app):
+        return {}
+    try:
+        listings = load_listings(app, data, list(app.agents))
+    except ChamviError as error:
+        problems.append(error.message)
+        return {}
+    return {listing.agent: [s.name for s in listing.skills] for listing in listings}
+
+
 @click.command()
 @app_option
 @data_option("Folder for local state, where the knowledge store (Qdrant in local mode) is read.")
@@ -330,18 +334,19 @@ def _check_mcp_servers(app: App, timeout: float, problems: list[str], lines: lis
 def check(app_ref: str, data: Path, contact_mcp: bool, mcp_timeout: float) -> None:
     """Load the app and report problems.
 
-    Loading checks the agents (models, tools, channels, MCP servers declared) and the knowledge
-    collections (names declared once, embedding models that resolve, folder() paths that are
-    directories, sources' own check()). The knowledge store (QDRANT_URL, else Qdrant's folder under
-    --data) is read, never written: a declared collection it holds as a managed one is a problem.
-    Each declared MCP server is started (a stdio command) or reached (a URL) and its tools listed, as
-    a run would, then closed again (--no-mcp skips it): a wrong command is a problem naming the
-    server.
+    Loading checks the agents (models, tools, channels, MCP servers declared), their skills (each
+    loaded and checked as a worker's boot does) and the knowledge collections (names declared once,
+    embedding models that resolve, folder() paths that are directories, sources' own check()). The
+    knowledge store (QDRANT_URL, else Qdrant's folder under --data) is read, never written: a
+    declared collection it holds as a managed one is a problem. Each declared MCP server is started
+    (a stdio command) or reached (a URL) and its tools listed, as a run would, then closed again
+    (--no-mcp skips it): a wrong command is a problem naming the server.
     """
     app = load_app_or_fail(app_ref)
     problems: list[str] = []
     warnings: list[str] = []
     _check_store(app, data, problems, warnings)
+    skills = _check_skills(app, data, problems)
     lines: list[str] = []
     for name, agent in app.agents.items():
         try:
@@ -376,7 +381,8 @@ def check(app_ref: str, data: Path, contact_mcp: bool, mcp_timeout: float) -> No
         servers = "".join(
             f", the tools of MCP server {s} ({app.mcp_servers[s].where})" for s in agent.mcp_servers
         )
-        lines.append(f"  agent {name}: model {ref}, tools: {tools or 'none'}{servers}")
+        own = f", skills: {', '.join(skills[name])}" if skills.get(name) else ""
+        lines.append(f"  agent {name}: model {ref}, tools: {tools or 'none'}{servers}{own}")
     if not app.agents:
         problems.append("the app has no agents")
     for collection in app.collections.values():

@@ -1,9 +1,11 @@
-"""``/agents``: the agents the workers serve, and agents defined at runtime (put and removed as data).
+"""``/agents``: the agents the workers serve, agents defined at runtime (put and removed as data), skills.
 
 ``agents:read`` for ``GET``, ``agents:write`` for ``PUT`` and ``DELETE``. The routes work over an
 :class:`AgentDirectory`: the API's own view of the revision store (``chamvi.runtime_agents``, over
 the artifact store every process shares), or, without one, the workers (``ChamviClient``'s
 ``AgentRegistry`` workflow). Either way a put is checked against the App's runtime tools and models.
+``GET /agents/{name}/skills`` answers an agent's skills from a :class:`SkillLibrary` (a worker's in
+``chamvi dev``, the API's own over the shared artifact store otherwise).
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from chamvi.errors import (
 from chamvi.http.auth import AGENTS_READ, AGENTS_WRITE, Token, permission, principal
 from chamvi.http.errors import error_responses
 from chamvi.models import AgentDefinition, AgentInfo, AgentPutResult, Invoker
+from chamvi.models.skills import AgentSkills
 from chamvi.names import validate_agent_name
+from chamvi.skills.library import SkillLibrary
 
 READ = AGENTS_READ
 WRITE = AGENTS_WRITE
@@ -190,9 +194,16 @@ def _under_body(error: ChamviValidationError) -> ChamviValidationError:
     return ChamviValidationError(error.message, issues=issues)
 
 
-def agents_router(directory: AgentDirectory) -> APIRouter:
-    """The ``/agents`` routes over ``directory``."""
+def agents_router(directory: AgentDirectory | None, skills: SkillLibrary | None = None) -> APIRouter:
+    """The ``/agents`` routes over ``directory``, and ``/agents/{name}/skills`` over ``skills``.
+
+    Either may be None: its routes are then not served.
+    """
     router = APIRouter(prefix="/agents", tags=["agents"])
+    if skills is not None:
+        _skills_route(router, skills, directory)
+    if directory is None:
+        return router
 
     @router.get(
         "",
@@ -266,3 +277,26 @@ def agents_router(directory: AgentDirectory) -> APIRouter:
         return AgentRemoved(name=name, removed_revision=revision)
 
     return router
+
+
+def _skills_route(router: APIRouter, skills: SkillLibrary, directory: AgentDirectory | None) -> None:
+    @router.get(
+        "/{name}/skills",
+        summary="An agent's skills, at the catalog version a run starting now records",
+        response_model=AgentSkills,
+        responses=error_responses(401, 403, 404, 422),
+        openapi_extra=permission(READ),
+    )
+    async def agent_skills(name: AgentName) -> AgentSkills:
+        """Each skill's name, description, version, source and files; runs under way keep their own.
+
+        An agent defined at runtime has the App's default skills.
+        """
+        agent = skills.app.agents.get(name)
+        if agent is not None:
+            return await skills.listing(agent)
+        if directory is None:
+            known = ", ".join(repr(a) for a in sorted(skills.app.agents)) or "none"
+            raise AgentNotFoundError(f"unknown agent {name!r}: this app serves {known}")
+        await directory.check(name)
+        return await skills.runtime_listing(name)

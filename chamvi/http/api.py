@@ -36,6 +36,7 @@ from chamvi.knowledge.managed import ManagedCollections
 from chamvi.run_events import EventHub
 from chamvi.runtime_agents import RuntimeAgents
 from chamvi.schedules import DEFAULT_MIN_INTERVAL
+from chamvi.skills.library import SkillLibrary
 from chamvi.starters import request_sync
 from chamvi.state import StateStore
 from chamvi.state.views import StateViews
@@ -75,6 +76,7 @@ def create_api(
     state: StateViews | None = None,
     schedule_min_interval: timedelta = DEFAULT_MIN_INTERVAL,
     managed_routes: ManagedRoutes | None = None,
+    skills: SkillLibrary | None = None,
     agent_directory: AgentDirectory | None = None,
 ) -> FastAPI:
     """The HTTP API.
@@ -100,6 +102,7 @@ def create_api(
             (``CHAMVI_SCHEDULE_MIN_INTERVAL``), so one token cannot start a run a second.
         managed_routes: whether, where and with what body limit ``managed`` is served (by default
             on, at ``/knowledge``, within ``body_limit``).
+        skills: the agents' skills behind ``/agents/{name}/skills``; None serves no such route.
         agent_directory: the agents behind ``/agents``, and where a dispatch of an agent outside
             ``agents`` is checked (agents defined at runtime): the API's own view of the revision
             store (``RuntimeAgents``); by default, with ``runs``, the workers (``ThroughWorkers``),
@@ -149,8 +152,8 @@ def create_api(
         schedule_check = check_agent if agents is not None else None
         routers.append(schedules_router(runs, schedule_check, schedule_min_interval))
         agent_directory = agent_directory or ThroughWorkers(runs)
-    if agent_directory is not None:
-        routers.append(agents_router(agent_directory))
+    if agent_directory is not None or skills is not None:
+        routers.append(agents_router(agent_directory, skills))
     if state is not None:
         routers.append(state_router(state))
     permissions = RoutePermissions()
@@ -227,6 +230,7 @@ def build_api(
         approval_tokens: the workers' approval secret (``approval_tokens(settings)``): with it, the
             API answers approvals by token.
     """
+    skill_copies = artifacts or ArtifactStore.memory()
     managed = ManagedCollections(
         store,
         app.embedders,
@@ -264,5 +268,7 @@ def build_api(
         ),
         schedule_min_interval=schedule_min_interval,
         managed_routes=managed_routes or app.managed,
+        # a worker's own in `chamvi dev`; `chamvi api` loads the skills itself, from the same store
+        skills=runtime.skills if runtime is not None else SkillLibrary(app, lambda: skill_copies),
         agent_directory=directory,
     )

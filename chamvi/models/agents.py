@@ -107,10 +107,13 @@ class AgentDefinition(_Data):
         mcp_servers: MCP servers whose ``mcp_tools(name)`` the App's ``runtime_tools`` holds.
         budget: steps, tokens and timeout of one run.
         tool_policy: ``require_tool_permission()`` as data; none: every tool is offered.
-        trust: ``on_tainted``, and what the agent adds to its tools' own classification.
+        trust: ``on_tainted``, and what the agent adds to its tools' own classification (with the
+            App's skills, ``skill_load`` and ``skill_read`` too).
         model_settings: how the model is asked to answer (``ModelSettings`` as data: temperature,
             tool choice as ``"required"`` or ``{"tool": "search"}``, ...), checked as ``define_agent``
             checks them and against what the model's provider supports.
+
+    A runtime agent has the App's default skills (``App(skills=[...])``); a ``skills`` field is refused.
     """
 
     name: str | None = None

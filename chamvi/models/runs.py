@@ -249,6 +249,9 @@ class AgentSpec(BaseModel):
     """The MCP servers whose tools the agent uses; the run lists them once, at its start."""
     classified_tools: list[str] = Field(default_factory=list)
     """The tool names the agent's ``trust=`` classifies; those of MCP tools are checked at listing."""
+    skills_version: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The agent's skill catalog version when the run started (``chamvi.skills``): every model and
+    tool call of the run reads that version, whatever a later deploy changed; None: no skills."""
     revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
     """A runtime agent's revision, read once when the run starts and recorded with this spec: the
     run's model and tool calls carry it, so they resolve that revision, never a later one. None (left
@@ -276,6 +279,8 @@ class ModelRequest(BaseModel):
     base_count: int
     base_digest: str
     delta: list[Message]
+    skills_version: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The run's skill catalog version (``AgentSpec.skills_version``): the block the model gets."""
     revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
     """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
     model_settings: ModelSettings | None = Field(default=None, exclude_if=lambda v: v is None)
@@ -369,6 +374,8 @@ class ToolRequest(BaseModel):
     artifact_count: int = Field(default=0, exclude_if=lambda v: v == 0)
     """Artifacts the run holds before this call: its ``ctx.artifacts.put`` numbers on from here, so
     a call that runs again (a retry after a crash, after an approval) puts under the same ids."""
+    skills_version: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The run's skill catalog version (``AgentSpec.skills_version``), which ``skill_load`` reads."""
     approval_waits: int = Field(default=0, exclude_if=lambda v: v == 0)
     """How many approval waits this call has had: the approval it asks next is
     :func:`approval_id` ``(step, call.id, approval_waits)``, which its channel request's token names.

@@ -5,16 +5,20 @@ trigger payload has (fields of the same names), once, one per step, in the agent
 arguments come from the payload too, else the schema's default, else an empty value of the field's
 type. A tool the payload cannot fill is never called: a refund of 0.00 on order "" asked of a person
 helps nobody. It then answers with one short line per tool result, and names the tools it left
-out. With structured output it answers a JSON object built the same way. Use a real model
-(``openai/...``) for real work; use this one to try the engine on a laptop with no key.
+out. With structured output it answers a JSON object built the same way. Before it calls a tool that
+a skill's description names (the skill catalog block, ``chamvi.skills``), it loads that skill with
+``skill_load``, once. Use a real model (``openai/...``) for real work; use this one to try the engine
+on a laptop with no key.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from html import unescape
 from typing import Any
 
+from chamvi.constants import SKILL_TOOL_NAMES, TOOL_SKILL_LOAD
 from chamvi.models import Message, ModelResponse, ToolCall, Usage
 from chamvi.providers._base import ChatRequest
 
@@ -22,6 +26,7 @@ SUMMARY_LIMIT = 100
 """The longest line the final answer gives one tool result."""
 
 _ENVELOPE = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
+_SKILL = re.compile(r"<skill>\n<name>([^<]+)</name>\n<description>([^<]*)</description>")
 _EMPTY: dict[str, Any] = {
     "string": "",
     "integer": 0,
@@ -87,6 +92,18 @@ def _summary(content: str, limit: int = SUMMARY_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _skill_before(tool: str, request: ChatRequest, called: list[ToolCall]) -> str | None:
+    """A skill whose description names ``tool`` and that the run has not loaded yet, if any."""
+    if not any(t.name == TOOL_SKILL_LOAD for t in request.tools):
+        return None
+    loaded = {c.arguments.get("name") for c in called if c.name == TOOL_SKILL_LOAD}
+    for message in request.messages[: request.transcript_start]:
+        for name, description in _SKILL.findall(message.content or "") if message.role == "system" else ():
+            if re.search(rf"\b{re.escape(tool)}\b", unescape(description)) and unescape(name) not in loaded:
+                return unescape(name)
+    return None
+
+
 def _tokens(messages: list[Message]) -> int:
     return sum(len((m.content or "").split()) for m in messages)
 
@@ -100,13 +117,22 @@ class LocalChatModel:
     async def complete(self, request: ChatRequest) -> ModelResponse:
         """Calls the next tool not yet called, then answers a summary of tool results (or a JSON object)."""
         payload = _payload(request.messages)
-        called = {c.name for m in request.messages for c in m.tool_calls}
+        calls = [c for m in request.messages for c in m.tool_calls]
+        called = {c.name for c in calls}
         usage = Usage(input_tokens=_tokens(request.messages), output_tokens=0)
         for tool in request.tools:
-            if tool.name not in called and _fillable(tool.parameters, payload):
-                call = ToolCall(
-                    id=f"local_{request.step}", name=tool.name, arguments=_arguments(tool.parameters, payload)
+            if (
+                tool.name not in called
+                and tool.name not in SKILL_TOOL_NAMES
+                and _fillable(tool.parameters, payload)
+            ):
+                skill = _skill_before(tool.name, request, calls)
+                name, arguments = (
+                    (TOOL_SKILL_LOAD, {"name": skill})
+                    if skill is not None
+                    else (tool.name, _arguments(tool.parameters, payload))
                 )
+                call = ToolCall(id=f"local_{request.step}", name=name, arguments=arguments)
                 return ModelResponse(
                     message=Message(role="assistant", tool_calls=[call]),
                     usage=usage,
@@ -120,7 +146,9 @@ class LocalChatModel:
                 for m in request.messages
                 if m.role == "tool"
             ]
-            left_out = [tool.name for tool in request.tools if tool.name not in called]
+            left_out = [
+                t.name for t in request.tools if t.name not in called and t.name not in SKILL_TOOL_NAMES
+            ]
             if left_out:
                 results.append(f"Not called (the payload lacks their required fields): {', '.join(left_out)}")
             text = "\n".join(["Done.", *results])

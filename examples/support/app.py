@@ -1,6 +1,7 @@
 """The support example: an agent that searches the support handbook, looks up an order, refunds it
 after a person approves, and replies to the customer exactly once. It remembers every refund it made
-(its state collection ``refunds``), so an order's lookup shows the customer's past refunds.
+(its state collection ``refunds``), so an order's lookup shows the customer's past refunds. Before it
+refunds, it loads its ``refund-procedure`` skill (``skills/refund-procedure/SKILL.md``) and follows it.
 
 Runs offline with the ``local/demo`` model (deterministic, no weights: it calls each tool whose
 required arguments the payload has, once, in the order below, with arguments from the payload's
@@ -40,6 +41,7 @@ from chamvi import (
     webhook_channel,
 )
 from chamvi.knowledge import folder, knowledge_collection, knowledge_tools
+from chamvi.skills import skills_folder
 
 from .digest import define_digest
 from .wiki_agent import librarian
@@ -179,6 +181,8 @@ support = define_agent(
     budget=Budget(max_steps=12),
     channels=["console"],
     state=AgentState(collections={"refunds": Refund}),
+    # the refund procedure (skills/refund-procedure/SKILL.md), which it loads before refunding
+    skills=[skills_folder(Path(__file__).parent / "skills")],
 )
 
 digest = define_digest(ORDERS)

@@ -70,6 +70,7 @@ from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, calls, reply
 from chamvi.providers.scripted import Turn
 from chamvi.runtime import build_worker, local_plugin
+from chamvi.skills import skill
 from tests.knowledge_helpers import wait_for_meta, wait_for_passes
 from tests.polling import eventually, until_status
 from tests.support.openai_server import OpenAIServer, StreamError, stream
@@ -408,6 +409,27 @@ async def _record_model_settings(env: WorkflowEnvironment, task_queue: str, reco
         recorded["run-model-settings"] = (await chamvi.wait(dispatched.run_id)).run_id
 
 
+async def _record_skills(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run that loads a skill and reads one of its files: its spec records the catalog version."""
+    models = ModelRegistry()
+    turns: list[Turn] = [
+        call("skill_load", name="refund-procedure"),
+        call("skill_read", name="refund-procedure", path="references/policy.md"),
+        reply("refunded as the procedure says"),
+    ]
+    models.register("scripted/skills", ScriptedModel(turns))
+    procedure = skill(
+        name="refund-procedure",
+        description="How to refund an order.",
+        instructions="Read references/policy.md, then refund at most the order's total.",
+        files={"references/policy.md": "Refunds within 30 days."},
+    )
+    agent = define_agent(name="skills", model="scripted/skills", instructions="Help.", skills=[procedure])
+    async with build_worker(env.client, App(agents=[agent], models=models), task_queue=task_queue):
+        chamvi = ChamviClient(env.client, task_queue=task_queue)
+        recorded["skills"] = (await chamvi.wait((await chamvi.dispatch("skills")).run_id)).run_id
+
+
 class Note(BaseModel):
     text: str
 
@@ -556,6 +578,7 @@ RECORDERS: list[tuple[tuple[str, ...], str, Recorder]] = [
     (("artifacts",), "-artifacts", _record_artifacts),
     (("content-parts",), "-parts", _record_content_parts),
     (("model-settings", "run-model-settings"), "-settings", _record_model_settings),
+    (("skills",), "-skills", _record_skills),
     (("scheduled-run",), "", _record_scheduled_run),
     (("state", "state-list"), "-state", _record_state),
     (("approval-token",), "-approval-token", _record_approval_token),

@@ -146,7 +146,7 @@ def test_check_of_the_example_lists_its_agent_tools_and_collection(monkeypatch: 
         "examples.support.app:app: ok, 4 agent(s), 1 collection(s), channels: console, tickets",
         "  agent support: model local/demo, tools: knowledge_search, lookup_order, refund_order (effect), "
         "send_reply (effect), state_refunds_list, state_refunds_upsert (effect), "
-        "state_refunds_remove (effect)",
+        "state_refunds_remove (effect), skills: refund-procedure",
         "  agent librarian: model local/demo, tools: knowledge_read, knowledge_index, knowledge_search, "
         "knowledge_create (effect), knowledge_edit (effect), knowledge_rewrite (effect), "
         "knowledge_supersede (effect), knowledge_log (effect), knowledge_check, knowledge_retire (effect)",
