@@ -19,6 +19,7 @@ from chamvi.constants import (
     QUERY_MCP_TOOLS,
     QUERY_TRANSCRIPT,
 )
+from chamvi.conversations.store import ConversationStore, recalled_messages
 from chamvi.errors import IncompleteResponseError, ProviderUnavailableError
 from chamvi.extraction import EXTRACTION_INSTRUCTIONS
 from chamvi.models import (
@@ -48,9 +49,11 @@ class ModelActivities:
         cache: TranscriptCache | None = None,
         max_runs: int = 256,
         artifacts: ArtifactStore | None = None,
+        conversations: ConversationStore | None = None,
     ) -> None:
         self.app = app
         self.artifacts = artifacts or ArtifactStore.memory()
+        self.conversations = conversations or ConversationStore(self.artifacts)
         self.cache = cache or TranscriptCache()
         self._mcp_tools: OrderedDict[str, list[McpToolInfo]] = OrderedDict()
         self._max_runs = max_runs
@@ -109,11 +112,20 @@ class ModelActivities:
         transcript = await self._transcript(request)
         policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
         mcp_tools = await self._listed_mcp_tools(agent, request.run_id)
+        # a turn's recalled conversation follows the configured instructions, before its own transcript
+        recalled = (
+            await recalled_messages(
+                self.conversations, agent.name, request.conversation, tool_calls=agent.conversation.tool_calls
+            )
+            if request.conversation is not None
+            else []
+        )
         chat = ChatRequest(
             run_id=request.run_id,
             agent=agent.name,
             step=request.step,
-            messages=[*agent.instructions, *transcript],
+            messages=[*agent.instructions, *recalled, *transcript],
+            transcript_start=len(agent.instructions) + len(recalled),
             tools=[
                 *(
                     ToolSchema(t.name, t.description, t.json_schema())

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         inject,
         try_inject,
     )
+    from chamvi.conversations.client import SentMessage
     from chamvi.errors import (
         ApprovalNotPendingError,
         ArtifactNotFoundError,
@@ -109,6 +110,7 @@ if TYPE_CHECKING:
         ModelRegistry,
         ScriptedModel,
     )
+    from chamvi.recall import RecallPolicy
     from chamvi.retry import (
         RetryPolicies,
     )
@@ -181,6 +183,7 @@ _EXPORTS: dict[str, str] = {
     "ModelRegistry": "chamvi.providers",
     "PolicyRun": "chamvi.permissions",
     "ProviderUnavailableError": "chamvi.errors",
+    "RecallPolicy": "chamvi.recall",
     "RetryPolicies": "chamvi.retry",
     "RunArtifacts": "chamvi.artifacts",
     "RunEvent": "chamvi.run_events",
@@ -189,6 +192,7 @@ _EXPORTS: dict[str, str] = {
     "RunTimeoutError": "chamvi.errors",
     "RunView": "chamvi.models",
     "ScriptedModel": "chamvi.providers",
+    "SentMessage": "chamvi.conversations.client",
     "Tool": "chamvi.tools",
     "ToolCallInfo": "chamvi.agents",
     "ToolContext": "chamvi.tools",
@@ -288,6 +292,7 @@ __all__ = [
     "ModelRegistry",
     "PolicyRun",
     "ProviderUnavailableError",
+    "RecallPolicy",
     "RetryPolicies",
     "RunArtifacts",
     "RunEvent",
@@ -298,6 +303,7 @@ __all__ = [
     "ScheduleNotFoundError",
     "ScheduleView",
     "ScriptedModel",
+    "SentMessage",
     "Tool",
     "ToolCallInfo",
     "ToolContext",

@@ -17,6 +17,7 @@ from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError
 from chamvi.mcp import McpTools
 from chamvi.models import BudgetSpec, Message
 from chamvi.permissions import PolicyRun, ToolPolicy
+from chamvi.recall import RecallPolicy, check_recall_policy
 from chamvi.state import AgentState, check_state, state_tools
 from chamvi.tools import Tool, ToolContext, Trust
 
@@ -105,6 +106,8 @@ class Agent:
     """Third-party tools' configuration, validated by each tool's ``context_schema``, kept by reference."""
     state: AgentState = field(default_factory=AgentState)
     """The agent's typed state collections (``ctx.state``); its tools are among ``tools``."""
+    conversation: RecallPolicy = field(default_factory=RecallPolicy)
+    """What a turn of one of the agent's conversations recalls of the turns before it."""
 
     def build_tools(self, run: PolicyRun) -> dict[str, Tool]:
         """The run's tools: the agent's own, or what its factory builds for this run.
@@ -258,6 +261,7 @@ def define_agent(
     trust: AgentTrust | None = None,
     tools_context: Mapping[str, Any] | None = None,
     state: AgentState | Mapping[str, type[BaseModel]] | None = None,
+    conversation: RecallPolicy | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
@@ -272,6 +276,9 @@ def define_agent(
     ``context_schema``. ``state`` declares typed collections the agent remembers between runs
     (``AgentState(collections={"refunds": Refund})``, or the mapping alone); the model gets each as
     the tools ``state_<name>_list``, ``state_<name>_upsert`` and ``state_<name>_remove``.
+    ``conversation`` bounds what a turn of one of its conversations recalls of the earlier turns
+    (``RecallPolicy(max_messages=..., max_tokens=..., summarizer=...)``; by default the latest 40
+    messages within about 8 000 tokens, the rest dropped).
 
     Raises:
         InvalidAgentDefinitionError: naming what is wrong.
@@ -303,6 +310,7 @@ def define_agent(
         mcp_servers=mcp_servers,
         tools_context=_tools_context(name, tools_context or {}, checked_tools),
         state=checked_state,
+        conversation=check_recall_policy(name, conversation),
     )
 
 

@@ -210,10 +210,12 @@ class App:
             raise InvalidAgentDefinitionError(
                 f"agent {agent.name!r} has no model: give it model= or give the App a default model="
             )
-        try:
-            self.models.resolve(ref)
-        except Exception as error:
-            raise InvalidAgentDefinitionError(f"agent {agent.name!r}: {error}") from None
+        for model in (ref, agent.conversation.summarizer):
+            try:
+                if model is not None:
+                    self.models.resolve(model)
+            except Exception as error:
+                raise InvalidAgentDefinitionError(f"agent {agent.name!r}: {error}") from None
         for server in agent.mcp_servers:
             if server not in self.mcp_servers:
                 known = ", ".join(repr(s) for s in self.mcp_servers) or "none"

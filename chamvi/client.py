@@ -37,6 +37,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from chamvi import constants as c
 from chamvi.agents import validate_agent_name
 from chamvi.artifacts import ArtifactStore, Attachment
+from chamvi.conversations.client import ConversationMethods
 from chamvi.errors import (
     ERROR_CLASSES,
     ApprovalNotPendingError,
@@ -159,8 +160,8 @@ def validate_run_input(run_input: RunInput) -> None:
         raise InvalidInputError(f"payload is not JSON: {error}") from None
 
 
-class ChamviClient:
-    """Runs and knowledge collections through Temporal, for the API, the CLI and your own code.
+class ChamviClient(ConversationMethods):
+    """Runs, conversations and knowledge collections through Temporal, for the API, the CLI, your code.
 
     A run's view is a query a worker answers; with no worker polling, ``get_run`` falls back to the
     run's search attributes instead of hanging.

@@ -27,6 +27,7 @@ from chamvi.app import App
 from chamvi.artifacts import ArtifactStore, open_artifact_store
 from chamvi.channels import LifecycleChannel
 from chamvi.client import ChamviClient
+from chamvi.conversations.store import ConversationStore
 from chamvi.errors import ChamviError
 from chamvi.inbound import ChannelContext
 from chamvi.knowledge.index import KnowledgeIndex
@@ -211,6 +212,7 @@ class ChamviPlugin(SimplePlugin):
     def _with_activities(self, existing: Sequence[Callable[..., Any]] | None) -> Sequence[Callable[..., Any]]:
         from chamvi.activities import (
             AgentActivities,
+            ConversationActivities,
             KnowledgeActivities,
             LockActivities,
             McpActivities,
@@ -230,7 +232,9 @@ class ChamviPlugin(SimplePlugin):
         state = StateStore(index.client, index.prefix)
         app.provided.set(STATE_STORE, state)
         agents = AgentActivities(app)
-        model = ModelActivities(app, artifacts=self.artifacts)
+        conversations = ConversationStore(self.artifacts)
+        model = ModelActivities(app, artifacts=self.artifacts, conversations=conversations)
+        turns = ConversationActivities(app, conversations)
         tools = ToolActivities(app, artifacts=self.artifacts)
         locks = LockActivities()
         indexer = Indexer(index, app.embedders, retry=app.retry.embedding)
@@ -250,6 +254,11 @@ class ChamviPlugin(SimplePlugin):
             McpActivities(app).list_mcp_tools,
             StateActivities(StateViews(app, state)).state_list,
             ScheduleActivities(app).dispatch_scheduled,
+            turns.load,
+            turns.seen,
+            turns.record_turn,
+            turns.summarize,
+            turns.reply,
         ]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:

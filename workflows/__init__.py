@@ -3,6 +3,7 @@
 from .agent_check import AgentCheckWorkflow
 from .agent_run import AgentRunWorkflow
 from .concurrency_lock import ConcurrencyLockWorkflow
+from .conversation import ConversationWorkflow
 from .knowledge import (
     KnowledgeCollectionWorkflow,
     KnowledgeSearchWorkflow,
@@ -20,6 +21,7 @@ WORKFLOWS = [
     KnowledgeSearchWorkflow,
     AgentStateListWorkflow,
     ScheduledRunWorkflow,
+    ConversationWorkflow,
 ]
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "AgentRunWorkflow",
     "AgentStateListWorkflow",
     "ConcurrencyLockWorkflow",
+    "ConversationWorkflow",
     "KnowledgeCollectionWorkflow",
     "KnowledgeSearchWorkflow",
     "KnowledgeSyncRequestWorkflow",

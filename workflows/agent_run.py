@@ -98,8 +98,11 @@ class RunFailed(Exception):
 def envelope_message(run_input: RunInput) -> Message:
     """The trigger envelope as the run's first user message, a JSON block.
 
-    The invoker stays out of it: who may do what is for tool policies, not for the model.
+    The invoker stays out of it: who may do what is for tool policies, not for the model. A turn of
+    a conversation starts with the person's message itself, as the recalled turns before it do.
     """
+    if run_input.conversation is not None and isinstance(run_input.payload, str):
+        return Message(role="user", content=run_input.payload)
     envelope = run_input.envelope().model_dump(mode="json", exclude_none=True, exclude={"invoker"})
     body = json.dumps(envelope, indent=2, sort_keys=True)
     return Message(role="user", content=f"Trigger:\n```json\n{body}\n```")
@@ -178,6 +181,7 @@ class AgentRunWorkflow:
             created_at=self._created_at,
             started_at=self._started_at,
             ended_at=self._ended_at,
+            conversation=run_input.conversation,
         )
 
     @workflow.query(name=c.QUERY_TRANSCRIPT)
@@ -468,6 +472,7 @@ class AgentRunWorkflow:
                     base_count=self._sent_count,
                     base_digest=self._sent_digest,
                     delta=delta,
+                    conversation=self._require_input().conversation,
                 ),
                 result_type=ModelResponse,
                 start_to_close_timeout=timedelta(seconds=spec.model_timeout_seconds),

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from chamvi.models.artifacts import Artifact
+from chamvi.models.recall import ConversationTurn
 
 
 class RunStatus(StrEnum):
@@ -73,6 +74,9 @@ class RunInput(BaseModel):
     """The parent's taint: a run started by a tainted run is tainted from its start."""
     attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
     """Stored before the run starts (``ChamviClient.dispatch(attachments=...)``): references only."""
+    conversation: ConversationTurn | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The run is a turn of a conversation: ``payload`` is the message's text, and the model sees the
+    recalled turns before it."""
 
     def envelope(self) -> TriggerEnvelope:
         """The trigger as the run's first user message and tool policies see it."""
@@ -207,6 +211,8 @@ class ModelRequest(BaseModel):
     base_count: int
     base_digest: str
     delta: list[Message]
+    conversation: ConversationTurn | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A turn's conversation: the model call puts the recalled turns before the run's transcript."""
 
 
 class _Lean(BaseModel):
@@ -431,6 +437,8 @@ class RunView(BaseModel):
     created_at: datetime | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    conversation: ConversationTurn | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Set when the run is a turn of a conversation."""
 
 
 class RunSummary(BaseModel):

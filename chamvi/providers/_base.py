@@ -40,7 +40,10 @@ class ChatRequest:
     tools: list[ToolSchema] = field(default_factory=list)
     output_schema: dict[str, Any] | None = None
     attachments: list[AttachedFile] = field(default_factory=list)
-    """The run's attachments: content parts of the first user message (the trigger's)."""
+    """The run's attachments: content parts of the run's first user message (the trigger's)."""
+    transcript_start: int = 0
+    """Where the run's own transcript begins in ``messages``: after the configured instructions and,
+    for a turn of a conversation, the recalled messages."""
     on_delta: OnDelta | None = None
     """Where a streaming model sends its deltas while it writes; they are never stored."""
 

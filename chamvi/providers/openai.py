@@ -118,7 +118,10 @@ def to_wire_messages(request: ChatRequest) -> list[dict[str, Any]]:
     """The request's messages; the first user message (the trigger) carries the attachments as parts."""
     wire = [to_wire_message(m) for m in request.messages]
     if request.attachments:
-        first = next((i for i, m in enumerate(request.messages) if m.role == "user"), None)
+        first = next(
+            (i for i, m in enumerate(request.messages) if m.role == "user" and i >= request.transcript_start),
+            None,
+        )
         if first is not None:
             text = {"type": "text", "text": wire[first]["content"]}
             wire[first]["content"] = [text, *(attachment_part(a) for a in request.attachments)]
