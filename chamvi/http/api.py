@@ -17,6 +17,7 @@ from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
 from chamvi.http.artifacts_routes import artifacts_router, upload_body_limit
 from chamvi.http.auth import AuthMiddleware, RoutePermissions, Token, principal
 from chamvi.http.channels_routes import channels_router
+from chamvi.http.conversations_routes import conversations_router
 from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
 from chamvi.http.knowledge_routes import knowledge_router
 from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingMiddleware
@@ -71,7 +72,7 @@ def create_api(
         tokens: the bearer tokens (``tokens_from_env(os.environ.get("CHAMVI_TOKENS"))``); none: every
             route answers 401.
         managed: the service behind ``/knowledge``; None serves no knowledge routes.
-        runs: the client behind ``/runs`` and ``/schedules``; None serves neither.
+        runs: the client behind ``/runs``, ``/conversations`` and ``/schedules``; None serves none of them.
         body_limit: bodies over this many bytes answer 413 before anything parses them.
         base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
@@ -83,9 +84,10 @@ def create_api(
             channels serves no such route.
         state: the agents' state behind ``/state``; None serves no state routes.
 
-    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/schedules`` and
-    ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the base path too) need no token, nor
-    does the approvals page ``/ui`` (served with the run routes), which asks a person for one.
+    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/conversations``,
+    ``<base_path>/schedules`` and ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the base
+    path too) need no token, nor does the approvals page ``/ui`` (served with the run routes), which asks
+    a person for one.
     """
     base = _base(base_path)
     if body_limit < 1:
@@ -118,6 +120,7 @@ def create_api(
         if events is not None:
             events.keep_recent_deltas()
         routers.append(runs_router(runs, agents, events))
+        routers.append(conversations_router(runs, agents, events))
         routers.append(schedules_router(runs, agents))
     if state is not None:
         routers.append(state_router(state))

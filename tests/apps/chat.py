@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from chamvi import ActivityTimeouts, App, RecallPolicy, ToolContext, approve, define_agent, tool
+from chamvi.models import ModelResponse
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply
 
 
@@ -74,12 +75,25 @@ def summarize(request: ChatRequest) -> ScriptedTurn:
     return reply("\n".join([*before, f"folded {people}"]))
 
 
+class StreamingScripted(ScriptedModel):
+    """The scripted answers, streamed word by word to the run's delta listeners as a real model does."""
+
+    async def complete(self, request: ChatRequest) -> ModelResponse:
+        response = await super().complete(request)
+        text = response.message.content or ""
+        if request.on_delta is not None and text:
+            for word in text.split(" "):
+                request.on_delta("text", word + " ")
+                await asyncio.sleep(0)
+        return response
+
+
 def make_app(*, recall: RecallPolicy | None = None, untrusted: bool = False) -> App:
     """The chat app; ``recall`` for the ``chat`` agent's policy."""
     from chamvi.channels import console_channel
 
     models = ModelRegistry()
-    models.register("scripted/chat", ScriptedModel([answer], repeat_last=True))
+    models.register("scripted/chat", StreamingScripted([answer], repeat_last=True))
     models.register("scripted/summarizer", ScriptedModel([summarize], repeat_last=True))
     channel = console_channel("inbox", write=lambda line: _note(f"inbox {line}"))
     if untrusted:
