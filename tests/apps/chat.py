@@ -82,9 +82,11 @@ class StreamingScripted(ScriptedModel):
         response = await super().complete(request)
         text = response.message.content or ""
         if request.on_delta is not None and text:
+            # "stream ..." writes slowly, so a reader that joins late still sees the words come
+            pause = 0.1 if text.startswith("re: stream") else 0
             for word in text.split(" "):
                 request.on_delta("text", word + " ")
-                await asyncio.sleep(0)
+                await asyncio.sleep(pause)
         return response
 
 
