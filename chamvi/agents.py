@@ -236,11 +236,12 @@ def _subscriptions(
             raise InvalidAgentDefinitionError(
                 f"agent {name!r}: subscription id {subscription.id!r} must be 1-{NAME_MAX_LENGTH} characters"
             )
-        if subscription.filter is not None and not callable(subscription.filter):
-            raise InvalidAgentDefinitionError(
-                f"agent {name!r}: the filter of its subscription to {subscription.channel!r} must be a "
-                "function of the inbound event"
-            )
+        for part in ("filter", "conversation", "message"):
+            if getattr(subscription, part) is not None and not callable(getattr(subscription, part)):
+                raise InvalidAgentDefinitionError(
+                    f"agent {name!r}: the {part} of its subscription to {subscription.channel!r} must be a "
+                    "function of the inbound event"
+                )
     ids = [s.id for s in subscriptions if s.id is not None]
     if len(ids) != len(set(ids)):
         raise InvalidAgentDefinitionError(f"agent {name!r}: subscription ids must be unique")

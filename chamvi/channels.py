@@ -113,11 +113,29 @@ class ChannelSubscription:
         channel: the registered channel's name.
         id: unique per agent, carried by the trigger envelope of the runs it starts.
         filter: which inbound events start a run (all when None).
+        conversation: routes each event into a conversation instead of a run of its own: a function
+            of the event that names the conversation (``lambda event: event.address``: each Slack
+            thread, each GitHub issue is one conversation, ``<channel>:<key>``); the turn's answer
+            goes back through the channel to the event's address. An event it names no key for
+            (None) starts an ordinary run.
+        message: the message text of a routed event; by default the payload's ``text`` field when it
+            is a string, else the payload itself (a string as it is, anything else as JSON).
     """
 
     channel: str
     id: str | None = None
     filter: SubscriptionFilter | None = None
+    conversation: Callable[[InboundEvent], str | None] | None = None
+    message: Callable[[InboundEvent], str] | None = None
+
+    def message_text(self, event: InboundEvent) -> str:
+        """The text a routed event becomes in its conversation."""
+        if self.message is not None:
+            return str(self.message(event))
+        payload = event.payload
+        if isinstance(payload, dict) and isinstance(payload.get("text"), str):
+            return str(payload["text"])
+        return payload if isinstance(payload, str) else json.dumps(payload, sort_keys=True)
 
     def accepts(self, event: InboundEvent) -> bool:
         """Whether ``event`` starts a run of the subscribed agent."""
