@@ -31,7 +31,7 @@ from chamvi.http.runs_routes import (
     check_agent_for,
     follow_events,
 )
-from chamvi.http.schemas import ConversationDeleted, ConversationList, MessageOut, SendMessage
+from chamvi.http.schemas import ChatAgents, ConversationDeleted, ConversationList, MessageOut, SendMessage
 from chamvi.models.conversations import ConversationPage, TurnRecord, conversation_workflow_id
 from chamvi.run_events import EventHub
 
@@ -93,6 +93,17 @@ def conversations_router(
         return MessageOut(
             conversation=sent.conversation, run_id=sent.run_id, turn=sent.turn, created=sent.created
         )
+
+    @router.get(
+        "",
+        response_model=ChatAgents,
+        responses=error_responses(401, 403),
+        openapi_extra=permission("conversations:read"),
+        summary="List the agents to talk with",
+    )
+    async def chat_agents() -> ChatAgents:
+        """The agents the workers serve, by name (empty when the API does not know them)."""
+        return ChatAgents(agents=sorted(agents or ()))
 
     @router.get(
         "/{agent}",

@@ -369,6 +369,12 @@ class MessageOut(BaseModel):
     created: bool = Field(description="False for a resent message id: the turn it started before")
 
 
+class ChatAgents(BaseModel):
+    """Answer of ``GET /conversations``: the agents one can talk with."""
+
+    agents: list[str]
+
+
 class ConversationList(BaseModel):
     """Answer of ``GET /conversations/{agent}``: the agent's conversations, latest first."""
 

@@ -72,6 +72,7 @@
     $("login").hidden = false;
     $("login-error").textContent = message || "";
     $("token").focus();
+    document.dispatchEvent(new CustomEvent("chamvi:logout"));
   }
 
   async function login(candidate) {
@@ -91,6 +92,7 @@
     $("main").hidden = false;
     $("logout").hidden = false;
     refreshList();
+    document.dispatchEvent(new CustomEvent("chamvi:login"));
   }
 
   // ---- the waiting list -------------------------------------------------------------------
@@ -137,6 +139,7 @@
     const element = $("card-template").content.firstElementChild.cloneNode(true);
     const card = { approvalId: view.waiting.approval_id, element, answering: false };
     fillCard(card, view);
+    if (view.conversation) showConversation(element, view);
     element.querySelector(".answer").addEventListener("submit", (event) => {
       event.preventDefault();
       answer(runId, card, event.submitter && event.submitter.value === "approve");
@@ -164,6 +167,27 @@
     element.querySelector(".invoker").textContent = invoker(view.trigger && view.trigger.invoker);
     element.querySelector(".run").textContent = view.run_id;
     element.querySelector(".agent").textContent = view.agent;
+  }
+
+  async function showConversation(element, view) {
+    // a turn of a conversation: what was said before the question, so the approver has the context
+    const id = view.conversation.id;
+    const path = `/conversations/${encodeURIComponent(view.agent)}/${encodeURIComponent(id)}?limit=3`;
+    let page;
+    try {
+      page = await (await api(path)).json();
+    } catch (_) {
+      return; // a token without conversations:read approves without it
+    }
+    const items = page.messages.map((message) => {
+      const item = document.createElement("li");
+      item.dataset.role = message.role;
+      item.textContent = `${message.role === "user" ? "person" : "agent"}: ${message.text || ""}`;
+      return item;
+    });
+    element.querySelector(".conversation-id").textContent = id;
+    element.querySelector(".conversation-messages").replaceChildren(...items);
+    element.querySelector(".conversation").hidden = false;
   }
 
   function deadline(until) {
@@ -363,6 +387,9 @@
     }
     return event;
   }
+
+  // what the chat view (chat.js) shares with this page
+  window.chamviUi = { api, ApiError, invoker, readEvents, sleep, text };
 
   // ---- start ------------------------------------------------------------------------------
 
