@@ -63,12 +63,19 @@ class ConversationActivities:
             AgentNotFoundError: the app serves no such agent.
         """
         agent = self.app.agent(request.agent)
+        recall = agent.conversation.spec()
+        head = await self.store.head(request.agent, request.id) if request.fresh else None
+        if head is not None and head.turns:
+            # the recall's bound needs the latest turns' sizes: measured here, never in each head
+            first = max(0, head.turns - max(recall.max_messages, 1))
+            records = await self.store.turns(request.agent, request.id, first, head.turns)
+            head.recent = [turn_stat(r, tool_calls=recall.tool_calls) for r in records]
         return ConversationSetup(
-            recall=agent.conversation.spec(),
+            recall=recall,
             untrusted_channels=[
                 ch.name for ch in self.app.channels.values() if getattr(ch, "untrusted", False)
             ],
-            head=await self.store.head(request.agent, request.id),
+            head=head,
         )
 
     @activity.defn(name=c.ACTIVITY_CONVERSATION_SEEN)
@@ -109,7 +116,6 @@ class ConversationActivities:
         head = request.head.model_copy(
             update={
                 "turns": queued.turn + 1,
-                "recent": [*request.head.recent, stat][-max(request.keep, 1) :],
                 "taint": request.head.taint or (f"run:{queued.run_id}" if tainted else None),
             }
         )

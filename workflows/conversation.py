@@ -173,7 +173,7 @@ class ConversationWorkflow:
     async def run(self, state: ConversationState) -> None:
         setup = await workflow.execute_local_activity(
             c.ACTIVITY_CONVERSATION_LOAD,
-            ConversationRequest(agent=state.agent, id=state.id),
+            ConversationRequest(agent=state.agent, id=state.id, fresh=not state.loaded),
             result_type=ConversationSetup,
             start_to_close_timeout=timedelta(seconds=30),
             retry_policy=LOCAL_RETRY,
@@ -238,7 +238,6 @@ class ConversationWorkflow:
                 usage=view.usage if view is not None else Usage(),
                 tool_calls=spec.tool_calls,
                 head=self._head(),
-                keep=spec.max_messages,
             ),
             result_type=TurnRecorded,
             start_to_close_timeout=STORE_TIMEOUT,
@@ -363,7 +362,6 @@ class ConversationWorkflow:
             turns=state.turns,
             taint=state.taint,
             summary=state.summary,
-            recent=state.recent,
             created_at=state.created_at,
             updated_at=workflow.now(),
         )

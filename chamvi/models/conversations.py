@@ -99,7 +99,8 @@ class ConversationHead(BaseModel):
     turns: int = 0
     taint: str | None = None
     summary: SummaryRef | None = None
-    recent: list[TurnStat] = Field(default_factory=list)
+    recent: list[TurnStat] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """Never stored: ``chamvi.conversation_load`` measures the latest turns when it reads the head."""
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -169,8 +170,6 @@ class RecordTurnRequest(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     tool_calls: bool = False
     head: ConversationHead
-    keep: int
-    """How many turn stats the head keeps (the recall policy's ``max_messages``)."""
 
 
 class TurnRecorded(BaseModel):
@@ -186,6 +185,8 @@ class ConversationRequest(BaseModel):
     agent: str
     id: str
     digest: str | None = None
+    fresh: bool = True
+    """For ``chamvi.conversation_load``: the workflow starts without state, so it needs the stored head."""
 
 
 class TurnLookup(BaseModel):
