@@ -42,6 +42,8 @@ from chamvi.runtime import build_worker
 
 RECALL = RecallPolicy(max_messages=20, max_tokens=None)
 """The agent's policy: the latest 20 messages (10 turns), so the recall is full from turn 10 on."""
+SLOW_MODEL_SECONDS = 0.2
+"""The model call of the second latency row: a provider's answer takes this long (or much longer)."""
 SETTLE_SECONDS = 0.2
 """A pause after each latency sample, so the next one does not share the worker with its tail (the
 conversation's record of a turn, a run's last workflow task)."""
@@ -65,13 +67,20 @@ def _answer(request: ChatRequest) -> ScriptedTurn:
     return reply(f"Noted: {said[:60]}")
 
 
+async def _slow_answer(request: ChatRequest) -> ScriptedTurn:
+    await asyncio.sleep(SLOW_MODEL_SECONDS)
+    return _answer(request)
+
+
 def build_app() -> App:
     models = ModelRegistry()
     models.register("scripted/bench-chat", ScriptedModel([_answer], repeat_last=True))
-    agent = define_agent(
-        name="bench-chat", model="scripted/bench-chat", instructions="Answer briefly.", conversation=RECALL
-    )
-    return App(agents=[agent], models=models)
+    models.register("scripted/bench-slow", ScriptedModel([_slow_answer], repeat_last=True))
+    agents = [
+        define_agent(name=name, model=f"scripted/{name}", instructions="Answer briefly.", conversation=RECALL)
+        for name in ("bench-chat", "bench-slow")
+    ]
+    return App(agents=agents, models=models)
 
 
 async def _ended(chamvi: ChamviClient, run_id: str) -> RunView:
@@ -94,19 +103,19 @@ async def _ended(chamvi: ChamviClient, run_id: str) -> RunView:
     return view
 
 
-async def one_shot(chamvi: ChamviClient) -> float:
+async def one_shot(chamvi: ChamviClient, agent: str = "bench-chat") -> float:
     started = time.perf_counter()
-    dispatched = await chamvi.dispatch("bench-chat", {"question": "How long do refunds take?"})
+    dispatched = await chamvi.dispatch(agent, {"question": "How long do refunds take?"})
     await _ended(chamvi, dispatched.run_id)
     elapsed = time.perf_counter() - started
     await asyncio.sleep(SETTLE_SECONDS)
     return elapsed
 
 
-async def turn(chamvi: ChamviClient, conversation: str, text: str) -> float:
+async def turn(chamvi: ChamviClient, conversation: str, text: str, agent: str = "bench-chat") -> float:
     """One message's turn: the time until its answer is there; then waits for it to be recorded."""
     started = time.perf_counter()
-    sent = await chamvi.send_message("bench-chat", text, conversation=conversation)
+    sent = await chamvi.send_message(agent, text, conversation=conversation)
     await _ended(chamvi, sent.run_id)
     elapsed = time.perf_counter() - started
     await chamvi.wait_turn(sent)  # recorded: the next message is the next turn
@@ -114,16 +123,16 @@ async def turn(chamvi: ChamviClient, conversation: str, text: str) -> float:
     return elapsed
 
 
-async def latency(chamvi: ChamviClient, repeats: int) -> tuple[float, float]:
+async def latency(chamvi: ChamviClient, repeats: int, agent: str = "bench-chat") -> tuple[float, float]:
     """Medians, ms: a one-shot run and a turn of a conversation already under way, alternating."""
     conversation = f"latency-{uuid.uuid4().hex[:8]}"
-    await one_shot(chamvi)
+    await one_shot(chamvi, agent)
     for index in range(3):  # a conversation already under way, its recall full-ish
-        await turn(chamvi, conversation, f"warm-up {index}")
+        await turn(chamvi, conversation, f"warm-up {index}", agent)
     runs, turns = [], []
     for index in range(repeats):
-        runs.append(await one_shot(chamvi))
-        turns.append(await turn(chamvi, conversation, f"question {index}: how long do refunds take?"))
+        runs.append(await one_shot(chamvi, agent))
+        turns.append(await turn(chamvi, conversation, f"question {index}: how long do refunds take?", agent))
     return statistics.median(runs) * 1000, statistics.median(turns) * 1000
 
 
@@ -196,14 +205,27 @@ async def main(plan: Plan, quick: bool) -> None:
         chamvi = ChamviClient(client, task_queue=task_queue, artifacts=store)
         async with build_worker(client, build_app(), task_queue=task_queue, artifacts=store):
             run_ms, turn_ms = await latency(chamvi, plan.latency_repeats)
+            slow_run_ms, slow_turn_ms = await latency(chamvi, max(plan.latency_repeats // 3, 3), "bench-slow")
             print("\n1. Turn latency (client clock, median of alternating runs)\n")
+            slow = f"{SLOW_MODEL_SECONDS * 1000:.0f} ms"
             print(
                 table(
-                    ["", "ms"],
                     [
-                        ["one-shot run (dispatch to its end)", run_ms],
-                        ["turn (send_message to its answer)", turn_ms],
-                        ["turn / one-shot (target <= 1.15x)", ratio(turn_ms, run_ms)],
+                        "model call",
+                        "one-shot run ms",
+                        "turn ms",
+                        "turn - run ms",
+                        "turn / run (target <= 1.15x)",
+                    ],
+                    [
+                        ["instant", run_ms, turn_ms, turn_ms - run_ms, ratio(turn_ms, run_ms)],
+                        [
+                            slow,
+                            slow_run_ms,
+                            slow_turn_ms,
+                            slow_turn_ms - slow_run_ms,
+                            ratio(slow_turn_ms, slow_run_ms),
+                        ],
                     ],
                 )
             )

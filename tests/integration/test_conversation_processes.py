@@ -21,7 +21,7 @@ from temporalio.testing import WorkflowEnvironment
 from chamvi import ChamviClient, RunStatus, SentMessage
 from chamvi.artifacts import ArtifactStore
 from chamvi.conversations import ConversationStore
-from chamvi.dev import DevServer, DevServerConfig
+from chamvi.dev import DevServer, DevServerConfig, find_temporal
 from tests.polling import eventually, until_status
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -204,3 +204,61 @@ async def test_a_full_stack_restart_loses_no_message(task_queue: str, tmp_path: 
         "re: q1 | earlier: ['refund my order', 'q0']",
         "re: q2 | earlier: ['refund my order', 'q0', 'q1']",
     ]
+
+
+async def test_a_dev_data_folder_from_before_conversations_gets_the_new_search_attribute(
+    tmp_path: Path,
+) -> None:
+    config = DevServerConfig(data=tmp_path / "temporal", port=_free_port(), ui_port=_free_port())
+    config.data.mkdir()
+    # a database made by a chamvi that registered only one of today's attributes
+    command = [find_temporal(), "server", "start-dev", "--db-filename", str(config.db_path)]
+    command += [
+        "--port",
+        str(config.port),
+        "--ui-port",
+        str(config.ui),
+        "--search-attribute",
+        "ChamviAgent=Keyword",
+    ]
+    first = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    try:
+        client = await _connected(config.address)
+        names = await _attributes(client)
+        assert "ChamviAgent" in names and "ChamviConversation" not in names
+    finally:
+        os.killpg(first.pid, signal.SIGTERM)
+        first.wait()
+    server = await _started(config)  # `chamvi dev` over the same folder
+    try:
+        names = await _attributes(await _connected(config.address))
+    finally:
+        server.stop()
+    assert {"ChamviAgent", "ChamviStatus", "ChamviConversation", "ChamviTainted"} <= names
+
+
+async def _connected(address: str) -> Client:
+    async def probe() -> Client | None:
+        try:
+            return await Client.connect(address)
+        except RuntimeError:
+            return None
+
+    return await eventually(probe, f"a Temporal server at {address}")
+
+
+async def _attributes(client: Client) -> set[str]:
+    from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+
+    async def probe() -> set[str] | None:
+        try:
+            answer = await client.operator_service.list_search_attributes(
+                ListSearchAttributesRequest(namespace=client.namespace)
+            )
+        except Exception:
+            return None
+        return set(answer.custom_attributes) or None
+
+    return await eventually(probe, "the search attributes")
