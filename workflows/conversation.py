@@ -77,6 +77,7 @@ class ConversationWorkflow:
         """Digest -> turn of the latest message ids, oldest first."""
         self._current: QueuedMessage | None = None
         self._setup: ConversationSetup | None = None
+        self._unloadable: ApplicationError | None = None
 
     # ---- handlers ---------------------------------------------------------------------------
 
@@ -100,7 +101,9 @@ class ConversationWorkflow:
         """Queues the message for its turn, or answers the turn its id started before."""
         state = self._state
         # a first message waits for the stored head, so its turn numbers on from the stored turns
-        await workflow.wait_condition(lambda: state.loaded)
+        await workflow.wait_condition(lambda: state.loaded or self._unloadable is not None)
+        if self._unloadable is not None:  # the agent is unknown (or the store unreadable): say so
+            raise self._unloadable
         run_id = turn_run_id(state.agent, state.id, message.message_id)
         digest = _digest(run_id)
         known = self._known(digest)
@@ -171,13 +174,24 @@ class ConversationWorkflow:
 
     @workflow.run
     async def run(self, state: ConversationState) -> None:
-        setup = await workflow.execute_local_activity(
-            c.ACTIVITY_CONVERSATION_LOAD,
-            ConversationRequest(agent=state.agent, id=state.id, fresh=not state.loaded),
-            result_type=ConversationSetup,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=LOCAL_RETRY,
-        )
+        try:
+            setup = await workflow.execute_local_activity(
+                c.ACTIVITY_CONVERSATION_LOAD,
+                ConversationRequest(agent=state.agent, id=state.id, fresh=not state.loaded),
+                result_type=ConversationSetup,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=LOCAL_RETRY,
+            )
+        except (ActivityError, ApplicationError) as error:
+            cause = error.cause if isinstance(error, ActivityError) else error
+            self._unloadable = (
+                cause
+                if isinstance(cause, ApplicationError)
+                else ApplicationError(str(cause or error), type="conversation_failed", non_retryable=True)
+            )
+            # the messages that came with the start are refused with the reason, then the workflow ends
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise self._unloadable from None
         self._setup = setup
         if not state.loaded:
             head = setup.head

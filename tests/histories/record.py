@@ -415,6 +415,7 @@ async def _record_conversation(
         assert not resent.created
     recorded["conversation-first"] = workflow_id
     recorded["conversation"] = workflow_id
+    recorded["conversation-turn"] = asking.run_id  # a turn that recalls the one before and waits for a person
 
 
 async def main() -> None:

@@ -16,7 +16,7 @@ from chamvi import ChamviClient, RecallPolicy, RunStatus
 from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.constants import CONVERSATION_WORKFLOW, SA_AGENT, SA_CONVERSATION
 from chamvi.conversations import ConversationStore
-from chamvi.errors import InvalidInputError, NotFoundError
+from chamvi.errors import AgentNotFoundError, InvalidInputError, NotFoundError
 from chamvi.models.conversations import ConversationState, conversation_workflow_id
 from chamvi.runtime import build_worker
 from tests.apps.chat import make_app
@@ -245,6 +245,8 @@ async def test_attachments_reach_the_turn_and_are_named_in_later_recalls(chat: C
 
 async def test_an_invalid_message_is_refused_before_it_is_queued(chat: ChamviClient, serve) -> None:
     async with serve():
+        with pytest.raises(AgentNotFoundError, match="unknown agent 'nosuch'"):
+            await chat.send_message("nosuch", "hello", conversation=_cid())
         with pytest.raises(InvalidInputError, match="empty"):
             await chat.send_message("chat", "  ", conversation=_cid())
         with pytest.raises(InvalidInputError, match="conversation id"):
