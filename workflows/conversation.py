@@ -51,7 +51,7 @@ with workflow.unsafe.imports_passed_through():
         turn_run_id,
     )
     from chamvi.models.recall import ConversationTurn, RecallSnapshot
-    from chamvi.recall import fold_range, recall_window
+    from chamvi.recall import answer_text, fold_range, recall_window
     from chamvi.retry import AGENT_LOOKUP_FAILURES, non_retryable
     from chamvi.run_details import static_details
 
@@ -262,22 +262,33 @@ class ConversationWorkflow:
         state.recent = [*state.recent, recorded.stat][-max(spec.max_messages, 1) :]
         if recorded.tainted and state.taint is None:
             state.taint = f"run:{queued.run_id}"
-        if message.reply and message.channel is not None and view is not None and view.output is not None:
-            await workflow.execute_activity(
-                c.ACTIVITY_CONVERSATION_REPLY,
-                ReplyRequest(
-                    agent=state.agent,
-                    id=state.id,
-                    turn=queued.turn,
-                    run_id=queued.run_id,
-                    channel=message.channel,
-                    address=message.address,
-                    body=view.output if isinstance(view.output, str) else str(view.output),
-                ),
-                start_to_close_timeout=REPLY_TIMEOUT,
-                retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=60)),
-                summary=f"reply to turn {queued.turn} through {message.channel}",
-            )
+        answer = answer_text(view.output) if view is not None else None
+        if message.reply and message.channel is not None and answer is not None:
+            try:
+                await workflow.execute_activity(
+                    c.ACTIVITY_CONVERSATION_REPLY,
+                    ReplyRequest(
+                        agent=state.agent,
+                        id=state.id,
+                        turn=queued.turn,
+                        run_id=queued.run_id,
+                        channel=message.channel,
+                        address=message.address,
+                        body=answer,
+                    ),
+                    start_to_close_timeout=REPLY_TIMEOUT,
+                    retry_policy=RetryPolicy(maximum_attempts=10, maximum_interval=timedelta(seconds=60)),
+                    summary=f"reply to turn {queued.turn} through {message.channel}",
+                )
+            except ActivityError as error:
+                # the answer is recorded; a channel that refuses it must not end the conversation
+                workflow.logger.warning(
+                    "conversation %r: the reply to turn %s through %r failed: %s",
+                    state.id,
+                    queued.turn,
+                    message.channel,
+                    error.cause or error,
+                )
 
     async def _run_turn(
         self, queued: QueuedMessage, window: RecallSnapshot, inherited: str | None

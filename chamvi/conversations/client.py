@@ -213,6 +213,7 @@ class ConversationMethods:
 
         Raises:
             InvalidInputError: a bad agent name, conversation id, message id or text.
+            AgentNotFoundError: the workers' app serves no such agent.
             UnavailableError: too many messages wait in the conversation already.
         """
         _check_agent(agent)
@@ -272,6 +273,8 @@ class ConversationMethods:
         turn a moment after its run ends: until then this looks, from every 20 ms to every second.
         """
         chamvi: ChamviClient = self  # type: ignore[assignment]
+        if await self._recorded_turns(sent.agent, sent.conversation) > sent.turn:
+            return await chamvi.get_run(sent.run_id)  # a resent message of a turn long done
         await self.turn_started(sent.run_id, poll=poll)
         run = await chamvi.wait(sent.run_id)
         delay, longest = poll

@@ -72,6 +72,7 @@
     $("login").hidden = false;
     $("login-error").textContent = message || "";
     $("token").focus();
+    window.chamviUi.loggedIn = false;
     document.dispatchEvent(new CustomEvent("chamvi:logout"));
   }
 
@@ -92,6 +93,8 @@
     $("main").hidden = false;
     $("logout").hidden = false;
     refreshList();
+    // chat.js may run after this (it loads on its own): it looks at loggedIn when it starts
+    window.chamviUi.loggedIn = true;
     document.dispatchEvent(new CustomEvent("chamvi:login"));
   }
 
@@ -389,7 +392,7 @@
   }
 
   // what the chat view (chat.js) shares with this page
-  window.chamviUi = { api, ApiError, invoker, readEvents, sleep, text };
+  window.chamviUi = { api, ApiError, invoker, readEvents, sleep, text, loggedIn: false };
 
   // ---- start ------------------------------------------------------------------------------
 

@@ -23,7 +23,7 @@
     $("tab-approvals").setAttribute("aria-pressed", String(!chat));
   }
 
-  document.addEventListener("chamvi:login", async () => {
+  async function onLogin() {
     $("tabs").hidden = false;
     showTab(false);
     try {
@@ -38,7 +38,9 @@
     } catch (_) {
       // a token without conversations:read: the chat tab says so when opened
     }
-  });
+  }
+
+  document.addEventListener("chamvi:login", onLogin);
 
   document.addEventListener("chamvi:logout", () => {
     close();
@@ -292,4 +294,7 @@
       $("chat-send").disabled = false;
     }
   });
+
+  // the page may have logged in (a token kept from before) while this file was still loading
+  if (ui.loggedIn) onLogin();
 })();
