@@ -11,7 +11,8 @@ store in memory, and prints three measurements taken in the same run on the same
 3. recall cost per turn at turn 10 and at turn 1 000: the messages and estimated tokens the model
    received, and the model activity's time (which reads the recalled turns from the store).
 
-Usage: ``python bench/conversations.py`` (about 5 minutes on 2 cores), ``--quick`` (10 and 100 turns).
+Usage: ``python bench/conversations.py`` (about 6 minutes on 2 cores), ``--quick`` (10 and 100 turns),
+``--turns 10000`` (a measurement at 10 000 turns too).
 See ``bench/README.md``.
 """
 
@@ -281,5 +282,12 @@ async def main(plan: Plan, quick: bool) -> None:
 
 
 if __name__ == "__main__":
-    arguments = options(__doc__, "10 and 100 turns, fewer latency samples").parse_args()
-    asyncio.run(main(QUICK if arguments.quick else FULL, arguments.quick))
+    parser = options(__doc__, "10 and 100 turns, fewer latency samples")
+    parser.add_argument(
+        "--turns", type=int, metavar="N", help="measure at N turns too (10 000: about an hour on 2 cores)"
+    )
+    arguments = parser.parse_args()
+    plan = QUICK if arguments.quick else FULL
+    if arguments.turns and arguments.turns > plan.history_samples[-1]:
+        plan = Plan(plan.latency_repeats, (*plan.history_samples, arguments.turns))
+    asyncio.run(main(plan, arguments.quick))

@@ -59,9 +59,12 @@ def answer(request: ChatRequest) -> ScriptedTurn:
         m.content or "" for m in request.messages if m.role == "system" and "Summary" in (m.content or "")
     ]
     tools = [m.content for m in own if m.role == "tool"]
+    recalled_tools = [m.content for m in request.messages[: request.transcript_start] if m.role == "tool"]
     parts = [f"re: {text}", f"earlier: {earlier}"]
     if tools:
         parts.append(f"tools: {tools}")
+    if recalled_tools:
+        parts.append(f"recalled tools: {recalled_tools}")
     if summary:
         parts.append(f"summary: {summary[0].splitlines()[-1]}")
     return reply(" | ".join(parts))

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import select
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -128,3 +133,59 @@ async def test_a_chat_through_the_api_streams_the_answer_once(
     assert chatted.exit_code == 0, chatted.output
     # the words came as deltas (each followed by a space); the recorded step is not printed again
     assert chatted.stdout == "you> stream it\nre: stream it | earlier: [] \n"
+
+
+async def test_a_chat_at_a_terminal_prompts_answers_asks_the_approval_and_ends_at_ctrl_d(
+    client: Client, task_queue: str, data: Path
+) -> None:
+    store = ArtifactStore.local(data / "artifacts")
+    leader, follower = os.openpty()
+    address = client.service_client.config.target_host
+    command = [sys.executable, "-m", "chamvi.cli", "chat", "chat", "--address", address]
+    command += ["--namespace", client.namespace, "--task-queue", task_queue]
+    async with build_worker(client, make_app(), task_queue=task_queue, artifacts=store):
+        process = subprocess.Popen(
+            command,
+            stdin=follower,
+            stdout=follower,
+            stderr=follower,
+            env={**os.environ, "CHAMVI_DATA": str(data)},
+        )
+        os.close(follower)
+        screen = Screen(leader)
+        try:
+            await screen.wait_for("you> ")
+            os.write(leader, b"refund my order\n")
+            await screen.wait_for("Refund 25.00 on order A-1001? [y/N] ")
+            os.write(leader, b"y\n")
+            await screen.wait_for("tools: ['refunded 25.00']")
+            await screen.wait_for("you> ", after="tools:")
+            os.write(leader, b"\x04")  # Ctrl-D: the end of input
+            assert await asyncio.to_thread(process.wait, 30) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+            os.close(leader)
+    assert "  · refund_order(" in screen.text
+    assert "conversation c-" in screen.text
+
+
+class Screen:
+    """What a terminal shows of a process writing to a pseudo-terminal."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.text = ""
+
+    async def wait_for(self, wanted: str, after: str | None = None, seconds: float = 60) -> None:
+        deadline = asyncio.get_running_loop().time() + seconds
+        while True:
+            start = self.text.rfind(after) if after is not None else 0
+            if start >= 0 and wanted in self.text[start:]:
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError(f"{wanted!r} never showed; the terminal shows:\n{self.text}")
+            readable, _, _ = await asyncio.to_thread(select.select, [self.fd], [], [], 0.2)
+            if readable:
+                with contextlib.suppress(OSError):  # the process closed the terminal
+                    self.text += os.read(self.fd, 4096).decode(errors="replace").replace("\r\n", "\n")

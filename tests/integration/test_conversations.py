@@ -149,6 +149,23 @@ async def test_recall_is_bounded_by_the_policy_and_the_rest_is_dropped(chat: Cha
     )
 
 
+@pytest.mark.parametrize("kept", [False, True])
+async def test_earlier_tool_calls_are_recalled_only_when_the_policy_keeps_them(
+    chat: ChamviClient, serve, kept: bool
+) -> None:
+    conversation = _cid()
+    async with serve(recall=RecallPolicy(tool_calls=kept)):
+        asking = await chat.send_message("chat", "slow lookup of refunds", conversation=conversation)
+        await chat.wait_turn(asking)
+        later = await chat.send_message("chat", "and?", conversation=conversation)
+        run = await chat.wait_turn(later)
+        record = await ConversationStore(chat.artifacts).turn("chat", conversation, 0)  # type: ignore[arg-type]
+
+    recalled = " | recalled tools: ['found slow lookup of refunds']" if kept else ""
+    assert run.output == f"re: and? | earlier: ['slow lookup of refunds']{recalled}"
+    assert [m.role for m in record.tools] == (["assistant", "tool"] if kept else [])
+
+
 async def test_a_summarizer_folds_what_falls_out_of_the_recall(chat: ChamviClient, serve) -> None:
     conversation = _cid()
     policy = RecallPolicy(max_messages=4, summarizer="scripted/summarizer")
