@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from chamvi.app import App
+from chamvi.app_runtime import AppRuntime
 from chamvi.constants import ACTIVITY_DESCRIBE_AGENT
 from chamvi.models import AgentSpec, DescribeAgentRequest
 from chamvi.permissions import PolicyRun
 
 
 class AgentActivities:
-    def __init__(self, app: App) -> None:
-        self.app = app
+    """Holds the worker's runtime: an agent's spec comes from its App, a run's tools from its factory."""
+
+    def __init__(self, runtime: AppRuntime) -> None:
+        self.runtime = runtime
 
     @activity.defn(name=ACTIVITY_DESCRIBE_AGENT)
     async def describe_agent(self, request: DescribeAgentRequest) -> AgentSpec:
@@ -26,7 +28,8 @@ class AgentActivities:
             if request.run_id is not None and request.trigger is not None
             else None
         )
-        spec = self.app.spec(request.agent, run)
-        if run is not None:
-            self.app.events.follow(activity.client(), run.run_id)
+        if run is None:
+            return self.runtime.app.spec(request.agent)
+        spec = self.runtime.spec(request.agent, run)
+        self.runtime.events.follow(activity.client(), run.run_id)
         return spec

@@ -123,8 +123,10 @@ class ConversationActivities:
         return TurnRecorded(stat=stat, tainted=tainted)
 
     async def _run_tainted(self, run_id: str) -> bool:
-        """Whether a run that did not complete was tainted, from its search attribute (set before its
-        model saw anything untrusted)."""
+        """Whether a run that did not complete was tainted, from its search attribute.
+
+        The run sets it before its model sees anything untrusted.
+        """
         description = await activity.client().get_workflow_handle(run_id).describe()
         return bool(description.typed_search_attributes.get(c.SA_TAINTED))
 

@@ -10,8 +10,7 @@ from temporalio import activity
 
 from chamvi._heartbeat import heartbeating
 from chamvi.agents import Agent
-from chamvi.app import App
-from chamvi.artifacts import ArtifactStore
+from chamvi.app_runtime import AppRuntime
 from chamvi.constants import (
     ACTIVITY_CALL_MODEL,
     ACTIVITY_EXTRACT,
@@ -20,7 +19,7 @@ from chamvi.constants import (
     QUERY_TRANSCRIPT,
 )
 from chamvi.conversations.store import ConversationStore, recalled_messages
-from chamvi.errors import IncompleteResponseError, ProviderUnavailableError
+from chamvi.errors import IncompleteResponseError, ProviderUnavailableError, validation_issues
 from chamvi.extraction import EXTRACTION_INSTRUCTIONS
 from chamvi.models import (
     EffectQuery,
@@ -36,24 +35,29 @@ from chamvi.models import (
 from chamvi.permissions import PolicyRun
 from chamvi.providers import AttachedFile, ChatRequest, DeltaKind, OnDelta, ToolSchema
 from chamvi.run_events import RUN_DELTA, RunEvent
+from chamvi.run_slots import RunSlots
 from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
 
 class ModelActivities:
-    """Holds the app (and through it the providers), this worker's transcript cache, and the MCP
-    tools of the runs it served lately."""
+    """Holds the worker's runtime, its transcript cache, and the MCP tools of the runs it served lately.
+
+    The runtime's app holds the providers; the caches spare a query of the run at most steps.
+    """
 
     def __init__(
         self,
-        app: App,
+        runtime: AppRuntime,
         cache: TranscriptCache | None = None,
         max_runs: int = 256,
-        artifacts: ArtifactStore | None = None,
         conversations: ConversationStore | None = None,
     ) -> None:
-        self.app = app
-        self.artifacts = artifacts or ArtifactStore.memory()
-        self.conversations = conversations or ConversationStore(self.artifacts)
+        self.runtime = runtime
+        self.app = runtime.app
+        self.conversations = conversations or ConversationStore(runtime.artifacts)
+        """Where a conversation's turns are read for the recall of a turn's model calls."""
+        self.slots: RunSlots = runtime.slots
+        """The worker's run slots (its runtime's): a model call takes its run's."""
         self.cache = cache or TranscriptCache()
         self._mcp_tools: OrderedDict[str, list[McpToolInfo]] = OrderedDict()
         self._max_runs = max_runs
@@ -93,7 +97,7 @@ class ModelActivities:
 
         The deltas are never stored: a retried call streams again from the start.
         """
-        events = self.app.events
+        events = self.runtime.events
 
         def on_delta(kind: DeltaKind, text: str) -> None:
             if events.wants(RUN_DELTA, request.run_id):
@@ -107,6 +111,17 @@ class ModelActivities:
 
     @activity.defn(name=ACTIVITY_CALL_MODEL)
     async def call_model(self, request: ModelRequest) -> ModelResponse:
+        """One model call of a run's step, with the transcript rebuilt from the run, not sent in.
+
+        The request carries the step's new messages only (history grows linearly); the tools offered
+        are the run's (its factory's, its MCP servers' listing) as its policy allows them. The call
+        runs in the run's slot of this worker (``chamvi.run_slots``).
+        """
+        # heartbeating while it waits for a slot too, so a cancelled run stops waiting
+        async with heartbeating(), self.slots.slot(request.run_id):
+            return await self._call_model(request)
+
+    async def _call_model(self, request: ModelRequest) -> ModelResponse:
         agent = self.app.agent(request.agent)
         _, model = self.app.model_for(agent)
         transcript = await self._transcript(request)
@@ -129,7 +144,7 @@ class ModelActivities:
             tools=[
                 *(
                     ToolSchema(t.name, t.description, t.json_schema())
-                    for t in self.app.tools_for(agent, policy_run).values()
+                    for t in self.runtime.tools_for(agent, policy_run).values()
                     if agent.allows(t.name, policy_run)
                 ),
                 *(
@@ -142,11 +157,10 @@ class ModelActivities:
             on_delta=self._deltas(request),
             # read for each call, never kept: history and checkpoints hold the references only
             attachments=[
-                AttachedFile(a, await self.artifacts.read(a.id)) for a in request.trigger.attachments
+                AttachedFile(a, await self.runtime.artifacts.read(a.id)) for a in request.trigger.attachments
             ],
         )
-        async with heartbeating():  # a cancelled run stops its call, even one whose stream stalls
-            response = await model.complete(chat)
+        response = await model.complete(chat)  # heartbeating: a cancelled run stops a stalled stream
         if (
             agent.output is not None
             and not response.message.tool_calls
@@ -155,13 +169,21 @@ class ModelActivities:
             try:
                 parsed = agent.output.model_validate_json(response.message.content or "")
             except PydanticValidationError as error:
-                return response.model_copy(update={"output_error": str(error)})
+                issues = list(validation_issues(error.errors(include_input=False)))
+                return response.model_copy(update={"output_error": str(error), "output_issues": issues})
             return response.model_copy(update={"output": parsed.model_dump(mode="json")})
         return response
 
     @activity.defn(name=ACTIVITY_EXTRACT)
     async def extract(self, request: ExtractInput) -> ExtractResult:
-        """One ``extract()`` of a tool call: a model call with structured output and no tools."""
+        """One ``extract()`` of a tool call: a model call with structured output and no tools.
+
+        A model call of the run: it takes the run's slot of this worker, as ``call_model`` does.
+        """
+        async with heartbeating(), self.slots.slot(request.run_id):
+            return await self._extract(request)
+
+    async def _extract(self, request: ExtractInput) -> ExtractResult:
         agent = self.app.agent(request.agent)
         handle = activity.client().get_workflow_handle(request.run_id)
         asked = await handle.query(

@@ -22,13 +22,16 @@ if TYPE_CHECKING:
         ActivityTimeouts,
         App,
     )
+    from chamvi.app_runtime import AppRuntime
     from chamvi.artifacts import (
         ArtifactStore,
         Attachment,
         RunArtifacts,
+        is_artifact_media_type,
     )
     from chamvi.channels import (
         Channel,
+        ChannelContext,
         ChannelMessage,
         ChannelSubscription,
         InboundEvent,
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
         ApprovalNotPendingError,
         ArtifactNotFoundError,
         AttachmentTooLargeError,
+        BackgroundError,
         BudgetExceededError,
         ChamviError,
         ChamviValidationError,
@@ -59,6 +63,7 @@ if TYPE_CHECKING:
         ContextNotProvidedError,
         ErrorCode,
         FatalToolError,
+        IdleTimeoutError,
         IncompleteResponseError,
         InvalidAgentDefinitionError,
         InvalidInputError,
@@ -72,17 +77,19 @@ if TYPE_CHECKING:
         ToolDeniedError,
         ToolNotAllowedError,
         ToolResultTooLargeError,
+        ValidationIssue,
     )
     from chamvi.extraction import extract
-    from chamvi.inbound import ChannelContext
     from chamvi.knowledge import (
         define_source,
         folder,
         knowledge_collection,
         knowledge_tools,
     )
+    from chamvi.knowledge.collections import ManagedRoutes
     from chamvi.knowledge.remote import CollectionSearch
-    from chamvi.knowledge_mcp import knowledge_server
+    from chamvi.knowledge.standalone import Knowledge
+    from chamvi.knowledge_mcp import knowledge_http_app, knowledge_server
     from chamvi.mcp import (
         McpServer,
         mcp_server,
@@ -118,10 +125,11 @@ if TYPE_CHECKING:
     from chamvi.runtime import (
         build_worker,
     )
-    from chamvi.schedules import AgentSchedule
+    from chamvi.schedules import AgentSchedule, define_schedule
     from chamvi.state import (
         AgentState,
     )
+    from chamvi.tool_factory import ToolFactoryContext
     from chamvi.tools import (
         EffectSpec,
         Tool,
@@ -136,8 +144,14 @@ if TYPE_CHECKING:
         WebhookChannel,
         webhook_channel,
     )
+    from chamvi.wrapped_tools import ToolsForRun, wrap_tools_for_run
 
 _EXPORTS: dict[str, str] = {
+    "ToolsForRun": "chamvi.wrapped_tools",
+    "wrap_tools_for_run": "chamvi.wrapped_tools",
+    "define_schedule": "chamvi.schedules",
+    "AppRuntime": "chamvi.app_runtime",
+    "ToolFactoryContext": "chamvi.tool_factory",
     "ActivityTimeouts": "chamvi.app",
     "Agent": "chamvi.agents",
     "AgentHooks": "chamvi.agents",
@@ -151,6 +165,7 @@ _EXPORTS: dict[str, str] = {
     "ArtifactStore": "chamvi.artifacts",
     "Attachment": "chamvi.artifacts",
     "AttachmentTooLargeError": "chamvi.errors",
+    "BackgroundError": "chamvi.errors",
     "Budget": "chamvi.agents",
     "BudgetExceededError": "chamvi.errors",
     "ChamviClient": "chamvi.client",
@@ -158,7 +173,7 @@ _EXPORTS: dict[str, str] = {
     "ChamviPlugin": "chamvi.plugin",
     "ChamviValidationError": "chamvi.errors",
     "Channel": "chamvi.channels",
-    "ChannelContext": "chamvi.inbound",
+    "ChannelContext": "chamvi.channels",
     "ChannelDeliveryError": "chamvi.errors",
     "ChannelMessage": "chamvi.channels",
     "ChannelNotFoundError": "chamvi.errors",
@@ -171,13 +186,16 @@ _EXPORTS: dict[str, str] = {
     "EffectSpec": "chamvi.tools",
     "ErrorCode": "chamvi.errors",
     "FatalToolError": "chamvi.errors",
+    "IdleTimeoutError": "chamvi.errors",
     "InboundEvent": "chamvi.channels",
     "IncompleteResponseError": "chamvi.errors",
     "InvalidAgentDefinitionError": "chamvi.errors",
     "InvalidInputError": "chamvi.errors",
     "InvalidRunStateError": "chamvi.errors",
     "Invoker": "chamvi.models",
+    "Knowledge": "chamvi.knowledge.standalone",
     "LifecycleChannel": "chamvi.channels",
+    "ManagedRoutes": "chamvi.knowledge.collections",
     "McpServer": "chamvi.mcp",
     "ModelError": "chamvi.errors",
     "ModelRegistry": "chamvi.providers",
@@ -201,6 +219,7 @@ _EXPORTS: dict[str, str] = {
     "ToolResultTooLargeError": "chamvi.errors",
     "TriggerEnvelope": "chamvi.models",
     "Trust": "chamvi.tools",
+    "ValidationIssue": "chamvi.errors",
     "WebhookChannel": "chamvi.webhooks",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
@@ -218,7 +237,9 @@ _EXPORTS: dict[str, str] = {
     "folder": "chamvi.knowledge",
     "has_permission": "chamvi.permissions",
     "inject": "chamvi.context",
+    "is_artifact_media_type": "chamvi.artifacts",
     "knowledge_collection": "chamvi.knowledge",
+    "knowledge_http_app": "chamvi.knowledge_mcp",
     "knowledge_server": "chamvi.knowledge_mcp",
     "knowledge_tools": "chamvi.knowledge",
     "matches_permission": "chamvi.permissions",
@@ -252,6 +273,7 @@ __all__ = [
     "AgentState",
     "AgentTrust",
     "App",
+    "AppRuntime",
     "ApprovalDecision",
     "ApprovalNotPendingError",
     "Artifact",
@@ -259,6 +281,7 @@ __all__ = [
     "ArtifactStore",
     "Attachment",
     "AttachmentTooLargeError",
+    "BackgroundError",
     "Budget",
     "BudgetExceededError",
     "ChamviClient",
@@ -279,6 +302,7 @@ __all__ = [
     "EffectSpec",
     "ErrorCode",
     "FatalToolError",
+    "IdleTimeoutError",
     "InboundEvent",
     "IncompleteResponseError",
     "InvalidAgentDefinitionError",
@@ -286,7 +310,9 @@ __all__ = [
     "InvalidRunStateError",
     "InvalidScheduleError",
     "Invoker",
+    "Knowledge",
     "LifecycleChannel",
+    "ManagedRoutes",
     "McpServer",
     "ModelError",
     "ModelRegistry",
@@ -308,16 +334,20 @@ __all__ = [
     "ToolCallInfo",
     "ToolContext",
     "ToolDeniedError",
+    "ToolFactoryContext",
     "ToolNotAllowedError",
     "ToolResultTooLargeError",
+    "ToolsForRun",
     "TriggerEnvelope",
     "Trust",
+    "ValidationIssue",
     "WebhookChannel",
     "approve",
     "build_worker",
     "console_channel",
     "define_agent",
     "define_context_key",
+    "define_schedule",
     "define_source",
     "effect_marker",
     "effect_tool",
@@ -325,7 +355,9 @@ __all__ = [
     "folder",
     "has_permission",
     "inject",
+    "is_artifact_media_type",
     "knowledge_collection",
+    "knowledge_http_app",
     "knowledge_server",
     "knowledge_tools",
     "matches_permission",
@@ -335,4 +367,5 @@ __all__ = [
     "tool",
     "try_inject",
     "webhook_channel",
+    "wrap_tools_for_run",
 ]

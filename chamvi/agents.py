@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -12,13 +11,17 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from chamvi.channels import ChannelSubscription
-from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
-from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError
+from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH
+from chamvi.errors import ChamviError, ChamviValidationError, InvalidAgentDefinitionError, validation_issues
 from chamvi.mcp import McpTools
 from chamvi.models import BudgetSpec, Message
+from chamvi.names import validate_agent_name as validate_agent_name
 from chamvi.permissions import PolicyRun, ToolPolicy
+from chamvi.provider_objects import is_chat_model
+from chamvi.providers import ChatModel
 from chamvi.recall import RecallPolicy, check_recall_policy
 from chamvi.state import AgentState, check_state, state_tools
+from chamvi.tool_factory import ToolFactoryContext
 from chamvi.tools import Tool, ToolContext, Trust
 
 
@@ -81,8 +84,17 @@ class AgentTrust:
         return self.tools.get(tool.name, tool.trust)
 
 
-ToolFactory = Callable[[PolicyRun], Sequence[Tool]]
-"""Builds a run's tool set from who and where the run comes from (its trigger without the payload)."""
+ToolFactory = Callable[[ToolFactoryContext], Sequence[Tool]]
+"""Builds a run's tool set from its tool context: ``ctx.run`` (who and where the run comes from, its
+trigger without the payload), ``ctx.state``, ``ctx.artifacts``, ``ctx.channels`` and ``inject(ctx, key)``."""
+
+
+@dataclass(frozen=True)
+class RunTools:
+    """A run's tools by name, and the configuration (``tools_context``) each third-party one gets."""
+
+    tools: Mapping[str, Tool]
+    context: Mapping[str, BaseModel]
 
 
 @dataclass(frozen=True)
@@ -90,7 +102,8 @@ class Agent:
     """An agent as :func:`define_agent` checked it: what the app serves and the worker runs."""
 
     name: str
-    model: str | None
+    model: str | ChatModel | None
+    """A ``<provider>/<model id>`` ref, or a chat model object (see ``chamvi.provider_objects``)."""
     instructions: tuple[Message, ...]
     tools: Mapping[str, Tool]
     budget: Budget
@@ -104,26 +117,33 @@ class Agent:
     tool_factory: ToolFactory | None = None
     tools_context: Mapping[str, BaseModel] = field(default_factory=dict)
     """Third-party tools' configuration, validated by each tool's ``context_schema``, kept by reference."""
+    factory_tools_context: Mapping[str, Any] = field(default_factory=dict)
+    """``tools_context`` as given to an agent with a tool factory: checked against what the factory
+    builds, for each run (an entry for a tool it does not build fails the run)."""
     state: AgentState = field(default_factory=AgentState)
     """The agent's typed state collections (``ctx.state``); its tools are among ``tools``."""
     conversation: RecallPolicy = field(default_factory=RecallPolicy)
     """What a turn of one of the agent's conversations recalls of the turns before it."""
 
-    def build_tools(self, run: PolicyRun) -> dict[str, Tool]:
+    def build_tools(self, ctx: ToolFactoryContext) -> RunTools:
         """The run's tools: the agent's own, or what its factory builds for this run.
 
         Raises:
-            InvalidAgentDefinitionError: the factory failed or built something that is not a tool set.
+            InvalidAgentDefinitionError: the factory failed, built something that is not a tool set,
+                or ``tools_context`` names a tool it did not build.
+            ChamviValidationError: a ``tools_context`` entry does not match its tool's schema.
+            ChamviError: what the factory raised of chamvi's own (``inject`` finding no value is
+                ``context_not_provided``, an emit is ``invalid_run_state``).
         """
         if self.tool_factory is None:
-            return dict(self.tools)
+            return RunTools(self.tools, self.tools_context)
         try:
-            built = self.tool_factory(run)
-        except InvalidAgentDefinitionError:
+            built = self.tool_factory(ctx)
+        except ChamviError:
             raise
         except Exception as error:
             raise InvalidAgentDefinitionError(
-                f"agent {self.name!r}: its tool factory failed for run {run.run_id!r}: "
+                f"agent {self.name!r}: its tool factory failed for run {ctx.run.run_id!r}: "
                 f"{type(error).__name__}: {error}"
             ) from None
         if isinstance(built, Tool) or not isinstance(built, Sequence | Mapping):
@@ -138,25 +158,11 @@ class Agent:
                 "servers in tools=[...], not in a factory"
             )
         _check_trust_names(self.name, self.trust, tools, self.mcp_servers)
-        return tools
+        return RunTools(tools, _tools_context(self.name, self.factory_tools_context, tools))
 
     def allows(self, tool: str, run: PolicyRun) -> bool:
         """Whether ``tool_policy`` offers ``tool`` to this run; without a policy every tool is offered."""
         return self.tool_policy is None or self.tool_policy(tool, run)
-
-
-def validate_agent_name(name: Any) -> str:
-    """Checks the naming rule that agent, collection and other names share, and returns the name.
-
-    Raises:
-        InvalidAgentDefinitionError: the name breaks the rule or is too long.
-    """
-    if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or len(name) > NAME_MAX_LENGTH:
-        raise InvalidAgentDefinitionError(
-            f"agent name {name!r} is invalid: use lowercase letters and digits in words joined by single "
-            f"'-' (^[a-z0-9]+(-[a-z0-9]+)*$), at most {NAME_MAX_LENGTH} characters"
-        )
-    return name
 
 
 def _instructions(name: str, instructions: Any) -> tuple[Message, ...]:
@@ -252,7 +258,7 @@ def define_agent(
     *,
     name: str,
     instructions: str | Sequence[Message | Mapping[str, Any]],
-    model: str | None = None,
+    model: str | ChatModel | None = None,
     tools: Sequence[Tool | McpTools] | Mapping[str, Tool] | ToolFactory = (),
     budget: Budget | None = None,
     output: type[BaseModel] | None = None,
@@ -266,7 +272,9 @@ def define_agent(
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
-    ``tools`` holds the agent's own tools and, through ``*mcp_tools(name)``, the tools of MCP
+    ``model`` is a ``<provider>/<model id>`` ref or a chat model object (``chamvi.provider_objects``
+    says which ref the App registers it under). ``tools`` holds the agent's own tools and
+    , through ``*mcp_tools(name)``, the tools of MCP
     servers the App declares.
 
     ``tool_policy(tool_name, run)`` decides per run which tools are offered (e.g.
@@ -274,7 +282,9 @@ def define_agent(
     ``tool_not_allowed`` tool error. ``trust`` classifies tools by name and says whether a guarded
     call once tainted asks a person or is denied. ``tools_context`` hands third-party tools their
     configuration (an API client's settings, say) by reference, each checked by the tool's
-    ``context_schema``. ``state`` declares typed collections the agent remembers between runs
+    ``context_schema``; with a tool factory, each run's entries are checked against the tools the
+    factory built (one naming a tool it did not build fails the run). ``state`` declares typed
+    collections the agent remembers between runs
     (``AgentState(collections={"refunds": Refund})``, or the mapping alone); the model gets each as
     the tools ``state_<name>_list``, ``state_<name>_upsert`` and ``state_<name>_remove``.
     ``conversation`` bounds what a turn of one of its conversations recalls of the earlier turns
@@ -285,9 +295,10 @@ def define_agent(
         InvalidAgentDefinitionError: naming what is wrong.
     """
     validate_agent_name(name)
-    if model is not None and (not isinstance(model, str) or "/" not in model):
+    if model is not None and not (isinstance(model, str) and "/" in model) and not is_chat_model(model):
         raise InvalidAgentDefinitionError(
-            f"agent {name!r}: model {model!r} must be a '<provider>/<model id>' string"
+            f"agent {name!r}: model {model!r} must be a '<provider>/<model id>' string or a chat model "
+            "object (one with an async complete(request))"
         )
     if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
         raise InvalidAgentDefinitionError(f"agent {name!r}: output must be a pydantic model class or None")
@@ -309,7 +320,8 @@ def define_agent(
         trust=_trust(name, trust or AgentTrust(), checked_tools if factory is None else None, mcp_servers),
         tool_factory=factory,
         mcp_servers=mcp_servers,
-        tools_context=_tools_context(name, tools_context or {}, checked_tools),
+        tools_context=_tools_context(name, tools_context or {}, checked_tools) if factory is None else {},
+        factory_tools_context=_factory_tools_context(name, tools_context) if factory is not None else {},
         state=checked_state,
         conversation=check_recall_policy(name, conversation),
     )
@@ -325,6 +337,17 @@ def _with_state_tools(name: str, tools: dict[str, Tool], state: AgentState) -> d
             )
         tools[made.name] = made
     return tools
+
+
+def _factory_tools_context(name: str, values: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A factory agent's ``tools_context``, kept as given: it is checked per run, against what was built."""
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping) or not all(isinstance(k, str) for k in values):
+        raise InvalidAgentDefinitionError(
+            f"agent {name!r}: tools_context must map tool names to their configuration"
+        )
+    return dict(values)
 
 
 def _tools_context(name: str, values: Mapping[str, Any], tools: Mapping[str, Tool]) -> dict[str, BaseModel]:
@@ -351,7 +374,8 @@ def _tools_context(name: str, values: Mapping[str, Any], tools: Mapping[str, Too
             )
             raise ChamviValidationError(
                 f"agent {name!r}: tools_context for {tool_name!r} does not match its context schema: "
-                f"{problems}"
+                f"{problems}",
+                issues=validation_issues(error.errors(include_input=False)),
             ) from None
     return checked
 

@@ -5,7 +5,8 @@ identical emits of one run (and a step redone after a crash) send once; its key 
 run as soon as ``out`` returns, so a worker killed later in the same tool call does not send it again.
 
 Inbound: a channel with ``start(ctx)`` / ``stop()`` is started by every worker's lifecycle
-(``ChamviPlugin``) and dispatches through its :class:`~chamvi.inbound.ChannelContext`; the built-in
+(``ChamviPlugin``) and dispatches through its :class:`ChannelContext` (``chamvi.inbound`` has the
+one chamvi hands it); the built-in
 webhook channel (``chamvi.webhooks``) receives through a route of the HTTP API instead. Either way an
 inbound delivery carries a key, so the same delivery seen by two replicas starts one run per
 subscription.
@@ -16,25 +17,22 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
+from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT
 from chamvi.errors import (
     ChamviValidationError,
     ChannelNotFoundError,
-    InvalidAgentDefinitionError,
+    InvalidRunStateError,
     ToolDeniedError,
 )
 from chamvi.models import ApprovalDecision
+from chamvi.names import validate_channel_name as validate_channel_name
 from chamvi.run_context import Approvals, EffectLedger, RunContext, request_approval
-
-if TYPE_CHECKING:
-    from chamvi.inbound import ChannelContext
 
 
 @dataclass(frozen=True)
@@ -68,6 +66,41 @@ class Channel(Protocol):
 
     async def out(self, message: ChannelMessage) -> None:
         """Delivers one message; ``message.key`` is the same on a retry, for the receiver to dedupe."""
+        ...
+
+
+@dataclass(frozen=True)
+class StartedRun:
+    """One run an inbound delivery started (or had started before: ``created`` is False then)."""
+
+    agent: str
+    subscription: str | None
+    run_id: str
+    created: bool
+    conversation: str | None = None
+    """The conversation the delivery went into (its subscription routes to conversations); the run
+    is its turn, which starts once the turns before it have ended."""
+
+
+class ChannelContext(Protocol):
+    """What a channel receives with: ``dispatch`` starts the runs one inbound delivery asks for.
+
+    A protocol, so that channels depend on the shape alone; ``chamvi.inbound.InboundContext`` is
+    the one workers and the HTTP API hand a channel.
+    """
+
+    @property
+    def channel(self) -> str:
+        """The channel's name; every run it starts records it as its ``channel``."""
+        ...
+
+    async def dispatch(
+        self, payload: Any = None, *, key: str, address: str | None = None
+    ) -> list[StartedRun]:
+        """Starts a run of every subscribed agent whose filter accepts the delivery.
+
+        See ``chamvi.inbound.InboundContext.dispatch`` for the arguments and what it answers.
+        """
         ...
 
 
@@ -142,21 +175,13 @@ class ChannelSubscription:
         return event.channel == self.channel and (self.filter is None or bool(self.filter(event)))
 
 
-def channel_sends(channel: Channel) -> bool:
-    """Whether the channel has an ``out`` that can deliver (a webhook channel without a URL has not)."""
-    return bool(getattr(channel, "sends", True))
+def channel_sends(channel: object) -> bool:
+    """Whether the channel has an ``out`` that can deliver.
 
-
-def validate_channel_name(name: str) -> None:
-    """Checks a channel's name against the shared naming rule, when the app registers it.
-
-    Raises:
-        InvalidAgentDefinitionError: the name breaks the rule or is too long.
+    A channel that only receives (a ``LifecycleChannel`` without ``out``) cannot, nor can one that
+    says so (a webhook channel without a URL: ``sends`` is False).
     """
-    if not isinstance(name, str) or len(name) > NAME_MAX_LENGTH or not re.match(NAME_PATTERN, name):
-        raise InvalidAgentDefinitionError(
-            f"channel name {name!r} is invalid: use lowercase words joined by '-', at most {NAME_MAX_LENGTH}"
-        )
+    return callable(getattr(channel, "out", None)) and bool(getattr(channel, "sends", True))
 
 
 class ConsoleChannel:
@@ -205,6 +230,7 @@ class ChannelHandle:
         source_address: str | None,
         tainted: bool = False,
         on_tainted: Literal["approve", "deny"] = "approve",
+        in_tool_call: bool = True,
     ) -> None:
         self.channel = channel
         self._run = run
@@ -213,16 +239,25 @@ class ChannelHandle:
         self._source_address = source_address
         self._tainted = tainted
         self._on_tainted = on_tainted
+        self._in_tool_call = in_tool_call
+
+    def _require_tool_call(self, what: str) -> None:
+        """A send is an effect recorded by the tool call that makes it: none outside one (a factory)."""
+        if not self._in_tool_call:
+            raise InvalidRunStateError(
+                f"{what} on channel {self.name!r} was called from the tools factory: send from inside a "
+                "tool call, where the run records it"
+            )
 
     @property
     def name(self) -> str:
         """The channel's name."""
         return self.channel.name
 
-    async def emit(
+    def emit(
         self, body: str, *, title: str | None = None, key: str | None = None, address: str | None = None
-    ) -> None:
-        """Sends a message once per key; the address defaults to the run's source address.
+    ) -> Coroutine[Any, Any, None]:
+        """Sends a message once per key (await it); the address defaults to the run's source address.
 
         Once the run is tainted, a send anywhere but back to where the run came from (the source
         address on the source channel) or to the channel's own default address needs a person's
@@ -234,7 +269,13 @@ class ChannelHandle:
             ToolDeniedError: the run is tainted and the send was denied.
             ChannelUnavailableError: the receiver may take it later (Temporal retries the call).
             ChannelDeliveryError: the receiver refused it for good (a tool error).
+            InvalidRunStateError: outside a tool call (in the tools factory), at the call itself, so a
+                factory (a plain function) hears it without awaiting anything.
         """
+        self._require_tool_call("emit()")
+        return self._emit(body, title, key, address)
+
+    async def _emit(self, body: str, title: str | None, key: str | None, address: str | None) -> None:
         target = address or self._source_address or self.channel.default_address
         if not target:
             raise ChamviValidationError(
@@ -267,15 +308,25 @@ class ChannelHandle:
         if not decision.approved:
             raise ToolDeniedError(f"{what} was denied: {decision.reason or 'nobody approved'}")
 
-    async def approve(
+    def approve(
         self,
         *,
         title: str,
         body: str | None = None,
         address: str | None = None,
         timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
+    ) -> Coroutine[Any, Any, ApprovalDecision]:
+        """``approve()``, with the request delivered through this channel (once, with its deadline).
+
+        Raises:
+            InvalidRunStateError: outside a tool call (in the tools factory), at the call itself.
+        """
+        self._require_tool_call("approve()")
+        return self._approve(title, body, address, timeout)
+
+    async def _approve(
+        self, title: str, body: str | None, address: str | None, timeout: timedelta
     ) -> ApprovalDecision:
-        """``approve()``, with the request delivered through this channel (once, with its deadline)."""
         if not self._approvals.next_is_answered:
             await self.notify_approval(
                 title=title, body=body, timeout=timeout, index=self._approvals.next_index, address=address
@@ -309,7 +360,9 @@ class ChannelHandle:
 
         Raises:
             ChamviValidationError: required, and the channel has no address for the request.
+            InvalidRunStateError: outside a tool call (in the tools factory).
         """
+        self._require_tool_call("notify_approval()")
         target = address or self._source_address or self.channel.default_address
         if not required and (not target or not channel_sends(self.channel)):
             return
@@ -342,13 +395,14 @@ class ChannelAccess:
 
     def __init__(
         self,
-        channels: dict[str, Channel],
+        channels: Mapping[str, Channel],
         run: RunContext,
         effects: EffectLedger,
         approvals: Approvals,
         *,
         tainted: bool = False,
         on_tainted: Literal["approve", "deny"] = "approve",
+        in_tool_call: bool = True,
     ) -> None:
         self._channels = channels
         self._run = run
@@ -356,30 +410,52 @@ class ChannelAccess:
         self._approvals = approvals
         self._tainted = tainted
         self._on_tainted = on_tainted
+        self._in_tool_call = in_tool_call
 
     def _handle(self, channel: Channel) -> ChannelHandle:
         trigger = self._run.trigger
         source = trigger.address if channel.name == trigger.channel else None
         return ChannelHandle(
-            channel, self._run, self._effects, self._approvals, source, self._tainted, self._on_tainted
+            channel,
+            self._run,
+            self._effects,
+            self._approvals,
+            source,
+            self._tainted,
+            self._on_tainted,
+            in_tool_call=self._in_tool_call,
         )
 
     def find_one(self, name: str | None = None) -> ChannelHandle | None:
-        """The named channel, or without a name the run's source channel; None when absent."""
+        """The named channel, or without a name the run's source channel, if it can send.
+
+        None when the app registers no such channel, when it has no ``out`` (it only receives, or a
+        webhook channel has no URL), and without a name for a run that came from no channel.
+        """
         target = name if name is not None else self._run.trigger.channel
         channel = self._channels.get(target) if target else None
-        return self._handle(channel) if channel is not None else None
+        return self._handle(channel) if channel is not None and channel_sends(channel) else None
 
     def find_one_or_fail(self, name: str | None = None) -> ChannelHandle:
-        """Like ``find_one``, but a missing channel is ``channel_not_found`` (a tool error)."""
+        """Like ``find_one``, but where it answers None this raises (a tool error).
+
+        Raises:
+            ChannelNotFoundError: ``channel_not_found``: no such channel, one that cannot send, or
+                (without a name) a run that came from no channel. The message names the channels
+                that can send.
+        """
         handle = self.find_one(name)
-        if handle is None:
-            target = name if name is not None else self._run.trigger.channel
-            known = ", ".join(repr(n) for n in self._channels) or "none"
-            raise ChannelNotFoundError(
-                f"no channel {target!r} to send through: registered channels are {known}"
-            )
-        return handle
+        if handle is not None:
+            return handle
+        target = name if name is not None else self._run.trigger.channel
+        senders = ", ".join(repr(n) for n, c in self._channels.items() if channel_sends(c)) or "none"
+        if target is None:
+            problem = "this run came from no channel: name the channel to send through"
+        elif target in self._channels:
+            problem = f"channel {target!r} cannot send (it has no out)"
+        else:
+            problem = f"no channel {target!r} is registered"
+        raise ChannelNotFoundError(f"{problem}; the channels that can send are {senders}")
 
     def find(self) -> list[ChannelHandle]:
         """Every registered channel that can send."""

@@ -13,9 +13,10 @@ import re
 import uuid
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Unpack
 
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -35,8 +36,8 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
-from chamvi.agents import validate_agent_name
-from chamvi.artifacts import ArtifactStore, Attachment
+from chamvi._idle import wait_idle
+from chamvi.artifacts import ArtifactStore, Attachment, check_media_type
 from chamvi.conversations.client import ConversationMethods
 from chamvi.errors import (
     ERROR_CLASSES,
@@ -51,6 +52,7 @@ from chamvi.errors import (
 from chamvi.models import (
     ApprovalAnswer,
     Artifact,
+    CallInProgress,
     CollectionState,
     DescribeAgentRequest,
     Invoker,
@@ -63,6 +65,7 @@ from chamvi.models import (
     StateListing,
     StateListRequest,
 )
+from chamvi.names import validate_agent_name
 from chamvi.run_details import static_details, static_summary
 from chamvi.run_events import RunEvent, history_events
 from chamvi.schedules import (
@@ -126,6 +129,16 @@ def _check_key(field: str, value: str | None) -> None:
         )
 
 
+_PENDING_STATE = {
+    PendingActivityState.PENDING_ACTIVITY_STATE_STARTED: "started",
+    PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED: "cancel_requested",
+}
+
+
+def _time(message: Any, field: str) -> datetime | None:
+    return getattr(message, field).ToDatetime(tzinfo=UTC) if message.HasField(field) else None
+
+
 def run_id_for(run_input: RunInput) -> str:
     """The run's workflow id: derived from the idempotency key (scoped to the invoker), else random."""
     if run_input.idempotency_key is None:
@@ -187,6 +200,9 @@ class ChamviClient(ConversationMethods):
         self.attachment_max_bytes = attachment_max_bytes
         self.open_streams = 0
         """How many ``events()`` iterators are open (each holds one history long-poll)."""
+        self._dispatched: dict[str, str] = {}
+        """The runs this client started and has not seen end, with their agent (``idle`` reads them
+        one by one: the visibility list may not show them yet)."""
 
     async def dispatch(
         self,
@@ -210,6 +226,8 @@ class ChamviClient(ConversationMethods):
         Raises:
             InvalidInputError: a field the run would refuse, or attachments without an artifact store.
             AttachmentTooLargeError: an attachment over the size limit.
+            ChamviValidationError: an attachment's media type is not ``type/subtype`` (parameters
+                such as ``; charset=utf-8`` are refused); nothing is stored.
         """
         return await self.start(
             RunInput(
@@ -232,6 +250,7 @@ class ChamviClient(ConversationMethods):
         run_id = run_id_for(run_input)
         if attachments:
             if run_input.idempotency_key is not None and await self._exists(run_id):
+                self._dispatched[run_id] = run_input.agent
                 return DispatchResult(run_id=run_id, created=False)
             stored = await self._store_attachments(run_id, attachments)
             run_input = run_input.model_copy(update={"attachments": stored})
@@ -258,7 +277,9 @@ class ChamviClient(ConversationMethods):
                 ),
             )
         except WorkflowAlreadyStartedError:
+            self._dispatched[run_id] = agent
             return DispatchResult(run_id=run_id, created=False)
+        self._dispatched[run_id] = agent
         if concurrency_key is not None:
             # joining the queue here, not only from the run, keeps the key's order the dispatch order
             await enqueue(self.client, self.task_queue, LockRequest(key=concurrency_key, run_id=run_id))
@@ -270,8 +291,9 @@ class ChamviClient(ConversationMethods):
             raise InvalidInputError(
                 "this client has no artifact store for attachments: ChamviClient(..., artifacts=...)"
             )
-        for attachment in attachments:
+        for index, attachment in enumerate(attachments):
             attachment.check_size(self.attachment_max_bytes)
+            check_media_type(attachment.kind, ("attachments", index, "media_type"))
         return [
             await self.artifacts.put(run_id, index, a.kind, a.data, a.filename)
             for index, a in enumerate(attachments)
@@ -377,15 +399,28 @@ class ChamviClient(ConversationMethods):
             raise RunNotFoundError(f"no run {run_id!r}")
         return description
 
-    async def get_run(self, run_id: str) -> RunView:
-        """The run as its workflow knows it (a query); before the run's first task, from its attributes."""
+    async def agent_of(self, run_id: str) -> str:
+        """The agent a run runs, from its search attributes (no worker needed).
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
         description = await self._describe(run_id)
+        return description.typed_search_attributes.get(c.SA_AGENT) or ""
+
+    async def get_run(self, run_id: str) -> RunView:
+        """The run as its workflow knows it (a query); before the run's first task, from its attributes.
+
+        ``calls`` are its calls in progress, from Temporal's pending activities.
+        """
+        description = await self._describe(run_id)
+        calls = await self._calls(description)
         try:
             # a query waits for a worker: with none polling, answer from the attributes instead of hanging
             view: RunView = await self._handle(run_id).query(
                 c.QUERY_RUN, result_type=RunView, rpc_timeout=QUERY_TIMEOUT
             )
-            return view
+            return view.model_copy(update={"calls": calls})
         except (WorkflowQueryFailedError, RPCError):
             attributes = description.typed_search_attributes
             status = _TEMPORAL_STATUS.get(description.status) or RunStatus(
@@ -399,8 +434,32 @@ class ChamviClient(ConversationMethods):
                     "trigger": {"channel": attributes.get(c.SA_CHANNEL)},
                     "created_at": description.start_time,
                     "ended_at": description.close_time,
+                    "calls": calls,
                 }
             )
+
+    async def _calls(self, description: Any) -> list[CallInProgress]:
+        calls = []
+        for pending in description.raw_description.pending_activities:
+            doing = None
+            if pending.heartbeat_details.payloads:
+                details = await self.client.data_converter.decode(pending.heartbeat_details.payloads)
+                doing = details[0] if details and isinstance(details[0], str) else None
+            failure = pending.last_failure.message if pending.HasField("last_failure") else None
+            calls.append(
+                CallInProgress(
+                    activity=pending.activity_type.name,
+                    doing=doing,
+                    state=_PENDING_STATE.get(pending.state, "scheduled"),
+                    attempt=pending.attempt,
+                    maximum_attempts=pending.maximum_attempts,
+                    started_at=_time(pending, "last_started_time"),
+                    last_heartbeat_at=_time(pending, "last_heartbeat_time"),
+                    last_failure=failure or None,
+                    next_attempt_at=_time(pending, "next_attempt_schedule_time"),
+                )
+            )
+        return calls
 
     async def wait(self, run_id: str) -> RunView:
         """Waits until the run settles, however it settles, and returns it."""
@@ -480,6 +539,20 @@ class ChamviClient(ConversationMethods):
                 )
             )
         return runs
+
+    async def idle(self, agent: str | None = None, *, timeout: timedelta | None = None) -> None:
+        """Waits until no run of ``agent`` (or none at all) on this task queue is queued or running.
+
+        The seed's ``idle()``. A run waiting for an approval does not count: it has freed its slot
+        until a person answers.
+        Every run this client dispatched is read from its own state, so one dispatched a moment ago
+        is waited for even before Temporal's visibility lists it; runs other processes started are
+        found through that list, which may lag behind by a moment (see ``chamvi._idle``).
+
+        Raises:
+            IdleTimeoutError: ``timeout`` ran out first, naming the runs still in progress.
+        """
+        await wait_idle(self.client, self.task_queue, self._dispatched, agent, timeout)
 
     async def approve(
         self,

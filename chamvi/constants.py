@@ -91,7 +91,7 @@ CHANNEL_TRIGGER = "channel"
 CHANNEL_INVOKER_KIND = "channel"
 """The invoker kind of a run a channel started: its idempotency keys are scoped to the channel."""
 WEBHOOK_SIGNATURE_HEADER = "X-Chamvi-Signature"
-"""``sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">``, inbound and outbound alike."""
+"""``v2=<hex HMAC-SHA256 of "<timestamp>.<delivery>.<raw body>">``, inbound and outbound alike."""
 WEBHOOK_TIMESTAMP_HEADER = "X-Chamvi-Timestamp"
 """Unix seconds when the sender signed; outside the channel's tolerance the delivery is refused."""
 WEBHOOK_DELIVERY_HEADER = "X-Chamvi-Delivery"
@@ -108,7 +108,8 @@ NAME_MAX_LENGTH = 64
 TRIGGER_KEY_MAX_LENGTH = 255
 ARTIFACT_INDEX_DIGITS = 4
 """Artifact ids are ``<run_id>.0000``, ``<run_id>.0001``, ...: stored in references and typed by people."""
-ARTIFACT_MEDIA_TYPE_PATTERN = r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*(\s*;.*)?$"
+ARTIFACT_MEDIA_TYPE_PATTERN = r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$"
+"""The seed's ``isArtifactMediaType``: ``type/subtype``, no parameters (``; charset=utf-8``)."""
 DEFAULT_ATTACHMENT_MAX_BYTES = 20 * 1024 * 1024
 """The size limit per attachment unless ``CHAMVI_ATTACHMENT_MAX_BYTES`` says otherwise."""
 TOOL_RESULT_MAX_BYTES = 1_048_576

@@ -1,22 +1,22 @@
 """Inbound: how a channel starts runs, for every agent that subscribed to what it received.
 
-A channel never picks an agent. It hands each delivery to its :class:`ChannelContext`, which starts
-one run per matching subscription (or, for a subscription that routes events to conversations, sends
-the event as a message to its conversation), with the channel and subscription on the trigger
-envelope and an idempotency key made of the delivery's key and the subscription: the same delivery
-dispatched twice (a sender's retry, two worker replicas polling the same source, two API replicas
-behind a balancer) starts each run once and answers the same run ids.
+A channel never picks an agent. It hands each delivery to its context (:class:`InboundContext`, the
+``chamvi.channels.ChannelContext`` chamvi hands it), which starts one run per matching subscription
+(or, for a subscription that routes events to conversations, sends the event as a message to its
+conversation), with the channel and subscription on the trigger envelope and an idempotency key made
+of the delivery's key and the subscription: the same delivery dispatched twice (a sender's retry, two
+worker replicas polling the same source, two API replicas behind a balancer) starts each run once and
+answers the same run ids.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from chamvi.agents import Agent
-from chamvi.channels import Channel, ChannelSubscription, InboundEvent
+from chamvi.channels import Channel, ChannelSubscription, InboundEvent, StartedRun
 from chamvi.client import ChamviClient
 from chamvi.constants import CHANNEL_INVOKER_KIND, CHANNEL_TRIGGER, TRIGGER_KEY_MAX_LENGTH
 from chamvi.errors import ChannelNotFoundError, InvalidInputError
@@ -25,19 +25,6 @@ from chamvi.models import Invoker, RunInput
 DELIVERY_KEY_MAX_LENGTH = 128
 """A delivery key's longest form: it becomes part of an idempotency key (at most 255 characters),
 beside a subscription id (at most 64) and a separator."""
-
-
-@dataclass(frozen=True)
-class StartedRun:
-    """One run an inbound delivery started (or had started before: ``created`` is False then)."""
-
-    agent: str
-    subscription: str | None
-    run_id: str
-    created: bool
-    conversation: str | None = None
-    """The conversation the delivery went into (its subscription routes to conversations); the run
-    is its turn, which starts once the turns before it have ended."""
 
 
 def subscribers(agents: Mapping[str, Agent], event: InboundEvent) -> list[tuple[Agent, ChannelSubscription]]:
@@ -57,7 +44,7 @@ def _check_delivery_key(key: str) -> None:
         )
 
 
-class ChannelContext:
+class InboundContext:
     """What a channel receives with: ``dispatch`` starts the runs one inbound delivery asks for.
 
     Args:
@@ -151,7 +138,7 @@ class ChannelContext:
 
 def channel_context(
     channels: Mapping[str, Channel], name: str, agents: Mapping[str, Agent], runs: ChamviClient
-) -> ChannelContext:
+) -> InboundContext:
     """The context of registered channel ``name``.
 
     Raises:
@@ -160,4 +147,4 @@ def channel_context(
     if name not in channels:
         known = ", ".join(repr(n) for n in channels) or "none"
         raise ChannelNotFoundError(f"unknown channel {name!r}: registered channels are {known}")
-    return ChannelContext(name, agents, runs)
+    return InboundContext(name, agents, runs)

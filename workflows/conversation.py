@@ -70,6 +70,8 @@ def _refuse(message: str, code: str = InvalidInputError.code) -> ApplicationErro
 
 @workflow.defn(name=c.CONVERSATION_WORKFLOW)
 class ConversationWorkflow:
+    """One conversation: its queue of messages, its turns one at a time, its continue-as-new."""
+
     @workflow.init
     def __init__(self, state: ConversationState) -> None:
         self._state = state
@@ -83,6 +85,7 @@ class ConversationWorkflow:
 
     @workflow.query(name=c.QUERY_CONVERSATION)
     def view(self) -> ConversationView:
+        """What the workflow holds now: turns, the turn under way, the queue, taint and summary."""
         state = self._state
         return ConversationView(
             agent=state.agent,
@@ -174,6 +177,7 @@ class ConversationWorkflow:
 
     @workflow.run
     async def run(self, state: ConversationState) -> None:
+        """Takes the queued messages' turns, one at a time, for as long as the conversation lives."""
         try:
             setup = await workflow.execute_local_activity(
                 c.ACTIVITY_CONVERSATION_LOAD,

@@ -22,6 +22,7 @@ from chamvi.dev import DevServer
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.http import Token, build_api
 from chamvi.http.process import ApiSocket, dev_tokens, listen
+from chamvi.knowledge.collections import ManagedRoutes
 from chamvi.knowledge.embedders import DEFAULT_EMBEDDING_MODEL
 from chamvi.lifecycle import index_location
 from chamvi.plugin import ChamviPlugin
@@ -131,6 +132,19 @@ async def serve_worker(
             await plugin.close()
 
 
+def managed_routes(app: App, settings: Settings) -> ManagedRoutes:
+    """The app's ``ManagedRoutes`` with the command line's and the environment's choices on top.
+
+    Raises:
+        InvalidAgentDefinitionError: a base path or body limit the routes cannot take.
+    """
+    return app.managed.overridden(
+        enabled=settings.knowledge_routes,
+        base_path=settings.knowledge_base_path,
+        max_body_bytes=settings.knowledge_body_limit,
+    )
+
+
 def dev_knowledge_model(settings: Settings, app: App) -> str:
     """The managed collections' model in ``chamvi dev``, which works without a choice.
 
@@ -174,7 +188,7 @@ async def serve_dev(
         api_socket = listen("127.0.0.1", api_port)
         plugin = ChamviPlugin(app, settings=settings)
         try:
-            tokens = dev_tokens(server.config.data)
+            tokens = dev_tokens(server.config.data, settings.tokens)
             await plugin.prepare()
             await _serve_dev(server, settings, plugin, echo, stop, api_socket, tokens)
         finally:
@@ -214,13 +228,17 @@ async def _serve_dev(
         knowledge_model=dev_knowledge_model(settings, app),
         artifacts=plugin.artifacts,
         attachment_max_bytes=settings.attachment_max_bytes,
+        schedule_min_interval=settings.schedule_min_interval,
+        managed_routes=managed_routes(app, settings),
+        runtime=plugin.runtime,
     )
     watcher = asyncio.ensure_future(_watch(server, stop))
     try:
         echo(f"Temporal UI at http://localhost:{config.ui} (namespace {config.namespace!r})")
         echo(
             f"worker for {settings.app} on task queue {settings.task_queue!r}, "
-            f"agents: {', '.join(app.agents) or 'none'}, knowledge in {index_location(settings)}."
+            f"agents: {', '.join(app.agents) or 'none'} (at most {settings.max_runs} runs at once), "
+            f"knowledge in {index_location(settings)}."
             f"{telemetry_line(settings)} Ctrl-C to stop."
         )
         url = api_socket.url

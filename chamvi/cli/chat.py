@@ -159,6 +159,9 @@ def chat(agent: str, conversation_id: str | None, history: int, api: Api | None,
             sent = await chamvi.send_message(agent, line, conversation=conversation, invoker=_approver())
             if not await _turn(chamvi, sent.run_id, api, lines):
                 return
+            # the conversation records the turn a moment after its answer: the next prompt (or a
+            # `chamvi chat --conversation` right after this one ends) sees it whole
+            await chamvi.wait_turn(sent)
 
     try:
         run_with_client(settings, go, artifacts=True)

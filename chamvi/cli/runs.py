@@ -10,6 +10,7 @@ import asyncio
 import getpass
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,7 @@ from chamvi.cli._follow import Api, Printer, api_options, follow_run
 from chamvi.cli._output import Spinner, artifact_lines, columns, dump, echo_err, short, when
 from chamvi.client import AGENT_CHECK_TIMEOUT, ChamviClient
 from chamvi.errors import ChamviError
-from chamvi.models import Artifact, Invoker, RunStatus, RunSummary, RunView, StepView
+from chamvi.models import Artifact, CallInProgress, Invoker, RunStatus, RunSummary, RunView, StepView
 from chamvi.run_events import RunEvent
 from chamvi.settings import Settings
 
@@ -244,6 +245,27 @@ def list_runs(
             click.echo(line)
 
 
+@runs.command("idle")
+@click.option("--agent", help="Only runs of this agent.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Give up after this long, with a non-zero exit [default: wait as long as it takes].",
+)
+@temporal_options()
+def idle_runs(agent: str | None, timeout: float | None, settings: Settings) -> None:
+    """Wait until no run (of AGENT) on the task queue is queued or running.
+
+    A run waiting for an approval does not count. Runs are found through Temporal's visibility,
+    which may lag behind a run started a moment ago by another process.
+    """
+    limit = timedelta(seconds=timeout) if timeout is not None else None
+    run_with_client(settings, lambda chamvi: chamvi.idle(agent, timeout=limit))
+    echo_err(f"no run of agent {agent!r} in progress" if agent else "no run in progress")
+
+
 def _step_line(step: StepView) -> str:
     if step.kind == "llm":
         if step.tool_calls:
@@ -262,6 +284,17 @@ def _step_line(step: StepView) -> str:
             else ": pending"
         )
     return f"  {step.index:>3}  {step.kind:<4}  {what}"
+
+
+def _call_line(call: CallInProgress) -> str:
+    """A call in progress: what it does, which attempt, since when, and why the last one failed."""
+    limit = f" of {call.maximum_attempts}" if call.maximum_attempts else ""
+    state = f"started {when(call.started_at)}" if call.state == "started" else call.state.replace("_", " ")
+    what = call.doing or call.activity
+    line = f"calling   {what} ({call.activity}, attempt {call.attempt}{limit}, {state})"
+    if call.last_failure:
+        line += f"\n          last attempt: {short(call.last_failure)}"
+    return line
 
 
 def _show(view: RunView, artifacts: list[Artifact]) -> list[str]:
@@ -297,6 +330,7 @@ def _show(view: RunView, artifacts: list[Artifact]) -> list[str]:
     if view.steps:
         lines.append("steps")
         lines.extend(_step_line(step) for step in view.steps)
+    lines.extend(_call_line(call) for call in view.calls)
     if artifacts:
         lines.append("artifacts (chamvi artifacts get ID -o FILE)")
         lines.extend(artifact_lines(artifacts))
@@ -306,6 +340,7 @@ def _show(view: RunView, artifacts: list[Artifact]) -> list[str]:
         lines.extend(f"  {line}" for line in output.splitlines())
     if view.error is not None:
         lines.append(f"error     {view.error.code}: {view.error.message}")
+        lines.extend(f"  {issue.where}: {issue.message} ({issue.code})" for issue in view.error.issues or ())
     return lines
 
 

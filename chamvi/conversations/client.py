@@ -40,6 +40,7 @@ from chamvi.errors import (
     InvalidAgentDefinitionError,
     InvalidInputError,
     NotFoundError,
+    UnavailableError,
 )
 from chamvi.models import Artifact, Invoker, RunView
 from chamvi.models.conversations import (
@@ -319,6 +320,11 @@ class ConversationMethods:
         except RPCError as error:
             if error.status == RPCStatusCode.NOT_FOUND:
                 raise NotFoundError(f"no conversation {conversation!r} with agent {agent!r}") from None
+            if error.status in (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.DEADLINE_EXCEEDED):
+                raise UnavailableError(
+                    f"no worker answered for conversation {conversation!r} on task queue "
+                    f"{self.task_queue!r}: start one with `chamvi dev` or `chamvi worker`"
+                ) from None
             raise
         return view
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Sequence
+from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
 
 from fastapi import APIRouter, Depends, FastAPI, Security
@@ -11,6 +12,7 @@ from fastapi.security import HTTPBearer
 from temporalio.client import Client
 
 from chamvi.app import App
+from chamvi.app_runtime import AppRuntime
 from chamvi.artifacts import ArtifactStore
 from chamvi.client import ChamviClient
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
@@ -25,9 +27,11 @@ from chamvi.http.runs_routes import check_agent_for, runs_router
 from chamvi.http.schedules_routes import schedules_router
 from chamvi.http.state_routes import state_router
 from chamvi.http.ui import ui_router
+from chamvi.knowledge.collections import ManagedRoutes
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.run_events import EventHub
+from chamvi.schedules import DEFAULT_MIN_INTERVAL
 from chamvi.starters import request_sync
 from chamvi.state import StateStore
 from chamvi.state.views import StateViews
@@ -65,11 +69,13 @@ def create_api(
     events: EventHub | None = None,
     inbound: App | None = None,
     state: StateViews | None = None,
+    schedule_min_interval: timedelta = DEFAULT_MIN_INTERVAL,
+    managed_routes: ManagedRoutes | None = None,
 ) -> FastAPI:
     """The HTTP API.
 
     Args:
-        tokens: the bearer tokens (``tokens_from_env(os.environ.get("CHAMVI_TOKENS"))``); none: every
+        tokens: the bearer tokens (``tokens_from_env(Settings.from_env().tokens)``); none: every
             route answers 401.
         managed: the service behind ``/knowledge``; None serves no knowledge routes.
         runs: the client behind ``/runs``, ``/conversations`` and ``/schedules``; None serves none of them.
@@ -77,12 +83,16 @@ def create_api(
         base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
             it, such a run is accepted and fails in the worker).
-        events: this process's run events (``App.events``): with a worker in the same process,
-            ``/runs/{id}/events`` streams the model's deltas too.
+        events: this process's run events (a worker's ``AppRuntime.events``): with a worker in the
+            same process, ``/runs/{id}/events`` streams the model's deltas too.
         inbound: the app whose webhook channels receive events at ``/channels/<name>/events``
             (signed by the channel's secret, not a token); needs ``runs``; an app without webhook
             channels serves no such route.
         state: the agents' state behind ``/state``; None serves no state routes.
+        schedule_min_interval: the shortest gap between fires of a schedule created over HTTP
+            (``CHAMVI_SCHEDULE_MIN_INTERVAL``), so one token cannot start a run a second.
+        managed_routes: whether, where and with what body limit ``managed`` is served (by default
+            on, at ``/knowledge``, within ``body_limit``).
 
     Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/conversations``,
     ``<base_path>/schedules`` and ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the base
@@ -109,8 +119,12 @@ def create_api(
         telemetry={"logs": False},
     )
     routers: list[APIRouter] = []
-    if managed is not None:
-        routers.append(knowledge_router(managed))
+    routes = managed_routes or ManagedRoutes()
+    path_limits: dict[str, int] = {}
+    if managed is not None and routes.enabled:
+        routers.append(knowledge_router(managed, routes.base_path))
+        # every managed route is below /collections, also when base_path is ""
+        path_limits[f"{base}{routes.base_path}/collections"] = routes.max_body_bytes or body_limit
     upload_limits: dict[str, int] = {}
     if runs is not None and runs.artifacts is not None:
         # before the JSON dispatch: it takes only multipart bodies, the JSON route all others
@@ -121,7 +135,7 @@ def create_api(
             events.keep_recent_deltas()
         routers.append(runs_router(runs, agents, events))
         routers.append(conversations_router(runs, agents, events))
-        routers.append(schedules_router(runs, agents))
+        routers.append(schedules_router(runs, agents, schedule_min_interval))
     if state is not None:
         routers.append(state_router(state))
     permissions = RoutePermissions()
@@ -143,7 +157,9 @@ def create_api(
         log.warning("no tokens (CHAMVI_TOKENS is empty): every route answers 401")
     # the last added runs first: catch everything, refuse ambiguous framing, then authenticate,
     # then limit the body
-    api.add_middleware(BodyLimitMiddleware, limit=body_limit, upload_limits=upload_limits)
+    api.add_middleware(
+        BodyLimitMiddleware, limit=body_limit, upload_limits=upload_limits, path_limits=path_limits
+    )
     api.add_middleware(AuthMiddleware, routes=permissions, tokens=list(tokens))
     api.add_middleware(FramingMiddleware)
     api.add_middleware(CatchAllMiddleware)
@@ -162,6 +178,9 @@ def build_api(
     base_path: str = "",
     artifacts: ArtifactStore | None = None,
     attachment_max_bytes: int = DEFAULT_ATTACHMENT_MAX_BYTES,
+    schedule_min_interval: timedelta = DEFAULT_MIN_INTERVAL,
+    managed_routes: ManagedRoutes | None = None,
+    runtime: AppRuntime | None = None,
 ) -> FastAPI:
     """``create_api`` for an app, as ``chamvi api`` and ``chamvi dev`` serve it.
 
@@ -178,6 +197,12 @@ def build_api(
         artifacts: the artifact store the workers use; with it, ``POST /runs`` takes files and the
             artifact routes are served.
         attachment_max_bytes: the size limit per attachment (413 over it).
+        schedule_min_interval: the shortest gap between fires of a schedule created over HTTP.
+        managed_routes: how the managed collections are served; by default the app's
+            ``App(managed=...)``.
+        runtime: the runtime of a worker in the same process (``chamvi dev``: ``plugin.runtime``),
+            whose event hub streams the model's deltas on ``/runs/{id}/events``; without one the
+            events come from the runs' histories alone.
     """
     managed = ManagedCollections(
         store,
@@ -195,7 +220,9 @@ def build_api(
         body_limit=body_limit,
         base_path=base_path,
         agents=list(app.agents),
-        events=app.events,
+        events=runtime.events if runtime is not None else None,
         inbound=app,
         state=StateViews(app, StateStore(store.client, store.prefix)),
+        schedule_min_interval=schedule_min_interval,
+        managed_routes=managed_routes or app.managed,
     )

@@ -16,10 +16,12 @@ from pydantic import BaseModel
 from chamvi.agents import Agent
 from chamvi.channels import Channel
 from chamvi.client import ChamviClient
-from chamvi.errors import ChannelNotFoundError
+from chamvi.constants import TRIGGER_KEY_MAX_LENGTH
+from chamvi.errors import ChamviValidationError, ChannelNotFoundError
 from chamvi.http.errors import PAYLOAD_TOO_LARGE, ErrorResponse, error_responses
-from chamvi.inbound import ChannelContext
-from chamvi.webhooks import WebhookChannel
+from chamvi.http.schemas import check_json
+from chamvi.inbound import InboundContext
+from chamvi.webhooks import WebhookChannel, WebhookDelivery
 
 
 class StartedRunOut(BaseModel):
@@ -71,8 +73,9 @@ def channels_router(
     ) -> ChannelEventOut | Response:
         """Verifies the signed event and starts a run of every subscribed agent; 202 with the runs.
 
-        Signed with `X-Chamvi-Timestamp` and `X-Chamvi-Signature` (`sha256=` HMAC-SHA256 of
-        `<timestamp>.<body>` under the channel's secret); `X-Chamvi-Delivery` is the idempotency key.
+        Signed with `X-Chamvi-Timestamp` and `X-Chamvi-Signature` (`v2=` HMAC-SHA256 of
+        `<timestamp>.<delivery>.<body>` under the channel's secret); `X-Chamvi-Delivery` is the
+        idempotency key.
         """
         channel = webhooks.get(name)
         if channel is None:
@@ -85,8 +88,8 @@ def channels_router(
                 PAYLOAD_TOO_LARGE,
                 f"the body is {len(body)} bytes, over channel {name!r}'s limit of {channel.body_limit}",
             )
-        delivery = channel.verify(request.headers, body, time.time())
-        started = await ChannelContext(name, agents, runs).dispatch(
+        delivery = _valid(channel.verify(request.headers, body, time.time()))
+        started = await InboundContext(name, agents, runs).dispatch(
             delivery.payload, key=delivery.delivery, address=delivery.address
         )
         if started and not any(run.created for run in started):
@@ -106,3 +109,25 @@ def channels_router(
         )
 
     return router
+
+
+def _valid(delivery: WebhookDelivery) -> WebhookDelivery:
+    """Refuses what ``POST /runs`` refuses: the payload, the address and the key checked alike.
+
+    Raises:
+        ChamviValidationError: nesting past 64 levels, a lone surrogate, NaN or Infinity, an address
+            over 255 characters (422).
+    """
+    try:
+        check_json(delivery.payload, "the event")
+        check_json(delivery.delivery, "the delivery id")
+        if delivery.address is not None:
+            check_json(delivery.address, "the event's address")
+    except ValueError as error:
+        raise ChamviValidationError(f"{error}: the dispatch route refuses it alike") from None
+    if delivery.address is not None and len(delivery.address) > TRIGGER_KEY_MAX_LENGTH:
+        raise ChamviValidationError(
+            f"the event's address is {len(delivery.address)} characters, over {TRIGGER_KEY_MAX_LENGTH}: "
+            "have the channel's address_of answer a shorter one"
+        )
+    return delivery

@@ -15,7 +15,6 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Response
 from fastapi.responses import StreamingResponse
 
-from chamvi.agents import validate_agent_name
 from chamvi.artifacts import Attachment
 from chamvi.client import ChamviClient
 from chamvi.errors import AgentNotFoundError, InvalidAgentDefinitionError, InvalidInputError, UnavailableError
@@ -31,6 +30,7 @@ from chamvi.http.schemas import (
     RunListMeta,
 )
 from chamvi.models import RunStatus, RunView
+from chamvi.names import validate_agent_name
 from chamvi.run_events import RUN_DELTA, DeltaOrder, EventHub, RunEvent, parse_event_id
 
 TRIGGER = "http"

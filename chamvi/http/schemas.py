@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from chamvi.constants import CONVERSATION_MESSAGE_MAX_CHARS, TRIGGER_KEY_MAX_LENGTH
+from chamvi.errors import ValidationIssue
 from chamvi.knowledge.managed import MAX_CONTENT_CHARS, DocumentPage
 from chamvi.models import Artifact, RunSummary
 from chamvi.models.conversations import ConversationSummary
@@ -63,6 +64,10 @@ class ErrorDetail(BaseModel):
 
     code: str = Field(description="A stable code: unauthorized, forbidden, not_found, ...")
     message: str = Field(description="What went wrong and what to do, for a person")
+    issues: list[ValidationIssue] | None = Field(
+        default=None,
+        description="A validation_error's field-by-field problems (path, message, code), when known",
+    )
 
 
 class ErrorBody(BaseModel):

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
+from chamvi.errors import ValidationIssue
 from chamvi.models.artifacts import Artifact
 from chamvi.models.recall import ConversationTurn
 
@@ -129,10 +130,22 @@ class Usage(BaseModel):
 
 
 class ErrorInfo(BaseModel):
-    """A failure as a run or a step records it: a stable ``code`` from ``chamvi.errors`` and its message."""
+    """A failure as a run or a step records it: a stable ``code`` from ``chamvi.errors`` and its message.
+
+    ``issues`` are a ``validation_error``'s field-by-field problems, when the check knew them; left
+    out of the stored form when there are none, so earlier errors read and write as before.
+    """
 
     code: str
     message: str
+    issues: list[ValidationIssue] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_issues(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("issues") is None:
+            data.pop("issues", None)
+        return data
 
 
 class BudgetSpec(BaseModel):
@@ -237,6 +250,8 @@ class ModelResponse(_Lean):
     far, ``error`` the failure); ``incomplete``: the stream closed without a finish reason."""
     output: Any = None
     output_error: str | None = None
+    output_issues: list[ValidationIssue] | None = None
+    """The field-by-field problems of a final answer that does not match the output schema."""
     error: ErrorInfo | None = None
 
 
@@ -419,6 +434,25 @@ class StepView(BaseModel):
     decision: ApprovalDecision | None = None
 
 
+class CallInProgress(BaseModel):
+    """A model, tool or MCP call the run waits on now: one of its pending activities, as Temporal has it."""
+
+    activity: str
+    """The activity's name: ``chamvi.call_tool``, ``chamvi.call_model``, ..."""
+    doing: str | None = None
+    """What its last heartbeat said it does (``tool 'search' of MCP server 'docs'``)."""
+    state: str
+    """``scheduled`` (waiting for a worker or its next attempt), ``started`` or ``cancel_requested``."""
+    attempt: int
+    maximum_attempts: int
+    """0: no limit."""
+    started_at: datetime | None = None
+    last_heartbeat_at: datetime | None = None
+    last_failure: str | None = None
+    """Why the attempt before this one failed."""
+    next_attempt_at: datetime | None = None
+
+
 class RunView(BaseModel):
     """What ``get_run`` returns: the run as its workflow knows it."""
 
@@ -439,6 +473,8 @@ class RunView(BaseModel):
     ended_at: datetime | None = None
     conversation: ConversationTurn | None = Field(default=None, exclude_if=lambda v: v is None)
     """Set when the run is a turn of a conversation."""
+    calls: list[CallInProgress] = Field(default_factory=list)
+    """The calls in progress, from Temporal's pending activities (the client fills it in)."""
 
 
 class RunSummary(BaseModel):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ from chamvi.errors import ProviderHTTPError, ProviderUnavailableError, provider_
 from chamvi.models import Message, ModelResponse, ToolCall, Usage
 from chamvi.providers._base import AttachedFile, ChatRequest, ToolSchema
 from chamvi.providers._streaming import FinishReason, StreamedAnswer
+from chamvi.settings import openai_credentials
 
 INVALID_JSON_KEY = "_invalid_json"
 """The key under which tool call arguments that are not JSON reach the tool (which then refuses them)."""
@@ -360,8 +360,9 @@ def new_openai_client(api_key: str | None, base_url: str | None, timeout: float)
     Returns None when no key is set for OpenAI's own API; a base URL alone, such as a local Ollama,
     gets a placeholder key.
     """
-    api_key = api_key or os.environ.get("OPENAI_API_KEY")
-    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    env_key, env_url = openai_credentials()
+    api_key = api_key or env_key
+    base_url = base_url or env_url
     if not api_key:
         if base_url is None:
             return None

@@ -38,6 +38,7 @@ from chamvi import (
     approve,
     console_channel,
     define_agent,
+    define_schedule,
     effect_marker,
     effect_tool,
     tool,
@@ -193,7 +194,8 @@ app = App(
     agents=[support, librarian, ticket_desk, digest],
     channels=[console_channel(), tickets],
     collections=[handbook],
+    # a Temporal Schedule that every worker's start creates or updates; each fire is an ordinary run
+    schedules=[
+        define_schedule("digest", cron="0 8 * * *", id="daily-digest", payload={"period": "yesterday"})
+    ],
 )
-
-# a Temporal Schedule that every worker's start creates or updates; each fire is an ordinary run
-app.schedule("digest", cron="0 8 * * *", id="daily-digest", payload={"period": "yesterday"})

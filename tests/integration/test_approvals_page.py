@@ -21,7 +21,7 @@ from temporalio.client import Client
 from chamvi import App, ToolContext, approve, define_agent, tool
 from chamvi.http import Token
 from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
-from chamvi.runtime import build_worker
+from chamvi.runtime import build_worker, local_plugin
 from tests.support.http_api import bearer, make_tokens, runs_api, serving
 from tests.support.openai_server import OpenAIServer, Reasoning, stream, tool_call
 
@@ -248,8 +248,9 @@ async def test_a_watched_run_shows_the_models_words_while_it_writes_them(
             )
             # worker and API in one process, as `chamvi dev` runs them: the stream carries the deltas
             queue = f"{task_queue}-streaming"  # the stack's worker serves the test's own queue
-            api = runs_api(stack.tokens, client, queue, agents=[agent], events=app.events)
-            async with build_worker(client, app, task_queue=queue), serving(api) as url:
+            plugin = local_plugin(app)
+            api = runs_api(stack.tokens, client, queue, agents=[agent], events=plugin.runtime.events)
+            async with build_worker(client, plugin, task_queue=queue), serving(api) as url:
                 page = await stack.browser.new_page()
                 await page.goto(f"{url}/ui")
                 await page.fill("#token", stack.tokens["approver"].value)

@@ -8,7 +8,7 @@ from temporalio.client import Client
 
 from chamvi import App, ChamviClient, ChannelMessage, ChannelSubscription, define_agent
 from chamvi.artifacts import ArtifactStore
-from chamvi.inbound import ChannelContext
+from chamvi.inbound import InboundContext
 from chamvi.providers import ModelRegistry, ScriptedModel
 from chamvi.runtime import build_worker
 from tests.apps.chat import answer
@@ -48,7 +48,7 @@ async def test_each_thread_is_one_conversation_and_its_answers_go_back_to_the_th
     threads = Threads()
     app = _app(threads)
     chamvi = ChamviClient(client, task_queue=task_queue, artifacts=store)
-    inbound = ChannelContext("threads", app.agents, chamvi)
+    inbound = InboundContext("threads", app.agents, chamvi)
     thread, other = f"t-{uuid.uuid4().hex[:6]}", f"t-{uuid.uuid4().hex[:6]}"
     async with build_worker(client, app, task_queue=task_queue, artifacts=store):
         first = await inbound.dispatch({"text": "Is my order late?"}, key="ev-1", address=thread)

@@ -17,7 +17,7 @@ from temporalio.client import Client
 from chamvi import ChamviClient
 from chamvi.artifacts import ArtifactStore
 from chamvi.http import Token, create_api
-from chamvi.runtime import build_worker
+from chamvi.runtime import build_worker, local_plugin
 from tests.apps.chat import make_app
 from tests.integration.test_approvals_page import CHROMIUM, CHROMIUM_ARGS, PATIENCE_MS
 from tests.support.http_api import bearer, make_tokens, serving
@@ -41,7 +41,7 @@ class Stack:
 @pytest.fixture
 async def stack(client: Client, task_queue: str) -> AsyncIterator[Stack]:
     store = ArtifactStore.memory()
-    app = make_app()
+    plugin = local_plugin(make_app(), artifacts=store)
     tokens = make_tokens(
         person=["conversations:read", "conversations:write", "runs:read", "runs:approve"],
         approver=["runs:read", "runs:approve", "conversations:read"],
@@ -50,11 +50,11 @@ async def stack(client: Client, task_queue: str) -> AsyncIterator[Stack]:
         tokens=list(tokens.values()),
         managed=None,
         runs=ChamviClient(client, task_queue=task_queue, artifacts=store),
-        agents=list(app.agents),
-        events=app.events,  # worker and API in one process, as `chamvi dev` runs them: deltas stream
+        agents=list(plugin.app.agents),
+        events=plugin.runtime.events,  # worker and API in one process, as `chamvi dev` runs them
     )
     async with (
-        build_worker(client, app, task_queue=task_queue, artifacts=store),
+        build_worker(client, plugin, task_queue=task_queue),
         serving(api) as url,
         async_playwright() as playwright,
     ):

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner, Result
+from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from chamvi import (
@@ -608,3 +609,42 @@ async def test_runs_list_with_a_channel_lists_only_the_runs_that_came_through_it
     assert elsewhere not in {row["run_id"] for row in rows}
     for run_id in (through, elsewhere):
         await chamvi.client.get_workflow_handle(run_id).terminate("listed, nothing to run")
+
+
+async def test_runs_idle_waits_for_the_queued_runs_and_says_when_none_is_left(
+    chamvi_cli, chamvi: ChamviClient, client: Client
+) -> None:
+    agent = f"nobody-serves-{uuid.uuid4().hex[:8]}"
+    run_id = (await chamvi.dispatch(agent)).run_id  # no worker: it stays queued
+
+    async def listed() -> bool | None:
+        queued = await chamvi.list_runs(agent=agent, status="queued")
+        return True if [r.run_id for r in queued] == [run_id] else None
+
+    await eventually(listed, "the queued run in the visibility list")
+    busy = await chamvi_cli("runs", "idle", "--timeout", "0.3")
+    await client.get_workflow_handle(run_id).terminate("no worker will take it")  # cancelling needs one
+    done = await chamvi_cli("runs", "idle", "--agent", agent)
+    assert busy.exit_code == 1
+    assert busy.output.startswith(f"Error: runs still in progress after 0.3 s: '{run_id}' (queued)")
+    assert (done.exit_code, done.output.strip()) == (0, f"no run of agent {agent!r} in progress")
+
+
+class Verdict(BaseModel):
+    label: str
+    confidence: float
+
+
+async def test_runs_show_lists_the_issues_of_a_run_failed_by_its_output_schema(
+    chamvi_cli, chamvi: ChamviClient, running_worker
+) -> None:
+    models = ModelRegistry()
+    models.register("scripted/judge", ScriptedModel([reply('{"label": "bug", "confidence": "high"}')]))
+    judge = define_agent(name="judge", model="scripted/judge", instructions="Judge.", output=Verdict)
+    async with running_worker(App(agents=[judge], models=models)):
+        run = await chamvi.wait((await chamvi.dispatch("judge")).run_id)
+        shown = await chamvi_cli("runs", "show", run.run_id)  # a worker answers the run's query
+    assert run.status == RunStatus.FAILED, run.error
+    error = shown.stdout.split("\nerror     validation_error: ", 1)[1]
+    assert "\n  confidence: Input should be a valid number, unable to parse string as a number" in error
+    assert error.rstrip().endswith("(float_parsing)")

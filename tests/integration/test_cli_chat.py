@@ -20,7 +20,7 @@ from chamvi import ChamviClient
 from chamvi.artifacts import ArtifactStore
 from chamvi.cli import cli
 from chamvi.http import create_api
-from chamvi.runtime import build_worker
+from chamvi.runtime import build_worker, local_plugin
 from tests.apps.chat import make_app
 from tests.support.http_api import make_tokens, serving
 
@@ -121,11 +121,11 @@ async def test_a_chat_through_the_api_streams_the_answer_once(
     client: Client, task_queue: str, data: Path, run_cli: Chat
 ) -> None:
     store = ArtifactStore.local(data / "artifacts")
-    app = make_app()
+    plugin = local_plugin(make_app(), artifacts=store)
     tokens = make_tokens(reader=["runs:read"])
     chamvi = ChamviClient(client, task_queue=task_queue, artifacts=store)
-    api = create_api(tokens=list(tokens.values()), managed=None, runs=chamvi, events=app.events)
-    async with build_worker(client, app, task_queue=task_queue, artifacts=store), serving(api) as url:
+    api = create_api(tokens=list(tokens.values()), managed=None, runs=chamvi, events=plugin.runtime.events)
+    async with build_worker(client, plugin, task_queue=task_queue), serving(api) as url:
         chatted = await run_cli(
             "chat", "chat", "--api", url, "--token", tokens["reader"].value, input="stream it\n"
         )

@@ -22,6 +22,8 @@ from chamvi import ChamviClient, RunStatus, SentMessage
 from chamvi.artifacts import ArtifactStore
 from chamvi.conversations import ConversationStore
 from chamvi.dev import DevServer, DevServerConfig, find_temporal
+from chamvi.errors import UnavailableError
+from chamvi.models.conversations import ConversationView
 from tests.polling import eventually, until_status
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,7 +192,13 @@ async def test_a_full_stack_restart_loses_no_message(task_queue: str, tmp_path: 
         chat = ChamviClient(client, task_queue=task_queue, artifacts=_store(tmp_path))
         workers.spawn()
 
-        view = await chat.conversation("chat", "restart")
+        async def answered() -> ConversationView | None:
+            try:
+                return await chat.conversation("chat", "restart")
+            except UnavailableError:  # the new worker does not poll yet
+                return None
+
+        view = await eventually(answered, "the restarted worker answering the conversation's query")
         assert [q.message.text for q in view.queue] == ["q0", "q1", "q2"]
         await chat.approve(asking.run_id, approved=True)
         runs = [await asyncio.wait_for(chat.wait_turn(m), timeout=90) for m in [asking, *queued]]

@@ -15,7 +15,7 @@ from temporalio.client import Client
 from chamvi import ChamviClient
 from chamvi.artifacts import ArtifactStore
 from chamvi.http import create_api
-from chamvi.runtime import build_worker
+from chamvi.runtime import build_worker, local_plugin
 from tests.apps.chat import make_app
 from tests.integration.test_run_events import sse
 from tests.polling import eventually
@@ -31,16 +31,16 @@ TOKENS = make_tokens(
 @asynccontextmanager
 async def chat_api(client: Client, task_queue: str) -> AsyncIterator[httpx.AsyncClient]:
     store = ArtifactStore.memory()
-    app = make_app()
+    plugin = local_plugin(make_app(), artifacts=store)
     api = create_api(
         tokens=list(TOKENS.values()),
         managed=None,
         runs=ChamviClient(client, task_queue=task_queue, artifacts=store),
-        agents=list(app.agents),
-        events=app.events,
+        agents=list(plugin.app.agents),
+        events=plugin.runtime.events,
     )
     async with (
-        build_worker(client, app, task_queue=task_queue, artifacts=store),
+        build_worker(client, plugin, task_queue=task_queue),
         serving(api) as url,
         httpx.AsyncClient(base_url=url, headers=bearer(TOKENS["person"]), timeout=30) as http,
     ):
