@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import OrderedDict
 
@@ -19,7 +20,12 @@ from chamvi.constants import (
     QUERY_TRANSCRIPT,
 )
 from chamvi.conversations.store import ConversationStore, recalled_messages
-from chamvi.errors import IncompleteResponseError, ProviderUnavailableError, validation_issues
+from chamvi.errors import (
+    IncompleteResponseError,
+    InvalidRunStateError,
+    ProviderUnavailableError,
+    validation_issues,
+)
 from chamvi.extraction import EXTRACTION_INSTRUCTIONS
 from chamvi.models import (
     EffectQuery,
@@ -92,6 +98,16 @@ class ModelActivities:
         self.cache.store(request.run_id, prefix, chain_digest(request.base_digest, request.delta))
         return prefix
 
+    async def _files(self, messages: list[Message]) -> dict[str, bytes]:
+        """The bytes of the artifacts the messages' parts reference, read for this call, never kept.
+
+        Raises:
+            ArtifactNotFoundError: one is not in the store (the run fails, as for an attachment).
+        """
+        ids = list(dict.fromkeys(p.artifact.id for m in messages for p in m.media if p.artifact is not None))
+        read = await asyncio.gather(*(self.runtime.artifacts.read(i) for i in ids))
+        return dict(zip(ids, read, strict=True))
+
     def _deltas(self, request: ModelRequest) -> OnDelta:
         """Hands each delta to this process's listeners while the model writes.
 
@@ -127,6 +143,13 @@ class ModelActivities:
         transcript = await self._transcript(request)
         policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
         mcp_tools = await self._listed_mcp_tools(agent, request.run_id)
+        stored_system = next((i for i, m in enumerate(transcript) if m.role == "system"), None)
+        if stored_system is not None:
+            raise InvalidRunStateError(
+                f"run {request.run_id!r}: message {stored_system} of its transcript has the system role: a "
+                "run's transcript holds user, assistant and tool messages (system ones are the agent's "
+                "instructions)"
+            )
         # a turn's recalled conversation follows the configured instructions, before its own transcript
         recalled = (
             await recalled_messages(
@@ -135,11 +158,12 @@ class ModelActivities:
             if request.conversation is not None
             else []
         )
+        messages = [*agent.instructions, *recalled, *transcript]
         chat = ChatRequest(
             run_id=request.run_id,
             agent=agent.name,
             step=request.step,
-            messages=[*agent.instructions, *recalled, *transcript],
+            messages=messages,
             transcript_start=len(agent.instructions) + len(recalled),
             tools=[
                 *(
@@ -159,6 +183,7 @@ class ModelActivities:
             attachments=[
                 AttachedFile(a, await self.runtime.artifacts.read(a.id)) for a in request.trigger.attachments
             ],
+            files=await self._files(messages),
         )
         response = await model.complete(chat)  # heartbeating: a cancelled run stops a stalled stream
         if (

@@ -23,10 +23,12 @@ if TYPE_CHECKING:
         App,
     )
     from chamvi.app_runtime import AppRuntime
+    from chamvi.approval_tokens import ApprovalTokens, resume
     from chamvi.artifacts import (
         ArtifactStore,
         Attachment,
         RunArtifacts,
+        artifact_file_part,
         is_artifact_media_type,
     )
     from chamvi.channels import (
@@ -51,6 +53,8 @@ if TYPE_CHECKING:
     from chamvi.conversations.client import SentMessage
     from chamvi.errors import (
         ApprovalNotPendingError,
+        ApprovalTokenExpiredError,
+        ApprovalTokenInvalidError,
         ArtifactNotFoundError,
         AttachmentTooLargeError,
         BackgroundError,
@@ -98,10 +102,16 @@ if TYPE_CHECKING:
     from chamvi.models import (
         ApprovalDecision,
         Artifact,
+        ContentPart,
+        FilePart,
+        ImagePart,
         Invoker,
+        Message,
+        ProviderOptions,
         RunStatus,
         RunView,
         ScheduleView,
+        TextPart,
         TriggerEnvelope,
     )
     from chamvi.permissions import (
@@ -147,6 +157,13 @@ if TYPE_CHECKING:
     from chamvi.wrapped_tools import ToolsForRun, wrap_tools_for_run
 
 _EXPORTS: dict[str, str] = {
+    "ContentPart": "chamvi.models",
+    "FilePart": "chamvi.models",
+    "ImagePart": "chamvi.models",
+    "Message": "chamvi.models",
+    "ProviderOptions": "chamvi.models",
+    "TextPart": "chamvi.models",
+    "artifact_file_part": "chamvi.artifacts",
     "ToolsForRun": "chamvi.wrapped_tools",
     "wrap_tools_for_run": "chamvi.wrapped_tools",
     "define_schedule": "chamvi.schedules",
@@ -160,6 +177,9 @@ _EXPORTS: dict[str, str] = {
     "App": "chamvi.app",
     "ApprovalDecision": "chamvi.models",
     "ApprovalNotPendingError": "chamvi.errors",
+    "ApprovalTokenExpiredError": "chamvi.errors",
+    "ApprovalTokenInvalidError": "chamvi.errors",
+    "ApprovalTokens": "chamvi.approval_tokens",
     "Artifact": "chamvi.models",
     "ArtifactNotFoundError": "chamvi.errors",
     "ArtifactStore": "chamvi.artifacts",
@@ -246,6 +266,7 @@ _EXPORTS: dict[str, str] = {
     "mcp_server": "chamvi.mcp",
     "mcp_tools": "chamvi.mcp",
     "require_tool_permission": "chamvi.permissions",
+    "resume": "chamvi.approval_tokens",
     "tool": "chamvi.tools",
     "try_inject": "chamvi.context",
     "webhook_channel": "chamvi.webhooks",
@@ -276,6 +297,9 @@ __all__ = [
     "AppRuntime",
     "ApprovalDecision",
     "ApprovalNotPendingError",
+    "ApprovalTokenExpiredError",
+    "ApprovalTokenInvalidError",
+    "ApprovalTokens",
     "Artifact",
     "ArtifactNotFoundError",
     "ArtifactStore",
@@ -296,13 +320,16 @@ __all__ = [
     "ChannelSubscription",
     "ChannelUnavailableError",
     "CollectionSearch",
+    "ContentPart",
     "ContextKey",
     "ContextNotProvidedError",
     "DispatchResult",
     "EffectSpec",
     "ErrorCode",
     "FatalToolError",
+    "FilePart",
     "IdleTimeoutError",
+    "ImagePart",
     "InboundEvent",
     "IncompleteResponseError",
     "InvalidAgentDefinitionError",
@@ -314,9 +341,11 @@ __all__ = [
     "LifecycleChannel",
     "ManagedRoutes",
     "McpServer",
+    "Message",
     "ModelError",
     "ModelRegistry",
     "PolicyRun",
+    "ProviderOptions",
     "ProviderUnavailableError",
     "RecallPolicy",
     "RetryPolicies",
@@ -330,6 +359,7 @@ __all__ = [
     "ScheduleView",
     "ScriptedModel",
     "SentMessage",
+    "TextPart",
     "Tool",
     "ToolCallInfo",
     "ToolContext",
@@ -343,6 +373,7 @@ __all__ = [
     "ValidationIssue",
     "WebhookChannel",
     "approve",
+    "artifact_file_part",
     "build_worker",
     "console_channel",
     "define_agent",
@@ -364,6 +395,7 @@ __all__ = [
     "mcp_server",
     "mcp_tools",
     "require_tool_permission",
+    "resume",
     "tool",
     "try_inject",
     "webhook_channel",

@@ -166,6 +166,7 @@ class Agent:
 
 
 def _instructions(name: str, instructions: Any) -> tuple[Message, ...]:
+    """A string as one system message, or each native message checked for what instructions allow."""
     if isinstance(instructions, str):
         return (Message(role="system", content=instructions),)
     if not isinstance(instructions, Sequence) or not instructions:
@@ -175,19 +176,36 @@ def _instructions(name: str, instructions: Any) -> tuple[Message, ...]:
         )
     messages: list[Message] = []
     for index, item in enumerate(instructions):
+        where = f"agent {name!r}: instructions[{index}]"
         try:
             message = item if isinstance(item, Message) else Message.model_validate(item)
         except PydanticValidationError as error:
-            raise InvalidAgentDefinitionError(
-                f"agent {name!r}: instructions[{index}] is not a message: {error}"
-            ) from None
-        if message.role not in ("system", "user", "assistant") or message.tool_calls or not message.content:
-            raise InvalidAgentDefinitionError(
-                f"agent {name!r}: instructions[{index}] must be a system, user or assistant message with "
-                "text content"
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in e['loc']) or 'message'}: {e['msg']}"
+                for e in error.errors(include_input=False)
             )
+            raise InvalidAgentDefinitionError(f"{where} is not a message: {problems}") from None
+        problem = _instruction_problem(message)
+        if problem is not None:
+            raise InvalidAgentDefinitionError(f"{where} {problem}")
         messages.append(message)
     return tuple(messages)
+
+
+def _instruction_problem(message: Message) -> str | None:
+    """What keeps ``message`` from being an instruction, or None."""
+    if message.role not in ("system", "user", "assistant") or message.tool_calls or message.tool_call_id:
+        return "must be a system, user or assistant message, without tool calls"
+    if not message.content and not message.parts:
+        return "has no content: give it text or parts"
+    if message.role == "system" and message.parts:
+        return "is a system message with parts: a system message's content is a string"
+    if message.role == "assistant" and message.media:
+        return (
+            "is an assistant message with an image or file part: an assistant's parts are text "
+            "(give images and files in user messages)"
+        )
+    return None
 
 
 def _tools(
@@ -271,6 +289,13 @@ def define_agent(
     conversation: RecallPolicy | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
+
+    ``instructions`` is a string (one system message) or an ordered list of native messages
+    (``Message`` or mappings): system content is a string; user content a string or content parts
+    (text, images, files: ``TextPart``, ``ImagePart``, ``FilePart``), assistant content a string or
+    text parts; each message and part may carry ``provider_options``. The leading system messages
+    are the provider's instructions, the rest come in order before the run's transcript. They are
+    rebuilt from the definition for each model call and never enter a run's history.
 
     ``model`` is a ``<provider>/<model id>`` ref or a chat model object (``chamvi.provider_objects``
     says which ref the App registers it under). ``tools`` holds the agent's own tools and

@@ -22,6 +22,7 @@ from weakref import WeakKeyDictionary
 
 from chamvi.agents import Agent, RunTools
 from chamvi.app import App, agent_spec
+from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import ArtifactStore
 from chamvi.channels import ChannelAccess
 from chamvi.context import Provided
@@ -68,13 +69,19 @@ class AppRuntime:
         app: the definition served.
         artifacts: where ``ctx.artifacts`` keeps files; by default this process's memory.
         max_runs: the most runs executing at once in this worker (``chamvi.run_slots``).
+        approval_tokens: signs the approval tokens channel requests carry; None: they carry none.
 
     Raises:
         InvalidAppError: ``max_runs`` is not a positive whole number.
     """
 
     def __init__(
-        self, app: App, *, artifacts: ArtifactStore | None = None, max_runs: int = DEFAULT_MAX_RUNS
+        self,
+        app: App,
+        *,
+        artifacts: ArtifactStore | None = None,
+        max_runs: int = DEFAULT_MAX_RUNS,
+        approval_tokens: ApprovalTokens | None = None,
     ) -> None:
         self.app = app
         self.artifacts = artifacts or ArtifactStore.memory()
@@ -87,6 +94,8 @@ class AppRuntime:
         """The run slots this worker's model, extract and tool calls take."""
         self.state: StateStore | None = None
         """The agents' state store, once the worker opened it (none outside a worker)."""
+        self.approval_tokens: ApprovalTokens | None = approval_tokens
+        """Signs the tokens (and links) the approval requests sent through channels carry."""
         self._tool_sets: OrderedDict[str, RunTools] = OrderedDict()
 
     def open(self, *, state: StateStore, search: KnowledgeSearch, artifacts: ArtifactStore) -> None:

@@ -39,7 +39,7 @@ from chamvi.errors import (
     InvalidInputError,
     ValidationIssue,
 )
-from chamvi.models import Artifact
+from chamvi.models import Artifact, FilePart, ProviderOptions
 from chamvi.settings import Settings
 
 if TYPE_CHECKING:  # obstore's type stubs only
@@ -93,6 +93,41 @@ def is_artifact_media_type(value: object) -> bool:
     is for the reader to tell).
     """
     return isinstance(value, str) and _MEDIA_TYPE.match(value.lower()) is not None
+
+
+def artifact_file_part(
+    artifact: Artifact, *, filename: str | None = None, provider_options: ProviderOptions | None = None
+) -> FilePart:
+    """A stored artifact as a file part: return it from a tool (alone, or in a list with text).
+
+    The seed's ``artifactFilePart``. The model gets the file's bytes (an image as an image, a PDF as a
+    file, as its provider takes them), read from the artifact store for each model call; the step's
+    recorded output and the run's transcript keep this reference, never the bytes. A missing
+    artifact fails the run's next model call with ``artifact_not_found``, as an attachment does.
+
+        @tool
+        async def chart(ctx: ToolContext) -> list[str | FilePart]:
+            png = await ctx.artifacts.put("image/png", render())
+            return ["The chart of this week:", artifact_file_part(png)]
+
+    Args:
+        artifact: the artifact's reference (what ``ctx.artifacts.put`` returned, or ``list()`` lists).
+        filename: the name the model sees; the artifact's own by default.
+        provider_options: per provider name, options for the part (``{"openai": {"detail": "low"}}``).
+
+    Raises:
+        InvalidInputError: ``artifact`` is not an artifact reference.
+    """
+    if not isinstance(artifact, Artifact):
+        raise InvalidInputError(
+            f"artifact_file_part takes an Artifact (what ctx.artifacts.put returns), not {artifact!r}"
+        )
+    return FilePart(
+        media_type=artifact.media_type,
+        artifact=artifact,
+        filename=filename or artifact.filename,
+        provider_options=provider_options or {},
+    )
 
 
 def check_media_type(media_type: str, where: tuple[str | int, ...] = ("media_type",)) -> str:

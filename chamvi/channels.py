@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from chamvi.approval_tokens import ApprovalTokens
 from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT
 from chamvi.errors import (
     ChamviValidationError,
@@ -30,7 +31,7 @@ from chamvi.errors import (
     InvalidRunStateError,
     ToolDeniedError,
 )
-from chamvi.models import ApprovalDecision
+from chamvi.models import ApprovalDecision, approval_id
 from chamvi.names import validate_channel_name as validate_channel_name
 from chamvi.run_context import Approvals, EffectLedger, RunContext, request_approval
 
@@ -231,6 +232,7 @@ class ChannelHandle:
         tainted: bool = False,
         on_tainted: Literal["approve", "deny"] = "approve",
         in_tool_call: bool = True,
+        approval_tokens: ApprovalTokens | None = None,
     ) -> None:
         self.channel = channel
         self._run = run
@@ -240,6 +242,7 @@ class ChannelHandle:
         self._tainted = tainted
         self._on_tainted = on_tainted
         self._in_tool_call = in_tool_call
+        self._approval_tokens = approval_tokens
 
     def _require_tool_call(self, what: str) -> None:
         """A send is an effect recorded by the tool call that makes it: none outside one (a factory)."""
@@ -349,6 +352,13 @@ class ChannelHandle:
         the call's arguments. The key is the approval's, so the tool's own ``approve()`` through
         this channel and the run's generic notice are one message.
 
+        With the worker's approval tokens (``chamvi.approval_tokens``), the message carries a token
+        that answers this approval (the one this call is about to wait on) until its deadline, as a
+        link to the approvals page when ``CHAMVI_PUBLIC_URL`` is set, else as a ``chamvi approve
+        --token`` command; never through a channel marked ``untrusted``. A ``required`` request's
+        token lets its holder see this title and body before answering; the run's own notice (not
+        ``required``) says only which tool waits, and so does its token.
+
         Args:
             title: what waits.
             body: the tool author's text, if any.
@@ -371,7 +381,11 @@ class ChannelHandle:
                 f"channel {self.name!r} has no address for the approval request: pass address= or give "
                 "the channel a default address"
             )
-        key = f"{self._run.run_id}:approval:{self._run.step}:{self._run.tool_call_id}:{index}"
+        waits = self._approvals.waits
+        # a request asked again for new arguments (waits past its index) is a new message, whose
+        # token answers the new wait; otherwise the key is the one runs have always recorded
+        which = f"{index}" if waits == index else f"{index}:{waits}"
+        key = f"{self._run.run_id}:approval:{self._run.step}:{self._run.tool_call_id}:{which}"
         found, _ = await self._effects.lookup(key)
         if found:
             return
@@ -380,6 +394,7 @@ class ChannelHandle:
         lines = [
             *([body] if body else []),
             f"Waiting for an answer until {until:%Y-%m-%d %H:%M} UTC.",
+            *self._answer_by_token(until, required),
             f"Run {run_id} of agent {self._run.agent!r}: answer with `chamvi approve {run_id}` "
             f"(or `--deny`), or POST /runs/{run_id}/approve.",
         ]
@@ -388,6 +403,22 @@ class ChannelHandle:
         )
         await self.channel.out(message)
         await self._effects.record_now(key, {"sent": True})
+
+    def _answer_by_token(self, until: datetime, detail: bool) -> list[str]:
+        """The line that answers by token (a link, else a command); none without a secret.
+
+        None through an untrusted channel either: whoever can post there (who may have written what
+        made the run ask) could answer with it, and the taint guard would guard nothing.
+        """
+        tokens = self._approval_tokens
+        if tokens is None or getattr(self.channel, "untrusted", False):
+            return []
+        waiting_on = approval_id(self._run.step, self._run.tool_call_id, self._approvals.waits)
+        token = tokens.issue(self._run.run_id, waiting_on, expires=until, detail=detail)
+        link = tokens.link(token)
+        if link is not None:
+            return [f"Approve or deny: {link}"]
+        return [f"Approve with `chamvi approve --token {token}` (or `--deny`)."]
 
 
 class ChannelAccess:
@@ -403,6 +434,7 @@ class ChannelAccess:
         tainted: bool = False,
         on_tainted: Literal["approve", "deny"] = "approve",
         in_tool_call: bool = True,
+        approval_tokens: ApprovalTokens | None = None,
     ) -> None:
         self._channels = channels
         self._run = run
@@ -411,6 +443,7 @@ class ChannelAccess:
         self._tainted = tainted
         self._on_tainted = on_tainted
         self._in_tool_call = in_tool_call
+        self._approval_tokens = approval_tokens
 
     def _handle(self, channel: Channel) -> ChannelHandle:
         trigger = self._run.trigger
@@ -424,6 +457,7 @@ class ChannelAccess:
             self._tainted,
             self._on_tainted,
             in_tool_call=self._in_tool_call,
+            approval_tokens=self._approval_tokens,
         )
 
     def find_one(self, name: str | None = None) -> ChannelHandle | None:

@@ -37,6 +37,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
 from chamvi._idle import wait_idle
+from chamvi.approval_tokens import ApprovalTokens, PendingApproval, ResumedApproval, pending_approval, resume
 from chamvi.artifacts import ArtifactStore, Attachment, check_media_type
 from chamvi.conversations.client import ConversationMethods
 from chamvi.errors import (
@@ -51,6 +52,7 @@ from chamvi.errors import (
 )
 from chamvi.models import (
     ApprovalAnswer,
+    ApprovalDecision,
     Artifact,
     CallInProgress,
     CollectionState,
@@ -184,6 +186,8 @@ class ChamviClient(ConversationMethods):
         task_queue: the workers' task queue, where runs are started.
         artifacts: where attachments are stored; the workers must use the same store.
         attachment_max_bytes: the size limit per attachment.
+        approval_tokens: checks the approval tokens :meth:`resume` takes, under the workers' secret
+            (``chamvi.approval_tokens.approval_tokens(settings)``); without it, ``resume`` refuses.
     """
 
     def __init__(
@@ -193,11 +197,13 @@ class ChamviClient(ConversationMethods):
         *,
         artifacts: ArtifactStore | None = None,
         attachment_max_bytes: int = c.DEFAULT_ATTACHMENT_MAX_BYTES,
+        approval_tokens: ApprovalTokens | None = None,
     ) -> None:
         self.client = client
         self.task_queue = task_queue
         self.artifacts = artifacts
         self.attachment_max_bytes = attachment_max_bytes
+        self.approval_tokens = approval_tokens
         self.open_streams = 0
         """How many ``events()`` iterators are open (each holds one history long-poll)."""
         self._dispatched: dict[str, str] = {}
@@ -585,6 +591,31 @@ class ChamviClient(ConversationMethods):
                 raise InvalidRunStateError(f"run {run_id!r} has ended: nothing to approve") from None
             raise
         return approval_id
+
+    async def resume(self, token: str, decision: ApprovalDecision) -> ResumedApproval:
+        """Answers the approval an approval token names, knowing neither the run nor the approval id.
+
+        The seed's ``resume(token, decision)``; see ``chamvi.approval_tokens``. The decision's
+        ``approver`` is recorded, else ``token holder``.
+
+        Raises:
+            ApprovalTokenInvalidError: ``approval_token_invalid``: not a token of the workers' secret.
+            ApprovalTokenExpiredError: ``approval_token_expired``: past the approval's deadline.
+            ApprovalNotPendingError: ``approval_not_pending``: used already, or answered otherwise,
+                timed out, or the run has ended.
+            InvalidInputError: this client has no ``approval_tokens``.
+        """
+        return await resume(self, token, decision)
+
+    async def pending_approval(self, token: str) -> PendingApproval:
+        """The approval a token answers, while it is pending: what its holder is shown before answering.
+
+        Raises:
+            ApprovalTokenInvalidError, ApprovalTokenExpiredError, ApprovalNotPendingError: as
+                :meth:`resume`.
+            UnavailableError: no worker answers for the run now.
+        """
+        return await pending_approval(self, token)
 
     async def sync_knowledge(self, name: str) -> None:
         """Asks collection ``name`` for a pass now; during a pass, exactly one more pass follows it."""

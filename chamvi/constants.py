@@ -110,6 +110,9 @@ ARTIFACT_INDEX_DIGITS = 4
 """Artifact ids are ``<run_id>.0000``, ``<run_id>.0001``, ...: stored in references and typed by people."""
 ARTIFACT_MEDIA_TYPE_PATTERN = r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$"
 """The seed's ``isArtifactMediaType``: ``type/subtype``, no parameters (``; charset=utf-8``)."""
+INLINE_PART_MAX_BYTES = 512 * 1024
+"""The most bytes an image or file part holds inline (configured instructions): Temporal warns over
+512 KiB, and anything larger belongs in the artifact store, referenced, or behind a URL."""
 DEFAULT_ATTACHMENT_MAX_BYTES = 20 * 1024 * 1024
 """The size limit per attachment unless ``CHAMVI_ATTACHMENT_MAX_BYTES`` says otherwise."""
 TOOL_RESULT_MAX_BYTES = 1_048_576

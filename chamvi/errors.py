@@ -213,6 +213,21 @@ class ApprovalNotPendingError(ChamviError):
     code = "approval_not_pending"
 
 
+class ApprovalTokenInvalidError(ChamviError):
+    """An approval token that chamvi did not sign: altered, truncated, or signed with another secret.
+
+    Its message says nothing of the run the token names (HTTP 403).
+    """
+
+    code = "approval_token_invalid"
+
+
+class ApprovalTokenExpiredError(ChamviError):
+    """A genuine approval token past its expiry: the approval it answers has timed out (HTTP 410)."""
+
+    code = "approval_token_expired"
+
+
 class ArtifactNotFoundError(ChamviError):
     """A run refers to an artifact its store does not hold (deleted, or another store)."""
 
@@ -528,6 +543,8 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     ToolResultTooLargeError,
     ChannelNotFoundError,
     ApprovalNotPendingError,
+    ApprovalTokenInvalidError,
+    ApprovalTokenExpiredError,
     ArtifactNotFoundError,
     AttachmentTooLargeError,
     NotFoundError,

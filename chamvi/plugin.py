@@ -25,6 +25,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from chamvi.activity_boundary import ActivityErrors
 from chamvi.app import App
 from chamvi.app_runtime import AppRuntime
+from chamvi.approval_tokens import ApprovalTokens, approval_tokens
 from chamvi.artifacts import ArtifactStore, open_artifact_store
 from chamvi.channels import LifecycleChannel
 from chamvi.client import ChamviClient
@@ -129,6 +130,10 @@ class ChamviPlugin(SimplePlugin):
         max_runs: the most runs executing at once in this process (the seed's
             ``concurrencyMaxRuns``, see ``chamvi.run_slots``); by default ``settings.max_runs``
             (``CHAMVI_MAX_RUNS``), else 4.
+        approval_tokens: signs the token (and the link to the approvals page) that approval
+            requests sent through channels carry (``chamvi.approval_tokens``); by default from
+            ``settings`` (``CHAMVI_APPROVAL_SECRET``, else the data folder's generated secret, and
+            ``CHAMVI_PUBLIC_URL``) once a worker is configured; without settings, requests carry none.
     """
 
     def __init__(
@@ -143,11 +148,14 @@ class ChamviPlugin(SimplePlugin):
         start_schedules: bool = True,
         start_channels: bool | None = None,
         max_runs: int | None = None,
+        approval_tokens: ApprovalTokens | None = None,
     ) -> None:
         self.app = app
         if max_runs is None:
             max_runs = settings.max_runs if settings is not None else DEFAULT_MAX_RUNS
-        self.runtime = AppRuntime(app, artifacts=artifacts, max_runs=max_runs)
+        self.runtime = AppRuntime(
+            app, artifacts=artifacts, max_runs=max_runs, approval_tokens=approval_tokens
+        )
         """This plugin's holdings for the app, handed to its activities (and to an API beside it)."""
         self.slots = self.runtime.slots
         """The run slots this worker's model and tool calls take (its runtime's)."""
@@ -247,6 +255,8 @@ class ChamviPlugin(SimplePlugin):
         # agent state lives in the same Qdrant as the knowledge index (see chamvi.state.store)
         state = StateStore(index.client, index.prefix)
         runtime.open(state=state, search=search, artifacts=self.artifacts)
+        if runtime.approval_tokens is None and self._settings is not None:
+            runtime.approval_tokens = approval_tokens(self._settings)
         agents = AgentActivities(runtime)
         conversations = ConversationStore(runtime.artifacts)
         model = ModelActivities(runtime, conversations=conversations)

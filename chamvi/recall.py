@@ -197,6 +197,7 @@ def kept_tool_messages(transcript: Sequence[Message]) -> list[Message]:
                 content = result.content or ""
                 if len(content) > TOOL_RESULT_RECALL_CHARS:
                     content = content[:TOOL_RESULT_RECALL_CHARS] + " [...]"
-                kept.append(result.model_copy(update={"content": content}))
+                # text only: a result's images and files stay with the turn that made them
+                kept.append(result.model_copy(update={"content": content, "parts": []}))
         index = cursor
     return kept

@@ -13,6 +13,7 @@ from temporalio.envconfig import ClientConfig
 from temporalio.worker import Worker
 
 from chamvi.app import App
+from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import ArtifactStore
 from chamvi.errors import InvalidAppError
 from chamvi.knowledge.index import KnowledgeIndex
@@ -71,13 +72,14 @@ def local_plugin(
     index: KnowledgeIndex | None = None,
     artifacts: ArtifactStore | None = None,
     max_runs: int | None = None,
+    approval_tokens: ApprovalTokens | None = None,
 ) -> ChamviPlugin:
     """A plugin for tests and benchmarks, with nothing started in the background.
 
     Its index is ``index`` or an in-memory one, its artifact store ``artifacts`` or an in-memory one,
-    and collections pass when asked; ``max_runs`` is the plugin's (4 by default). Build one to reach
-    what its worker holds (``plugin.runtime.events`` for an API beside it), and hand it to
-    :func:`build_worker`.
+    and collections pass when asked; ``max_runs`` is the plugin's (4 by default); approval requests
+    carry tokens only with ``approval_tokens``. Build one to reach what its worker holds
+    (``plugin.runtime.events`` for an API beside it), and hand it to :func:`build_worker`.
     """
     return ChamviPlugin(
         app,
@@ -85,6 +87,7 @@ def local_plugin(
         start_collections=False,
         artifacts=artifacts or ArtifactStore.memory(),
         max_runs=max_runs,
+        approval_tokens=approval_tokens,
     )
 
 

@@ -74,6 +74,13 @@ class Settings:
     default)."""
     tokens: str | None = field(default=None, repr=False)
     """``CHAMVI_TOKENS``: the HTTP API's bearer tokens, as JSON (``chamvi.http.tokens_from_env``)."""
+    approval_secret: str | None = field(default=None, repr=False)
+    """``CHAMVI_APPROVAL_SECRET``: the key approval tokens are signed with (``chamvi.approval_tokens``);
+    every worker, API and CLI that issues or checks them needs the same one. Unset, the data
+    folder's ``approval-secret`` (generated on first use by a worker or an API)."""
+    public_url: str | None = None
+    """``CHAMVI_PUBLIC_URL``: where people reach the HTTP API (base path included); approval requests
+    sent through a channel link to its approvals page there. ``chamvi dev`` defaults to its own."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -104,6 +111,8 @@ class Settings:
             knowledge_base_path=env.get("CHAMVI_KNOWLEDGE_BASE_PATH") or None,
             knowledge_body_limit=_positive(env, "CHAMVI_KNOWLEDGE_BODY_LIMIT", None),
             tokens=env.get("CHAMVI_TOKENS") or None,
+            approval_secret=env.get("CHAMVI_APPROVAL_SECRET") or None,
+            public_url=_url(env, "CHAMVI_PUBLIC_URL"),
         )
 
     def with_overrides(self, **changes: object) -> Settings:
@@ -171,6 +180,23 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     if value in ("true", "1", "yes"):
         return True
     raise ChamviValidationError(f"{name}={env[name]!r} is not a boolean: use true or false")
+
+
+def _url(env: Mapping[str, str], name: str) -> str | None:
+    """An ``http(s)://`` address without its trailing slash; unset or empty is None.
+
+    Raises:
+        ChamviValidationError: anything else, so a link is never built on a typo.
+    """
+    raw = (env.get(name) or "").strip().rstrip("/")
+    if not raw:
+        return None
+    if not raw.startswith(("http://", "https://")) or "#" in raw or "?" in raw:
+        raise ChamviValidationError(
+            f"{name}={raw!r} is not a base URL: use http(s)://host[:port][/base path], e.g. "
+            "https://agents.example.com"
+        )
+    return raw
 
 
 def _optional_flag(env: Mapping[str, str], name: str) -> bool | None:

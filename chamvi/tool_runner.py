@@ -27,6 +27,7 @@ from pydantic_core import to_jsonable_python
 from chamvi._mcp_client import as_tool
 from chamvi.agents import Agent, AgentHooks, AgentTrust, ToolCallInfo
 from chamvi.app_runtime import AppRuntime
+from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import RunArtifacts
 from chamvi.channels import Channel, ChannelAccess
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
@@ -45,10 +46,13 @@ from chamvi.models import (
     ApprovalDecision,
     ApprovalRequest,
     ErrorInfo,
+    FilePart,
+    ImagePart,
     RunInput,
     ToolRequest,
     ToolResult,
     TriggerEnvelope,
+    tool_output_parts,
 )
 from chamvi.permissions import PolicyRun
 from chamvi.run_context import (
@@ -166,6 +170,8 @@ class ToolRunner:
             artifacts=RunArtifacts(self.runtime.artifacts, request.run_id, request.artifact_count),
             state=self.runtime.state_of(agent),
             runs=LinkedRuns(run, effects, access, request.tainted),
+            approval_waits=request.approval_waits,
+            approval_tokens=self.runtime.approval_tokens,
         )
         return await call_tool(
             tool,
@@ -199,6 +205,9 @@ class CallScope:
         artifacts: the run's files (``ctx.artifacts``).
         state: the agent's state (``ctx.state``), if a store serves it.
         runs: the runs this call starts and waits for (``ctx.dispatch``), if it may.
+        approval_waits: how many approval waits the run had for this call so far.
+        approval_tokens: signs the tokens a channel's approval request carries, if the worker has
+            a secret (``chamvi.approval_tokens``); without, requests name the run and approval only.
     """
 
     run: RunContext
@@ -210,6 +219,8 @@ class CallScope:
     artifacts: RunArtifacts
     state: AgentStateAccess | None = None
     runs: LinkedRuns | None = None
+    approval_waits: int = 0
+    approval_tokens: ApprovalTokens | None = None
 
 
 async def call_tool(
@@ -231,7 +242,7 @@ async def call_tool(
     except PydanticValidationError as error:
         issues = validation_issues(error.errors(include_input=False))
         return _refused(ChamviValidationError(f"invalid input for {tool.name!r}: {error}", issues=issues))
-    approvals = Approvals(scope.decisions)
+    approvals = Approvals(scope.decisions, waits=scope.approval_waits)
     approvals.bind(parsed.model_dump(mode="json"))
     channels = ChannelAccess(
         scope.channels,
@@ -240,6 +251,7 @@ async def call_tool(
         approvals,
         tainted=scope.tainted,
         on_tainted=trust.on_tainted,
+        approval_tokens=scope.approval_tokens,
     )
     ctx = ToolContext(
         run=scope.run,
@@ -253,7 +265,7 @@ async def call_tool(
         state_access=scope.state,
     )
     result = await _call(tool, parsed, ctx, scope.tainted, hooks, trust)
-    return _within_payload_limit(result, tool.name)
+    return _within_payload_limit(_without_inline_bytes(result, tool.name), tool.name)
 
 
 async def _call(
@@ -375,6 +387,22 @@ async def _run_effect(tool: Tool, arguments: BaseModel, ctx: ToolContext) -> Any
     result = await tool.invoke(arguments, ctx)
     ctx.effects.record(key, result)
     return result
+
+
+def _without_inline_bytes(result: ToolResult, tool: str) -> ToolResult:
+    """A result of parts holding inline bytes becomes a tool error: history keeps references only.
+
+    A result of image and file parts (``artifact_file_part``) reaches the model as those parts, the
+    bytes read from the artifact store for each model call (``chamvi.models.parts``).
+    """
+    parts = tool_output_parts(result.output) if result.status == "ok" else None
+    if parts is None or not any(p.data is not None for p in parts if isinstance(p, ImagePart | FilePart)):
+        return result
+    error = ChamviValidationError(
+        f"the result of {tool!r} holds a part with inline data: a run's history keeps references only, "
+        "so store the bytes with ctx.artifacts.put and return artifact_file_part(artifact)"
+    )
+    return result.model_copy(update={"status": "error", "output": None, "error": _error(error)})
 
 
 def _within_payload_limit(result: ToolResult, tool: str) -> ToolResult:

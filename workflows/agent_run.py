@@ -60,6 +60,8 @@ with workflow.unsafe.imports_passed_through():
         TranscriptQuery,
         TriggerEnvelope,
         Usage,
+        approval_id,
+        tool_output_parts,
     )
     from chamvi.retry import (
         AGENT_LOOKUP_FAILURES,
@@ -460,6 +462,7 @@ class AgentRunWorkflow:
                     tainted=self._taint is not None,
                     mcp_server=next((t.server for t in self._mcp_tools if t.name == call.name), None),
                     artifact_count=self._artifact_count,
+                    approval_waits=waits,
                 ),
                 ToolResult,
                 start_to_close=timedelta(seconds=spec.tool_timeout_seconds),
@@ -482,7 +485,7 @@ class AgentRunWorkflow:
             decision = await self._approvals.wait(
                 step,
                 call,
-                f"{step}:{call.id}:{waits}",
+                approval_id(step, call.id, waits),
                 request,
                 steps=self._steps,
                 set_status=self._set_status,
@@ -510,7 +513,11 @@ class AgentRunWorkflow:
         if result.status == "fatal":
             message = result.error.message if result.error else "a tool failed the run"
             raise RunFailed.of(FatalToolError(message))
-        if result.status == "ok":
+        # a result made of parts (artifact_file_part) reaches the model as parts, by reference
+        parts = tool_output_parts(result.output) if result.status == "ok" else None
+        if parts is not None:
+            content = None
+        elif result.status == "ok":
             content = result.output if isinstance(result.output, str) else json.dumps(result.output)
         else:
             content = f"{result.error.code}: {result.error.message}" if result.error else "tool error"
@@ -521,6 +528,7 @@ class AgentRunWorkflow:
                 name=call.name,
                 content=content,
                 is_error=result.status != "ok",
+                parts=parts or [],
             )
         )
 

@@ -12,11 +12,13 @@ import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from temporalio.worker import Worker
 
 from chamvi.app import App
+from chamvi.approval_tokens import approval_tokens
 from chamvi.cli._common import connect_or_fail
 from chamvi.dev import DevServer
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
@@ -186,6 +188,8 @@ async def serve_dev(
     with stop_on_signals(stop):
         server.reserve()
         api_socket = listen("127.0.0.1", api_port)
+        # approval requests link to this API's approvals page unless CHAMVI_PUBLIC_URL says otherwise
+        settings = replace(settings, public_url=settings.public_url or api_socket.url)
         plugin = ChamviPlugin(app, settings=settings)
         try:
             tokens = dev_tokens(server.config.data, settings.tokens)
@@ -231,6 +235,7 @@ async def _serve_dev(
         schedule_min_interval=settings.schedule_min_interval,
         managed_routes=managed_routes(app, settings),
         runtime=plugin.runtime,
+        approval_tokens=plugin.runtime.approval_tokens or approval_tokens(settings),
     )
     watcher = asyncio.ensure_future(_watch(server, stop))
     try:

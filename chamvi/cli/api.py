@@ -6,6 +6,7 @@ import asyncio
 
 import click
 
+from chamvi.approval_tokens import approval_tokens
 from chamvi.artifacts import open_artifact_store
 from chamvi.cli._common import app_option, connect_or_fail, load_app_or_fail, temporal_options
 from chamvi.cli._output import echo_err
@@ -78,6 +79,7 @@ def api(
                     attachment_max_bytes=settings.attachment_max_bytes,
                     schedule_min_interval=settings.schedule_min_interval,
                     managed_routes=managed_routes(app, settings),
+                    approval_tokens=approval_tokens(settings),
                 )
                 echo_err(
                     f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs, "

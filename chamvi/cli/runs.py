@@ -23,7 +23,16 @@ from chamvi.cli._follow import Api, Printer, api_options, follow_run
 from chamvi.cli._output import Spinner, artifact_lines, columns, dump, echo_err, short, when
 from chamvi.client import AGENT_CHECK_TIMEOUT, ChamviClient
 from chamvi.errors import ChamviError
-from chamvi.models import Artifact, CallInProgress, Invoker, RunStatus, RunSummary, RunView, StepView
+from chamvi.models import (
+    ApprovalDecision,
+    Artifact,
+    CallInProgress,
+    Invoker,
+    RunStatus,
+    RunSummary,
+    RunView,
+    StepView,
+)
 from chamvi.run_events import RunEvent
 from chamvi.settings import Settings
 
@@ -392,17 +401,44 @@ def _approver() -> Invoker:
 
 
 @click.command()
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="[RUN]", required=False)
 @click.option("--deny", is_flag=True, help="Deny instead of approve.")
 @click.option("--reason", help="Why; the tool and the run's steps see it.")
 @click.option("--approval-id", help="The approval to answer [default: the one the run waits on].")
+@click.option(
+    "--token",
+    metavar="TOKEN",
+    help="Answer the approval this token from a channel's request names, instead of RUN's "
+    "('-' reads it from stdin, out of the shell's history). Checked with CHAMVI_APPROVAL_SECRET, "
+    "else the data folder's approval-secret.",
+)
 @temporal_options()
-def approve(run_id: str, deny: bool, reason: str | None, approval_id: str | None, settings: Settings) -> None:
-    """Approve (or --deny) what RUN waits on."""
+def approve(
+    run_id: str | None,
+    deny: bool,
+    reason: str | None,
+    approval_id: str | None,
+    token: str | None,
+    settings: Settings,
+) -> None:
+    """Approve (or --deny) what RUN waits on, or the approval a --token names."""
+    if token is not None:
+        if run_id is not None or approval_id is not None:
+            raise click.UsageError("--token names its run and approval: pass no RUN and no --approval-id")
+        presented = sys.stdin.read().strip() if token == "-" else token
+        decision = ApprovalDecision(approved=not deny, reason=reason, approver=_approver())
+        resumed = run_with_client(
+            settings, lambda chamvi: chamvi.resume(presented, decision), approval_tokens=True
+        )
+        click.echo(f"{'denied' if deny else 'approved'} {resumed.approval_id} on run {resumed.run_id}")
+        return
+    if run_id is None:
+        raise click.UsageError("name the RUN to answer, or pass --token from an approval request")
+    answering = run_id
     answered = run_with_client(
         settings,
         lambda chamvi: chamvi.approve(
-            run_id, approved=not deny, reason=reason, approval_id=approval_id, approver=_approver()
+            answering, approved=not deny, reason=reason, approval_id=approval_id, approver=_approver()
         ),
     )
     click.echo(f"{'denied' if deny else 'approved'} {answered} on run {run_id}")

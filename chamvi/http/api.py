@@ -13,9 +13,11 @@ from temporalio.client import Client
 
 from chamvi.app import App
 from chamvi.app_runtime import AppRuntime
+from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import ArtifactStore
 from chamvi.client import ChamviClient
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
+from chamvi.http.approvals_routes import approvals_router
 from chamvi.http.artifacts_routes import artifacts_router, upload_body_limit
 from chamvi.http.auth import AuthMiddleware, RoutePermissions, Token, principal
 from chamvi.http.channels_routes import channels_router
@@ -78,7 +80,9 @@ def create_api(
         tokens: the bearer tokens (``tokens_from_env(Settings.from_env().tokens)``); none: every
             route answers 401.
         managed: the service behind ``/knowledge``; None serves no knowledge routes.
-        runs: the client behind ``/runs``, ``/conversations`` and ``/schedules``; None serves none of them.
+        runs: the client behind ``/runs``, ``/conversations`` and ``/schedules``; None serves none. With its
+            ``approval_tokens``, ``/approvals/view`` and ``/approvals/answer`` take approval tokens
+            (the token is the permission; see ``chamvi.http.approvals_routes``).
         body_limit: bodies over this many bytes answer 413 before anything parses them.
         base_path: a prefix for every route, the OpenAPI document and the docs (``/api``).
         agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
@@ -149,6 +153,9 @@ def create_api(
     ):
         # authenticated by each channel's signature, not by a bearer token: no permission, no Security
         api.include_router(channels_router(inbound.channels, inbound.agents, runs), prefix=base)
+    if runs is not None and runs.approval_tokens is not None:
+        # the approval token in the body is the permission: no bearer token needed, none required
+        api.include_router(approvals_router(runs, tokens), prefix=base)
     if runs is not None:
         # the approvals page needs no token to load; it reads the run routes with the one typed into it
         api.include_router(ui_router(base))
@@ -181,6 +188,7 @@ def build_api(
     schedule_min_interval: timedelta = DEFAULT_MIN_INTERVAL,
     managed_routes: ManagedRoutes | None = None,
     runtime: AppRuntime | None = None,
+    approval_tokens: ApprovalTokens | None = None,
 ) -> FastAPI:
     """``create_api`` for an app, as ``chamvi api`` and ``chamvi dev`` serve it.
 
@@ -203,6 +211,8 @@ def build_api(
         runtime: the runtime of a worker in the same process (``chamvi dev``: ``plugin.runtime``),
             whose event hub streams the model's deltas on ``/runs/{id}/events``; without one the
             events come from the runs' histories alone.
+        approval_tokens: the workers' approval secret (``approval_tokens(settings)``): with it, the
+            API answers approvals by token.
     """
     managed = ManagedCollections(
         store,
@@ -215,7 +225,11 @@ def build_api(
         tokens=tokens,
         managed=managed,
         runs=ChamviClient(
-            client, task_queue=task_queue, artifacts=artifacts, attachment_max_bytes=attachment_max_bytes
+            client,
+            task_queue=task_queue,
+            artifacts=artifacts,
+            attachment_max_bytes=attachment_max_bytes,
+            approval_tokens=approval_tokens,
         ),
         body_limit=body_limit,
         base_path=base_path,

@@ -22,6 +22,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from chamvi.errors import (
     AgentNotFoundError,
     ApprovalNotPendingError,
+    ApprovalTokenExpiredError,
+    ApprovalTokenInvalidError,
     ArtifactNotFoundError,
     AttachmentTooLargeError,
     ChamviError,
@@ -78,6 +80,8 @@ _STATUS_BY_ERROR: tuple[tuple[type[ChamviError], int], ...] = (
     (InvalidScheduleError, 422),
     (ConflictError, 409),
     (ApprovalNotPendingError, 409),
+    (ApprovalTokenInvalidError, 403),
+    (ApprovalTokenExpiredError, 410),
     (InvalidRunStateError, 409),
     # the default embedding model of managed collections does not resolve: the server's configuration
     (ModelNotFoundError, 409),

@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from typing import Annotated
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Response
 from fastapi.responses import StreamingResponse
@@ -32,6 +32,8 @@ from chamvi.http.schemas import (
 from chamvi.models import RunStatus, RunView
 from chamvi.names import validate_agent_name
 from chamvi.run_events import RUN_DELTA, DeltaOrder, EventHub, RunEvent, parse_event_id
+
+T = TypeVar("T")
 
 TRIGGER = "http"
 APPROVE_TIMEOUT_SECONDS = 30.0
@@ -69,6 +71,21 @@ async def dispatch_as(
     if not result.created:
         response.status_code = 200
     return DispatchResultOut(run_id=result.run_id, created=result.created)
+
+
+async def answer_in_time(answering: Awaitable[T], whose: str) -> T:
+    """``answering`` (an approval's update), or 503 once a worker has not taken it in 30 s.
+
+    Raises:
+        UnavailableError: no worker took the answer in time; ``whose`` names the run in the message.
+    """
+    try:
+        return await asyncio.wait_for(answering, timeout=APPROVE_TIMEOUT_SECONDS)
+    except TimeoutError:
+        raise UnavailableError(
+            f"{whose} did not take the answer within {APPROVE_TIMEOUT_SECONDS:g} s: "
+            "is a worker running? Try again"
+        ) from None
 
 
 def check_agent_for(agents: Collection[str] | None) -> Callable[[str], None]:
@@ -220,22 +237,16 @@ def runs_router(
 
         An id the run is not waiting on (stale, unknown or answered) is 409.
         """
-        try:
-            answered = await asyncio.wait_for(
-                runs.approve(
-                    run_id,
-                    approved=body.approved,
-                    reason=body.reason,
-                    approval_id=body.approval_id,
-                    approver=token.invoker(),
-                ),
-                timeout=APPROVE_TIMEOUT_SECONDS,
-            )
-        except TimeoutError:
-            raise UnavailableError(
-                f"run {run_id!r} did not take the answer within {APPROVE_TIMEOUT_SECONDS:g} s: "
-                "is a worker running? Try again"
-            ) from None
+        answered = await answer_in_time(
+            runs.approve(
+                run_id,
+                approved=body.approved,
+                reason=body.reason,
+                approval_id=body.approval_id,
+                approver=token.invoker(),
+            ),
+            f"run {run_id!r}",
+        )
         return ApprovalOut(run_id=run_id, approval_id=answered, approved=body.approved)
 
     @router.post(

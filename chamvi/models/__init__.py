@@ -17,6 +17,15 @@ from chamvi.models.knowledge import (
     SyncSignal,
 )
 from chamvi.models.mcp import McpListRequest, McpToolInfo, McpToolList
+from chamvi.models.parts import (
+    ContentPart,
+    FilePart,
+    ImagePart,
+    MediaPart,
+    ProviderOptions,
+    TextPart,
+    tool_output_parts,
+)
 from chamvi.models.runs import (
     AgentSpec,
     ApprovalAnswer,
@@ -54,6 +63,7 @@ from chamvi.models.runs import (
     TriggerEnvelope,
     Usage,
     WaitPoint,
+    approval_id,
 )
 from chamvi.models.schedules import (
     Overlap,
@@ -76,6 +86,7 @@ __all__ = [
     "CollectionMeta",
     "CollectionState",
     "CollectionStatus",
+    "ContentPart",
     "DescribeAgentRequest",
     "DocumentEntry",
     "EffectQuery",
@@ -84,18 +95,22 @@ __all__ = [
     "ExtractInput",
     "ExtractResult",
     "ExtractionRequest",
+    "FilePart",
+    "ImagePart",
     "Invoker",
     "LockRequest",
     "LockState",
     "McpListRequest",
     "McpToolInfo",
     "McpToolList",
+    "MediaPart",
     "Message",
     "ModelRequest",
     "ModelResponse",
     "Overlap",
     "PassRequest",
     "PassStats",
+    "ProviderOptions",
     "RecordedEffect",
     "RunInput",
     "RunIsOpenRequest",
@@ -116,6 +131,7 @@ __all__ = [
     "SyncRequest",
     "SyncSignal",
     "Taint",
+    "TextPart",
     "ToolCall",
     "ToolRequest",
     "ToolResult",
@@ -124,4 +140,6 @@ __all__ = [
     "TriggerEnvelope",
     "Usage",
     "WaitPoint",
+    "approval_id",
+    "tool_output_parts",
 ]

@@ -11,10 +11,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from chamvi.errors import ValidationIssue
 from chamvi.models.artifacts import Artifact
+from chamvi.models.parts import ContentPart, FilePart, ImagePart, ProviderOptions, TextPart
 from chamvi.models.recall import ConversationTurn
 
 
@@ -101,14 +102,54 @@ class ToolCall(BaseModel):
 
 
 class Message(BaseModel):
-    """One message of a run's transcript, provider-neutral."""
+    """One message, provider-neutral: of a run's transcript, or of an agent's configured instructions.
+
+    A message of content parts (``chamvi.models.parts``: text, images, files) holds them in
+    ``parts``, in order, and their text in ``content``, so code that reads a message's text reads it
+    there whatever the message holds. ``Message.model_validate({"role": "user", "content": [...]})``
+    takes the parts as ``content``, the native form. Messages recorded before parts existed read as
+    they were, and one without parts or options is stored as before.
+    """
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str | None = None
+    """The text: the text parts' joined by newlines in a message of parts (None if it has none)."""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
+    parts: list[ContentPart] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """The content as parts, when it is made of them; providers send these in place of ``content``."""
+    provider_options: ProviderOptions = Field(default_factory=dict, exclude_if=lambda v: not v)
+    """Per provider name, what it adds to this message (``{"openai": {"name": "example"}}``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _content_of_parts(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("content"), list):
+            if data.get("parts"):
+                raise ValueError("give a message's parts as content or as parts, not both")
+            data = {**data, "parts": data["content"], "content": None}
+        return data
+
+    @model_validator(mode="after")
+    def _text_of_parts(self) -> Message:
+        if self.parts and self.content is None:
+            texts = [p.text for p in self.parts if isinstance(p, TextPart)]
+            self.content = "\n".join(texts) if texts else None
+        return self
+
+    @property
+    def content_parts(self) -> list[TextPart | ImagePart | FilePart]:
+        """The content as parts: ``parts``, else the text as one text part (none without content)."""
+        if self.parts:
+            return list(self.parts)
+        return [TextPart(text=self.content)] if self.content else []
+
+    @property
+    def media(self) -> list[ImagePart | FilePart]:
+        """The image and file parts of the content."""
+        return [p for p in self.parts if isinstance(p, ImagePart | FilePart)]
 
 
 class Usage(BaseModel):
@@ -307,6 +348,10 @@ class ToolRequest(BaseModel):
     artifact_count: int = Field(default=0, exclude_if=lambda v: v == 0)
     """Artifacts the run holds before this call: its ``ctx.artifacts.put`` numbers on from here, so
     a call that runs again (a retry after a crash, after an approval) puts under the same ids."""
+    approval_waits: int = Field(default=0, exclude_if=lambda v: v == 0)
+    """How many approval waits this call has had: the approval it asks next is
+    :func:`approval_id` ``(step, call.id, approval_waits)``, which its channel request's token names.
+    Left out of the JSON at 0, so a call's first attempt records the same input as before."""
 
 
 class RunWaitRequest(BaseModel):
@@ -393,6 +438,11 @@ class RecordedEffect(BaseModel):
 
     key: str
     result: Any = None
+
+
+def approval_id(step: int, tool_call_id: str, wait: int) -> str:
+    """The id of a call's ``wait``-th approval wait (from 0): ``<step>:<tool call id>:<wait>``."""
+    return f"{step}:{tool_call_id}:{wait}"
 
 
 class WaitPoint(BaseModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import shutil
 import sys
 import tempfile
@@ -27,13 +28,20 @@ from temporalio.testing import WorkflowEnvironment
 
 from chamvi import (
     App,
+    ApprovalDecision,
+    ApprovalTokens,
     Budget,
     ChamviClient,
+    FilePart,
+    ImagePart,
+    Message,
     RecallPolicy,
     RunStatus,
+    TextPart,
     ToolContext,
     Trust,
     approve,
+    artifact_file_part,
     console_channel,
     define_agent,
     effect_tool,
@@ -66,7 +74,7 @@ from chamvi.models.knowledge import SearchRequest, SyncRequest
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, calls, reply
 from chamvi.providers.scripted import Turn
-from chamvi.runtime import build_worker
+from chamvi.runtime import build_worker, local_plugin
 from tests.knowledge_helpers import wait_for_meta, wait_for_passes
 from tests.polling import eventually, until_status
 from tests.support.openai_server import OpenAIServer, StreamError, stream
@@ -331,6 +339,43 @@ async def _record_artifacts(env: WorkflowEnvironment, task_queue: str, recorded:
         recorded["artifacts"] = (await chamvi.wait(dispatched.run_id)).run_id
 
 
+@tool
+async def render_chart(ctx: ToolContext) -> list[str | FilePart]:
+    """Puts a chart and hands it to the model as a file part."""
+    chart = await ctx.artifacts.put("image/png", b"\x89PNG-chart", filename="chart.png")
+    return ["The chart:", artifact_file_part(chart)]
+
+
+async def _record_content_parts(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run whose instructions are native messages with parts and whose tool returns a file part."""
+    models = ModelRegistry()
+    models.register("scripted/parts", ScriptedModel([call("render_chart"), reply("a dip on Tuesday")]))
+    instructions = [
+        Message(role="system", content="You read charts."),
+        Message(
+            role="user",
+            parts=[
+                TextPart(text="A chart that looks fine:"),
+                ImagePart(
+                    media_type="image/png",
+                    data=b"\x89PNG-example",
+                    provider_options={"openai": {"detail": "low"}},
+                ),
+            ],
+        ),
+        Message(role="assistant", content="Fine: no dip."),
+    ]
+    agent = define_agent(
+        name="parts", model="scripted/parts", instructions=instructions, tools=[render_chart]
+    )
+    store = ArtifactStore.memory()
+    async with build_worker(
+        env.client, App(agents=[agent], models=models), task_queue=task_queue, artifacts=store
+    ):
+        chamvi = ChamviClient(env.client, task_queue=task_queue, artifacts=store)
+        recorded["content-parts"] = (await chamvi.wait((await chamvi.dispatch("parts")).run_id)).run_id
+
+
 class Note(BaseModel):
     text: str
 
@@ -416,6 +461,38 @@ async def _record_conversation(
     recorded["conversation-first"] = workflow_id
     recorded["conversation"] = workflow_id
     recorded["conversation-turn"] = asking.run_id  # a turn that recalls the one before and waits for a person
+@tool
+async def release(ctx: ToolContext) -> str:
+    """Asks the console twice; the tokens the two requests carry answer them."""
+    console = ctx.channels.find_one_or_fail("console")
+    tagged = await console.approve(title="Tag 2.0?")
+    published = await console.approve(title="Publish 2.0?")
+    return "released" if tagged.approved and published.approved else "held"
+
+
+async def _record_approval_token(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run whose two channel approvals are answered by token (``resume``): the second tool call
+    carries the call's wait count, which the second request's token names."""
+    lines: list[str] = []
+    tokens = ApprovalTokens("record-approval-secret-0123456789abcdef")
+    models = ModelRegistry()
+    models.register("scripted/release", ScriptedModel([call("release", "c1"), reply("ok")]))
+    agent = define_agent(name="release", model="scripted/release", instructions="x", tools=[release])
+    app = App(agents=[agent], models=models, channels=[console_channel(write=lines.append)])
+    chamvi = ChamviClient(env.client, task_queue=task_queue, approval_tokens=tokens)
+    async with build_worker(env.client, local_plugin(app, approval_tokens=tokens), task_queue=task_queue):
+        run_id = (await chamvi.dispatch("release", channel="console", address="ops")).run_id
+        for n in (1, 2):
+
+            async def sent(n: int = n) -> list[str] | None:
+                found = re.findall(r"--token (\S+)`", "\n".join(lines))
+                return found if len(found) == n else None
+
+            await chamvi.resume(
+                (await eventually(sent, f"approval request {n}"))[-1], ApprovalDecision(approved=True)
+            )
+        await chamvi.wait(run_id)
+    recorded["approval-token"] = run_id
 
 
 async def main() -> None:
@@ -451,11 +528,13 @@ async def main() -> None:
         await _record_mcp(env, f"{task_queue}-mcp", recorded)
         await _record_streams(env, f"{task_queue}-streams", recorded)
         await _record_artifacts(env, f"{task_queue}-artifacts", recorded)
+        await _record_content_parts(env, f"{task_queue}-parts", recorded)
 
         await _record_scheduled_run(env, task_queue, recorded)
         await _record_state(env, f"{task_queue}-state", recorded)
         runs: dict[str, str] = {}
         await _record_conversation(env, f"{task_queue}-conversation", recorded, runs)
+        await _record_approval_token(env, f"{task_queue}-approval-token", recorded)
         wanted = set(sys.argv[1:]) or set(recorded)
         for name, workflow_id in recorded.items():
             if name not in wanted:

@@ -390,6 +390,21 @@ def assert_the_api_answers(api_port: int, run_id: str, token: str) -> None:
     assert created.status_code == 201, created.text
 
 
+def assert_the_approval_link_opens_on_this_api(api_port: int, log: Path) -> None:
+    """The run's approval notice on the console links to this API's page, whose API takes its token:
+    the worker and the API beside it share the secret generated in the data folder."""
+    deadline = time.monotonic() + 30
+    while (
+        found := re.search(rf"Approve or deny: http://localhost:{api_port}/ui/#answer=(\S+)", log.read_text())
+    ) is None:
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.2)
+    shown = httpx.post(
+        f"http://127.0.0.1:{api_port}/approvals/view", json={"token": found.group(1)}, timeout=10
+    )
+    assert shown.status_code == 200 and shown.json()["tool"] == "refund_order", shown.text
+
+
 def assert_the_tours_ticket_reaches_the_ticket_desk(api_port: int, address: str, env: dict[str, str]) -> None:
     """The README's signed curl, as written but for the port, starts a ticket-desk run that completes."""
     script = tour_block().rstrip().replace("http://localhost:3000", f"http://127.0.0.1:{api_port}")
@@ -454,7 +469,15 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
 
         address = f"localhost:{port}"
         dispatched = chamvi_process(
-            "dispatch", "support", "--payload", json.dumps(PAYLOAD), "--address", address, env=env
+            "dispatch",
+            "support",
+            "--payload",
+            json.dumps(PAYLOAD),
+            "--channel",
+            "console",  # the run's approval notice goes to the console: the dev terminal shows it
+            "--address",
+            address,
+            env=env,
         )
         assert dispatched.returncode == 0, dispatched.stderr
         run_id = dispatched.stdout.strip()
@@ -471,6 +494,7 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
         if stop_signal == signal.SIGINT:  # once is enough: the real local model embeds the handbook
             assert_the_handbook_gets_indexed(address, env)
             assert_the_api_answers(api_port, run_id, (data / "api-token").read_text().strip())
+            assert_the_approval_link_opens_on_this_api(api_port, log)
             assert f"webhooks at http://localhost:{api_port}/channels/tickets/events" in log.read_text()
             assert_the_tours_ticket_reaches_the_ticket_desk(api_port, address, env)
 

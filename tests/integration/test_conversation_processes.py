@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi import ChamviClient, RunStatus, SentMessage
@@ -195,12 +196,20 @@ async def test_a_full_stack_restart_loses_no_message(task_queue: str, tmp_path: 
         async def answered() -> ConversationView | None:
             try:
                 return await chat.conversation("chat", "restart")
-            except UnavailableError:  # the new worker does not poll yet
+            except (UnavailableError, RPCError):  # the server or the new worker is not up yet
                 return None
 
         view = await eventually(answered, "the restarted worker answering the conversation's query")
         assert [q.message.text for q in view.queue] == ["q0", "q1", "q2"]
-        await chat.approve(asking.run_id, approved=True)
+
+        async def approved() -> bool | None:
+            try:
+                await chat.approve(asking.run_id, approved=True)
+            except RPCError:  # the run's worker is not polling its queue yet
+                return None
+            return True
+
+        await eventually(approved, "the approval reaching the restarted run")
         runs = [await asyncio.wait_for(chat.wait_turn(m), timeout=90) for m in [asking, *queued]]
     finally:
         workers.stop()
