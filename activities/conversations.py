@@ -13,7 +13,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from chamvi import constants as c
 from chamvi._heartbeat import heartbeating
-from chamvi.app import App
+from chamvi.app_runtime import AppRuntime
 from chamvi.channels import ChannelMessage, channel_sends
 from chamvi.conversations.store import ConversationStore, SummaryRecord
 from chamvi.models import Message, TranscriptQuery
@@ -49,20 +49,27 @@ SUMMARIZER_INSTRUCTIONS = (
 
 
 class ConversationActivities:
-    """Holds the app (agents, models, channels) and the conversation store."""
+    """Holds the worker's runtime and the conversation store.
 
-    def __init__(self, app: App, store: ConversationStore) -> None:
-        self.app = app
+    The runtime has the app's models and channels, and its agents in code and defined at runtime.
+    """
+
+    def __init__(self, runtime: AppRuntime, store: ConversationStore) -> None:
+        self.runtime = runtime
+        self.app = runtime.app
         self.store = store
 
     @activity.defn(name=c.ACTIVITY_CONVERSATION_LOAD)
     async def load(self, request: ConversationRequest) -> ConversationSetup:
         """The agent's recall policy and untrusted channels, and the conversation's stored head.
 
+        An agent defined at runtime (``chamvi.runtime_agents``) has the default recall policy: a
+        definition holds none. Its turns are ordinary runs of its latest revision each.
+
         Raises:
-            AgentNotFoundError: the app serves no such agent.
+            AgentNotFoundError: the app serves no such agent, in code or defined at runtime.
         """
-        agent = self.app.agent(request.agent)
+        agent = await self.runtime.agents.current(request.agent)
         recall = agent.conversation.spec()
         head = await self.store.head(request.agent, request.id) if request.fresh else None
         if head is not None and head.turns:

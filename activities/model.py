@@ -138,7 +138,7 @@ class ModelActivities:
             return await self._call_model(request)
 
     async def _call_model(self, request: ModelRequest) -> ModelResponse:
-        agent = self.app.agent(request.agent)
+        agent = await self.runtime.agent(request.agent, request.revision)
         _, model = self.app.model_for(agent)
         transcript = await self._transcript(request)
         policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
@@ -209,7 +209,7 @@ class ModelActivities:
             return await self._extract(request)
 
     async def _extract(self, request: ExtractInput) -> ExtractResult:
-        agent = self.app.agent(request.agent)
+        agent = await self.runtime.agent(request.agent, request.revision)
         handle = activity.client().get_workflow_handle(request.run_id)
         asked = await handle.query(
             QUERY_EXTRACTION, EffectQuery(key=request.key), result_type=ExtractionRequest

@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from chamvi.agent_revisions import AgentRevisionStore, ObjectRevisionStore
     from chamvi.agents import (
         Agent,
         AgentHooks,
@@ -100,6 +101,9 @@ if TYPE_CHECKING:
         mcp_tools,
     )
     from chamvi.models import (
+        AgentDefinition,
+        AgentInfo,
+        AgentPutResult,
         ApprovalDecision,
         Artifact,
         ContentPart,
@@ -135,7 +139,22 @@ if TYPE_CHECKING:
     from chamvi.runtime import (
         build_worker,
     )
+    from chamvi.runtime_agents import RuntimeAgents
     from chamvi.schedules import AgentSchedule, define_schedule
+    from chamvi.senders import (
+        ChamviSignature,
+        GitHubComments,
+        GitHubWebhooks,
+        SigningScheme,
+        SlackEvents,
+        SlackMessages,
+        StandardWebhooks,
+        StripeWebhooks,
+        WebhookAnswer,
+        WebhookEvent,
+        WebhookRequest,
+        WebhookScheme,
+    )
     from chamvi.state import (
         AgentState,
     )
@@ -152,6 +171,7 @@ if TYPE_CHECKING:
     )
     from chamvi.webhooks import (
         WebhookChannel,
+        WebhookReply,
         webhook_channel,
     )
     from chamvi.wrapped_tools import ToolsForRun, wrap_tools_for_run
@@ -164,6 +184,12 @@ _EXPORTS: dict[str, str] = {
     "ProviderOptions": "chamvi.models",
     "TextPart": "chamvi.models",
     "artifact_file_part": "chamvi.artifacts",
+    "AgentDefinition": "chamvi.models",
+    "AgentInfo": "chamvi.models",
+    "AgentPutResult": "chamvi.models",
+    "AgentRevisionStore": "chamvi.agent_revisions",
+    "ObjectRevisionStore": "chamvi.agent_revisions",
+    "RuntimeAgents": "chamvi.runtime_agents",
     "ToolsForRun": "chamvi.wrapped_tools",
     "wrap_tools_for_run": "chamvi.wrapped_tools",
     "define_schedule": "chamvi.schedules",
@@ -241,6 +267,19 @@ _EXPORTS: dict[str, str] = {
     "Trust": "chamvi.tools",
     "ValidationIssue": "chamvi.errors",
     "WebhookChannel": "chamvi.webhooks",
+    "WebhookReply": "chamvi.webhooks",
+    "ChamviSignature": "chamvi.senders",
+    "GitHubComments": "chamvi.senders",
+    "GitHubWebhooks": "chamvi.senders",
+    "SigningScheme": "chamvi.senders",
+    "SlackEvents": "chamvi.senders",
+    "SlackMessages": "chamvi.senders",
+    "StandardWebhooks": "chamvi.senders",
+    "StripeWebhooks": "chamvi.senders",
+    "WebhookAnswer": "chamvi.senders",
+    "WebhookEvent": "chamvi.senders",
+    "WebhookRequest": "chamvi.senders",
+    "WebhookScheme": "chamvi.senders",
     "approve": "chamvi.tools",
     "build_worker": "chamvi.runtime",
     "AgentSchedule": "chamvi.schedules",
@@ -289,7 +328,11 @@ def __dir__() -> list[str]:
 __all__ = [
     "ActivityTimeouts",
     "Agent",
+    "AgentDefinition",
     "AgentHooks",
+    "AgentInfo",
+    "AgentPutResult",
+    "AgentRevisionStore",
     "AgentSchedule",
     "AgentState",
     "AgentTrust",
@@ -311,6 +354,7 @@ __all__ = [
     "ChamviClient",
     "ChamviError",
     "ChamviPlugin",
+    "ChamviSignature",
     "ChamviValidationError",
     "Channel",
     "ChannelContext",
@@ -328,6 +372,8 @@ __all__ = [
     "ErrorCode",
     "FatalToolError",
     "FilePart",
+    "GitHubComments",
+    "GitHubWebhooks",
     "IdleTimeoutError",
     "ImagePart",
     "InboundEvent",
@@ -344,6 +390,7 @@ __all__ = [
     "Message",
     "ModelError",
     "ModelRegistry",
+    "ObjectRevisionStore",
     "PolicyRun",
     "ProviderOptions",
     "ProviderUnavailableError",
@@ -355,10 +402,16 @@ __all__ = [
     "RunStatus",
     "RunTimeoutError",
     "RunView",
+    "RuntimeAgents",
     "ScheduleNotFoundError",
     "ScheduleView",
     "ScriptedModel",
     "SentMessage",
+    "SigningScheme",
+    "SlackEvents",
+    "SlackMessages",
+    "StandardWebhooks",
+    "StripeWebhooks",
     "TextPart",
     "Tool",
     "ToolCallInfo",
@@ -371,7 +424,12 @@ __all__ = [
     "TriggerEnvelope",
     "Trust",
     "ValidationIssue",
+    "WebhookAnswer",
     "WebhookChannel",
+    "WebhookEvent",
+    "WebhookReply",
+    "WebhookRequest",
+    "WebhookScheme",
     "approve",
     "artifact_file_part",
     "build_worker",

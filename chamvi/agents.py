@@ -124,6 +124,9 @@ class Agent:
     """The agent's typed state collections (``ctx.state``); its tools are among ``tools``."""
     conversation: RecallPolicy = field(default_factory=RecallPolicy)
     """What a turn of one of the agent's conversations recalls of the turns before it."""
+    revision: int | None = None
+    """None for an agent in code; the revision of an agent defined at runtime (``chamvi.runtime_agents``),
+    whose ``model`` is then always a ref."""
 
     def build_tools(self, ctx: ToolFactoryContext) -> RunTools:
         """The run's tools: the agent's own, or what its factory builds for this run.

@@ -21,10 +21,11 @@ from chamvi.errors import (
     InvalidAgentDefinitionError,
     InvalidAppError,
     InvalidScheduleError,
+    ModelNotFoundError,
 )
 from chamvi.knowledge.collections import KnowledgeCollection, ManagedRoutes
 from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry, default_embedding_registry
-from chamvi.mcp import McpServer
+from chamvi.mcp import McpServer, McpTools
 from chamvi.models import AgentSpec, ToolSpec
 from chamvi.on_error import ErrorHook, OnError
 from chamvi.provider_objects import chat_ref, embedder_ref, is_chat_model
@@ -82,6 +83,10 @@ class App:
             run event listener that raised, a failed sync of the schedules or the collections, a
             failed knowledge pass); by default each is logged (see ``chamvi.on_error``). Every
             worker built from the App reports to it.
+        runtime_tools: the tools agents defined at runtime may name (``put_agent``, ``PUT
+            /agents/{name}``, ``chamvi agents put``): tools, and ``*mcp_tools(name)`` of declared MCP
+            servers. The code stays here; a runtime agent's data picks from it by name. None by
+            default: a runtime agent then has no tools (see ``chamvi.runtime_agents``).
 
     Raises:
         InvalidAppError, InvalidAgentDefinitionError: the boot fails, naming the problem.
@@ -106,6 +111,7 @@ class App:
         schedules: Sequence[AgentSchedule] = (),
         managed: ManagedRoutes | None = None,
         on_error: OnError | None = None,
+        runtime_tools: Sequence[Tool | McpTools] = (),
     ) -> None:
         self.start_channels = start_channels
         if managed is not None and not isinstance(managed, ManagedRoutes):
@@ -164,6 +170,37 @@ class App:
         self.schedules: dict[str, AgentSchedule] = {}
         for declared in schedules:
             self._add_schedule(declared)
+        self.runtime_tools: dict[str, Tool] = {}
+        """The tools runtime agents may name, by name."""
+        self.runtime_mcp_servers: tuple[str, ...] = ()
+        """The MCP servers whose tools runtime agents may use."""
+        self._add_runtime_tools(runtime_tools)
+
+    def _add_runtime_tools(self, catalog: Sequence[Tool | McpTools]) -> None:
+        if isinstance(catalog, Tool | McpTools) or not isinstance(catalog, Sequence):
+            raise InvalidAppError("runtime_tools must be a list of tools and mcp_tools(...)")
+        servers: list[str] = []
+        for item in catalog:
+            if isinstance(item, McpTools):
+                if item.server not in self.mcp_servers:
+                    known = ", ".join(repr(s) for s in self.mcp_servers) or "none"
+                    raise InvalidAppError(
+                        f"runtime_tools holds mcp_tools({item.server!r}), which the App does not declare: "
+                        f"declared MCP servers are {known}"
+                    )
+                if item.server in servers:
+                    raise InvalidAppError(f"runtime_tools holds mcp_tools({item.server!r}) twice")
+                servers.append(item.server)
+                continue
+            if not isinstance(item, Tool):
+                raise InvalidAppError(
+                    f"runtime_tools holds {item!r}, which is not a tool: decorate the function with @tool "
+                    "or @effect_tool"
+                )
+            if item.name in self.runtime_tools:
+                raise InvalidAppError(f"runtime_tools holds two tools named {item.name!r}")
+            self.runtime_tools[item.name] = item
+        self.runtime_mcp_servers = tuple(servers)
 
     def schedule(self, agent: str, **options: Unpack[ScheduleOptions]) -> AgentSchedule:
         """Declares a Temporal Schedule that runs ``agent``, as ``App(schedules=[...])`` does.
@@ -329,7 +366,14 @@ class App:
 
     def model_for(self, agent: Agent) -> tuple[str, ChatModel]:
         """The agent's model ref (its own, else the app's default) and the chat model serving it."""
-        ref = self._model_refs[agent.name]  # every agent's is set at construction
+        if agent.revision is None:
+            ref: str | None = self._model_refs[agent.name]  # every code agent's is set at construction
+        else:  # a runtime agent's data names a ref, or takes the default (chamvi.runtime_agents)
+            ref = agent.model if isinstance(agent.model, str) else self.model
+        if ref is None:
+            raise ModelNotFoundError(
+                f"runtime agent {agent.name!r} names no model and the App has no default model="
+            )
         return ref, self.models.resolve(ref)
 
     def spec(self, name: str) -> AgentSpec:
@@ -368,4 +412,5 @@ def agent_spec(app: App, agent: Agent, tools: Mapping[str, Tool]) -> AgentSpec:
         tool_retry=retry_spec(app.retry.tool),
         mcp_servers=list(agent.mcp_servers),
         classified_tools=sorted(agent.trust.tools),
+        revision=agent.revision,
     )

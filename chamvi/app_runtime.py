@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from weakref import WeakKeyDictionary
 
+from chamvi.agent_revisions import AgentRevisionStore, ObjectRevisionStore
 from chamvi.agents import Agent, RunTools
 from chamvi.app import App, agent_spec
 from chamvi.approval_tokens import ApprovalTokens
@@ -32,6 +33,7 @@ from chamvi.permissions import PolicyRun
 from chamvi.run_context import Approvals, EffectLedger, RunContext
 from chamvi.run_events import EventHub
 from chamvi.run_slots import DEFAULT_MAX_RUNS, RunSlots
+from chamvi.runtime_agents import RuntimeAgents
 from chamvi.state import STATE_STORE, AgentStateAccess, StateStore
 from chamvi.tool_factory import FactoryArtifacts, ToolFactoryContext
 from chamvi.tools import Tool
@@ -42,6 +44,10 @@ TOOL_SETS_KEPT = 256
 _SERVING: ContextVar[AppRuntime | None] = ContextVar("chamvi.serving", default=None)
 _LATEST: WeakKeyDictionary[App, AppRuntime] = WeakKeyDictionary()
 """The runtime that opened its stores last, per App: kept beside the App, never in it."""
+
+
+def _revisions_in(artifacts: ArtifactStore) -> ObjectRevisionStore:
+    return ObjectRevisionStore(artifacts.store, artifacts.location)
 
 
 def serving(app: App) -> AppRuntime | None:
@@ -70,6 +76,8 @@ class AppRuntime:
         artifacts: where ``ctx.artifacts`` keeps files; by default this process's memory.
         max_runs: the most runs executing at once in this worker (``chamvi.run_slots``).
         approval_tokens: signs the approval tokens channel requests carry; None: they carry none.
+        revisions: where runtime agents' revisions live; by default the artifact store's object store
+            (``chamvi.agent_revisions``), the one every process of the deployment shares.
 
     Raises:
         InvalidAppError: ``max_runs`` is not a positive whole number.
@@ -82,9 +90,13 @@ class AppRuntime:
         artifacts: ArtifactStore | None = None,
         max_runs: int = DEFAULT_MAX_RUNS,
         approval_tokens: ApprovalTokens | None = None,
+        revisions: AgentRevisionStore | None = None,
     ) -> None:
         self.app = app
         self.artifacts = artifacts or ArtifactStore.memory()
+        self._own_revisions = revisions is None
+        self.agents = RuntimeAgents(app, revisions or _revisions_in(self.artifacts))
+        """The agents this worker serves: the App's, and those defined at runtime (their revisions)."""
         self.provided = Provided(parent=app.provided)
         """What tools inject: chamvi's own keys for this worker, over the App's values."""
         self.events = EventHub(app.listeners, app.errors)
@@ -102,6 +114,8 @@ class AppRuntime:
         """Takes the stores a worker opened (again for each worker the plugin configures)."""
         self.state = state
         self.artifacts = artifacts
+        if self._own_revisions:
+            self.agents.use(_revisions_in(artifacts))
         self.provided.set(STATE_STORE, state)
         self.provided.set(KNOWLEDGE_SEARCH, search)
         _LATEST[self.app] = self
@@ -152,7 +166,7 @@ class AppRuntime:
         return self.run_tools(agent, run).tools
 
     def spec(self, name: str, run: PolicyRun) -> AgentSpec:
-        """The serialisable description of ``name`` for ``run``, with what its factory built.
+        """The serialisable description of ``name`` (in code) for ``run``, with what its factory built.
 
         Raises:
             AgentNotFoundError: the app serves no such agent.
@@ -160,6 +174,29 @@ class AppRuntime:
         """
         agent = self.app.agent(name)
         return agent_spec(self.app, agent, self.tools_for(agent, run))
+
+    async def describe(self, name: str, run: PolicyRun | None) -> AgentSpec:
+        """The spec a new run of ``name`` starts on: the App's agent, else its latest runtime revision.
+
+        The spec carries a runtime agent's revision, which the run then passes to each of its calls.
+        Without ``run`` (a check before a dispatch), a factory builds nothing.
+
+        Raises:
+            AgentNotFoundError: neither the App nor a live runtime revision has the name.
+            ChamviValidationError: the latest revision names what the App no longer serves.
+            ChamviError: the factory failed, before any model call of the run.
+        """
+        agent = await self.agents.current(name)
+        tools = self.tools_for(agent, run) if run is not None else agent.tools
+        return agent_spec(self.app, agent, tools)
+
+    async def agent(self, name: str, revision: int | None) -> Agent:
+        """The agent a call of a run asks for: in code (``revision`` None), else that revision.
+
+        Raises:
+            AgentNotFoundError: the App has no such agent, or the store no such revision.
+        """
+        return await self.agents.agent(name, revision)
 
     def _factory_context(self, agent: Agent, run: PolicyRun) -> ToolFactoryContext:
         """The factory's tool context: the run, its state, files and channels; no send from it."""

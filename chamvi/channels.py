@@ -18,7 +18,7 @@ import hashlib
 import inspect
 import json
 import sys
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -28,6 +28,7 @@ from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT
 from chamvi.errors import (
     ChamviValidationError,
     ChannelNotFoundError,
+    InvalidAgentDefinitionError,
     InvalidRunStateError,
     ToolDeniedError,
 )
@@ -134,6 +135,8 @@ class InboundEvent:
     payload: Any = None
     address: str | None = None
     """Where the event came from on the channel, and where replies on it go by default."""
+    event: str | None = None
+    """The event's type, as its sender names it (``issues``, ``app_mention``, ``invoice.paid``)."""
 
 
 SubscriptionFilter = Callable[[InboundEvent], bool]
@@ -146,7 +149,11 @@ class ChannelSubscription:
     Attributes:
         channel: the registered channel's name.
         id: unique per agent, carried by the trigger envelope of the runs it starts.
-        filter: which inbound events start a run (all when None).
+        filter: which inbound events start a run (all when None); it sees the event's type as
+            ``event.event`` and its payload as ``event.payload``.
+        events: the event types that start a run (all when None), checked before ``filter``: an
+            entry matches the type (``"issues"``) or the type and the payload's ``action``
+            (``"issues.opened"``).
         conversation: routes each event into a conversation instead of a run of its own: a function
             of the event that names the conversation (``lambda event: event.address``: each Slack
             thread, each GitHub issue is one conversation, ``<channel>:<key>``); the turn's answer
@@ -159,8 +166,18 @@ class ChannelSubscription:
     channel: str
     id: str | None = None
     filter: SubscriptionFilter | None = None
+    events: Collection[str] | None = None
     conversation: Callable[[InboundEvent], str | None] | None = None
     message: Callable[[InboundEvent], str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.events is not None and (
+            isinstance(self.events, str) or not all(isinstance(e, str) and e for e in self.events)
+        ):
+            raise InvalidAgentDefinitionError(
+                f"subscription to channel {self.channel!r}: events must be a list of event types, such "
+                f"as events=['issues.opened'], not {self.events!r}"
+            )
 
     def message_text(self, event: InboundEvent) -> str:
         """The text a routed event becomes in its conversation."""
@@ -173,7 +190,19 @@ class ChannelSubscription:
 
     def accepts(self, event: InboundEvent) -> bool:
         """Whether ``event`` starts a run of the subscribed agent."""
-        return event.channel == self.channel and (self.filter is None or bool(self.filter(event)))
+        return (
+            event.channel == self.channel
+            and (self.events is None or event_matches(event, self.events))
+            and (self.filter is None or bool(self.filter(event)))
+        )
+
+
+def event_matches(event: InboundEvent, types: Collection[str]) -> bool:
+    """Whether the event's type, alone or with its payload's ``action`` (``issues.opened``), is listed."""
+    if event.event is None:
+        return False
+    action = event.payload.get("action") if isinstance(event.payload, dict) else None
+    return event.event in types or (isinstance(action, str) and f"{event.event}.{action}" in types)
 
 
 def channel_sends(channel: object) -> bool:

@@ -11,10 +11,10 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import (
@@ -44,13 +44,20 @@ from chamvi.errors import (
     ERROR_CLASSES,
     ApprovalNotPendingError,
     ChamviError,
+    ChamviValidationError,
     InvalidAgentDefinitionError,
     InvalidInputError,
     InvalidRunStateError,
     RunNotFoundError,
     UnavailableError,
+    ValidationIssue,
 )
 from chamvi.models import (
+    AgentDefinition,
+    AgentInfo,
+    AgentPutResult,
+    AgentRegistryRequest,
+    AgentRegistryResult,
     ApprovalAnswer,
     ApprovalDecision,
     Artifact,
@@ -67,7 +74,7 @@ from chamvi.models import (
     StateListing,
     StateListRequest,
 )
-from chamvi.names import validate_agent_name
+from chamvi.names import checked_agent_name, validate_agent_name
 from chamvi.run_details import static_details, static_summary
 from chamvi.run_events import RunEvent, history_events
 from chamvi.schedules import (
@@ -81,11 +88,15 @@ from chamvi.schedules import (
 )
 from chamvi.starters import enqueue, request_sync
 
+T = TypeVar("T")
+
 QUERY_TIMEOUT = timedelta(seconds=5)
 AGENT_CHECK_TIMEOUT = timedelta(seconds=3)
 """How long ``check_agent`` waits for a worker; a worker that is up answers within milliseconds."""
 STATE_LIST_TIMEOUT = timedelta(seconds=10)
 """How long ``state_list`` waits for a worker to read a page."""
+AGENT_REGISTRY_TIMEOUT = timedelta(seconds=10)
+"""How long a put, remove or read of runtime agents waits for a worker."""
 
 _TEMPORAL_STATUS = {
     WorkflowExecutionStatus.COMPLETED: RunStatus.COMPLETED,
@@ -103,14 +114,27 @@ def _worker_cause(error: WorkflowFailureError) -> BaseException | None:
     """Why a short workflow answered by a worker failed; a chamvi error of the app is raised as itself.
 
     Raises:
-        ChamviError: the app's own error (an unknown agent, say), by its code.
+        ChamviError: the app's own error (an unknown agent, say), by its code; a validation error
+            with its issues.
     """
     cause: BaseException | None = error.cause
     while isinstance(cause, ActivityError) and cause.cause is not None:
         cause = cause.cause
+    if isinstance(cause, ApplicationError) and cause.type == ChamviValidationError.code:
+        raise ChamviValidationError(cause.message, issues=_issues(cause.details)) from None
     if isinstance(cause, ApplicationError) and cause.type in _ERRORS_BY_CODE:
         raise _ERRORS_BY_CODE[cause.type](cause.message) from None
     return cause
+
+
+def _issues(details: Sequence[Any]) -> list[ValidationIssue]:
+    """The issues a validation error carried across Temporal (``chamvi.activity_boundary.as_failure``)."""
+    found = details[0].get("issues") if details and isinstance(details[0], dict) else None
+    return [
+        ValidationIssue(tuple(i.get("path", ())), str(i.get("message", "")), str(i.get("code", "")))
+        for i in found or ()
+        if isinstance(i, dict)
+    ]
 
 
 @dataclass(frozen=True)
@@ -167,7 +191,15 @@ def validate_run_input(run_input: RunInput) -> None:
         InvalidInputError: a bad agent name, a key too long or holding NUL, or a payload that is not JSON.
     """
     _check_agent_name(run_input.agent)
-    for field in ("trigger", "channel", "subscription", "address", "idempotency_key", "concurrency_key"):
+    for field in (
+        "trigger",
+        "channel",
+        "subscription",
+        "address",
+        "idempotency_key",
+        "concurrency_key",
+        "event",
+    ):
         _check_key(field, getattr(run_input, field))
     try:
         json.dumps(run_input.payload)
@@ -367,14 +399,38 @@ class ChamviClient(ConversationMethods):
         """
         _check_agent_name(agent)
         request = StateListRequest(agent=agent, collection=collection, limit=limit, offset=offset)
+        return await self._ask_worker(
+            c.AGENT_STATE_LIST_WORKFLOW,
+            request,
+            f"{c.AGENT_STATE_LIST_ID_PREFIX}{uuid.uuid4().hex}",
+            StateListing,
+            timeout,
+            f"list the state of agent {agent!r}",
+        )
+
+    async def _ask_worker(
+        self,
+        workflow: str,
+        request: Any,
+        workflow_id: str,
+        result_type: type[T],
+        timeout: timedelta,
+        what: str,
+    ) -> T:
+        """The answer of a short workflow a worker runs (it holds the App and the stores).
+
+        Raises:
+            ChamviError: the worker's own error, by its code.
+            UnavailableError: no worker answered within ``timeout``.
+        """
         try:
-            listing: StateListing = await self.client.execute_workflow(
-                c.AGENT_STATE_LIST_WORKFLOW,
+            result: T = await self.client.execute_workflow(
+                workflow,
                 request,
-                id=f"{c.AGENT_STATE_LIST_ID_PREFIX}{uuid.uuid4().hex}",
+                id=workflow_id,
                 task_queue=self.task_queue,
                 execution_timeout=timeout,
-                result_type=StateListing,
+                result_type=result_type,
             )
         except WorkflowFailureError as error:
             cause = _worker_cause(error)
@@ -383,8 +439,92 @@ class ChamviClient(ConversationMethods):
                     f"no worker answered on task queue {self.task_queue!r} within "
                     f"{timeout.total_seconds():g} s: start one with `chamvi dev` or `chamvi worker`"
                 ) from None
-            raise ChamviError(f"the worker could not list the state of agent {agent!r}: {cause}") from None
-        return listing
+            raise ChamviError(f"the worker could not {what}: {cause}") from None
+        return result
+
+    # -- agents defined at runtime (see chamvi.runtime_agents) --------------------------------------------
+
+    async def put_agent(
+        self,
+        name: str,
+        definition: Mapping[str, Any] | AgentDefinition,
+        *,
+        by: Invoker | None = None,
+        timeout: timedelta = AGENT_REGISTRY_TIMEOUT,
+    ) -> AgentPutResult:
+        """Puts agent ``name`` made of data as its next revision (the seed's ``putAgent``).
+
+        A worker checks ``definition`` against its App (the tools it names come from
+        ``App(runtime_tools=...)``, its model from the App's registry) and stores the revision where
+        every worker reads it; new runs of ``name`` start on it, runs already going keep theirs. A
+        definition equal to the latest revision writes nothing.
+
+        Raises:
+            ChamviValidationError: the name or definition is invalid (``issues`` by field path).
+            ConflictError: an agent in code has the name.
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        checked_agent_name(name)
+        data = (
+            definition.model_dump(mode="json", exclude_none=True)
+            if isinstance(definition, AgentDefinition)
+            else dict(definition)
+        )
+        request = AgentRegistryRequest(action="put", name=name, definition=data, by=by)
+        result = await self._agent_registry(request, timeout)
+        assert result.put is not None
+        return result.put
+
+    async def remove_agent(
+        self, name: str, *, by: Invoker | None = None, timeout: timedelta = AGENT_REGISTRY_TIMEOUT
+    ) -> int:
+        """Makes runtime agent ``name`` unavailable for new runs (the seed's ``removeAgent``).
+
+        Runs already going finish on their revision. Returns the number of the revision that removed
+        it; a later put makes the next one.
+
+        Raises:
+            AgentNotFoundError: no runtime agent of that name is live.
+            ConflictError: an agent in code has the name.
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        request = AgentRegistryRequest(action="remove", name=name, by=by)
+        result = await self._agent_registry(request, timeout)
+        assert result.removed_revision is not None
+        return result.removed_revision
+
+    async def get_agent(
+        self, name: str, revision: int | None = None, *, timeout: timedelta = AGENT_REGISTRY_TIMEOUT
+    ) -> AgentInfo:
+        """Agent ``name`` (the seed's ``getAgent``): in code, or a runtime agent with its definition.
+
+        Raises:
+            AgentNotFoundError: no such agent (or no such revision of it).
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        request = AgentRegistryRequest(action="get", name=name, revision=revision)
+        result = await self._agent_registry(request, timeout)
+        assert result.agent is not None
+        return result.agent
+
+    async def list_agents(self, *, timeout: timedelta = AGENT_REGISTRY_TIMEOUT) -> list[AgentInfo]:
+        """Every agent the workers start runs of (the seed's ``listAgents``): in code, then at runtime.
+
+        Raises:
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        return (await self._agent_registry(AgentRegistryRequest(action="list"), timeout)).agents
+
+    async def _agent_registry(self, request: AgentRegistryRequest, timeout: timedelta) -> AgentRegistryResult:
+        workflow_id = f"{c.AGENT_REGISTRY_ID_PREFIX}{uuid.uuid4().hex}"
+        return await self._ask_worker(
+            c.AGENT_REGISTRY_WORKFLOW,
+            request.model_copy(update={"request_id": workflow_id}),
+            workflow_id,
+            AgentRegistryResult,
+            timeout,
+            f"{request.action} agents",
+        )
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(run_id)

@@ -59,7 +59,7 @@ class InboundContext:
         self._runs = runs
 
     async def dispatch(
-        self, payload: Any = None, *, key: str, address: str | None = None
+        self, payload: Any = None, *, key: str, address: str | None = None, event: str | None = None
     ) -> list[StartedRun]:
         """Starts a run of every subscribed agent whose filter accepts the delivery.
 
@@ -68,6 +68,8 @@ class InboundContext:
             key: the delivery's own id (a webhook's delivery id, a message id): the same key
                 dispatched again answers the runs it started the first time.
             address: where the event came from on the channel (replies go there by default).
+            event: the event's type (``issues``), on the runs' trigger and seen by subscription
+                filters (``event.event``, ``ChannelSubscription(events=...)``).
 
         Returns:
             The runs, one per matching subscription; none when nobody subscribed or every filter
@@ -84,15 +86,21 @@ class InboundContext:
             raise InvalidInputError(
                 f"address {address!r} is invalid: use 1-{TRIGGER_KEY_MAX_LENGTH} characters"
             )
-        event = InboundEvent(channel=self.channel, key=key, payload=payload, address=address)
+        if event is not None and (
+            not isinstance(event, str) or not event or len(event) > TRIGGER_KEY_MAX_LENGTH
+        ):
+            raise InvalidInputError(
+                f"event type {event!r} is invalid: use 1-{TRIGGER_KEY_MAX_LENGTH} characters"
+            )
+        inbound = InboundEvent(channel=self.channel, key=key, payload=payload, address=address, event=event)
         try:
-            matched = subscribers(self._agents, event)
+            matched = subscribers(self._agents, inbound)
         except Exception as error:
             raise InvalidInputError(
                 f"a subscription filter on channel {self.channel!r} failed on delivery {key!r}: "
                 f"{type(error).__name__}: {error}"
             ) from None
-        return list(await asyncio.gather(*(self._start(agent, sub, event) for agent, sub in matched)))
+        return list(await asyncio.gather(*(self._start(agent, sub, inbound) for agent, sub in matched)))
 
     async def _start(
         self, agent: Agent, subscription: ChannelSubscription, event: InboundEvent
@@ -127,6 +135,7 @@ class InboundContext:
                 channel=self.channel,
                 subscription=subscription.id,
                 address=event.address,
+                event=event.event,
                 invoker=Invoker(id=self.channel, kind=CHANNEL_INVOKER_KIND),
                 idempotency_key=idempotency_key,
             )

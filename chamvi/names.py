@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
-from chamvi.errors import InvalidAgentDefinitionError
+from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError, ValidationIssue
 
 
 def is_valid_name(name: Any) -> bool:
@@ -45,3 +45,21 @@ def validate_channel_name(name: Any) -> None:
         InvalidAgentDefinitionError: the name breaks the rule or is too long.
     """
     _checked("channel", name)
+
+
+def checked_agent_name(name: Any) -> str:
+    """An agent name a caller gave (a runtime agent's put), as a validation with an issue at ``name``.
+
+    Raises:
+        ChamviValidationError: the name breaks the rule, one issue at ``name`` (code ``agent_name``).
+    """
+    if not is_valid_name(name):
+        message = (
+            "an agent's name is lowercase letters and digits in words joined by single '-' "
+            f"(^[a-z0-9]+(-[a-z0-9]+)*$), at most {NAME_MAX_LENGTH} characters"
+        )
+        raise ChamviValidationError(
+            f"agent name {name!r} is invalid: {message}",
+            issues=[ValidationIssue(("name",), message, "agent_name")],
+        )
+    return str(name)

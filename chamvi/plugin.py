@@ -23,6 +23,7 @@ from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi.activity_boundary import ActivityErrors
+from chamvi.agent_revisions import AgentRevisionStore
 from chamvi.app import App
 from chamvi.app_runtime import AppRuntime
 from chamvi.approval_tokens import ApprovalTokens, approval_tokens
@@ -134,6 +135,9 @@ class ChamviPlugin(SimplePlugin):
             requests sent through channels carry (``chamvi.approval_tokens``); by default from
             ``settings`` (``CHAMVI_APPROVAL_SECRET``, else the data folder's generated secret, and
             ``CHAMVI_PUBLIC_URL``) once a worker is configured; without settings, requests carry none.
+        agent_revisions: where the revisions of agents defined at runtime live
+            (``chamvi.agent_revisions``); by default the artifact store's object store, which the
+            HTTP API and every other worker share.
     """
 
     def __init__(
@@ -149,12 +153,17 @@ class ChamviPlugin(SimplePlugin):
         start_channels: bool | None = None,
         max_runs: int | None = None,
         approval_tokens: ApprovalTokens | None = None,
+        agent_revisions: AgentRevisionStore | None = None,
     ) -> None:
         self.app = app
         if max_runs is None:
             max_runs = settings.max_runs if settings is not None else DEFAULT_MAX_RUNS
         self.runtime = AppRuntime(
-            app, artifacts=artifacts, max_runs=max_runs, approval_tokens=approval_tokens
+            app,
+            artifacts=artifacts,
+            max_runs=max_runs,
+            approval_tokens=approval_tokens,
+            revisions=agent_revisions,
         )
         """This plugin's holdings for the app, handed to its activities (and to an API beside it)."""
         self.slots = self.runtime.slots
@@ -185,7 +194,11 @@ class ChamviPlugin(SimplePlugin):
             workflow_runner=_workflow_runner,
             interceptors=[
                 ActivityErrors(),
-                ChamviTelemetry(app, capture_content=_trace_content(trace_content, settings)),
+                ChamviTelemetry(
+                    app,
+                    capture_content=_trace_content(trace_content, settings),
+                    agents=self.runtime.agents,
+                ),
             ],
             # a chamvi error raised in workflow code is a bug of a definition, not of a worker:
             # it fails the workflow instead of retrying its task forever
@@ -260,7 +273,7 @@ class ChamviPlugin(SimplePlugin):
         agents = AgentActivities(runtime)
         conversations = ConversationStore(runtime.artifacts)
         model = ModelActivities(runtime, conversations=conversations)
-        turns = ConversationActivities(app, conversations)
+        turns = ConversationActivities(runtime, conversations)
         tools = ToolActivities(runtime)
         locks = LockActivities()
         indexer = Indexer(index, app.embedders, retry=app.retry.embedding)
@@ -268,6 +281,7 @@ class ChamviPlugin(SimplePlugin):
         return [
             *(existing or []),
             agents.describe_agent,
+            agents.agent_registry,
             model.call_model,
             model.extract,
             tools.call_tool,
@@ -278,8 +292,8 @@ class ChamviPlugin(SimplePlugin):
             knowledge.knowledge_request_sync,
             knowledge.knowledge_search,
             McpActivities(app).list_mcp_tools,
-            StateActivities(StateViews(app, state)).state_list,
-            ScheduleActivities(app).dispatch_scheduled,
+            StateActivities(StateViews(app, state, runtime.agents)).state_list,
+            ScheduleActivities(runtime.agents).dispatch_scheduled,
             turns.load,
             turns.seen,
             turns.record_turn,

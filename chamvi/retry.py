@@ -25,8 +25,10 @@ from chamvi.errors import (
     ArtifactNotFoundError,
     ChamviError,
     ChamviValidationError,
+    ConflictError,
     InvalidAgentDefinitionError,
     InvalidAppError,
+    InvalidInputError,
     InvalidRunStateError,
     KnowledgeNotReadyError,
     ModelError,
@@ -43,6 +45,14 @@ AGENT_LOOKUP_FAILURES: tuple[type[ChamviError], ...] = (
     InvalidAppError,
 )
 """What describing an agent fails with for good: an agent or model the app does not have."""
+AGENT_REGISTRY_FAILURES: tuple[type[ChamviError], ...] = (
+    *AGENT_LOOKUP_FAILURES,
+    ChamviValidationError,
+    ConflictError,
+    InvalidInputError,
+)
+"""What a put, remove or read of runtime agents fails with for good: an invalid definition, a name in
+code, an agent or revision that is not there."""
 MODEL_CALL_FAILURES: tuple[type[ChamviError], ...] = (
     ModelError,
     ArtifactNotFoundError,

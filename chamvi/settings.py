@@ -21,6 +21,8 @@ from chamvi.errors import ChamviError, ChamviValidationError
 from chamvi.run_slots import DEFAULT_MAX_RUNS
 
 DEFAULT_APP = "examples.support.app:app"
+GITHUB_API_URL = "https://api.github.com"
+SLACK_API_URL = "https://slack.com/api"
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,14 @@ class Settings:
     public_url: str | None = None
     """``CHAMVI_PUBLIC_URL``: where people reach the HTTP API (base path included); approval requests
     sent through a channel link to its approvals page there. ``chamvi dev`` defaults to its own."""
+    github_token: str | None = None
+    """``GITHUB_TOKEN``: what replies on GitHub (``GitHubComments``) authenticate with."""
+    github_api_url: str = GITHUB_API_URL
+    """``GITHUB_API_URL``: GitHub's REST API (GitHub Enterprise Server: ``https://HOST/api/v3``)."""
+    slack_bot_token: str | None = None
+    """``SLACK_BOT_TOKEN``: the bot token (``xoxb-...``) replies on Slack (``SlackMessages``) post with."""
+    slack_api_url: str = SLACK_API_URL
+    """``SLACK_API_URL``: Slack's Web API."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -113,6 +123,10 @@ class Settings:
             tokens=env.get("CHAMVI_TOKENS") or None,
             approval_secret=env.get("CHAMVI_APPROVAL_SECRET") or None,
             public_url=_url(env, "CHAMVI_PUBLIC_URL"),
+            github_token=env.get("GITHUB_TOKEN") or None,
+            github_api_url=(env.get("GITHUB_API_URL") or GITHUB_API_URL).rstrip("/"),
+            slack_bot_token=env.get("SLACK_BOT_TOKEN") or None,
+            slack_api_url=(env.get("SLACK_API_URL") or SLACK_API_URL).rstrip("/"),
         )
 
     def with_overrides(self, **changes: object) -> Settings:

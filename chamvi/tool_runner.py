@@ -132,7 +132,7 @@ class ToolRunner:
             return await self._run(request, access, cancellation)
 
     async def _run(self, request: ToolRequest, access: RunAccess, cancellation: asyncio.Event) -> ToolResult:
-        agent = self.app.agent(request.agent)
+        agent = await self.runtime.agent(request.agent, request.revision)
         policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
         run_tools = self.runtime.run_tools(agent, policy_run)
         tools = run_tools.tools
@@ -307,8 +307,7 @@ async def _call(
             )
             if not decision.approved:
                 raise ToolDeniedError(
-                    f"{tool.name!r} was denied: "
-                    f"{decision.reason or 'the run is tainted and nobody approved'}"
+                    f"{tool.name!r} was denied: {decision.reason or 'the run is tainted and nobody approved'}"
                 )
         output = await (_run_effect(tool, arguments, ctx) if tool.effect else tool.invoke(arguments, ctx))
         if hooks.after_tool_execution is not None:

@@ -1,6 +1,7 @@
 """Temporal workflow code only: deterministic, no I/O, no clock, no randomness."""
 
 from .agent_check import AgentCheckWorkflow
+from .agent_registry import AgentRegistryWorkflow
 from .agent_run import AgentRunWorkflow
 from .concurrency_lock import ConcurrencyLockWorkflow
 from .conversation import ConversationWorkflow
@@ -22,11 +23,13 @@ WORKFLOWS = [
     AgentStateListWorkflow,
     ScheduledRunWorkflow,
     ConversationWorkflow,
+    AgentRegistryWorkflow,
 ]
 
 __all__ = [
     "WORKFLOWS",
     "AgentCheckWorkflow",
+    "AgentRegistryWorkflow",
     "AgentRunWorkflow",
     "AgentStateListWorkflow",
     "ConcurrencyLockWorkflow",

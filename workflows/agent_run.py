@@ -108,6 +108,7 @@ class AgentRunWorkflow:
 
     Its queries and search attributes are how the CLI, the HTTP API and the Temporal UI see a run.
     """
+
     def __init__(self) -> None:
         self._input: RunInput | None = None
         self._spec: AgentSpec | None = None
@@ -156,6 +157,7 @@ class AgentRunWorkflow:
             started_at=self._started_at,
             ended_at=self._ended_at,
             conversation=run_input.conversation,
+            agent_revision=self._spec.revision if self._spec is not None else None,
         )
 
     @workflow.query(name=c.QUERY_TRANSCRIPT)
@@ -422,6 +424,7 @@ class AgentRunWorkflow:
                 base_digest=self._sent_digest,
                 delta=delta,
                 conversation=self._require_input().conversation,
+                revision=spec.revision,
             ),
             ModelResponse,
             start_to_close=timedelta(seconds=spec.model_timeout_seconds),
@@ -463,6 +466,7 @@ class AgentRunWorkflow:
                     mcp_server=next((t.server for t in self._mcp_tools if t.name == call.name), None),
                     artifact_count=self._artifact_count,
                     approval_waits=waits,
+                    revision=spec.revision,
                 ),
                 ToolResult,
                 start_to_close=timedelta(seconds=spec.tool_timeout_seconds),
@@ -538,7 +542,13 @@ class AgentRunWorkflow:
         try:
             extracted = await call_activity(
                 c.ACTIVITY_EXTRACT,
-                ExtractInput(run_id=workflow.info().workflow_id, agent=spec.name, step=step, key=request.key),
+                ExtractInput(
+                    run_id=workflow.info().workflow_id,
+                    agent=spec.name,
+                    step=step,
+                    key=request.key,
+                    revision=spec.revision,
+                ),
                 ExtractResult,
                 start_to_close=timedelta(seconds=spec.model_timeout_seconds),
                 retry_policy=self._retry_policy(spec, None),

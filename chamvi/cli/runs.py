@@ -312,7 +312,8 @@ def _show(view: RunView, artifacts: list[Artifact]) -> list[str]:
     origin += f" ({trigger.address})" if trigger.address else ""
     lines = [
         f"run       {view.run_id}",
-        f"agent     {view.agent}",
+        f"agent     {view.agent}"
+        + (f" (runtime revision {view.agent_revision})" if view.agent_revision is not None else ""),
         f"status    {view.status.value}",
         f"trigger   {origin}",
         f"payload   {short(trigger.payload)}",

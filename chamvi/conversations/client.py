@@ -257,7 +257,10 @@ class ConversationMethods:
             raise _refusal(error) from None
         return SentMessage(
             agent=agent,
-            conversation=conversation, run_id=accepted.run_id, turn=accepted.turn, created=accepted.created
+            conversation=conversation,
+            run_id=accepted.run_id,
+            turn=accepted.turn,
+            created=accepted.created,
         )
 
     async def _store_turn_attachments(self, run_id: str, attachments: Sequence[Attachment]) -> list[Artifact]:

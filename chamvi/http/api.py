@@ -11,12 +11,14 @@ from fastapi import APIRouter, Depends, FastAPI, Security
 from fastapi.security import HTTPBearer
 from temporalio.client import Client
 
+from chamvi.agent_revisions import ObjectRevisionStore
 from chamvi.app import App
 from chamvi.app_runtime import AppRuntime
 from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import ArtifactStore
 from chamvi.client import ChamviClient
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
+from chamvi.http.agents_routes import AgentDirectory, ThroughWorkers, agent_check, agents_router
 from chamvi.http.approvals_routes import approvals_router
 from chamvi.http.artifacts_routes import artifacts_router, upload_body_limit
 from chamvi.http.auth import AuthMiddleware, RoutePermissions, Token, principal
@@ -25,7 +27,7 @@ from chamvi.http.conversations_routes import conversations_router
 from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
 from chamvi.http.knowledge_routes import knowledge_router
 from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingMiddleware
-from chamvi.http.runs_routes import check_agent_for, runs_router
+from chamvi.http.runs_routes import runs_router
 from chamvi.http.schedules_routes import schedules_router
 from chamvi.http.state_routes import state_router
 from chamvi.http.ui import ui_router
@@ -33,6 +35,7 @@ from chamvi.knowledge.collections import ManagedRoutes
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.run_events import EventHub
+from chamvi.runtime_agents import RuntimeAgents
 from chamvi.schedules import DEFAULT_MIN_INTERVAL
 from chamvi.starters import request_sync
 from chamvi.state import StateStore
@@ -73,6 +76,7 @@ def create_api(
     state: StateViews | None = None,
     schedule_min_interval: timedelta = DEFAULT_MIN_INTERVAL,
     managed_routes: ManagedRoutes | None = None,
+    agent_directory: AgentDirectory | None = None,
 ) -> FastAPI:
     """The HTTP API.
 
@@ -97,11 +101,15 @@ def create_api(
             (``CHAMVI_SCHEDULE_MIN_INTERVAL``), so one token cannot start a run a second.
         managed_routes: whether, where and with what body limit ``managed`` is served (by default
             on, at ``/knowledge``, within ``body_limit``).
+        agent_directory: the agents behind ``/agents``, and where a dispatch of an agent outside
+            ``agents`` is checked (agents defined at runtime): the API's own view of the revision
+            store (``RuntimeAgents``); by default, with ``runs``, the workers (``ThroughWorkers``),
+            and a dispatch outside ``agents`` answers 404 as before.
 
     Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/conversations``,
-    ``<base_path>/schedules`` and ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the base
-    path too) need no token, nor does the approvals page ``/ui`` (served with the run routes), which asks
-    a person for one.
+    ``<base_path>/schedules``, ``<base_path>/agents`` and ``<base_path>/state``; ``/openapi.json`` and
+    ``/docs`` (below the base path too) need no token, nor does the approvals page ``/ui`` (served with
+    the run routes), which asks a person for one.
     """
     base = _base(base_path)
     if body_limit < 1:
@@ -130,16 +138,23 @@ def create_api(
         # every managed route is below /collections, also when base_path is ""
         path_limits[f"{base}{routes.base_path}/collections"] = routes.max_body_bytes or body_limit
     upload_limits: dict[str, int] = {}
+    check_agent = agent_check(agents, agent_directory)
     if runs is not None and runs.artifacts is not None:
         # before the JSON dispatch: it takes only multipart bodies, the JSON route all others
-        routers.append(artifacts_router(runs, check_agent_for(agents)))
+        routers.append(artifacts_router(runs, check_agent))
         upload_limits[f"{base}/runs"] = upload_body_limit(runs, body_limit)
     if runs is not None:
         if events is not None:
             events.keep_recent_deltas()
-        routers.append(runs_router(runs, agents, events))
-        routers.append(conversations_router(runs, agents, events))
-        routers.append(schedules_router(runs, agents, schedule_min_interval))
+        routers.append(runs_router(runs, check_agent, events))
+        schedule_check = check_agent if agents is not None else None
+        routers.append(schedules_router(runs, schedule_check, schedule_min_interval))
+        agent_directory = agent_directory or ThroughWorkers(runs)
+        routers.append(
+            conversations_router(runs, agents, events, check_agent=check_agent, directory=agent_directory)
+        )
+    if agent_directory is not None:
+        routers.append(agents_router(agent_directory))
     if state is not None:
         routers.append(state_router(state))
     permissions = RoutePermissions()
@@ -210,7 +225,9 @@ def build_api(
             ``App(managed=...)``.
         runtime: the runtime of a worker in the same process (``chamvi dev``: ``plugin.runtime``),
             whose event hub streams the model's deltas on ``/runs/{id}/events``; without one the
-            events come from the runs' histories alone.
+            events come from the runs' histories alone. Its agents serve ``/agents``; without it,
+            the revisions of runtime agents are read from ``artifacts`` (the store the workers
+            share), else asked of the workers.
         approval_tokens: the workers' approval secret (``approval_tokens(settings)``): with it, the
             API answers approvals by token.
     """
@@ -221,22 +238,35 @@ def build_api(
         declared=app.collections,
         request_sync=lambda name: request_sync(client, task_queue, name),
     )
+    runs = ChamviClient(
+        client,
+        task_queue=task_queue,
+        artifacts=artifacts,
+        attachment_max_bytes=attachment_max_bytes,
+        approval_tokens=approval_tokens,
+    )
+    directory: AgentDirectory
+    if runtime is not None:
+        directory = runtime.agents
+    elif artifacts is not None:
+        directory = RuntimeAgents(app, ObjectRevisionStore(artifacts.store, artifacts.location))
+    else:
+        directory = ThroughWorkers(runs)
     return create_api(
         tokens=tokens,
         managed=managed,
-        runs=ChamviClient(
-            client,
-            task_queue=task_queue,
-            artifacts=artifacts,
-            attachment_max_bytes=attachment_max_bytes,
-            approval_tokens=approval_tokens,
-        ),
+        runs=runs,
         body_limit=body_limit,
         base_path=base_path,
         agents=list(app.agents),
         events=runtime.events if runtime is not None else None,
         inbound=app,
-        state=StateViews(app, StateStore(store.client, store.prefix)),
+        state=StateViews(
+            app,
+            StateStore(store.client, store.prefix),
+            directory if isinstance(directory, RuntimeAgents) else None,
+        ),
         schedule_min_interval=schedule_min_interval,
         managed_routes=managed_routes or app.managed,
+        agent_directory=directory,
     )

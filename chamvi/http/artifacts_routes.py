@@ -12,7 +12,6 @@ arrives (413), before anything is stored.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -32,6 +31,7 @@ from chamvi.errors import (
     RunNotFoundError,
     validation_issues,
 )
+from chamvi.http.agents_routes import AgentCheck
 from chamvi.http.auth import Token, permission, principal
 from chamvi.http.errors import error_responses
 from chamvi.http.runs_routes import dispatch_as
@@ -69,7 +69,7 @@ def upload_body_limit(runs: ChamviClient, body_limit: int) -> int:
     return DISPATCH_MAX_ATTACHMENTS * runs.attachment_max_bytes + body_limit
 
 
-def artifacts_router(runs: ChamviClient, check_agent: Callable[[str], None]) -> APIRouter:
+def artifacts_router(runs: ChamviClient, check_agent: AgentCheck) -> APIRouter:
     """The multipart dispatch and the artifact routes, through ``runs`` and its artifact store.
 
     Args:
@@ -86,7 +86,7 @@ def artifacts_router(runs: ChamviClient, check_agent: Callable[[str], None]) -> 
         Its files are its attachments, stored as the run's first artifacts in the order sent.
         """
         fields, attachments = await _read_form(request, runs.attachment_max_bytes)
-        check_agent(fields.agent)
+        await check_agent(fields.agent)
         return await dispatch_as(runs, fields, token, response, attachments)
 
     router.add_api_route(

@@ -41,9 +41,15 @@ NARROWED_KEY = "x-permission-narrowed"
 """Where the middleware leaves the authenticated ``Token`` in the ASGI scope."""
 TOKEN_KIND = "token"
 
+AGENTS_READ = "agents:read"
+"""``GET /agents`` and ``GET /agents/{name}``: the agents in code and those defined at runtime."""
+AGENTS_WRITE = "agents:write"
+"""``PUT /agents/{name}`` and ``DELETE /agents/{name}``: define agents made of data. A token that
+holds it picks the instructions and, from the App's ``runtime_tools``, the tools of the agents it
+puts: grant it as you would a deploy."""
+
 _PERMISSION = re.compile(r"[^\s:]+(:[^\s:]+)*")
 _FIELDS = ("value", "id", "permissions", "name")
-
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """``/channels``: inbound webhook events, verified by their signature instead of a bearer token.
 
 A sender holds the channel's secret, not an API token, so these routes declare no permission and
-the bearer middleware lets them through; each request is authenticated by its HMAC signature here.
+the bearer middleware lets them through; each request is authenticated by its signature here, in the
+channel's scheme (chamvi's own, Standard Webhooks, GitHub, Slack, Stripe or a custom one).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from chamvi.agents import Agent
@@ -21,7 +23,8 @@ from chamvi.errors import ChamviValidationError, ChannelNotFoundError
 from chamvi.http.errors import PAYLOAD_TOO_LARGE, ErrorResponse, error_responses
 from chamvi.http.schemas import check_json
 from chamvi.inbound import InboundContext
-from chamvi.webhooks import WebhookChannel, WebhookDelivery
+from chamvi.senders import WebhookAnswer, WebhookEvent
+from chamvi.webhooks import WebhookChannel
 
 
 class StartedRunOut(BaseModel):
@@ -39,6 +42,8 @@ class ChannelEventOut(BaseModel):
     """What an accepted event started: one run per subscribed agent whose filter accepted it."""
 
     delivery: str
+    event: str | None = None
+    """The event's type, as its sender named it."""
     runs: list[StartedRunOut]
 
 
@@ -63,7 +68,11 @@ def channels_router(
         status_code=202,
         response_model=ChannelEventOut,
         responses={
-            200: {"model": ChannelEventOut, "description": "A redelivery: the runs this delivery started"},
+            200: {
+                "model": ChannelEventOut,
+                "description": "A redelivery (the runs this delivery started), or a request that starts "
+                "nothing (GitHub's ping; Slack's URL check answers its challenge)",
+            },
             **error_responses(401, 404, 409, 413, 422),
         },
         summary="Receive a webhook event",
@@ -73,8 +82,11 @@ def channels_router(
     ) -> ChannelEventOut | Response:
         """Verifies the signed event and starts a run of every subscribed agent; 202 with the runs.
 
-        Signed with `X-Chamvi-Timestamp` and `X-Chamvi-Signature` (`v2=` HMAC-SHA256 of
-        `<timestamp>.<delivery>.<body>` under the channel's secret); `X-Chamvi-Delivery` is the
+        Signed in the channel's scheme: chamvi's own (`X-Chamvi-Timestamp`, `X-Chamvi-Delivery`,
+        `X-Chamvi-Signature: v2=` HMAC-SHA256 of `<timestamp>.<delivery>.<body>`), Standard Webhooks
+        (`webhook-id`, `webhook-timestamp`, `webhook-signature`), GitHub (`X-Hub-Signature-256`,
+        `X-GitHub-Event`, `X-GitHub-Delivery`), Slack (`X-Slack-Signature`,
+        `X-Slack-Request-Timestamp`) or Stripe (`Stripe-Signature`). The sender's delivery id is the
         idempotency key.
         """
         channel = webhooks.get(name)
@@ -88,14 +100,21 @@ def channels_router(
                 PAYLOAD_TOO_LARGE,
                 f"the body is {len(body)} bytes, over channel {name!r}'s limit of {channel.body_limit}",
             )
-        delivery = _valid(channel.verify(request.headers, body, time.time()))
+        verified = channel.verify(request.headers, body, time.time())
+        if isinstance(verified, WebhookAnswer):
+            if verified.body is not None:
+                return JSONResponse(verified.body, status_code=verified.status)
+            response.status_code = verified.status
+            return ChannelEventOut(delivery=verified.delivery or "", event=verified.event, runs=[])
+        delivery = _valid(verified)
         started = await InboundContext(name, agents, runs).dispatch(
-            delivery.payload, key=delivery.delivery, address=delivery.address
+            delivery.payload, key=delivery.idempotency_key, address=delivery.address, event=delivery.event
         )
         if started and not any(run.created for run in started):
             response.status_code = 200
         return ChannelEventOut(
             delivery=delivery.delivery,
+            event=delivery.event,
             runs=[
                 StartedRunOut(
                     agent=r.agent,
@@ -111,7 +130,7 @@ def channels_router(
     return router
 
 
-def _valid(delivery: WebhookDelivery) -> WebhookDelivery:
+def _valid(delivery: WebhookEvent) -> WebhookEvent:
     """Refuses what ``POST /runs`` refuses: the payload, the address and the key checked alike.
 
     Raises:
@@ -121,6 +140,8 @@ def _valid(delivery: WebhookDelivery) -> WebhookDelivery:
     try:
         check_json(delivery.payload, "the event")
         check_json(delivery.delivery, "the delivery id")
+        if delivery.event is not None:
+            check_json(delivery.event, "the event type")
         if delivery.address is not None:
             check_json(delivery.address, "the event's address")
     except ValueError as error:

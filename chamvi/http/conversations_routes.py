@@ -21,14 +21,14 @@ from chamvi.constants import CONVERSATION_ID_MAX_LENGTH, NAME_MAX_LENGTH
 from chamvi.conversations.client import check_conversation_id
 from chamvi.conversations.events import CONVERSATION_MESSAGE, TurnStarted, conversation_turns, parse_stream_id
 from chamvi.conversations.store import ConversationStore
-from chamvi.errors import NotFoundError, RunNotFoundError
+from chamvi.errors import NotFoundError, RunNotFoundError, UnavailableError
+from chamvi.http.agents_routes import AgentCheck, AgentDirectory, agent_check
 from chamvi.http.auth import QUERY_TOKEN_KEY, Token, permission, principal
 from chamvi.http.errors import error_responses
 from chamvi.http.runs_routes import (
     KEEPALIVE_SECONDS,
     SSE_HEADERS,
     SSE_MEDIA_TYPE,
-    check_agent_for,
     follow_events,
 )
 from chamvi.http.schemas import ChatAgents, ConversationDeleted, ConversationList, MessageOut, SendMessage
@@ -43,18 +43,27 @@ Principal = Annotated[Token, Depends(principal)]
 
 
 def conversations_router(
-    runs: ChamviClient, agents: Collection[str] | None = None, hub: EventHub | None = None
+    runs: ChamviClient,
+    agents: Collection[str] | None = None,
+    hub: EventHub | None = None,
+    *,
+    check_agent: AgentCheck | None = None,
+    directory: AgentDirectory | None = None,
 ) -> APIRouter:
     """The ``/conversations`` routes, through ``runs``.
 
     Args:
         runs: the client that talks to Temporal; its artifact store holds the transcripts.
-        agents: the agents the workers serve; a message to another answers 404 at once.
+        agents: the agents in code the workers serve, listed for the chat view.
         hub: this process's events: with a worker in the same process the stream carries the model's
             deltas too.
+        check_agent: refuses an agent the workers do not serve, at once (404): by default one outside
+            ``agents`` (``chamvi.http.agents_routes.agent_check``); an agent defined at runtime passes
+            when ``directory`` knows it.
+        directory: the agents defined at runtime, listed for the chat view beside ``agents``.
     """
     router = APIRouter(prefix="/conversations", tags=["conversations"])
-    check_agent = check_agent_for(agents)
+    check_agent = check_agent or agent_check(agents, directory)
 
     @router.post(
         "/{agent}/{conversation_id}/messages",
@@ -80,7 +89,7 @@ def conversations_router(
         ended; follow it at `/runs/{run_id}/events` or the conversation's `/events`. A message id sent
         before answers 200 with the turn it started then, and starts nothing.
         """
-        check_agent(agent)
+        await check_agent(agent)
         sent = await runs.send_message(
             agent,
             body.text,
@@ -102,8 +111,15 @@ def conversations_router(
         summary="List the agents to talk with",
     )
     async def chat_agents() -> ChatAgents:
-        """The agents the workers serve, by name (empty when the API does not know them)."""
-        return ChatAgents(agents=sorted(agents or ()))
+        """The agents the workers serve, in code and defined at runtime, by name.
+
+        Empty when the API knows neither.
+        """
+        names = set(agents or ())
+        if directory is not None:
+            with contextlib.suppress(UnavailableError):  # no worker to ask: the agents in code still
+                names.update(info.name for info in await directory.list_agents())
+        return ChatAgents(agents=sorted(names))
 
     @router.get(
         "/{agent}",
@@ -116,7 +132,7 @@ def conversations_router(
         agent: Agent, limit: Annotated[int, Query(ge=1, le=100)] = 20
     ) -> ConversationList:
         """The agent's conversations, the latest started first, from Temporal's visibility."""
-        check_agent(agent)
+        await check_agent(agent)
         return ConversationList(data=await runs.list_conversations(agent, limit=limit))
 
     @router.get(
@@ -138,7 +154,7 @@ def conversations_router(
 
         Without `before`, the messages waiting for their turn follow.
         """
-        check_agent(agent)
+        await check_agent(agent)
         return await runs.conversation_messages(
             agent, check_conversation_id(conversation_id), limit=limit, before=before
         )
@@ -170,7 +186,7 @@ def conversations_router(
         `?last_event_id=`) to resume after one, without gaps or repeats. The stream goes on while the
         conversation lives.
         """
-        check_agent(agent)
+        await check_agent(agent)
         check_conversation_id(conversation_id)
         resume = parse_stream_id(last_event_id if last_event_id is not None else resume_after)
         handle = runs.client.get_workflow_handle(conversation_workflow_id(agent, conversation_id))
@@ -201,7 +217,7 @@ def conversations_router(
         list yet stay until the namespace's retention removes them; archives and log collectors keep
         what they copied.
         """
-        check_agent(agent)
+        await check_agent(agent)
         executions = await runs.delete_conversation(agent, check_conversation_id(conversation_id))
         return ConversationDeleted(agent=agent, id=conversation_id, executions=executions)
 

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from datetime import timedelta
 from typing import Annotated, Any
 
@@ -13,7 +12,7 @@ from fastapi import APIRouter, Body, Path, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from chamvi.client import ChamviClient
-from chamvi.errors import AgentNotFoundError
+from chamvi.http.agents_routes import AgentCheck
 from chamvi.http.auth import permission
 from chamvi.http.errors import error_responses
 from chamvi.models import Overlap, ScheduleView
@@ -60,18 +59,17 @@ class ScheduleList(BaseModel):
 
 def schedules_router(
     runs: ChamviClient,
-    agents: Collection[str] | None = None,
+    check_agent: AgentCheck | None = None,
     min_interval: timedelta = DEFAULT_MIN_INTERVAL,
 ) -> APIRouter:
     """The ``/schedules`` routes, through ``runs``'s Temporal client and task queue.
 
     Args:
         runs: the client that talks to Temporal; schedules fire on its task queue.
-        agents: the agents the workers serve; a schedule naming another answers 404 at once.
+        check_agent: refuses a schedule of an agent the workers do not serve, at once (404).
         min_interval: the shortest gap between fires a schedule created here may have (422 under it).
     """
     router = APIRouter(prefix="/schedules", tags=["schedules"])
-    known = sorted(agents) if agents is not None else None
 
     @router.get(
         "",
@@ -98,9 +96,8 @@ def schedules_router(
         A cron that never fires, an interval over 100 years or fires closer than the server's minimum
         interval (a minute unless configured) answer 422 `invalid_schedule`.
         """
-        if known is not None and body.agent not in known:
-            served = ", ".join(repr(a) for a in known) or "none"
-            raise AgentNotFoundError(f"unknown agent {body.agent!r}: this app serves {served}")
+        if check_agent is not None:
+            await check_agent(body.agent)
         options = body.model_dump(exclude={"agent"})
         check_min_interval(define_schedule(body.agent, **options), min_interval)
         return await runs.create_schedule(body.agent, **options)

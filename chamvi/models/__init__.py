@@ -3,6 +3,14 @@
 Pydantic only: a workflow imports these and nothing that loads an I/O client.
 """
 
+from chamvi.models.agents import (
+    AgentDefinition,
+    AgentInfo,
+    AgentPutResult,
+    AgentRegistryRequest,
+    AgentRegistryResult,
+    AgentRevision,
+)
 from chamvi.models.artifacts import Artifact
 from chamvi.models.knowledge import (
     CollectionInput,
@@ -75,6 +83,12 @@ from chamvi.models.schedules import (
 from chamvi.models.state import StateItem, StateListing, StateListRequest, StatePage
 
 __all__ = [
+    "AgentDefinition",
+    "AgentInfo",
+    "AgentPutResult",
+    "AgentRegistryRequest",
+    "AgentRegistryResult",
+    "AgentRevision",
     "AgentSpec",
     "ApprovalAnswer",
     "ApprovalDecision",

@@ -56,6 +56,9 @@ class TriggerEnvelope(BaseModel):
     attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
     """The files the run was dispatched with, by reference; left out of the JSON when there are
     none, so every step's history stays as small as before attachments existed."""
+    event: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The inbound event's type, as its sender names it (``issues``, ``app_mention``); left out of the
+    JSON when there is none, so runs from before event types read and replay as they were."""
 
 
 class RunInput(BaseModel):
@@ -79,6 +82,8 @@ class RunInput(BaseModel):
     conversation: ConversationTurn | None = Field(default=None, exclude_if=lambda v: v is None)
     """The run is a turn of a conversation: ``payload`` is the message's text, and the model sees the
     recalled turns before it."""
+    event: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The inbound event's type (a channel's delivery), carried to the trigger envelope."""
 
     def envelope(self) -> TriggerEnvelope:
         """The trigger as the run's first user message and tool policies see it."""
@@ -90,6 +95,7 @@ class RunInput(BaseModel):
             payload=self.payload,
             invoker=self.invoker,
             attachments=self.attachments,
+            event=self.event,
         )
 
 
@@ -242,6 +248,10 @@ class AgentSpec(BaseModel):
     """The MCP servers whose tools the agent uses; the run lists them once, at its start."""
     classified_tools: list[str] = Field(default_factory=list)
     """The tool names the agent's ``trust=`` classifies; those of MCP tools are checked at listing."""
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A runtime agent's revision, read once when the run starts and recorded with this spec: the
+    run's model and tool calls carry it, so they resolve that revision, never a later one. None (left
+    out of the JSON) for an agent in code."""
 
 
 class DescribeAgentRequest(BaseModel):
@@ -267,6 +277,8 @@ class ModelRequest(BaseModel):
     delta: list[Message]
     conversation: ConversationTurn | None = Field(default=None, exclude_if=lambda v: v is None)
     """A turn's conversation: the model call puts the recalled turns before the run's transcript."""
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class _Lean(BaseModel):
@@ -352,6 +364,8 @@ class ToolRequest(BaseModel):
     """How many approval waits this call has had: the approval it asks next is
     :func:`approval_id` ``(step, call.id, approval_waits)``, which its channel request's token names.
     Left out of the JSON at 0, so a call's first attempt records the same input as before."""
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class RunWaitRequest(BaseModel):
@@ -385,6 +399,8 @@ class ExtractInput(BaseModel):
     agent: str
     step: int
     key: str
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class ExtractResult(BaseModel):
@@ -525,6 +541,8 @@ class RunView(BaseModel):
     """Set when the run is a turn of a conversation."""
     calls: list[CallInProgress] = Field(default_factory=list)
     """The calls in progress, from Temporal's pending activities (the client fills it in)."""
+    agent_revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The revision of the runtime agent the run runs on, to its end; None for an agent in code."""
 
 
 class RunSummary(BaseModel):

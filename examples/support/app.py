@@ -198,4 +198,6 @@ app = App(
     schedules=[
         define_schedule("digest", cron="0 8 * * *", id="daily-digest", payload={"period": "yesterday"})
     ],
+    # what agents defined at runtime may use (`chamvi agents put examples/support/agents/faq.yaml`)
+    runtime_tools=[*knowledge_tools(collections=["handbook"], top_k=3)],
 )

@@ -14,7 +14,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -53,6 +53,7 @@ from chamvi import (
 from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.constants import (
     AGENT_CHECK_WORKFLOW,
+    AGENT_REGISTRY_WORKFLOW,
     AGENT_STATE_LIST_WORKFLOW,
     CONVERSATION_WORKFLOW,
     KNOWLEDGE_ID_PREFIX,
@@ -419,9 +420,11 @@ async def _record_scheduled_run(env: WorkflowEnvironment, task_queue: str, recor
     recorded["scheduled-run"] = workflow_id
 
 
-async def _record_conversation(
-    env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str], runs: dict[str, str]
-) -> None:
+RUN_IDS: dict[str, str] = {}
+"""The run of a recorded workflow id when its history is not its latest run's (before a continue-as-new)."""
+
+
+async def _record_conversation(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
     """A conversation across a continue-as-new: a recalled follow-up, a turn that waits for an
     approval while the next message queues, a resent message id the workflow forgot (looked up in the
     store), and a summary of the turns that fell out of the recall."""
@@ -450,7 +453,7 @@ async def _record_conversation(
         await chamvi.approve(asking.run_id, approved=True)
         await chamvi.wait_turn(queued)
         async for execution in env.client.list_workflows(f'WorkflowId = "{workflow_id}"'):
-            runs["conversation-first"] = execution.run_id  # the oldest run is listed last
+            RUN_IDS["conversation-first"] = execution.run_id  # the oldest run is listed last
         for index in range(3, 5):
             sent = await chamvi.send_message(
                 "chat", f"m{index}", conversation="recorded", message_id=f"m-{index}"
@@ -461,6 +464,8 @@ async def _record_conversation(
     recorded["conversation-first"] = workflow_id
     recorded["conversation"] = workflow_id
     recorded["conversation-turn"] = asking.run_id  # a turn that recalls the one before and waits for a person
+
+
 @tool
 async def release(ctx: ToolContext) -> str:
     """Asks the console twice; the tokens the two requests carry answer them."""
@@ -495,6 +500,89 @@ async def _record_approval_token(env: WorkflowEnvironment, task_queue: str, reco
     recorded["approval-token"] = run_id
 
 
+async def _record_runs(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """The runs of ``_app()``'s agents, on the main worker's task queue."""
+    chamvi = ChamviClient(env.client, task_queue=task_queue)
+    for agent in ("tools", "budget", "slow", "extract", "linked"):
+        recorded[agent] = (await chamvi.dispatch(agent)).run_id
+    recorded["emits"] = (await chamvi.dispatch("emits", channel="console", address="ops")).run_id
+    approved = (await chamvi.dispatch("approval")).run_id
+    await until_status(chamvi, approved, RunStatus.WAITING)
+    await chamvi.approve(approved, approved=True)
+    recorded["approval"] = approved
+    recorded["approval-input-bound"] = approved  # decisions bound to the call's input
+    cancelled = (await chamvi.dispatch("approval")).run_id
+    await until_status(chamvi, cancelled, RunStatus.WAITING)
+    await chamvi.cancel(cancelled)
+    recorded["cancelled"] = cancelled
+    locked = [(await chamvi.dispatch("locked", concurrency_key="k")).run_id for _ in range(2)]
+    recorded["locked"] = locked[1]
+    for run_id in [*recorded.values(), *locked]:
+        await chamvi.wait(run_id)
+    recorded["lock"] = LOCK_ID_PREFIX + "k"
+
+
+async def _record_runtime_agents(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """An agent put at runtime (the ``AgentRegistry`` workflow) and a run of it that calls a tool,
+    waits for an approval while revision 2 is put, and finishes on revision 1."""
+    models = ModelRegistry()
+    turns: list[Turn] = [call("add", a=1, b=2), call("deploy", "c1", version="2.0"), reply("done")]
+    models.register("scripted/runtime", ScriptedModel(turns))
+    app = App(agents=[], models=models, runtime_tools=[add, deploy])
+    async with build_worker(env.client, app, task_queue=task_queue):
+        chamvi = ChamviClient(env.client, task_queue=task_queue)
+        definition = {"model": "scripted/runtime", "instructions": "Deploy.", "tools": ["add", "deploy"]}
+        await chamvi.put_agent("runtime", definition)
+        run_id = (await chamvi.dispatch("runtime")).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+        await chamvi.put_agent("runtime", {**definition, "tools": ["add"]})
+        await chamvi.approve(run_id, approved=True)
+        recorded["runtime-agent"] = (await chamvi.wait(run_id)).run_id
+    async for execution in env.client.list_workflows(f'WorkflowType = "{AGENT_REGISTRY_WORKFLOW}"'):
+        recorded["agent-registry"] = execution.id
+
+
+Recorder = Callable[[WorkflowEnvironment, str, dict[str, str]], Awaitable[None]]
+
+RECORDERS: list[tuple[tuple[str, ...], str, Recorder]] = [
+    (
+        (
+            "tools",
+            "budget",
+            "slow",
+            "extract",
+            "linked",
+            "emits",
+            "approval",
+            "approval-input-bound",
+            "cancelled",
+            "locked",
+            "lock",
+        ),
+        "",
+        _record_runs,
+    ),
+    (("agent-check", "agent-check-unknown"), "", _record_agent_checks),
+    (("knowledge-collection", "knowledge-sync", "knowledge-search"), "-knowledge", _record_knowledge),
+    (("knowledge-timing",), "-timing", _record_knowledge_timing),
+    (("mcp",), "-mcp", _record_mcp),
+    (("stream-broken", "stream-incomplete"), "-streams", _record_streams),
+    (("artifacts",), "-artifacts", _record_artifacts),
+    (("content-parts",), "-parts", _record_content_parts),
+    (("scheduled-run",), "", _record_scheduled_run),
+    (("state", "state-list"), "-state", _record_state),
+    (
+        ("conversation-first", "conversation", "conversation-turn"),
+        "-conversation",
+        _record_conversation,
+    ),
+    (("approval-token",), "-approval-token", _record_approval_token),
+    (("runtime-agent", "agent-registry"), "-runtime-agents", _record_runtime_agents),
+]
+"""Each recorder, the histories it records, and its task queue's suffix; with names on the command
+line, only the recorders of those names run."""
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=shutil.which("temporal"),
@@ -502,44 +590,16 @@ async def main() -> None:
         data_converter=pydantic_data_converter,
     )
     task_queue = f"record-{uuid.uuid4().hex[:8]}"
-    chamvi = ChamviClient(env.client, task_queue=task_queue)
     recorded: dict[str, str] = {}
+    wanted = set(sys.argv[1:])
     async with build_worker(env.client, _app(), task_queue=task_queue):
-        for agent in ("tools", "budget", "slow", "extract", "linked"):
-            recorded[agent] = (await chamvi.dispatch(agent)).run_id
-        recorded["emits"] = (await chamvi.dispatch("emits", channel="console", address="ops")).run_id
-        approved = (await chamvi.dispatch("approval")).run_id
-        await until_status(chamvi, approved, RunStatus.WAITING)
-        await chamvi.approve(approved, approved=True)
-        recorded["approval"] = approved
-        recorded["approval-input-bound"] = approved  # decisions bound to the call's input
-        cancelled = (await chamvi.dispatch("approval")).run_id
-        await until_status(chamvi, cancelled, RunStatus.WAITING)
-        await chamvi.cancel(cancelled)
-        recorded["cancelled"] = cancelled
-        locked = [(await chamvi.dispatch("locked", concurrency_key="k")).run_id for _ in range(2)]
-        recorded["locked"] = locked[1]
-        for run_id in [*recorded.values(), *locked]:
-            await chamvi.wait(run_id)
-        recorded["lock"] = LOCK_ID_PREFIX + "k"
-        await _record_agent_checks(env, task_queue, recorded)
-        await _record_knowledge(env, f"{task_queue}-knowledge", recorded)
-        await _record_knowledge_timing(env, f"{task_queue}-timing", recorded)
-        await _record_mcp(env, f"{task_queue}-mcp", recorded)
-        await _record_streams(env, f"{task_queue}-streams", recorded)
-        await _record_artifacts(env, f"{task_queue}-artifacts", recorded)
-        await _record_content_parts(env, f"{task_queue}-parts", recorded)
-
-        await _record_scheduled_run(env, task_queue, recorded)
-        await _record_state(env, f"{task_queue}-state", recorded)
-        runs: dict[str, str] = {}
-        await _record_conversation(env, f"{task_queue}-conversation", recorded, runs)
-        await _record_approval_token(env, f"{task_queue}-approval-token", recorded)
-        wanted = set(sys.argv[1:]) or set(recorded)
+        for names, suffix, recorder in RECORDERS:
+            if not wanted or wanted & set(names):
+                await recorder(env, f"{task_queue}{suffix}", recorded)
         for name, workflow_id in recorded.items():
-            if name not in wanted:
+            if wanted and name not in wanted:
                 continue
-            handle = env.client.get_workflow_handle(workflow_id, run_id=runs.get(name))
+            handle = env.client.get_workflow_handle(workflow_id, run_id=RUN_IDS.get(name))
             history = await handle.fetch_history()
             (HERE / f"{name}.json").write_text(history.to_json())
             print(f"recorded {name}: {len(history.events)} events")

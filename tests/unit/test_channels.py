@@ -9,7 +9,16 @@ from datetime import timedelta
 
 import pytest
 
-from chamvi import AgentTrust, App, ChannelSubscription, ToolContext, TriggerEnvelope, define_agent, tool
+from chamvi import (
+    AgentTrust,
+    App,
+    ChannelSubscription,
+    ToolContext,
+    TriggerEnvelope,
+    WebhookEvent,
+    define_agent,
+    tool,
+)
 from chamvi.channels import ChannelContext, ChannelMessage, InboundEvent
 from chamvi.constants import WEBHOOK_DELIVERY_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER
 from chamvi.errors import (
@@ -54,6 +63,7 @@ def test_a_webhook_verifies_the_signature_before_the_timestamp_and_reads_the_del
     body = b'{"id": 5}'
     now = time.time()
     delivery = channel.verify(signed_headers(SECRET, body, delivery="d-1"), body, now)
+    assert isinstance(delivery, WebhookEvent)
     assert (delivery.delivery, delivery.payload, delivery.address) == ("d-1", {"id": 5}, "ticket-5")
 
     with pytest.raises(WebhookSignatureError, match="missing"):
