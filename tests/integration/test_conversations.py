@@ -296,3 +296,29 @@ async def _visible(client: Client, run_id: str) -> bool | None:
     async for _ in client.list_workflows(f'WorkflowId = "{run_id}"'):
         return True
     return None
+
+
+async def test_the_temporal_ui_shows_the_conversation_with_its_turns_as_children_carrying_its_id(
+    client: Client, chat: ChamviClient, serve
+) -> None:
+    conversation = _cid()
+    async with serve():
+        sent = [await chat.send_message("chat", f"m{i}", conversation=conversation) for i in range(2)]
+        for message in sent:
+            await chat.wait_turn(message)
+    parent = conversation_workflow_id("chat", conversation)
+
+    async def listed() -> dict[str, str] | None:
+        found = {
+            execution.id: execution.workflow_type
+            async for execution in client.list_workflows(f'ChamviConversation = "{conversation}"')
+        }
+        return found if len(found) == 3 else None
+
+    found = await eventually(listed, "the conversation and its two turns listed by ChamviConversation")
+    turns = [await client.get_workflow_handle(m.run_id).describe() for m in sent]
+    assert found == {parent: CONVERSATION_WORKFLOW, **{m.run_id: "AgentRun" for m in sent}}
+    assert [t.parent_id for t in turns] == [parent, parent]
+    assert [await t.static_summary() for t in turns] == [
+        f"chat: turn {i} of conversation {conversation}" for i in range(2)
+    ]
