@@ -7,6 +7,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 
 import pytest
 from temporalio.client import Client
@@ -17,7 +18,13 @@ from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.constants import CONVERSATION_WORKFLOW, SA_AGENT, SA_CONVERSATION
 from chamvi.conversations import ConversationStore
 from chamvi.errors import AgentNotFoundError, InvalidInputError, NotFoundError
-from chamvi.models.conversations import ConversationState, conversation_workflow_id
+from chamvi.models.conversations import (
+    ConversationHead,
+    ConversationState,
+    TurnRecord,
+    conversation_workflow_id,
+    turn_run_id,
+)
 from chamvi.runtime import build_worker
 from tests.apps.chat import make_app
 from tests.polling import eventually, until_status
@@ -322,3 +329,50 @@ async def test_the_temporal_ui_shows_the_conversation_with_its_turns_as_children
     assert [await t.static_summary() for t in turns] == [
         f"chat: turn {i} of conversation {conversation}" for i in range(2)
     ]
+
+
+async def test_a_conversation_of_ten_thousand_turns_answers_within_its_policy_and_pages_back(
+    client: Client, chat: ChamviClient, serve, store: ArtifactStore
+) -> None:
+    # 10 000 turns taken one by one would take an hour (bench/conversations.py --turns 10000): they
+    # are written to the store as the conversation's activity writes them, and its workflow is gone,
+    # as after a long life and Temporal's retention; the next turns must not notice the length
+    conversation, turns = _cid(), 10_000
+    transcripts = ConversationStore(store)
+    now = datetime.now(UTC)
+    for start in range(0, turns, 500):
+        await asyncio.gather(
+            *(
+                transcripts.write_turn(
+                    "chat",
+                    conversation,
+                    TurnRecord(
+                        turn=n,
+                        message_id=f"m-{n}",
+                        run_id=turn_run_id("chat", conversation, f"m-{n}"),
+                        text=f"m{n}",
+                        received_at=now,
+                        status=RunStatus.COMPLETED,
+                        answer=f"a{n}",
+                    ),
+                )
+                for n in range(start, min(start + 500, turns))
+            )
+        )
+    await transcripts.write_head(ConversationHead(agent="chat", id=conversation, turns=turns, created_at=now))
+    async with serve(recall=RecallPolicy(max_messages=6)):
+        sent = [await chat.send_message("chat", f"q{i}", conversation=conversation) for i in range(3)]
+        runs = [await chat.wait_turn(m) for m in sent]
+        again = await chat.send_message("chat", "m5", conversation=conversation, message_id="m-5")
+        latest = await chat.conversation_messages("chat", conversation, limit=2)
+        older = await chat.conversation_messages("chat", conversation, limit=2, before=latest.before)
+        first = await chat.conversation_messages("chat", conversation, limit=2, before=2)
+    history = await client.get_workflow_handle(conversation_workflow_id("chat", conversation)).fetch_history()
+
+    assert [m.turn for m in sent] == [10_000, 10_001, 10_002]
+    assert runs[2].output == "re: q2 | earlier: ['m9999', 'q0', 'q1']"
+    assert not again.created and again.turn == 5
+    assert [m.text for m in latest.messages] == ["q1", runs[1].output, "q2", runs[2].output]
+    assert [m.text for m in older.messages] == ["m9999", "a9999", "q0", runs[0].output]
+    assert ([m.text for m in first.messages], first.before) == (["m0", "a0", "m1", "a1"], None)
+    assert len(history.to_json()) < 200_000  # three turns' worth, nothing of the 10 000 before
