@@ -29,14 +29,14 @@ class Threads:
         self.sent.append(message)
 
 
-def _app(threads: Threads) -> App:
+def _app(threads: Threads, events: list[str] | None = None) -> App:
     models = ModelRegistry()
     models.register("scripted/desk", ScriptedModel([answer], repeat_last=True))
+    subscription = ChannelSubscription(
+        "threads", id="chat", events=events, conversation=lambda event: event.address
+    )
     desk = define_agent(
-        name="desk",
-        model="scripted/desk",
-        instructions="Help in the thread.",
-        channels=[ChannelSubscription("threads", id="chat", conversation=lambda event: event.address)],
+        name="desk", model="scripted/desk", instructions="Help in the thread.", channels=[subscription]
     )
     return App(agents=[desk], models=models, channels=[threads])
 
@@ -71,6 +71,26 @@ async def test_each_thread_is_one_conversation_and_its_answers_go_back_to_the_th
     assert by_address[other] == ["re: elsewhere | earlier: []"]
     assert threads.sent[0].key == f"{first[0].run_id}:reply"
     assert [m.invoker.kind for m in page.messages if m.role == "user" and m.invoker] == ["channel", "channel"]
+
+
+async def test_only_the_subscribed_event_types_become_messages_of_the_threads_conversation(
+    client: Client, task_queue: str
+) -> None:
+    threads = Threads()
+    app = _app(threads, events=["message"])
+    chamvi = ChamviClient(client, task_queue=task_queue, artifacts=ArtifactStore.memory())
+    inbound = InboundContext("threads", app.agents, chamvi)
+    thread = f"t-{uuid.uuid4().hex[:6]}"
+    async with build_worker(client, app, task_queue=task_queue, artifacts=chamvi.artifacts):
+        ignored = await inbound.dispatch({"text": ":+1:"}, key="ev-1", address=thread, event="reaction_added")
+        routed = await inbound.dispatch(
+            {"text": "Is my order late?"}, key="ev-2", address=thread, event="message"
+        )
+        await eventually(lambda: _replies(threads, 1), "the reply")
+
+    assert ignored == []
+    assert [(r.conversation, r.created) for r in routed] == [(f"threads:{thread}", True)]
+    assert [m.body for m in threads.sent] == ["re: Is my order late? | earlier: []"]
 
 
 async def _replies(threads: Threads, count: int) -> bool | None:
