@@ -1,6 +1,7 @@
 """Temporal activities: every model call, tool call and client call a run makes."""
 
 from .agents import AgentActivities
+from .conversations import ConversationActivities
 from .knowledge import KnowledgeActivities
 from .locks import LockActivities
 from .mcp import McpActivities
@@ -12,6 +13,7 @@ from .tools import ToolActivities
 
 __all__ = [
     "AgentActivities",
+    "ConversationActivities",
     "KnowledgeActivities",
     "LockActivities",
     "McpActivities",

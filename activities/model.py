@@ -20,6 +20,7 @@ from chamvi.constants import (
     QUERY_MCP_TOOLS,
     QUERY_TRANSCRIPT,
 )
+from chamvi.conversations.store import ConversationStore, recalled_messages
 from chamvi.errors import (
     IncompleteResponseError,
     InvalidRunStateError,
@@ -55,10 +56,16 @@ class ModelActivities:
     """
 
     def __init__(
-        self, runtime: AppRuntime, cache: TranscriptCache | None = None, max_runs: int = 256
+        self,
+        runtime: AppRuntime,
+        cache: TranscriptCache | None = None,
+        max_runs: int = 256,
+        conversations: ConversationStore | None = None,
     ) -> None:
         self.runtime = runtime
         self.app = runtime.app
+        self.conversations = conversations or ConversationStore(runtime.artifacts)
+        """Where a conversation's turns are read for the recall of a turn's model calls."""
         self.slots: RunSlots = runtime.slots
         """The worker's run slots (its runtime's): a model call takes its run's."""
         self.cache = cache or TranscriptCache()
@@ -148,13 +155,21 @@ class ModelActivities:
                 "instructions)"
             )
         instructions = await self.runtime.instructions_for(agent, request.skills_version)
-        messages = [*instructions, *transcript]
+        # a turn's recalled conversation follows the configured instructions, before its own transcript
+        recalled = (
+            await recalled_messages(
+                self.conversations, agent.name, request.conversation, tool_calls=agent.conversation.tool_calls
+            )
+            if request.conversation is not None
+            else []
+        )
+        messages = [*instructions, *recalled, *transcript]
         chat = ChatRequest(
             run_id=request.run_id,
             agent=agent.name,
             step=request.step,
             messages=messages,
-            transcript_start=len(instructions),
+            transcript_start=len(instructions) + len(recalled),
             tools=[
                 *(
                     ToolSchema(t.name, t.description, t.json_schema())

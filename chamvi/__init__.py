@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         inject,
         try_inject,
     )
+    from chamvi.conversations.client import SentMessage
     from chamvi.errors import (
         ApprovalNotPendingError,
         ApprovalTokenExpiredError,
@@ -132,6 +133,7 @@ if TYPE_CHECKING:
         ModelRegistry,
         ScriptedModel,
     )
+    from chamvi.recall import RecallPolicy
     from chamvi.retry import (
         RetryPolicies,
     )
@@ -249,6 +251,7 @@ _EXPORTS: dict[str, str] = {
     "NamedTool": "chamvi.models",
     "PolicyRun": "chamvi.permissions",
     "ProviderUnavailableError": "chamvi.errors",
+    "RecallPolicy": "chamvi.recall",
     "RetryPolicies": "chamvi.retry",
     "RunArtifacts": "chamvi.artifacts",
     "RunEvent": "chamvi.run_events",
@@ -257,6 +260,7 @@ _EXPORTS: dict[str, str] = {
     "RunTimeoutError": "chamvi.errors",
     "RunView": "chamvi.models",
     "ScriptedModel": "chamvi.providers",
+    "SentMessage": "chamvi.conversations.client",
     "Tool": "chamvi.tools",
     "ToolCallInfo": "chamvi.agents",
     "ToolContext": "chamvi.tools",
@@ -396,6 +400,7 @@ __all__ = [
     "PolicyRun",
     "ProviderOptions",
     "ProviderUnavailableError",
+    "RecallPolicy",
     "RetryPolicies",
     "RunArtifacts",
     "RunEvent",
@@ -407,6 +412,7 @@ __all__ = [
     "ScheduleNotFoundError",
     "ScheduleView",
     "ScriptedModel",
+    "SentMessage",
     "SigningScheme",
     "SlackEvents",
     "SlackMessages",

@@ -19,6 +19,7 @@ from chamvi.names import validate_agent_name as validate_agent_name
 from chamvi.permissions import PolicyRun, ToolPolicy
 from chamvi.provider_objects import is_chat_model
 from chamvi.providers import ChatModel
+from chamvi.recall import RecallPolicy, check_recall_policy
 from chamvi.skills.sources import SkillSource, check_source
 from chamvi.state import AgentState, check_state, state_tools
 from chamvi.tool_factory import ToolFactoryContext
@@ -126,6 +127,8 @@ class Agent:
     """How its model is asked to answer (temperature, output tokens, tool choice, ...)."""
     skills: tuple[SkillSource, ...] = ()
     """The agent's own skill sources, after the App's defaults (``chamvi.skills``)."""
+    conversation: RecallPolicy = field(default_factory=RecallPolicy)
+    """What a turn of one of the agent's conversations recalls of the turns before it."""
     revision: int | None = None
     """None for an agent in code; the revision of an agent defined at runtime (``chamvi.runtime_agents``),
     whose ``model`` is then always a ref."""
@@ -271,11 +274,12 @@ def _subscriptions(
             raise InvalidAgentDefinitionError(
                 f"agent {name!r}: subscription id {subscription.id!r} must be 1-{NAME_MAX_LENGTH} characters"
             )
-        if subscription.filter is not None and not callable(subscription.filter):
-            raise InvalidAgentDefinitionError(
-                f"agent {name!r}: the filter of its subscription to {subscription.channel!r} must be a "
-                "function of the inbound event"
-            )
+        for part in ("filter", "conversation", "message"):
+            if getattr(subscription, part) is not None and not callable(getattr(subscription, part)):
+                raise InvalidAgentDefinitionError(
+                    f"agent {name!r}: the {part} of its subscription to {subscription.channel!r} must be a "
+                    "function of the inbound event"
+                )
     ids = [s.id for s in subscriptions if s.id is not None]
     if len(ids) != len(set(ids)):
         raise InvalidAgentDefinitionError(f"agent {name!r}: subscription ids must be unique")
@@ -298,6 +302,7 @@ def define_agent(
     state: AgentState | Mapping[str, type[BaseModel]] | None = None,
     model_settings: ModelSettings | Mapping[str, Any] | None = None,
     skills: Sequence[SkillSource] = (),
+    conversation: RecallPolicy | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
@@ -329,6 +334,9 @@ def define_agent(
     ``skills`` adds the agent's own skill sources (``skills_folder(...)``, ``git_skills(...)``,
     ``skill(...)``) to the App's defaults: the model gets a block listing them after the
     instructions, and the tools ``skill_load`` and ``skill_read`` (``chamvi.skills``).
+    ``conversation`` bounds what a turn of one of its conversations recalls of the earlier turns
+    (``RecallPolicy(max_messages=..., max_tokens=..., summarizer=...)``; by default the latest 40
+    messages within about 8 000 tokens, the rest dropped).
 
     Raises:
         InvalidAgentDefinitionError: naming what is wrong.
@@ -366,6 +374,7 @@ def define_agent(
             name, model_settings, None if factory is not None or mcp_servers else set(checked_tools)
         ),
         skills=_skills(name, skills),
+        conversation=check_recall_policy(name, conversation),
     )
 
 

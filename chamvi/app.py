@@ -350,6 +350,11 @@ class App:
             model = self.models.resolve(ref)
         except Exception as error:
             raise InvalidAgentDefinitionError(f"agent {agent.name!r}: {error}") from None
+        if agent.conversation.summarizer is not None:
+            try:
+                self.models.resolve(agent.conversation.summarizer)
+            except Exception as error:
+                raise InvalidAgentDefinitionError(f"agent {agent.name!r}: {error}") from None
         refused = refused_settings(model, agent.model_settings)
         if refused:
             raise InvalidAgentDefinitionError(

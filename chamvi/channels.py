@@ -79,6 +79,9 @@ class StartedRun:
     subscription: str | None
     run_id: str
     created: bool
+    conversation: str | None = None
+    """The conversation the delivery went into (its subscription routes to conversations); the run
+    is its turn, which starts once the turns before it have ended."""
 
 
 class ChannelContext(Protocol):
@@ -151,12 +154,21 @@ class ChannelSubscription:
         events: the event types that start a run (all when None), checked before ``filter``: an
             entry matches the type (``"issues"``) or the type and the payload's ``action``
             (``"issues.opened"``).
+        conversation: routes each event into a conversation instead of a run of its own: a function
+            of the event that names the conversation (``lambda event: event.address``: each Slack
+            thread, each GitHub issue is one conversation, ``<channel>:<key>``); the turn's answer
+            goes back through the channel to the event's address. An event it names no key for
+            (None) starts an ordinary run.
+        message: the message text of a routed event; by default the payload's ``text`` field when it
+            is a string, else the payload itself (a string as it is, anything else as JSON).
     """
 
     channel: str
     id: str | None = None
     filter: SubscriptionFilter | None = None
     events: Collection[str] | None = None
+    conversation: Callable[[InboundEvent], str | None] | None = None
+    message: Callable[[InboundEvent], str] | None = None
 
     def __post_init__(self) -> None:
         if self.events is not None and (
@@ -166,6 +178,15 @@ class ChannelSubscription:
                 f"subscription to channel {self.channel!r}: events must be a list of event types, such "
                 f"as events=['issues.opened'], not {self.events!r}"
             )
+
+    def message_text(self, event: InboundEvent) -> str:
+        """The text a routed event becomes in its conversation."""
+        if self.message is not None:
+            return str(self.message(event))
+        payload = event.payload
+        if isinstance(payload, dict) and isinstance(payload.get("text"), str):
+            return str(payload["text"])
+        return payload if isinstance(payload, str) else json.dumps(payload, sort_keys=True)
 
     def accepts(self, event: InboundEvent) -> bool:
         """Whether ``event`` starts a run of the subscribed agent."""

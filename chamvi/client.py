@@ -40,6 +40,7 @@ from chamvi import constants as c
 from chamvi._idle import wait_idle
 from chamvi.approval_tokens import ApprovalTokens, PendingApproval, ResumedApproval, pending_approval, resume
 from chamvi.artifacts import ArtifactStore, Attachment, check_media_type
+from chamvi.conversations.client import ConversationMethods
 from chamvi.errors import (
     ERROR_CLASSES,
     ApprovalNotPendingError,
@@ -234,8 +235,8 @@ def _run_settings(settings: ModelSettings | Mapping[str, Any] | None) -> ModelSe
     return None if checked.empty else checked
 
 
-class ChamviClient:
-    """Runs and knowledge collections through Temporal, for the API, the CLI and your own code.
+class ChamviClient(ConversationMethods):
+    """Runs, conversations and knowledge collections through Temporal, for the API, the CLI, your code.
 
     A run's view is a query a worker answers; with no worker polling, ``get_run`` falls back to the
     run's search attributes instead of hanging.

@@ -86,7 +86,9 @@ SA_AGENT = SearchAttributeKey.for_keyword("ChamviAgent")
 SA_STATUS = SearchAttributeKey.for_keyword("ChamviStatus")
 SA_CHANNEL = SearchAttributeKey.for_keyword("ChamviChannel")
 SA_TAINTED = SearchAttributeKey.for_bool("ChamviTainted")
-SEARCH_ATTRIBUTES = (SA_AGENT, SA_STATUS, SA_CHANNEL, SA_TAINTED)
+SA_CONVERSATION = SearchAttributeKey.for_keyword("ChamviConversation")
+"""The conversation id, on a ``Conversation`` workflow and on each of its turn runs."""
+SEARCH_ATTRIBUTES = (SA_AGENT, SA_STATUS, SA_CHANNEL, SA_TAINTED, SA_CONVERSATION)
 
 RUN_ID_PREFIX = "run-"
 CHANNEL_TRIGGER = "channel"
@@ -175,3 +177,31 @@ SKILLS_STORE_PREFIX = "skills"
 """The artifact store's folder of skill copies: ``skills/catalogs/<version>.json`` (a catalog's
 manifest, written last), ``skills/blobs/<sha256>`` (file contents) and ``skills/pins/<key>.json``
 (the commit a git source's branch or tag resolved to). Run folders are ``run-...``: no clash."""
+
+# Conversations (chamvi.conversations): one workflow per conversation, each turn an ordinary AgentRun.
+CONVERSATION_WORKFLOW = "Conversation"
+CONVERSATION_ID_PREFIX = "conversation:"
+"""The workflow of conversation ``c-1`` of agent ``support`` is ``conversation:support:c-1``."""
+UPDATE_SEND_MESSAGE = "send_message"
+"""Takes one message, idempotent per message id; answers the turn's run id once the message is queued."""
+QUERY_CONVERSATION = "conversation"
+CONVERSATION_TRIGGER = "conversation"
+"""The ``trigger`` of a turn's run."""
+ACTIVITY_CONVERSATION_LOAD = "chamvi.conversation_load"
+ACTIVITY_CONVERSATION_SEEN = "chamvi.conversation_seen"
+ACTIVITY_CONVERSATION_RECORD_TURN = "chamvi.conversation_record_turn"
+ACTIVITY_CONVERSATION_SUMMARIZE = "chamvi.conversation_summarize"
+ACTIVITY_CONVERSATION_REPLY = "chamvi.conversation_reply"
+CONVERSATIONS_STORE_PREFIX = "conversations"
+"""Where the artifact store keeps transcripts: ``conversations/<agent>/<id>/...`` (run ids start with
+``run-``, so no run's artifacts share it)."""
+CONVERSATION_TURNS_PER_RUN = 100
+"""Turns one ``Conversation`` workflow run takes before it continues as new (sooner when Temporal
+suggests it): its history stays a few hundred events, whatever the conversation's length."""
+CONVERSATION_QUEUE_MAX = 1000
+"""Messages that may wait for their turn at once; one more is refused until turns catch up."""
+CONVERSATION_SEEN_IDS = 500
+"""Message ids the workflow remembers; an older one is looked up in the store."""
+CONVERSATION_ID_MAX_LENGTH = 200
+CONVERSATION_MESSAGE_MAX_CHARS = 100_000
+"""The longest message text: larger content travels as attachments, by reference."""

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
 
@@ -265,8 +266,22 @@ class DevServer:
                 answer = await client.operator_service.list_search_attributes(
                     ListSearchAttributesRequest(namespace=self.config.namespace)
                 )
-                if wanted <= set(answer.custom_attributes):
+                missing = wanted - set(answer.custom_attributes)
+                if not missing:
                     return
+                if answer.custom_attributes:
+                    # a data folder from an older chamvi: start-dev registers attributes in a new
+                    # database only, so the ones added since are registered here
+                    await client.operator_service.add_search_attributes(
+                        AddSearchAttributesRequest(
+                            namespace=self.config.namespace,
+                            search_attributes={
+                                key.name: IndexedValueType.ValueType(int(key.indexed_value_type))
+                                for key in SEARCH_ATTRIBUTES
+                                if key.name in missing
+                            },
+                        )
+                    )
             except Exception:  # not up yet: connection refused, namespace not registered yet
                 pass
             if time.monotonic() > deadline:

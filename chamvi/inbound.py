@@ -1,11 +1,12 @@
 """Inbound: how a channel starts runs, for every agent that subscribed to what it received.
 
 A channel never picks an agent. It hands each delivery to its context (:class:`InboundContext`, the
-``chamvi.channels.ChannelContext`` chamvi hands it), which starts
-one run per matching subscription, with the channel and subscription on the trigger envelope and an
-idempotency key made of the delivery's key and the subscription: the same delivery dispatched twice
-(a sender's retry, two worker replicas polling the same source, two API replicas behind a balancer)
-starts each run once and answers the same run ids.
+``chamvi.channels.ChannelContext`` chamvi hands it), which starts one run per matching subscription
+(or, for a subscription that routes events to conversations, sends the event as a message to its
+conversation), with the channel and subscription on the trigger envelope and an idempotency key made
+of the delivery's key and the subscription: the same delivery dispatched twice (a sender's retry, two
+worker replicas polling the same source, two API replicas behind a balancer) starts each run once and
+answers the same run ids.
 """
 
 from __future__ import annotations
@@ -105,6 +106,27 @@ class InboundContext:
         self, agent: Agent, subscription: ChannelSubscription, event: InboundEvent
     ) -> StartedRun:
         idempotency_key = event.key if subscription.id is None else f"{event.key}:{subscription.id}"
+        key = subscription.conversation(event) if subscription.conversation is not None else None
+        if key is not None:
+            # the delivery's key is the message id: a redelivery is the same turn
+            sent = await self._runs.send_message(
+                agent.name,
+                subscription.message_text(event),
+                conversation=f"{self.channel}:{key}",
+                message_id=idempotency_key,
+                invoker=Invoker(id=self.channel, kind=CHANNEL_INVOKER_KIND),
+                channel=self.channel,
+                address=event.address,
+                subscription=subscription.id,
+                reply=True,
+            )
+            return StartedRun(
+                agent=agent.name,
+                subscription=subscription.id,
+                run_id=sent.run_id,
+                created=sent.created,
+                conversation=sent.conversation,
+            )
         result = await self._runs.start(
             RunInput(
                 agent=agent.name,

@@ -31,6 +31,7 @@ from chamvi.approval_tokens import ApprovalTokens, approval_tokens
 from chamvi.artifacts import ArtifactStore, open_artifact_store
 from chamvi.channels import LifecycleChannel
 from chamvi.client import ChamviClient
+from chamvi.conversations.store import ConversationStore
 from chamvi.errors import BackgroundError, ChamviError
 from chamvi.inbound import InboundContext
 from chamvi.knowledge.index import KnowledgeIndex
@@ -274,6 +275,7 @@ class ChamviPlugin(SimplePlugin):
     def _with_activities(self, existing: Sequence[Callable[..., Any]] | None) -> Sequence[Callable[..., Any]]:
         from chamvi.activities import (
             AgentActivities,
+            ConversationActivities,
             KnowledgeActivities,
             LockActivities,
             McpActivities,
@@ -294,7 +296,9 @@ class ChamviPlugin(SimplePlugin):
         if runtime.approval_tokens is None and self._settings is not None:
             runtime.approval_tokens = approval_tokens(self._settings)
         agents = AgentActivities(runtime)
-        model = ModelActivities(runtime)
+        conversations = ConversationStore(runtime.artifacts)
+        model = ModelActivities(runtime, conversations=conversations)
+        turns = ConversationActivities(runtime, conversations)
         tools = ToolActivities(runtime)
         locks = LockActivities()
         indexer = Indexer(index, app.embedders, retry=app.retry.embedding)
@@ -315,6 +319,11 @@ class ChamviPlugin(SimplePlugin):
             McpActivities(runtime).list_mcp_tools,
             StateActivities(StateViews(app, state, runtime.agents)).state_list,
             ScheduleActivities(runtime.agents).dispatch_scheduled,
+            turns.load,
+            turns.seen,
+            turns.record_turn,
+            turns.summarize,
+            turns.reply,
         ]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .agent_registry import AgentRegistryWorkflow
     from .agent_run import AgentRunWorkflow
     from .concurrency_lock import ConcurrencyLockWorkflow
+    from .conversation import ConversationWorkflow
     from .knowledge import (
         KnowledgeCollectionWorkflow,
         KnowledgeSearchWorkflow,
@@ -32,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "KnowledgeSearchWorkflow": "knowledge",
     "AgentStateListWorkflow": "state_list",
     "ScheduledRunWorkflow": "scheduled_run",
+    "ConversationWorkflow": "conversation",
     "AgentRegistryWorkflow": "agent_registry",
 }
 """Each workflow class by the module that defines it, in the order ``WORKFLOWS`` lists them."""
@@ -62,6 +64,7 @@ __all__ = [
     "AgentRunWorkflow",
     "AgentStateListWorkflow",
     "ConcurrencyLockWorkflow",
+    "ConversationWorkflow",
     "KnowledgeCollectionWorkflow",
     "KnowledgeSearchWorkflow",
     "KnowledgeSyncRequestWorkflow",

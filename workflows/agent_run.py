@@ -84,8 +84,11 @@ LOCAL_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=non_retr
 def envelope_message(run_input: RunInput) -> Message:
     """The trigger envelope as the run's first user message, a JSON block.
 
-    The invoker stays out of it: who may do what is for tool policies, not for the model.
+    The invoker stays out of it: who may do what is for tool policies, not for the model. A turn of
+    a conversation starts with the person's message itself, as the recalled turns before it do.
     """
+    if run_input.conversation is not None and isinstance(run_input.payload, str):
+        return Message(role="user", content=run_input.payload)
     envelope = run_input.envelope().model_dump(mode="json", exclude_none=True, exclude={"invoker"})
     body = json.dumps(envelope, indent=2, sort_keys=True)
     return Message(role="user", content=f"Trigger:\n```json\n{body}\n```")
@@ -155,6 +158,7 @@ class AgentRunWorkflow:
             created_at=self._created_at,
             started_at=self._started_at,
             ended_at=self._ended_at,
+            conversation=run_input.conversation,
             agent_revision=self._spec.revision if self._spec is not None else None,
         )
 
@@ -423,6 +427,7 @@ class AgentRunWorkflow:
                 base_digest=self._sent_digest,
                 delta=delta,
                 skills_version=spec.skills_version,
+                conversation=self._require_input().conversation,
                 revision=spec.revision,
                 model_settings=self._require_input().model_settings,
             ),

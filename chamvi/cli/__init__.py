@@ -1,6 +1,7 @@
 """The ``chamvi`` command line: the local stack, workers, runs, knowledge collections and agent state.
 
-Runs can be dispatched, listed, shown, approved and cancelled.
+Runs can be dispatched, listed, shown, approved and cancelled; conversations talked in (``chat``),
+listed and shown.
 
 Every run operation goes through ``ChamviClient``; the same runs are visible in the Temporal UI
 and the ``temporal`` CLI. Failures a person can fix are one line and a non-zero exit.
@@ -20,6 +21,7 @@ from chamvi.cli import (
     api,
     artifacts,
     channels,
+    chat,
     kb,
     knowledge,
     mcp,
@@ -55,6 +57,8 @@ for _command in (
     runs.runs,
     runs.approve,
     runs.cancel,
+    chat.chat,
+    chat.conversations,
     artifacts.artifacts,
     channels.channels,
     knowledge.knowledge,

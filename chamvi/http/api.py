@@ -23,6 +23,7 @@ from chamvi.http.approvals_routes import approvals_router
 from chamvi.http.artifacts_routes import artifacts_router, upload_body_limit
 from chamvi.http.auth import AuthMiddleware, RoutePermissions, Token, principal
 from chamvi.http.channels_routes import channels_router
+from chamvi.http.conversations_routes import conversations_router
 from chamvi.http.errors import CatchAllMiddleware, install_error_handlers
 from chamvi.http.knowledge_routes import knowledge_router
 from chamvi.http.limits import DEFAULT_BODY_LIMIT, BodyLimitMiddleware, FramingMiddleware
@@ -85,7 +86,7 @@ def create_api(
         tokens: the bearer tokens (``tokens_from_env(Settings.from_env().tokens)``); none: every
             route answers 401.
         managed: the service behind ``/knowledge``; None serves no knowledge routes.
-        runs: the client behind ``/runs`` and ``/schedules``; None serves neither. With its
+        runs: the client behind ``/runs``, ``/conversations`` and ``/schedules``; None serves none. With its
             ``approval_tokens``, ``/approvals/view`` and ``/approvals/answer`` take approval tokens
             (the token is the permission; see ``chamvi.http.approvals_routes``).
         body_limit: bodies over this many bytes answer 413 before anything parses them.
@@ -108,10 +109,10 @@ def create_api(
             store (``RuntimeAgents``); by default, with ``runs``, the workers (``ThroughWorkers``),
             and a dispatch outside ``agents`` answers 404 as before.
 
-    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/schedules``,
-    ``<base_path>/agents`` and ``<base_path>/state``; ``/openapi.json`` and ``/docs`` (below the
-    base path too) need no token, nor does the approvals page ``/ui`` (served with the run routes),
-    which asks a person for one.
+    Routes are below ``<base_path>/knowledge``, ``<base_path>/runs``, ``<base_path>/conversations``,
+    ``<base_path>/schedules``, ``<base_path>/agents`` and ``<base_path>/state``; ``/openapi.json`` and
+    ``/docs`` (below the base path too) need no token, nor does the approvals page ``/ui`` (served with
+    the run routes), which asks a person for one.
     """
     base = _base(base_path)
     if body_limit < 1:
@@ -152,6 +153,9 @@ def create_api(
         schedule_check = check_agent if agents is not None else None
         routers.append(schedules_router(runs, schedule_check, schedule_min_interval))
         agent_directory = agent_directory or ThroughWorkers(runs)
+        routers.append(
+            conversations_router(runs, agents, events, check_agent=check_agent, directory=agent_directory)
+        )
     if agent_directory is not None or skills is not None:
         routers.append(agents_router(agent_directory, skills))
     if state is not None:

@@ -34,6 +34,8 @@ class StartedRunOut(BaseModel):
     subscription: str | None
     run_id: str
     created: bool
+    conversation: str | None = None
+    """The conversation a routing subscription sent the event to; the run is its turn."""
 
 
 class ChannelEventOut(BaseModel):
@@ -114,7 +116,13 @@ def channels_router(
             delivery=delivery.delivery,
             event=delivery.event,
             runs=[
-                StartedRunOut(agent=r.agent, subscription=r.subscription, run_id=r.run_id, created=r.created)
+                StartedRunOut(
+                    agent=r.agent,
+                    subscription=r.subscription,
+                    run_id=r.run_id,
+                    created=r.created,
+                    conversation=r.conversation,
+                )
                 for r in started
             ],
         )

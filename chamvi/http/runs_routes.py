@@ -262,10 +262,19 @@ async def _sse_lines(events: list[RunEvent]) -> AsyncIterator[str]:
 async def _follow(
     runs: ChamviClient, hub: EventHub | None, run_id: str, after: int | None
 ) -> AsyncIterator[str]:
+    """The run's events as Server-Sent Events, with a comment line while nothing happens."""
+    async for event in follow_events(runs, hub, run_id, after):
+        yield sse_message(event) if event is not None else ": keep-alive\n\n"
+
+
+async def follow_events(
+    runs: ChamviClient, hub: EventHub | None, run_id: str, after: int | None
+) -> AsyncIterator[RunEvent | None]:
     """The run's history events merged with this process's deltas, until the run ends.
 
-    When the client goes away the response is cancelled, which cancels the history long-poll and
-    forgets the delta queue: a closed stream holds nothing on the server.
+    None stands for ``KEEPALIVE_SECONDS`` without an event. When the reader goes away the generator
+    is closed, which cancels the history long-poll and forgets the delta queue: a closed stream
+    holds nothing on the server.
     """
     watching: contextlib.AbstractContextManager[asyncio.Queue[RunEvent]] = (
         hub.watching(run_id) if hub is not None else contextlib.nullcontext(asyncio.Queue())
@@ -295,18 +304,18 @@ async def _follow(
                         waiting.cancel()
                 if delta in finished and delta.result().type == RUN_DELTA:
                     for event in order.delta(delta.result()):
-                        yield sse_message(event)
+                        yield event
                 if history in finished:
                     ended = history.result()
                     if ended is None:
                         pumping.result()  # raises what ended the history, if it failed
                         return
                     if after is None or (ended.event_id or 0) > after:
-                        yield sse_message(ended)
+                        yield ended
                     for event in order.seen(ended):
-                        yield sse_message(event)
+                        yield event
                 if not finished:
-                    yield ": keep-alive\n\n"
+                    yield None
         finally:
             pumping.cancel()
             with contextlib.suppress(BaseException):

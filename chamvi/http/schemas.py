@@ -9,10 +9,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from chamvi.approval_tokens import TOKEN_MAX_CHARS
-from chamvi.constants import TRIGGER_KEY_MAX_LENGTH
+from chamvi.constants import CONVERSATION_MESSAGE_MAX_CHARS, TRIGGER_KEY_MAX_LENGTH
 from chamvi.errors import ValidationIssue
 from chamvi.knowledge.managed import MAX_CONTENT_CHARS, DocumentPage
 from chamvi.models import Artifact, ModelSettings, RunSummary
+from chamvi.models.conversations import ConversationSummary
 from chamvi.models.knowledge import CollectionMeta, DocumentEntry
 
 MAX_JSON_DEPTH = 64
@@ -368,3 +369,57 @@ class CancelOut(BaseModel):
 
     run_id: str
     status: Literal["cancelling"] = "cancelling"
+
+
+# ---- conversations ----------------------------------------------------------------------------
+
+
+class SendMessage(_Body):
+    """Body of ``POST /conversations/{agent}/{id}/messages``: a person's message."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"text": "Can I return a delivered order?", "message_id": "m-1"}]},
+    )
+
+    text: str = Field(min_length=1, max_length=CONVERSATION_MESSAGE_MAX_CHARS)
+    message_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=TRIGGER_KEY_MAX_LENGTH,
+        description="A resend with the same id answers 200 with the same turn; by default a new id",
+    )
+
+    @field_validator("text", "message_id")
+    @classmethod
+    def _unicode(cls, value: str | None, info: Any) -> str | None:
+        return _check_text(value, info.field_name)
+
+
+class MessageOut(BaseModel):
+    """Answer of ``POST /conversations/{agent}/{id}/messages``: the turn the message is."""
+
+    conversation: str
+    run_id: str = Field(description="The turn's run: it starts once the turns before it have ended")
+    turn: int
+    created: bool = Field(description="False for a resent message id: the turn it started before")
+
+
+class ChatAgents(BaseModel):
+    """Answer of ``GET /conversations``: the agents one can talk with."""
+
+    agents: list[str]
+
+
+class ConversationList(BaseModel):
+    """Answer of ``GET /conversations/{agent}``: the agent's conversations, latest first."""
+
+    data: list[ConversationSummary]
+
+
+class ConversationDeleted(BaseModel):
+    """Answer of ``DELETE /conversations/{agent}/{id}``."""
+
+    agent: str
+    id: str
+    executions: int = Field(description="Temporal executions deleted (the conversation's and its turns')")

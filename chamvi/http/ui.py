@@ -1,4 +1,4 @@
-"""``/ui``: the approvals page, plain HTML, CSS and JavaScript shipped in the package (no build step).
+"""``/ui``: the approvals page and its chat view, plain HTML, CSS and JavaScript in the package (no build).
 
 The page itself is public, like the OpenAPI document: it holds no data. Everything it shows it reads
 from the API with the token a person types into it, which it keeps in the tab's session storage.
@@ -17,6 +17,7 @@ UI_PATH = "/ui"
 _FILES = {
     "": ("index.html", "text/html"),
     "app.js": ("app.js", "text/javascript"),
+    "chat.js": ("chat.js", "text/javascript"),
     "app.css": ("app.css", "text/css"),
 }
 _HEADERS = {

@@ -18,6 +18,7 @@ from chamvi.models.artifacts import Artifact
 from chamvi.models.mcp import McpToolHints
 from chamvi.models.model_settings import ModelSettings
 from chamvi.models.parts import ContentPart, FilePart, ImagePart, ProviderOptions, TextPart
+from chamvi.models.recall import ConversationTurn
 
 
 class RunStatus(StrEnum):
@@ -80,6 +81,9 @@ class RunInput(BaseModel):
     """The parent's taint: a run started by a tainted run is tainted from its start."""
     attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
     """Stored before the run starts (``ChamviClient.dispatch(attachments=...)``): references only."""
+    conversation: ConversationTurn | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The run is a turn of a conversation: ``payload`` is the message's text, and the model sees the
+    recalled turns before it."""
     event: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The inbound event's type (a channel's delivery), carried to the trigger envelope."""
     model_settings: ModelSettings | None = Field(default=None, exclude_if=lambda v: v is None)
@@ -281,6 +285,8 @@ class ModelRequest(BaseModel):
     delta: list[Message]
     skills_version: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The run's skill catalog version (``AgentSpec.skills_version``): the block the model gets."""
+    conversation: ConversationTurn | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A turn's conversation: the model call puts the recalled turns before the run's transcript."""
     revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
     """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
     model_settings: ModelSettings | None = Field(default=None, exclude_if=lambda v: v is None)
@@ -559,6 +565,8 @@ class RunView(BaseModel):
     created_at: datetime | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    conversation: ConversationTurn | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Set when the run is a turn of a conversation."""
     calls: list[CallInProgress] = Field(default_factory=list)
     """The calls in progress, from Temporal's pending activities (the client fills it in)."""
     agent_revision: int | None = Field(default=None, exclude_if=lambda v: v is None)

@@ -47,7 +47,8 @@ class ChatRequest:
     attachments: list[AttachedFile] = field(default_factory=list)
     """The run's attachments: content parts of the run's first user message (the trigger's)."""
     transcript_start: int = 0
-    """Where the run's own transcript begins in ``messages``: after the configured instructions."""
+    """Where the run's own transcript begins in ``messages``: after the configured instructions and,
+    for a turn of a conversation, the recalled messages."""
     files: Mapping[str, bytes] = field(default_factory=dict)
     """The bytes of every artifact a part of ``messages`` references, by artifact id; never stored."""
     on_delta: OnDelta | None = None

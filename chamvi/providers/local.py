@@ -7,14 +7,17 @@ type. A tool the payload cannot fill is never called: a refund of 0.00 on order 
 helps nobody. It then answers with one short line per tool result, and names the tools it left
 out. With structured output it answers a JSON object built the same way. Before it calls a tool that
 a skill's description names (the skill catalog block, ``chamvi.skills``), it loads that skill with
-``skill_load``, once. Use a real model (``openai/...``) for real work; use this one to try the engine
-on a laptop with no key.
+``skill_load``, once. In a conversation's turn the payload is ``text``, the person's message, and
+``query``, that message after the one before it (so a follow-up searches with the question it
+follows), and the answer quotes the best passage a search found. Use a real model (``openai/...``)
+for real work; use this one to try the engine on a laptop with no key.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from html import unescape
 from typing import Any
 
@@ -24,6 +27,9 @@ from chamvi.providers._base import ChatRequest
 
 SUMMARY_LIMIT = 100
 """The longest line the final answer gives one tool result."""
+CHAT_QUERY_MESSAGES = 2
+"""In a conversation, the people's messages (this one and the ones just before) a query is made of."""
+CHAT_PASSAGE_CHARS = 300
 
 _ENVELOPE = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
 _SKILL = re.compile(r"<skill>\n<name>([^<]+)</name>\n<description>([^<]*)</description>")
@@ -108,6 +114,74 @@ def _tokens(messages: list[Message]) -> int:
     return sum(len((m.content or "").split()) for m in messages)
 
 
+def _chat_payload(request: ChatRequest) -> dict[str, Any] | None:
+    """The payload of a conversation's turn (its first message is the person's text, no trigger block).
+
+    ``text`` is this message and ``query`` the people's latest messages, recalled ones included, so a
+    follow-up ("and how long does that take?") searches with the question it follows.
+    """
+    own = request.messages[request.transcript_start :]
+    if not own or own[0].role != "user" or not own[0].content or _ENVELOPE.search(own[0].content):
+        return None
+    recalled = request.messages[: request.transcript_start]
+    people = [m.content for m in recalled if m.role == "user" and m.content]
+    return {"text": own[0].content, "query": " ".join([*people[-CHAT_QUERY_MESSAGES + 1 :], own[0].content])}
+
+
+_COMMON = frozenset(
+    {"and", "any", "are", "can", "does", "for", "from", "get", "has", "have", "our", "that", "the"}
+    | {"this", "was", "were", "will", "with", "you", "your"}
+)
+
+
+def _words(text: str) -> set[str]:
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    return {word.rstrip("s") for word in words if len(word) > 2 and word not in _COMMON}
+
+
+def _closest_part(passage: str, query: str, said: Sequence[str] = ()) -> str:
+    """The part of a passage (a section or a paragraph) sharing the most words with the query.
+
+    A part the conversation's earlier answers (``said``) quoted already gives way to the next best.
+    """
+    parts: list[str] = []
+    for block in re.split(r"\n\s*\n", passage):
+        lines = [line.strip() for line in block.splitlines() if line.strip()]
+        if not lines:
+            continue
+        if parts and parts[-1].startswith("#") and "\n" not in parts[-1]:
+            parts[-1] = f"{parts[-1]}\n{' '.join(lines)}"  # a heading goes with the paragraph under it
+        else:
+            parts.append("\n".join(lines))
+    if not parts:
+        return ""
+    wanted = _words(query)
+    flat = [" ".join(part.replace("#", "").split()) for part in parts]
+    fresh = [part for part in flat if not any(part[:CHAT_PASSAGE_CHARS] in earlier for earlier in said)]
+    return max(fresh or flat, key=lambda part: len(_words(part) & wanted))  # the first of equals wins
+
+
+def _chat_answer(own: list[Message], query: str, said: Sequence[str]) -> str:
+    """A chat turn's answer: the best passage a search found, else each tool result on one line."""
+    lines: list[str] = []
+    for message in own:
+        if message.role != "tool":
+            continue
+        try:
+            value = json.loads(message.content or "")
+        except json.JSONDecodeError:
+            value = None
+        matches = value.get("matches") if isinstance(value, dict) else None
+        if isinstance(matches, list) and matches and isinstance(matches[0], dict):
+            best = matches[0]
+            where = best.get("title") or best.get("document") or "the knowledge base"
+            passage = _closest_part(str(best.get("text", "")), query, said)
+            lines.append(f"From {where}: {passage[:CHAT_PASSAGE_CHARS]}")
+        else:
+            lines.append(f"{message.name}: {_summary(message.content or '')}")
+    return "\n".join(lines) if lines else "I have no tool to answer that with: ask a real model (openai/...)."
+
+
 class LocalChatModel:
     """The ``local/<id>`` chat model: a scripted stand-in (see the module docstring) to try chamvi offline."""
 
@@ -116,14 +190,19 @@ class LocalChatModel:
 
     async def complete(self, request: ChatRequest) -> ModelResponse:
         """Calls the next tool not yet called, then answers a summary of tool results (or a JSON object)."""
-        payload = _payload(request.messages)
-        calls = [c for m in request.messages for c in m.tool_calls]
+        chat = _chat_payload(request)
+        payload = chat if chat is not None else _payload(request.messages)
+        own = request.messages[request.transcript_start :]
+        calls = [c for m in own for c in m.tool_calls]
         called = {c.name for c in calls}
         usage = Usage(input_tokens=_tokens(request.messages), output_tokens=0)
         for tool in request.tools:
+            # in a chat, only tools the message gives an argument to: not every tool that needs none
+            chat_skips = chat is not None and not tool.parameters.get("required")
             if (
                 tool.name not in called
                 and tool.name not in SKILL_TOOL_NAMES
+                and not chat_skips
                 and _fillable(tool.parameters, payload)
             ):
                 skill = _skill_before(tool.name, request, calls)
@@ -140,6 +219,10 @@ class LocalChatModel:
                 )
         if request.output_schema is not None:
             text = json.dumps(_arguments(request.output_schema, payload))
+        elif chat is not None:
+            recalled = request.messages[: request.transcript_start]
+            said = [m.content for m in recalled if m.role == "assistant" and m.content]
+            text = _chat_answer(own, str(chat["query"]), said)
         else:
             results = [
                 f"- {m.name}: {'error: ' if m.is_error else ''}{_summary(m.content or '')}"

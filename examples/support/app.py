@@ -10,6 +10,10 @@ fields of the same names: ``query``, ``order_id``, ``amount``, ``to``, ``body``)
 ``CHAMVI_SUPPORT_MODEL=openai/gpt-4o-mini`` and ``OPENAI_API_KEY`` to run it on a real model,
 ``CHAMVI_HANDBOOK_MODEL=openai/text-embedding-3-small`` to embed the handbook with OpenAI.
 
+It is also a chat: ``chamvi chat support`` (or the page's Chat tab, or ``POST
+/conversations/support/<id>/messages``) talks with it across turns, each turn recalling the ones
+before it within its ``RecallPolicy`` (the latest 20 messages here).
+
 Tickets arrive through the ``tickets`` webhook channel (``POST /channels/tickets/events`` on the HTTP
 API, signed with ``CHAMVI_TICKETS_SECRET``) and start a ``ticket-desk`` run; its answer goes back
 through the same channel to ``CHAMVI_TICKETS_URL`` (the tracker's webhook), or to the console when
@@ -30,6 +34,7 @@ from chamvi import (
     App,
     Budget,
     ChannelSubscription,
+    RecallPolicy,
     ToolContext,
     approve,
     console_channel,
@@ -183,6 +188,8 @@ support = define_agent(
     state=AgentState(collections={"refunds": Refund}),
     # the refund procedure (skills/refund-procedure/SKILL.md), which it loads before refunding
     skills=[skills_folder(Path(__file__).parent / "skills")],
+    # in a conversation, each turn recalls the latest 20 messages (10 questions and answers)
+    conversation=RecallPolicy(max_messages=20),
 )
 
 digest = define_digest(ORDERS)

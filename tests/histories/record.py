@@ -21,6 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 from qdrant_client import AsyncQdrantClient
 from temporalio.client import Client, ScheduleBackfill, WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
@@ -34,6 +35,7 @@ from chamvi import (
     FilePart,
     ImagePart,
     Message,
+    RecallPolicy,
     RunStatus,
     TextPart,
     ToolContext,
@@ -53,10 +55,13 @@ from chamvi.constants import (
     AGENT_CHECK_WORKFLOW,
     AGENT_REGISTRY_WORKFLOW,
     AGENT_STATE_LIST_WORKFLOW,
+    CONVERSATION_WORKFLOW,
     KNOWLEDGE_ID_PREFIX,
     KNOWLEDGE_SEARCH_WORKFLOW,
     KNOWLEDGE_SYNC_REQUEST_WORKFLOW,
     LOCK_ID_PREFIX,
+    SA_AGENT,
+    SA_CONVERSATION,
     SCHEDULE_ID_PREFIX,
     SCHEDULED_RUN_ID_PREFIX,
     SEARCH_ATTRIBUTES,
@@ -65,6 +70,7 @@ from chamvi.constants import (
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.models import DescribeAgentRequest, ModelSettings, NamedTool
+from chamvi.models.conversations import ConversationState, conversation_workflow_id
 from chamvi.models.knowledge import SearchRequest, SyncRequest
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, calls, reply
@@ -473,6 +479,52 @@ async def _record_scheduled_run(env: WorkflowEnvironment, task_queue: str, recor
     recorded["scheduled-run"] = workflow_id
 
 
+RUN_IDS: dict[str, str] = {}
+"""The run of a recorded workflow id when its history is not its latest run's (before a continue-as-new)."""
+
+
+async def _record_conversation(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A conversation across a continue-as-new: a recalled follow-up, a turn that waits for an
+    approval while the next message queues, a resent message id the workflow forgot (looked up in the
+    store), and a summary of the turns that fell out of the recall."""
+    from tests.apps.chat import make_app
+
+    store = ArtifactStore.memory()
+    app = make_app(recall=RecallPolicy(max_messages=4, summarizer="scripted/summarizer"))
+    workflow_id = conversation_workflow_id("chat", "recorded")
+    await env.client.start_workflow(
+        CONVERSATION_WORKFLOW,
+        ConversationState(agent="chat", id="recorded", turns_per_run=3, remember_ids=2),
+        id=workflow_id,
+        task_queue=task_queue,
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(SA_AGENT, "chat"), SearchAttributePair(SA_CONVERSATION, "recorded")]
+        ),
+    )
+    async with build_worker(env.client, app, task_queue=task_queue, artifacts=store):
+        chamvi = ChamviClient(env.client, task_queue=task_queue, artifacts=store)
+        first = await chamvi.send_message("chat", "hello", conversation="recorded", message_id="m-0")
+        await chamvi.wait_turn(first)
+        asking = await chamvi.send_message("chat", "refund it", conversation="recorded", message_id="m-1")
+        await chamvi.turn_started(asking.run_id)
+        await until_status(chamvi, asking.run_id, RunStatus.WAITING)
+        queued = await chamvi.send_message("chat", "and then?", conversation="recorded", message_id="m-2")
+        await chamvi.approve(asking.run_id, approved=True)
+        await chamvi.wait_turn(queued)
+        async for execution in env.client.list_workflows(f'WorkflowId = "{workflow_id}"'):
+            RUN_IDS["conversation-first"] = execution.run_id  # the oldest run is listed last
+        for index in range(3, 5):
+            sent = await chamvi.send_message(
+                "chat", f"m{index}", conversation="recorded", message_id=f"m-{index}"
+            )
+            await chamvi.wait_turn(sent)
+        resent = await chamvi.send_message("chat", "hello", conversation="recorded", message_id="m-0")
+        assert not resent.created
+    recorded["conversation-first"] = workflow_id
+    recorded["conversation"] = workflow_id
+    recorded["conversation-turn"] = asking.run_id  # a turn that recalls the one before and waits for a person
+
+
 @tool
 async def release(ctx: ToolContext) -> str:
     """Asks the console twice; the tokens the two requests carry answer them."""
@@ -581,6 +633,11 @@ RECORDERS: list[tuple[tuple[str, ...], str, Recorder]] = [
     (("skills",), "-skills", _record_skills),
     (("scheduled-run",), "", _record_scheduled_run),
     (("state", "state-list"), "-state", _record_state),
+    (
+        ("conversation-first", "conversation", "conversation-turn"),
+        "-conversation",
+        _record_conversation,
+    ),
     (("approval-token",), "-approval-token", _record_approval_token),
     (("runtime-agent", "agent-registry"), "-runtime-agents", _record_runtime_agents),
 ]
@@ -604,7 +661,8 @@ async def main() -> None:
         for name, workflow_id in recorded.items():
             if wanted and name not in wanted:
                 continue
-            history = await env.client.get_workflow_handle(workflow_id).fetch_history()
+            handle = env.client.get_workflow_handle(workflow_id, run_id=RUN_IDS.get(name))
+            history = await handle.fetch_history()
             (HERE / f"{name}.json").write_text(history.to_json())
             print(f"recorded {name}: {len(history.events)} events")
     await env.shutdown()

@@ -5,15 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
 from temporalio.client import Client
 
-from chamvi import App, ChamviClient, RunStatus, define_agent, tool
+from chamvi import App, ChamviClient, ChamviPlugin, RunStatus, define_agent, tool
 from chamvi.artifacts import ArtifactStore
 from chamvi.http import build_api, create_api
+from chamvi.http.auth import Token
 from chamvi.lifecycle import memory_index
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker, local_plugin
 from tests.support.http_api import bearer, make_tokens, runs_api, serving
+from tests.support.names import unique
 
 
 @tool
@@ -35,17 +38,22 @@ TOKENS = make_tokens(
 )
 
 
+def _api(runs: ChamviClient, plugin: ChamviPlugin, tokens: dict[str, Token]) -> FastAPI:
+    """The API of the workers' process: the App's agents, and the runtime ones from the plugin's store."""
+    return create_api(
+        tokens=list(tokens.values()),
+        managed=None,
+        runs=runs,
+        agents=list(plugin.app.agents),
+        agent_directory=plugin.runtime.agents,
+    )
+
+
 async def test_put_list_show_dispatch_and_remove_an_agent_over_http(client: Client, task_queue: str) -> None:
     app = make_app()
     plugin = local_plugin(app)
     runs = ChamviClient(client, task_queue=task_queue)
-    api = create_api(
-        tokens=list(TOKENS.values()),
-        managed=None,
-        runs=runs,
-        agents=list(app.agents),
-        agent_directory=plugin.runtime.agents,
-    )
+    api = _api(runs, plugin, TOKENS)
     writer, reader = bearer(TOKENS["writer"]), bearer(TOKENS["reader"])
     async with (
         build_worker(client, plugin, task_queue=task_queue),
@@ -160,3 +168,36 @@ async def test_without_the_store_the_routes_ask_the_workers(
         (["body", "tools", 0], "unknown_tool")
     ]
     assert [a["name"] for a in listed.json()["data"]] == ["support", "triage"]
+
+
+async def test_a_runtime_agent_is_talked_with_over_http_and_listed_for_the_chat_view(
+    client: Client, task_queue: str
+) -> None:
+    app = make_app()
+    app.models.register("scripted/talk", ScriptedModel([reply("hi")], repeat_last=True))
+    plugin = local_plugin(app)
+    runs = ChamviClient(client, task_queue=task_queue)
+    tokens = make_tokens(talker=["agents:write", "conversations:write", "conversations:read"])
+    api = _api(runs, plugin, tokens)
+    talker = bearer(tokens["talker"])
+    async with (
+        build_worker(client, plugin, task_queue=task_queue),
+        serving(api) as url,
+        httpx.AsyncClient(base_url=url) as http,
+    ):
+        await http.put(
+            "/agents/talk", json={"model": "scripted/talk", "instructions": "Talk."}, headers=talker
+        )
+        listed = await http.get("/conversations", headers=talker)
+        path = f"/conversations/talk/{unique('c')}/messages"
+        sent = await http.post(path, json={"text": "hello"}, headers=talker)
+        run = await runs.wait(sent.json()["run_id"])
+        unknown = await http.post("/conversations/nosuch/c1/messages", json={"text": "hi"}, headers=talker)
+    assert listed.json()["agents"] == ["support", "talk"]
+    assert (sent.status_code, run.status, run.output, run.agent_revision) == (
+        202,
+        RunStatus.COMPLETED,
+        "hi",
+        1,
+    )
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (404, "agent_not_found")

@@ -282,3 +282,30 @@ async def test_a_runtime_agents_key_value_state_is_listed_like_any_agents(
     assert run.status == RunStatus.COMPLETED
     assert [(item.key, item.value) for item in listing.page.items] == [("note", "call back")]
     assert listing.collections == {}
+
+
+async def test_a_conversation_with_a_runtime_agent_recalls_its_turns_each_on_the_latest_revision(
+    chamvi: ChamviClient, running_worker: RunningWorker
+) -> None:
+    from tests.apps.chat import answer
+
+    models = ModelRegistry()
+    models.register("scripted/chat", ScriptedModel([answer], repeat_last=True))
+    name = unique("helper")
+    async with running_worker(make_app(models)):
+        await chamvi.put_agent(name, {"model": "scripted/chat", "instructions": "Help."})
+        first = await chamvi.send_message(name, "Can I get a refund?")
+        before = await chamvi.wait_turn(first)
+        await chamvi.put_agent(name, {"model": "scripted/chat", "instructions": "Help, briefly."})
+        second = await chamvi.send_message(name, "and how long?", conversation=first.conversation)
+        after = await chamvi.wait_turn(second)
+        await chamvi.remove_agent(name)
+        third = await chamvi.send_message(name, "still there?", conversation=first.conversation)
+        gone = await chamvi.wait_turn(third)
+        with pytest.raises(AgentNotFoundError, match="was removed"):
+            await chamvi.send_message(name, "hello", conversation="a-new-one")
+    assert (before.status, before.agent_revision) == (RunStatus.COMPLETED, 1)
+    assert (after.output, after.agent_revision) == ("re: and how long? | earlier: ['Can I get a refund?']", 2)
+    assert after.conversation is not None and after.conversation.turn == 1
+    # the conversation lives on its workflow: the turn of a removed agent fails as its run, recorded
+    assert (gone.status, gone.error and gone.error.code) == (RunStatus.FAILED, "agent_not_found")

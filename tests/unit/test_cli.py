@@ -295,6 +295,7 @@ def test_dev_flags_come_from_the_search_attribute_constants(tmp_path: Path) -> N
         "ChamviStatus=Keyword",
         "ChamviChannel=Keyword",
         "ChamviTainted=Bool",
+        "ChamviConversation=Keyword",
     ]
     assert len(search_attribute_specs()) == len(SEARCH_ATTRIBUTES)
     command = DevServerConfig(data=tmp_path, port=7300).command("temporal")

@@ -75,6 +75,8 @@
     $("login").hidden = false;
     $("login-error").textContent = message || "";
     $("token").focus();
+    window.chamviUi.loggedIn = false;
+    document.dispatchEvent(new CustomEvent("chamvi:logout"));
   }
 
   async function login(candidate) {
@@ -94,6 +96,9 @@
     $("main").hidden = false;
     $("logout").hidden = false;
     refreshList();
+    // chat.js may run after this (it loads on its own): it looks at loggedIn when it starts
+    window.chamviUi.loggedIn = true;
+    document.dispatchEvent(new CustomEvent("chamvi:login"));
   }
 
   // ---- the waiting list -------------------------------------------------------------------
@@ -140,6 +145,7 @@
     const element = $("card-template").content.firstElementChild.cloneNode(true);
     const card = { approvalId: view.waiting.approval_id, element, answering: false };
     fillCard(card, view);
+    if (view.conversation) showConversation(element, view);
     element.querySelector(".answer").addEventListener("submit", (event) => {
       event.preventDefault();
       answer(runId, card, event.submitter && event.submitter.value === "approve");
@@ -167,6 +173,27 @@
     element.querySelector(".invoker").textContent = invoker(view.trigger && view.trigger.invoker);
     element.querySelector(".run").textContent = view.run_id;
     element.querySelector(".agent").textContent = view.agent;
+  }
+
+  async function showConversation(element, view) {
+    // a turn of a conversation: what was said before the question, so the approver has the context
+    const id = view.conversation.id;
+    const path = `/conversations/${encodeURIComponent(view.agent)}/${encodeURIComponent(id)}?limit=3`;
+    let page;
+    try {
+      page = await (await api(path)).json();
+    } catch (_) {
+      return; // a token without conversations:read approves without it
+    }
+    const items = page.messages.map((message) => {
+      const item = document.createElement("li");
+      item.dataset.role = message.role;
+      item.textContent = `${message.role === "user" ? "person" : "agent"}: ${message.text || ""}`;
+      return item;
+    });
+    element.querySelector(".conversation-id").textContent = id;
+    element.querySelector(".conversation-messages").replaceChildren(...items);
+    element.querySelector(".conversation").hidden = false;
   }
 
   function deadline(until) {
@@ -466,6 +493,8 @@
     const candidate = approvalFromFragment();
     if (candidate) openApproval(candidate);
   });
+  // what the chat view (chat.js) shares with this page
+  window.chamviUi = { api, ApiError, invoker, readEvents, sleep, text, loggedIn: false };
 
   // ---- start ------------------------------------------------------------------------------
 
