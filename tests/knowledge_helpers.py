@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from qdrant_client import AsyncQdrantClient
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
@@ -20,6 +19,7 @@ from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.embedders.hashing import HashEmbedder
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
+from chamvi.lifecycle import memory_index
 from chamvi.models.knowledge import CollectionMeta, CollectionState
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, ScriptedModel, ScriptedTurn, reply
@@ -90,7 +90,8 @@ def searcher(app: App) -> KnowledgeSearch:
 
 
 def new_store() -> KnowledgeIndex:
-    return KnowledgeIndex(AsyncQdrantClient(location=":memory:"))
+    """A throwaway index on the embedded default's engine (Qdrant Edge in a temporary folder)."""
+    return memory_index()
 
 
 @asynccontextmanager

@@ -33,7 +33,15 @@ from chamvi.dev import DEFAULT_PORT, DevServer, DevServerConfig
 from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.knowledge import KnowledgeCollection, Source
-from chamvi.lifecycle import check_index, close_index, index_location, open_index
+from chamvi.lifecycle import (
+    EDGE_FOLDER,
+    LOCAL_MODE_FOLDER,
+    check_index,
+    close_index,
+    index_location,
+    legacy_index,
+    open_index,
+)
 from chamvi.settings import Settings
 from chamvi.telemetry import exporting_traces
 
@@ -178,11 +186,16 @@ def _check_store(app: App, data: Path, problems: list[str], warnings: list[str])
     if not app.collections:
         return
     settings = build_settings(None, None, None, data=data.resolve())
-    if not settings.qdrant_url and not (settings.data / "qdrant").is_dir():
-        return  # nothing stored yet: the first worker creates it
     location = index_location(settings)
     try:
-        index = open_index(settings)
+        if settings.qdrant_url or (settings.data / EDGE_FOLDER).is_dir():
+            index = open_index(settings)
+        elif (settings.data / LOCAL_MODE_FOLDER).is_dir():
+            # read as an earlier version left it: the next worker carries it over to Qdrant Edge
+            location = str(settings.data / LOCAL_MODE_FOLDER)
+            index = legacy_index(settings)
+        else:
+            return  # nothing stored yet: the first worker creates it
     except IndexUnavailableError as error:
         warnings.append(f"the knowledge store was not read: {error.message}")
         return

@@ -32,15 +32,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic_core import to_json
-from qdrant_client import AsyncQdrantClient, models
+from qdrant_client import AsyncQdrantClient
 
 from chamvi.constants import STATE_PAGE_MAX_BYTES
 from chamvi.models.state import StateItem, StatePage
+from chamvi.vectors import Match, Point, VectorStore, Where
+from chamvi.vectors.client import ClientStore
 
 _NAMESPACE = uuid.UUID("5e0c2f3a-6b1d-4c7e-9a8f-2d4b6e1c3a57")
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 _NEWEST_FIRST = [1.0]
-_EXACT = models.SearchParams(exact=True)
 
 
 def state_point_id(agent: str, collection: str | None, key: str) -> str:
@@ -59,19 +60,18 @@ class StateStore:
     """Reads and writes agent state; values are JSON data here (``chamvi.state.access`` types them).
 
     Args:
-        client: the Qdrant client (the knowledge index's: local mode or a server).
+        vectors: the storage (the knowledge index's: Qdrant Edge, or qdrant-client for a server); a
+            bare ``AsyncQdrantClient`` is wrapped in a ``ClientStore``.
         prefix: starts every Qdrant collection name, as for the knowledge index.
     """
 
-    def __init__(self, client: AsyncQdrantClient, prefix: str = "chamvi") -> None:
-        self.client = client
+    def __init__(self, vectors: VectorStore | AsyncQdrantClient, prefix: str = "chamvi") -> None:
+        self.vectors: VectorStore = (
+            ClientStore(vectors) if isinstance(vectors, AsyncQdrantClient) else vectors
+        )
         self.prefix = prefix
         self._existing: set[str] = set()
         self._creating = asyncio.Lock()
-        options = client.init_options
-        local = options.get("path") is not None or options.get("location") == ":memory:"
-        # local mode always searches exactly, and warns when asked to
-        self._search_params = None if local else _EXACT
 
     def qdrant_collection(self, agent: str, collection: str | None = None) -> str:
         """Where an agent's key-value entries (no ``collection``) or one of its collections live."""
@@ -81,7 +81,7 @@ class StateStore:
     async def _exists(self, name: str) -> bool:
         if name in self._existing:
             return True
-        if await self.client.collection_exists(name):
+        if await self.vectors.exists(name):
             self._existing.add(name)
             return True
         return False
@@ -92,14 +92,7 @@ class StateStore:
         async with self._creating:  # one create per name in this process
             if await self._exists(name):
                 return
-            try:
-                await self.client.create_collection(
-                    name, vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT)
-                )
-            except Exception:
-                # another worker created it between the check and the create: that is all we wanted
-                if not await self.client.collection_exists(name):
-                    raise
+            await self.vectors.create(name, 1, "dot")  # a concurrent create elsewhere is no error
             self._existing.add(name)
 
     async def put(
@@ -110,15 +103,8 @@ class StateStore:
         await self._ensure(name)
         now = datetime.now(UTC)
         payload = {"key": key, "value": value, "updated_at": now.isoformat(), "effect": effect}
-        await self.client.upsert(
-            name,
-            points=[
-                models.PointStruct(
-                    id=state_point_id(agent, collection, key),
-                    vector=[(now - EPOCH).total_seconds()],
-                    payload=payload,
-                )
-            ],
+        await self.vectors.upsert(
+            name, [Point(state_point_id(agent, collection, key), [(now - EPOCH).total_seconds()], payload)]
         )
         return StateItem(key=key, value=value, updated_at=now)
 
@@ -127,7 +113,7 @@ class StateStore:
         if not await self._exists(name):
             return None
         point = state_point_id(agent, collection, key)
-        points = await self.client.retrieve(name, ids=[point], with_payload=True)
+        points = await self.vectors.retrieve(name, [point])
         return dict(points[0].payload or {}) if points else None
 
     async def get(self, agent: str, collection: str | None, key: str) -> StateItem | None:
@@ -144,9 +130,8 @@ class StateStore:
         """Removes ``key``; answers whether it was there."""
         if await self._payload(agent, collection, key) is None:
             return False
-        await self.client.delete(
-            self.qdrant_collection(agent, collection),
-            points_selector=models.PointIdsList(points=[state_point_id(agent, collection, key)]),
+        await self.vectors.delete(
+            self.qdrant_collection(agent, collection), [state_point_id(agent, collection, key)]
         )
         return True
 
@@ -167,34 +152,24 @@ class StateStore:
         name = self.qdrant_collection(agent, collection)
         if not await self._exists(name):
             return StatePage()
-        query_filter = (
-            models.Filter(
-                must=[
-                    models.FieldCondition(key=f"value.{field}", match=models.MatchValue(value=value))
-                    for field, value in where.items()
-                ]
-            )
-            if where
-            else None
-        )
-        found = await self.client.query_points(
+        query_filter = Where(must=tuple(Match(f"value.{f}", v) for f, v in where.items())) if where else None
+        found = await self.vectors.search(
             name,
-            query=_NEWEST_FIRST,
-            query_filter=query_filter,
+            _NEWEST_FIRST,
+            where=query_filter,
             limit=limit + 1,  # one more tells whether a next page exists
             offset=offset,
-            with_payload=True,
-            search_params=self._search_params,
+            exact=True,
         )
         items: list[StateItem] = []
         size = 0
-        for point in found.points[:limit]:
+        for point in found[:limit]:
             item = _item(point.payload)
             size += len(to_json(item.value))
             if items and size > STATE_PAGE_MAX_BYTES:
                 break  # a page crosses Temporal as one payload: the rest is the next page
             items.append(item)
-        more = len(items) < len(found.points)
+        more = len(items) < len(found)
         return StatePage(items=items, next_offset=offset + len(items) if more else None)
 
     async def count(self, agent: str, collection: str | None) -> int:
@@ -202,4 +177,4 @@ class StateStore:
         name = self.qdrant_collection(agent, collection)
         if not await self._exists(name):
             return 0
-        return (await self.client.count(name, exact=True)).count
+        return await self.vectors.count(name)

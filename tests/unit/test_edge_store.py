@@ -1,0 +1,95 @@
+"""Qdrant Edge's side of the store: the catalog, and the index built in a child process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from chamvi.vectors import Point
+from chamvi.vectors.edge import CATALOG, EdgeStore
+
+
+def _points(start: int, end: int, dimensions: int = 16) -> list[Point]:
+    rng = np.random.default_rng(start)
+    vectors = rng.standard_normal((end - start, dimensions)).astype(np.float32)
+    return [
+        Point(str(uuid.uuid5(uuid.NAMESPACE_OID, str(i))), vectors[i - start].tolist(), {"index": i})
+        for i in range(start, end)
+    ]
+
+
+async def test_the_index_is_built_on_a_copy_and_writes_made_meanwhile_are_kept(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path / "edge", index_threshold=100)
+    await store.create("c", 16, "cosine")
+    await store.upsert("c", _points(0, 3000))
+    await store.optimize("c")
+    # while the child process builds the index: writes and searches go on here
+    later = _points(3000, 3100)
+    await store.upsert("c", later)
+    await store.delete("c", [p.id for p in _points(0, 10)])
+    assert len(await store.search("c", [1.0] * 16, limit=5)) == 5
+    await store.optimized()
+    catalog = json.loads((tmp_path / "edge" / CATALOG).read_text())
+    assert catalog["collections"]["c"] == 1
+    assert [p.name for p in (tmp_path / "edge" / "collections" / "c").iterdir()] == ["shard-1"]
+    assert await store.count("c") == 3090
+    probe = later[50]
+    (best,) = await store.search("c", probe.vector, limit=1)
+    assert best.id == probe.id
+    await store.close()
+    again = EdgeStore(tmp_path / "edge")
+    assert await again.count("c") == 3090
+    await again.close()
+
+
+async def test_a_small_collection_is_left_to_brute_force(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path / "edge", index_threshold=1000)
+    await store.create("c", 16, "cosine")
+    await store.upsert("c", _points(0, 200))
+    await store.optimize("c")
+    await store.optimized()
+    assert json.loads((tmp_path / "edge" / CATALOG).read_text())["collections"]["c"] == 0
+    await store.close()
+
+
+async def test_dropping_a_collection_mid_build_stops_it_and_leaves_no_folder(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path / "edge", index_threshold=100)
+    await store.create("c", 16, "cosine")
+    await store.upsert("c", _points(0, 3000))
+    await store.optimize("c")
+    await asyncio.sleep(0.05)
+    await store.drop("c")
+    await store.optimized()
+    assert not await store.exists("c")
+    assert list((tmp_path / "edge" / "collections").iterdir()) == []
+    await store.close()
+
+
+async def test_closing_mid_build_keeps_the_shard_as_it_was_and_removes_the_copy(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path / "edge", index_threshold=100)
+    await store.create("c", 16, "cosine")
+    await store.upsert("c", _points(0, 3000))
+    await store.optimize("c")
+    await asyncio.sleep(0.05)
+    await store.upsert("c", _points(3000, 3010))
+    await store.close()
+    again = EdgeStore(tmp_path / "edge")
+    assert await again.count("c") == 3010
+    assert [p.name for p in (tmp_path / "edge" / "collections" / "c").iterdir()] == ["shard-0"]
+    await again.close()
+
+
+async def test_leftover_folders_of_an_interrupted_create_are_removed_on_open(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path / "edge")
+    await store.create("c", 4, "cosine")
+    await store.close()
+    (tmp_path / "edge" / "collections" / "ghost" / "shard-0").mkdir(parents=True)
+    (tmp_path / "edge" / "collections" / "c" / "shard-7").mkdir()
+    again = EdgeStore(tmp_path / "edge")
+    assert sorted(p.name for p in (tmp_path / "edge" / "collections").iterdir()) == ["c"]
+    assert [p.name for p in (tmp_path / "edge" / "collections" / "c").iterdir()] == ["shard-0"]
+    await again.close()
