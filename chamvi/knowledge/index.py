@@ -191,6 +191,10 @@ class KnowledgeIndex:
         """Points the alias at ``generation`` in one operation: searches never see a half state."""
         await self.vectors.set_alias(self.alias(name), self.generation_collection(name, generation))
 
+    async def optimize(self, name: str, generation: int) -> None:
+        """Asks for the generation's search index to be built in the background (Edge; a server does it)."""
+        await self.vectors.optimize(self.generation_collection(name, generation))
+
     async def delete_generation(self, name: str, generation: int) -> None:
         """Drops a generation's collection once searches no longer read it; a missing one is not an error."""
         await self.vectors.drop(self.generation_collection(name, generation))

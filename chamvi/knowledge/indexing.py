@@ -506,6 +506,8 @@ class Indexer:
         meta.error = None
         meta.next_attempt = None
         await self.store.save_meta(meta)
+        if meta.generation is not None:
+            await self.store.optimize(meta.name, meta.generation)
         return meta
 
     async def _target_generation(self, meta: CollectionMeta, model: str) -> int:

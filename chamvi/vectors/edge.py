@@ -288,7 +288,8 @@ class EdgeStore:
         return await self._run(self._retrieve, name, list(ids), selector(payload), vectors)
 
     def _retrieve(self, name: str, ids: list[str], payload: bool | list[str], vectors: bool) -> list[Record]:
-        records = self._get(name).shard.retrieve(list[qe.PointId](ids), payload, vectors)
+        points: list[Any] = ids  # str ids; the stub's list[int | UUID | str] is invariant
+        records = self._get(name).shard.retrieve(points, payload, vectors)
         return [_record(r, vectors) for r in records]
 
     async def delete(self, name: str, ids: Sequence[str]) -> None:
