@@ -11,6 +11,7 @@ from chamvi.errors import InvalidAgentDefinitionError
 from chamvi.knowledge.sources import Source
 
 MIN_RESYNC = timedelta(minutes=1)
+MAX_EMBEDDING_CONCURRENCY = 32
 
 
 @dataclass(frozen=True)
@@ -22,6 +23,8 @@ class KnowledgeCollection:
     sources: tuple[Source, ...]
     resync: timedelta | None = None
     trusted: bool | None = None
+    embedding_concurrency: int | None = None
+    """Embedding calls a pass keeps in flight at once (None: the indexer's default, 4)."""
 
     def source_trusted(self, source: Source) -> bool:
         """The collection's ``trusted`` overrides its sources'; sources are trusted by default."""
@@ -42,11 +45,14 @@ def knowledge_collection(
     sources: Sequence[Source],
     resync: timedelta | None = None,
     trusted: bool | None = None,
+    embedding_concurrency: int | None = None,
 ) -> KnowledgeCollection:
     """A collection fed by ``sources`` and embedded by ``model`` (e.g. ``local/all-minilm-l6-v2``).
 
     ``resync`` re-reads the sources that long after the last pass (at least one minute), once per
-    interval however many workers run.
+    interval however many workers run. ``embedding_concurrency`` is how many embedding calls (of
+    64 passages each) a pass keeps in flight at once, 1 to 32 (default 4): lower it for a provider
+    with a tight rate limit, or 1 for a local model that gains nothing from it.
     """
     try:
         validate_agent_name(name)
@@ -67,4 +73,20 @@ def knowledge_collection(
         raise InvalidAgentDefinitionError(
             f"collection {name!r}: resync must be at least one minute, got {resync!r}"
         )
-    return KnowledgeCollection(name=name, model=model, sources=tuple(sources), resync=resync, trusted=trusted)
+    if embedding_concurrency is not None and (
+        isinstance(embedding_concurrency, bool)
+        or not isinstance(embedding_concurrency, int)
+        or not 1 <= embedding_concurrency <= MAX_EMBEDDING_CONCURRENCY
+    ):
+        raise InvalidAgentDefinitionError(
+            f"collection {name!r}: embedding_concurrency must be a whole number from 1 to "
+            f"{MAX_EMBEDDING_CONCURRENCY}, got {embedding_concurrency!r}"
+        )
+    return KnowledgeCollection(
+        name=name,
+        model=model,
+        sources=tuple(sources),
+        resync=resync,
+        trusted=trusted,
+        embedding_concurrency=embedding_concurrency,
+    )
