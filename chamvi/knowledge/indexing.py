@@ -650,11 +650,17 @@ class Indexer:
             batch.requested += len(part)
         while final and len(run.window):
             await self._land(run, batch)
+        if final:  # documents without passages after the last call: no call lands to write them
+            await self._write_embedded(run, batch)
 
     async def _land(self, run: _Pass, batch: _Batch) -> None:
         """Takes the oldest call's vectors and writes the documents they complete."""
         batch.vectors.extend(await run.window.land())
         run.stats.embedding_calls += 1
+        await self._write_embedded(run, batch)
+
+    async def _write_embedded(self, run: _Pass, batch: _Batch) -> None:
+        """Writes the leading documents of ``batch`` whose passages all have their vectors."""
         done = 0
         embedded = 0
         for item in batch.items:
