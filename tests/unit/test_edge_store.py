@@ -22,11 +22,17 @@ def _points(start: int, end: int, dimensions: int = 16) -> list[Point]:
     ]
 
 
-async def test_the_index_is_built_on_a_copy_and_writes_made_meanwhile_are_kept(tmp_path: Path) -> None:
-    store = EdgeStore(tmp_path / "edge", index_threshold=100)
+async def building(root: Path, points: int, threshold: int = 100) -> EdgeStore:
+    """A store whose collection ``c`` holds ``points`` points and has asked for its index."""
+    store = EdgeStore(root, index_threshold=threshold)
     await store.create("c", 16, "cosine")
-    await store.upsert("c", _points(0, 3000))
+    await store.upsert("c", _points(0, points))
     await store.optimize("c")
+    return store
+
+
+async def test_the_index_is_built_on_a_copy_and_writes_made_meanwhile_are_kept(tmp_path: Path) -> None:
+    store = await building(tmp_path / "edge", 3000)
     # while the child process builds the index: writes and searches go on here
     later = _points(3000, 3100)
     await store.upsert("c", later)
@@ -47,20 +53,14 @@ async def test_the_index_is_built_on_a_copy_and_writes_made_meanwhile_are_kept(t
 
 
 async def test_a_small_collection_is_left_to_brute_force(tmp_path: Path) -> None:
-    store = EdgeStore(tmp_path / "edge", index_threshold=1000)
-    await store.create("c", 16, "cosine")
-    await store.upsert("c", _points(0, 200))
-    await store.optimize("c")
+    store = await building(tmp_path / "edge", 200, threshold=1000)
     await store.optimized()
     assert json.loads((tmp_path / "edge" / CATALOG).read_text())["collections"]["c"] == 0
     await store.close()
 
 
 async def test_dropping_a_collection_mid_build_stops_it_and_leaves_no_folder(tmp_path: Path) -> None:
-    store = EdgeStore(tmp_path / "edge", index_threshold=100)
-    await store.create("c", 16, "cosine")
-    await store.upsert("c", _points(0, 3000))
-    await store.optimize("c")
+    store = await building(tmp_path / "edge", 3000)
     await asyncio.sleep(0.05)
     await store.drop("c")
     await store.optimized()
@@ -70,10 +70,7 @@ async def test_dropping_a_collection_mid_build_stops_it_and_leaves_no_folder(tmp
 
 
 async def test_closing_mid_build_keeps_the_shard_as_it_was_and_removes_the_copy(tmp_path: Path) -> None:
-    store = EdgeStore(tmp_path / "edge", index_threshold=100)
-    await store.create("c", 16, "cosine")
-    await store.upsert("c", _points(0, 3000))
-    await store.optimize("c")
+    store = await building(tmp_path / "edge", 3000)
     await asyncio.sleep(0.05)
     await store.upsert("c", _points(3000, 3010))
     await store.close()
