@@ -30,6 +30,7 @@ from tests.support.embedding_server import (
     unused_port,
     vectors,
 )
+from tests.support.scripted_server import Answer
 
 
 @pytest.fixture
@@ -153,6 +154,19 @@ async def test_an_answer_with_the_wrong_number_of_vectors_is_an_error(server: Em
 
     with pytest.raises(RuntimeError, match=r"1 embeddings .* for 2 inputs"):
         await provider_for(server).embedder("m").embed(["a", "b"])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"object": "list"}, {"data": [{"index": 0}]}, {"data": [{"index": 0, "embedding": "AAAA"}]}],
+)
+async def test_an_answer_that_is_not_an_embeddings_list_is_a_transient_error(
+    server: EmbeddingServer, body: dict[str, object]
+) -> None:
+    server.add(Answer(200, body))
+
+    with pytest.raises(RuntimeError, match="answered"):
+        await provider_for(server).embedder("m").embed(["a"])
 
 
 async def test_the_default_registry_reaches_the_server_named_by_openai_base_url_without_a_key(
