@@ -142,10 +142,28 @@ class _Batch:
     vectors: list[list[float]] = field(default_factory=list)
     requested: int = 0
     """How many leading passages were sent to be embedded (landed in ``vectors``, or in flight)."""
+    passages: int = 0
+    """How many passages ``items`` hold (kept, not summed: a batch is asked after every item)."""
 
-    @property
-    def passages(self) -> int:
-        return sum(len(i.passages) for i in self.items)
+    def __post_init__(self) -> None:
+        self.passages = sum(len(i.passages) for i in self.items)
+
+    def add(self, item: _Pending) -> None:
+        """Queues one more document for embedding."""
+        self.items.append(item)
+        self.passages += len(item.passages)
+
+    def take(self, done: int, embedded: int) -> None:
+        """Drops the ``done`` leading documents, written with their ``embedded`` passages."""
+        del self.items[:done]
+        del self.vectors[:embedded]
+        self.requested -= embedded
+        self.passages -= embedded
+
+    def clear(self) -> list[_Pending]:
+        """Empties the batch, answering the documents it held."""
+        items, self.items, self.vectors, self.requested, self.passages = self.items, [], [], 0, 0
+        return items
 
     @property
     def unrequested(self) -> int:
@@ -425,7 +443,7 @@ class Indexer:
                     revised.append((entry.model_copy(update={"version": document.version}), stored.stamped))
                 continue
             known = _known(entry, stored.stamped) if stored is not None and entry is not None else None
-            reading.batch.items.append(_Pending(document, digest, trusted, chunk(document.content), known))
+            reading.batch.add(_Pending(document, digest, trusted, chunk(document.content), known))
             if reading.batch.unrequested >= self.batch_size:
                 await self._flush(run, reading.batch)
                 progress(run.stats)
@@ -522,9 +540,7 @@ class Indexer:
                     stats.unchanged += 1
                     continue
                 document = Document(entry.id, entry.content or "", entry.title, entry.source, entry.metadata)
-                batch.items.append(
-                    _Pending(document, entry.hash, False, chunk(document.content), _known(entry))
-                )
+                batch.add(_Pending(document, entry.hash, False, chunk(document.content), _known(entry)))
                 if batch.unrequested >= self.batch_size:
                     await self._flush(run, batch)
                     progress(stats)
@@ -632,7 +648,7 @@ class Indexer:
             if not error.input_refused:
                 raise
             await run.window.close()
-            items, batch.items, batch.vectors, batch.requested = batch.items, [], [], 0
+            items = batch.clear()
             if len(items) == 1:
                 await self._fail(run, items[0], str(error))
                 return
@@ -670,9 +686,7 @@ class Indexer:
             done += 1
         if done:
             await self._write(run, batch.items[:done], batch.vectors[:embedded])
-            del batch.items[:done]
-            del batch.vectors[:embedded]
-            batch.requested -= embedded
+            batch.take(done, embedded)
 
     async def _write(self, run: _Pass, written: list[_Pending], vectors: list[list[float]]) -> None:
         """Writes embedded documents: passages and their entries together, one upsert per batch.
