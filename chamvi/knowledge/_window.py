@@ -49,6 +49,11 @@ class RatePause:
 class EmbeddingWindow:
     """Up to ``size`` embedding calls in flight, landed in the order they were sent.
 
+    A call that ends before an older one no longer counts as in flight: the next call is sent at
+    once rather than after the older one lands (at a hosted API the calls end in any order, and
+    waiting for the oldest would leave a quarter of a window of 4 idle). Its vectors wait, with
+    those of at most ``2 * size`` calls in all, so the memory a pass holds stays bounded.
+
     Args:
         size: how many calls may be in flight at once (1: one at a time).
     """
@@ -61,16 +66,31 @@ class EmbeddingWindow:
         return len(self._calls)
 
     @property
+    def _backlogged(self) -> bool:
+        return len(self._calls) >= 2 * self.size
+
+    @property
     def full(self) -> bool:
-        """Whether a call must land before the next one is sent."""
-        return len(self._calls) >= self.size
+        """Whether a call must end (or land) before the next one is sent."""
+        return self._backlogged or sum(not call.done() for call in self._calls) >= self.size
+
+    @property
+    def ready(self) -> bool:
+        """Whether the call sent first among those held has ended: ``land`` answers at once."""
+        return bool(self._calls) and self._calls[0].done()
 
     def send(self, call: Coroutine[Any, Any, Vectors]) -> None:
         """Starts ``call``; ``land`` answers its vectors after those of the calls sent before it."""
         self._calls.append(asyncio.ensure_future(call))
 
+    async def wait(self) -> None:
+        """Waits until a call in flight ends (the first one sent, when the window holds its most)."""
+        calls = [self._calls[0]] if self._backlogged else [c for c in self._calls if not c.done()]
+        if calls:
+            await asyncio.wait(calls, return_when=asyncio.FIRST_COMPLETED)
+
     async def land(self) -> Vectors:
-        """The vectors of the call sent first among those in flight (waiting for it)."""
+        """The vectors of the call sent first among those held (waiting for it)."""
         return await self._calls.popleft()
 
     async def close(self) -> None:

@@ -637,10 +637,11 @@ class Indexer:
     async def _flush(self, run: _Pass, batch: _Batch, *, final: bool = False) -> None:
         """Sends passages in calls of exactly ``batch_size``, writing each document once fully embedded.
 
-        Up to ``run.window.size`` calls are in flight; when the window is full the oldest lands
-        first. The rest of the passages wait in ``batch`` for the next call. So a pass makes
-        ceil(passages / batch_size) calls (with a hosted API each call costs latency and rate
-        limit); ``final`` sends the remainder too, in one shorter call, and lands every call.
+        Up to ``run.window.size`` calls are in flight (``chamvi.knowledge._window``); their vectors
+        land in the order the calls were sent. The rest of the passages wait in ``batch`` for the
+        next call. So a pass makes ceil(passages / batch_size) calls (with a hosted API each call
+        costs latency and rate limit); ``final`` sends the remainder too, in one shorter call, and
+        lands every call.
         """
         try:
             await self._send(run, batch, final)
@@ -659,21 +660,26 @@ class Indexer:
         texts = [text for item in batch.items for text in item.passages][batch.requested :]
         upto = len(texts) if final else len(texts) - len(texts) % self.batch_size
         for start in range(0, upto, self.batch_size):
-            if run.window.full:
-                await self._land(run, batch)
+            while run.window.full:
+                if not run.window.ready:
+                    await run.window.wait()
+                while run.window.ready:
+                    await self._land(run, batch)
             part = texts[start : start + self.batch_size]
             run.window.send(self._embed(run.embedder, part, run.pause))
             batch.requested += len(part)
+            # written once the next call is on its way, so the window stays full meanwhile
+            await self._write_embedded(run, batch)
         while final and len(run.window):
             await self._land(run, batch)
+            await self._write_embedded(run, batch)
         if final:  # documents without passages after the last call: no call lands to write them
             await self._write_embedded(run, batch)
 
     async def _land(self, run: _Pass, batch: _Batch) -> None:
-        """Takes the oldest call's vectors and writes the documents they complete."""
+        """Takes the oldest call's vectors (``_write_embedded`` writes the documents they complete)."""
         batch.vectors.extend(await run.window.land())
         run.stats.embedding_calls += 1
-        await self._write_embedded(run, batch)
 
     async def _write_embedded(self, run: _Pass, batch: _Batch) -> None:
         """Writes the leading documents of ``batch`` whose passages all have their vectors."""
