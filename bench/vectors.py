@@ -10,7 +10,7 @@
 
     python bench/vectors.py                    # 100 000 passages, both stores; then section 2
     python bench/vectors.py --points 1000000   # Edge alone at 1 000 000 (local mode would take hours)
-    python bench/vectors.py --embedding-only
+    python bench/vectors.py --embedding-only   # section 2 alone (--stores-only: section 1 alone)
 """
 
 from __future__ import annotations
@@ -234,6 +234,7 @@ def main() -> None:
     parser.add_argument("--one")
     parser.add_argument("--folder")
     parser.add_argument("--embedding-only", action="store_true")
+    parser.add_argument("--stores-only", action="store_true")
     parser.add_argument("--passages", type=int, default=15_000)
     args = parser.parse_args()
     if args.one:
@@ -241,7 +242,8 @@ def main() -> None:
         return
     if not args.embedding_only:
         bench_stores(args.points, local=args.points <= 200_000)
-    asyncio.run(bench_embedding(args.passages))
+    if not args.stores_only:
+        asyncio.run(bench_embedding(args.passages))
 
 
 if __name__ == "__main__":
