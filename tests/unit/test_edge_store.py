@@ -90,3 +90,25 @@ async def test_leftover_folders_of_an_interrupted_create_are_removed_on_open(tmp
     assert sorted(p.name for p in (tmp_path / "edge" / "collections").iterdir()) == ["c"]
     assert [p.name for p in (tmp_path / "edge" / "collections" / "c").iterdir()] == ["shard-0"]
     await again.close()
+
+
+async def test_a_search_of_an_indexed_collection_answers_the_exact_cosine_of_each_point(
+    tmp_path: Path,
+) -> None:
+    # large enough for Edge to search the index's int8 copies rather than scan the originals
+    points = _points(0, 12_000, dimensions=384)
+    store = EdgeStore(tmp_path / "edge", index_threshold=100)
+    await store.create("c", 384, "cosine")
+    for start in range(0, len(points), 1000):
+        await store.upsert("c", points[start : start + 1000])
+    await store.optimize("c")
+    await store.optimized()
+    stored = {p.id: np.array(p.vector) for p in points}
+    query = np.array(_points(90_000, 90_001, dimensions=384)[0].vector)
+    hits = await store.search("c", query.tolist(), limit=5)
+    assert len(hits) == 5
+    for hit in hits:  # rescored with the original vectors, not the int8 copies the index searched
+        vector = stored[hit.id]
+        cosine = float(vector @ query / (np.linalg.norm(vector) * np.linalg.norm(query)))
+        assert abs(hit.score - cosine) < 1e-5
+    await store.close()
