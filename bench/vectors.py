@@ -143,19 +143,22 @@ def _child(*args: str) -> dict[str, Any]:
     return result
 
 
-def _measure(kind: str, points: int) -> dict[str, Any]:
+def _measure(kind: str, points: int, keep: bool) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix=f"chamvi-bench-{kind}-"))
     try:
         written = _child("--one", kind, "--points", str(points), "--folder", str(folder))
         reopened = _child("--reopen", kind, "--folder", str(folder))
         return {"write": written, "reopen": reopened}
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if keep:
+            print(f"  kept {kind}'s folder: {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
-def bench_stores(points: int, local: bool) -> None:
+def bench_stores(points: int, local: bool, keep: bool = False) -> None:
     kinds = ["edge", "local"] if local else ["edge"]
-    results = {kind: _measure(kind, points) for kind in kinds}
+    results = {kind: _measure(kind, points, keep) for kind in kinds}
     rows = []
     for kind, label in (("edge", "Qdrant Edge (the default)"), ("local", "local mode (before)")):
         if kind not in results:
@@ -293,6 +296,7 @@ def main() -> None:
     parser.add_argument("--folder")
     parser.add_argument("--embedding-only", action="store_true")
     parser.add_argument("--stores-only", action="store_true")
+    parser.add_argument("--keep", action="store_true", help="leave the stores' folders (printed) in place")
     parser.add_argument("--passages", type=int, default=15_000)
     args = parser.parse_args()
     if args.one:
@@ -302,7 +306,7 @@ def main() -> None:
         print(json.dumps(asyncio.run(_reopen(args.reopen, Path(args.folder)))))
         return
     if not args.embedding_only:
-        bench_stores(args.points, local=args.points <= 200_000)
+        bench_stores(args.points, local=args.points <= 200_000, keep=args.keep)
     if not args.stores_only:
         asyncio.run(bench_embedding(args.passages))
 
