@@ -84,11 +84,13 @@ _EXACT = qe.SearchParams(exact=True)
 def vector_params(size: int, distance: Distance) -> qe.EdgeVectorParams:
     """How a collection's vectors are stored: the configuration every user gets.
 
-    A collection of real vectors (a knowledge generation) keeps its original float32 vectors on disk,
-    read through the page cache as searches need them (``Memory.Cold``), and an int8 copy of each
-    (scalar quantization, a quarter of the size) in RAM, which the HNSW index is built from and
-    searched on; the candidates are rescored with the originals. At 1 000 000 384-dimension vectors
-    that is 0.4 GB in RAM rather than 1.5 GB, and the index builds faster (``bench/README.md``).
+    A collection of real vectors (a knowledge generation) keeps its float32 originals in a
+    memory-mapped file (Edge's default, ``Memory.Cached``: pages are read as searches touch them) and
+    an int8 copy of each (scalar quantization, a quarter of the size) held in RAM, which the HNSW
+    index is built from and searched on; the candidates are rescored with the originals. At
+    1 000 000 384-dimension vectors that is 0.4 GB in RAM rather than 1.5 GB, and the index builds
+    faster. ``Memory.Cold`` for the originals saved nothing more and made opening a shard ten times
+    slower at 100 000 points (0.9 s, replaying its write-ahead log): see ``bench/README.md``.
     Payload-only collections (one placeholder dimension) stay plain.
     """
     if size <= 1:
@@ -96,7 +98,6 @@ def vector_params(size: int, distance: Distance) -> qe.EdgeVectorParams:
     return qe.EdgeVectorParams(
         size=size,
         distance=_DISTANCES[distance],
-        memory=qe.Memory.Cold,
         quantization_config=qe.ScalarQuantizationConfig(
             qe.ScalarType.Int8, quantile=0.99, memory=qe.Memory.Pinned
         ),
