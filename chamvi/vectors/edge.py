@@ -12,15 +12,20 @@ Layout of the folder (``<data>/qdrant-edge``), names that are contracts like Qdr
 * ``.lock``: held (``flock``) by the one process that has the folder open.
 
 Edge builds its HNSW index only when asked (``optimize()``: 72 s for 100 000 384-dimension points
-on 2 cores), and qdrant-edge-py 0.9 holds the GIL in every call, that one included: run in a
-thread, it would stop the event loop (and the worker's heartbeats) for the whole build. So
+on 2 cores from float32 vectors, 20 s from the int8 copies ``vector_params`` keeps, 19 min for
+1 000 000 on a loaded machine), and qdrant-edge-py 0.9 holds the GIL in every call, that one
+included: run in a thread, it would stop the event loop (and the worker's heartbeats) for the
+whole build. So
 ``optimize`` copies the shard after a flush and builds the index on the copy in a child process
 (``chamvi.vectors._optimize``), while this process keeps serving searches (by brute force, 21 ms at
 100 000 points) and writes from the shard it has; the writes made meanwhile are kept and replayed on
 the optimized copy, which then takes the shard's place through the catalog. Every other call is
 short (a search ~1 ms, a batch of 64 points ~2 ms) and runs on one thread of the store's own, in
 order; on that thread it still holds the GIL, so no call here is made large (pages and batches stay
-bounded).
+bounded). One call cannot be kept short: opening a shard (``EdgeShard.load``, on first use and when
+an optimized copy swaps in) holds the GIL 0.1 s at 100 000 points but ~5 s at 1 000 000 (its
+in-memory id tracker, payload index and int8 vectors, and its write-ahead log replayed), a stall of
+every thread of the worker for as long.
 """
 
 from __future__ import annotations
@@ -84,20 +89,20 @@ _EXACT = qe.SearchParams(exact=True)
 def vector_params(size: int, distance: Distance) -> qe.EdgeVectorParams:
     """How a collection's vectors are stored: the configuration every user gets.
 
-    A collection of real vectors (a knowledge generation) keeps its float32 originals in a
-    memory-mapped file (Edge's default, ``Memory.Cached``: pages are read as searches touch them) and
-    an int8 copy of each (scalar quantization, a quarter of the size) held in RAM, which the HNSW
-    index is built from and searched on; the candidates are rescored with the originals. At
-    1 000 000 384-dimension vectors that is 0.4 GB in RAM rather than 1.5 GB, and the index builds
-    faster. ``Memory.Cold`` for the originals saved nothing more and made opening a shard ten times
-    slower at 100 000 points (0.9 s, replaying its write-ahead log): see ``bench/README.md``.
-    Payload-only collections (one placeholder dimension) stay plain.
+    A collection of real vectors (a knowledge generation) keeps its float32 originals on disk, read
+    as searches touch them (``Memory.Cold``), and an int8 copy of each (scalar quantization, a
+    quarter of the size) in RAM, which the HNSW index is built from and searched on; the candidates
+    are rescored with the originals. At 1 000 000 384-dimension vectors that is 0.4 GB in RAM rather
+    than 1.5 GB, and the index builds faster. Edge's default for the originals (``Memory.Cached``)
+    reads the whole file into memory whenever a shard is opened (``MADV_POPULATE_READ``: 1.5 GB at
+    1 000 000 points). Payload-only collections (one placeholder dimension) stay plain.
     """
     if size <= 1:
         return qe.EdgeVectorParams(size=size, distance=_DISTANCES[distance])
     return qe.EdgeVectorParams(
         size=size,
         distance=_DISTANCES[distance],
+        memory=qe.Memory.Cold,
         quantization_config=qe.ScalarQuantizationConfig(
             qe.ScalarType.Int8, quantile=0.99, memory=qe.Memory.Pinned
         ),
