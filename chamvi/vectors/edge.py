@@ -23,9 +23,10 @@ the optimized copy, which then takes the shard's place through the catalog. Ever
 short (a search ~1 ms, a batch of 64 points ~2 ms) and runs on one thread of the store's own, in
 order; on that thread it still holds the GIL, so no call here is made large (pages and batches stay
 bounded). One call cannot be kept short: opening a shard (``EdgeShard.load``, on first use and when
-an optimized copy swaps in) holds the GIL 0.1 s at 100 000 points but ~5 s at 1 000 000 (its
-in-memory id tracker, payload index and int8 vectors, and its write-ahead log replayed), a stall of
-every thread of the worker for as long.
+an optimized copy swaps in) holds the GIL while it reads from disk what it keeps in memory (the
+int8 copies, the graph, the id tracker, the payload index) and its write-ahead log: 0.2-2.8 s at
+100 000 points and 3-9 s at 1 000 000 on this shared disk, a stall of every thread of the worker
+for as long.
 """
 
 from __future__ import annotations
