@@ -12,7 +12,13 @@ from temporalio import activity
 
 from chamvi import constants as c
 from chamvi.app import App
-from chamvi.errors import ChamviError, InvalidAgentDefinitionError, InvalidAppError, KnowledgePassError
+from chamvi.errors import (
+    BackgroundError,
+    ChamviError,
+    InvalidAgentDefinitionError,
+    InvalidAppError,
+    KnowledgePassError,
+)
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KnowledgeSearch
@@ -31,6 +37,8 @@ log = logging.getLogger("chamvi.knowledge")
 
 
 class KnowledgeActivities:
+    """Holds the Qdrant index, the indexer and the searcher the worker opened, for every pass and search."""
+
     def __init__(self, app: App, store: KnowledgeIndex, indexer: Indexer, search: KnowledgeSearch) -> None:
         self.app = app
         self.store = store
@@ -39,6 +47,11 @@ class KnowledgeActivities:
 
     @activity.defn(name=c.ACTIVITY_KNOWLEDGE_PASS)
     async def knowledge_pass(self, request: PassRequest) -> CollectionMeta:
+        """One indexing pass of a collection: reads its sources, embeds what changed, switches generations.
+
+        It heartbeats its counts, so a killed worker's pass is noticed within the heartbeat timeout and
+        its progress shows in the Temporal UI; a collection the app no longer declares is retired.
+        """
         collection = self.app.collections.get(request.name)
         if collection is None:
             meta = await self.store.meta(request.name)
@@ -65,11 +78,13 @@ class KnowledgeActivities:
             message = error.message if isinstance(error, ChamviError) else f"{type(error).__name__}: {error}"
             delay = backoff(request.failures + 1)
             await self._record_error(request.name, message, next_attempt=datetime.now(UTC) + delay)
-            log.error(
-                "knowledge error: collection %r: %s (next attempt in %s s)",
-                request.name,
-                message,
-                int(delay.total_seconds()),
+            # a background pass has no caller to throw to: the app's on_error hears of it, else the log
+            line = (
+                f"knowledge error: collection {request.name!r}: {message} "
+                f"(next attempt in {int(delay.total_seconds())} s)"
+            )
+            self.app.errors.report(
+                BackgroundError(line, source="knowledge", cause=error), lambda: log.error("%s", line)
             )
             if isinstance(error, ChamviError):
                 error.reported = True
@@ -120,10 +135,12 @@ class KnowledgeActivities:
 
     @activity.defn(name=c.ACTIVITY_KNOWLEDGE_REQUEST_SYNC)
     async def knowledge_request_sync(self, request: SyncRequest) -> None:
+        """Asks a collection's workflow for a pass: an activity, since a workflow cannot signal-with-start."""
         await request_sync(activity.client(), activity.info().task_queue, request.name)
 
     @activity.defn(name=c.ACTIVITY_KNOWLEDGE_SEARCH)
     async def knowledge_search(self, request: SearchRequest) -> dict[str, Any]:
+        """A search of collections, on the worker that holds Qdrant (local mode allows no other reader)."""
         result = await self.searcher.search(
             request.collections, request.query, top_k=request.top_k, min_score=request.min_score
         )

@@ -15,12 +15,16 @@ from chamvi.starters import enqueue
 
 
 class LockActivities:
+    """Client calls the concurrency lock needs, which a workflow cannot make itself."""
+
     @activity.defn(name=ACTIVITY_ENQUEUE_LOCK)
     async def enqueue_lock(self, request: LockRequest) -> None:
+        """Joins the key's queue, starting its lock workflow if none runs (signal-with-start)."""
         await enqueue(activity.client(), activity.info().task_queue, request)
 
     @activity.defn(name=ACTIVITY_RUN_IS_OPEN)
     async def run_is_open(self, request: RunIsOpenRequest) -> bool:
+        """Whether the key's holder still runs: one that vanished (terminated, reset) frees the key."""
         try:
             description = await activity.client().get_workflow_handle(request.run_id).describe()
         except RPCError as error:

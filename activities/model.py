@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import OrderedDict
 
@@ -10,8 +11,7 @@ from temporalio import activity
 
 from chamvi._heartbeat import heartbeating
 from chamvi.agents import Agent
-from chamvi.app import App
-from chamvi.artifacts import ArtifactStore
+from chamvi.app_runtime import AppRuntime
 from chamvi.constants import (
     ACTIVITY_CALL_MODEL,
     ACTIVITY_EXTRACT,
@@ -19,7 +19,12 @@ from chamvi.constants import (
     QUERY_MCP_TOOLS,
     QUERY_TRANSCRIPT,
 )
-from chamvi.errors import IncompleteResponseError, ProviderUnavailableError
+from chamvi.errors import (
+    IncompleteResponseError,
+    InvalidRunStateError,
+    ProviderUnavailableError,
+    validation_issues,
+)
 from chamvi.extraction import EXTRACTION_INSTRUCTIONS
 from chamvi.models import (
     EffectQuery,
@@ -35,22 +40,23 @@ from chamvi.models import (
 from chamvi.permissions import PolicyRun
 from chamvi.providers import AttachedFile, ChatRequest, DeltaKind, OnDelta, ToolSchema
 from chamvi.run_events import RUN_DELTA, RunEvent
+from chamvi.run_slots import RunSlots
 from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
 
 class ModelActivities:
-    """Holds the app (and through it the providers), this worker's transcript cache, and the MCP
-    tools of the runs it served lately."""
+    """Holds the worker's runtime, its transcript cache, and the MCP tools of the runs it served lately.
+
+    The runtime's app holds the providers; the caches spare a query of the run at most steps.
+    """
 
     def __init__(
-        self,
-        app: App,
-        cache: TranscriptCache | None = None,
-        max_runs: int = 256,
-        artifacts: ArtifactStore | None = None,
+        self, runtime: AppRuntime, cache: TranscriptCache | None = None, max_runs: int = 256
     ) -> None:
-        self.app = app
-        self.artifacts = artifacts or ArtifactStore.memory()
+        self.runtime = runtime
+        self.app = runtime.app
+        self.slots: RunSlots = runtime.slots
+        """The worker's run slots (its runtime's): a model call takes its run's."""
         self.cache = cache or TranscriptCache()
         self._mcp_tools: OrderedDict[str, list[McpToolInfo]] = OrderedDict()
         self._max_runs = max_runs
@@ -85,12 +91,22 @@ class ModelActivities:
         self.cache.store(request.run_id, prefix, chain_digest(request.base_digest, request.delta))
         return prefix
 
+    async def _files(self, messages: list[Message]) -> dict[str, bytes]:
+        """The bytes of the artifacts the messages' parts reference, read for this call, never kept.
+
+        Raises:
+            ArtifactNotFoundError: one is not in the store (the run fails, as for an attachment).
+        """
+        ids = list(dict.fromkeys(p.artifact.id for m in messages for p in m.media if p.artifact is not None))
+        read = await asyncio.gather(*(self.runtime.artifacts.read(i) for i in ids))
+        return dict(zip(ids, read, strict=True))
+
     def _deltas(self, request: ModelRequest) -> OnDelta:
         """Hands each delta to this process's listeners while the model writes.
 
         The deltas are never stored: a retried call streams again from the start.
         """
-        events = self.app.events
+        events = self.runtime.events
 
         def on_delta(kind: DeltaKind, text: str) -> None:
             if events.wants(RUN_DELTA, request.run_id):
@@ -104,20 +120,40 @@ class ModelActivities:
 
     @activity.defn(name=ACTIVITY_CALL_MODEL)
     async def call_model(self, request: ModelRequest) -> ModelResponse:
-        agent = self.app.agent(request.agent)
+        """One model call of a run's step, with the transcript rebuilt from the run, not sent in.
+
+        The request carries the step's new messages only (history grows linearly); the tools offered
+        are the run's (its factory's, its MCP servers' listing) as its policy allows them. The call
+        runs in the run's slot of this worker (``chamvi.run_slots``).
+        """
+        # heartbeating while it waits for a slot too, so a cancelled run stops waiting
+        async with heartbeating(), self.slots.slot(request.run_id):
+            return await self._call_model(request)
+
+    async def _call_model(self, request: ModelRequest) -> ModelResponse:
+        agent = await self.runtime.agent(request.agent, request.revision)
         _, model = self.app.model_for(agent)
         transcript = await self._transcript(request)
         policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
         mcp_tools = await self._listed_mcp_tools(agent, request.run_id)
+        stored_system = next((i for i, m in enumerate(transcript) if m.role == "system"), None)
+        if stored_system is not None:
+            raise InvalidRunStateError(
+                f"run {request.run_id!r}: message {stored_system} of its transcript has the system role: a "
+                "run's transcript holds user, assistant and tool messages (system ones are the agent's "
+                "instructions)"
+            )
+        messages = [*agent.instructions, *transcript]
         chat = ChatRequest(
             run_id=request.run_id,
             agent=agent.name,
             step=request.step,
-            messages=[*agent.instructions, *transcript],
+            messages=messages,
+            transcript_start=len(agent.instructions),
             tools=[
                 *(
                     ToolSchema(t.name, t.description, t.json_schema())
-                    for t in self.app.tools_for(agent, policy_run).values()
+                    for t in self.runtime.tools_for(agent, policy_run).values()
                     if agent.allows(t.name, policy_run)
                 ),
                 *(
@@ -130,11 +166,11 @@ class ModelActivities:
             on_delta=self._deltas(request),
             # read for each call, never kept: history and checkpoints hold the references only
             attachments=[
-                AttachedFile(a, await self.artifacts.read(a.id)) for a in request.trigger.attachments
+                AttachedFile(a, await self.runtime.artifacts.read(a.id)) for a in request.trigger.attachments
             ],
+            files=await self._files(messages),
         )
-        async with heartbeating():  # a cancelled run stops its call, even one whose stream stalls
-            response = await model.complete(chat)
+        response = await model.complete(chat)  # heartbeating: a cancelled run stops a stalled stream
         if (
             agent.output is not None
             and not response.message.tool_calls
@@ -143,14 +179,22 @@ class ModelActivities:
             try:
                 parsed = agent.output.model_validate_json(response.message.content or "")
             except PydanticValidationError as error:
-                return response.model_copy(update={"output_error": str(error)})
+                issues = list(validation_issues(error.errors(include_input=False)))
+                return response.model_copy(update={"output_error": str(error), "output_issues": issues})
             return response.model_copy(update={"output": parsed.model_dump(mode="json")})
         return response
 
     @activity.defn(name=ACTIVITY_EXTRACT)
     async def extract(self, request: ExtractInput) -> ExtractResult:
-        """One ``extract()`` of a tool call: a model call with structured output and no tools."""
-        agent = self.app.agent(request.agent)
+        """One ``extract()`` of a tool call: a model call with structured output and no tools.
+
+        A model call of the run: it takes the run's slot of this worker, as ``call_model`` does.
+        """
+        async with heartbeating(), self.slots.slot(request.run_id):
+            return await self._extract(request)
+
+    async def _extract(self, request: ExtractInput) -> ExtractResult:
+        agent = await self.runtime.agent(request.agent, request.revision)
         handle = activity.client().get_workflow_handle(request.run_id)
         asked = await handle.query(
             QUERY_EXTRACTION, EffectQuery(key=request.key), result_type=ExtractionRequest

@@ -13,8 +13,7 @@ from typing import Any
 from temporalio import activity
 
 from chamvi._heartbeat import heartbeating
-from chamvi.app import App
-from chamvi.artifacts import ArtifactStore
+from chamvi.app_runtime import AppRuntime
 from chamvi.client import ChamviClient
 from chamvi.constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT, QUERY_TRIGGER, SIGNAL_EFFECT_RECORDED
 from chamvi.models import (
@@ -26,6 +25,7 @@ from chamvi.models import (
     ToolResult,
     TriggerEnvelope,
 )
+from chamvi.run_slots import RunSlots
 from chamvi.tool_runner import ToolRunner
 
 
@@ -64,17 +64,19 @@ class _TemporalRunAccess:
 
 
 class ToolActivities:
-    """Holds the app's tool runner and this worker's cache of trigger envelopes."""
+    """Holds the tool runner on this worker's runtime, and its cache of trigger envelopes."""
 
-    def __init__(self, app: App, max_runs: int = 256, artifacts: ArtifactStore | None = None) -> None:
-        self.runner = ToolRunner(app, artifacts)
+    def __init__(self, runtime: AppRuntime, max_runs: int = 256) -> None:
+        self.runner = ToolRunner(runtime)
         self._triggers: OrderedDict[str, TriggerEnvelope] = OrderedDict()
         self._max_runs = max_runs
+        self.slots: RunSlots = runtime.slots
+        """The worker's run slots (its runtime's): a tool call takes its run's."""
 
     @activity.defn(name=ACTIVITY_CALL_TOOL)
     async def call_tool(self, request: ToolRequest) -> ToolResult:
-        """One tool call of a run."""
+        """One tool call of a run, in the run's slot of this worker (``chamvi.run_slots``)."""
         access = _TemporalRunAccess(request.run_id, self._triggers, self._max_runs)
-        async with heartbeating() as cancellation:
+        async with heartbeating() as cancellation, self.slots.slot(request.run_id):
             return await self.runner.run(request, access, cancellation)
 

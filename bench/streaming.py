@@ -40,7 +40,7 @@ from chamvi import App, ChamviClient, RunEvent, define_agent
 from chamvi.http import Token, create_api
 from chamvi.http.server import bind, server
 from chamvi.providers import ModelRegistry, OpenAIProvider
-from chamvi.runtime import build_worker
+from chamvi.runtime import build_worker, local_plugin
 
 PIECES = 10
 PIECE_SECONDS = 0.002
@@ -147,7 +147,8 @@ async def chamvi_runs(client: Client, base_url: str, runs: int) -> tuple[list[fl
 
     app.on("run.delta", heard)
     chamvi = ChamviClient(client, task_queue="bench-streaming")
-    api = create_api(tokens=[TOKEN], managed=None, runs=chamvi, events=app.events)
+    plugin = local_plugin(app)
+    api = create_api(tokens=[TOKEN], managed=None, runs=chamvi, events=plugin.runtime.events)
     sock = bind("127.0.0.1", 0)
     uvicorn = server(api, log_level="warning")
     serving = asyncio.create_task(uvicorn.serve(sockets=[sock]))
@@ -159,7 +160,7 @@ async def chamvi_runs(client: Client, base_url: str, runs: int) -> tuple[list[fl
         url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         headers = {"authorization": f"Bearer {TOKEN.value}"}
         async with (
-            build_worker(client, app, task_queue="bench-streaming"),
+            build_worker(client, plugin, task_queue="bench-streaming"),
             httpx.AsyncClient(base_url=url, headers=headers, timeout=60) as http,
         ):
             for index in range(runs + 1):  # the first run warms the worker's caches and is not counted

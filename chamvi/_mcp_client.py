@@ -3,11 +3,15 @@
 Each listing and each call opens its own connection (a stdio server is started for it), the way
 temporalio's stateless MCP servers work: a call that lives in one activity attempt holds nothing a
 killed worker could leave half open, and a server that restarted between calls is simply reached
-again. A server that cannot be reached, or goes away mid-call, is a :class:`McpServerUnavailableError`.
+again. A server that cannot be reached, goes away mid-call, or does not answer within the server's
+``timeout`` (else just before the tool timeout would end the attempt) is a
+:class:`McpServerUnavailableError`: a tool error the model reads, which no retry of the attempt
+would change.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
@@ -19,7 +23,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, RequestParamsMeta, TextContent
 from pydantic import BaseModel, ConfigDict
+from temporalio import activity
 
+from chamvi._heartbeat import doing
 from chamvi.constants import MCP_META_EFFECT_KEY
 from chamvi.errors import InvalidAgentDefinitionError, McpServerUnavailableError, McpToolError
 from chamvi.mcp import McpServer
@@ -38,6 +44,26 @@ class McpArguments(BaseModel):
     """
 
     model_config = ConfigDict(extra="allow")
+
+
+ANSWER_MARGIN_SECONDS = 5.0
+"""Time kept back from the tool timeout to answer with the tool error before Temporal times out."""
+
+
+def _budget(server: McpServer) -> float | None:
+    """Seconds a listing or call may wait: the server's timeout, within the attempt's timeout.
+
+    Past the attempt's end Temporal would retry the call, so it ends a margin before, as a tool
+    error. The margin is counted from the timeout alone, not from the attempt's start time: that is
+    the server's clock, and a worker's clock ahead of it would cut every call short.
+    """
+    limits = [server.timeout.total_seconds()] if server.timeout is not None else []
+    if activity.in_activity():
+        timeout = activity.info().start_to_close_timeout
+        if timeout:
+            total = timeout.total_seconds()
+            limits.append(total - min(ANSWER_MARGIN_SECONDS, total / 10))
+    return min(limits) if limits else None
 
 
 def _describe(error: BaseException) -> str:
@@ -74,15 +100,21 @@ async def list_tools(server: McpServer) -> list[McpToolInfo]:
             lists one under a name models refuse.
     """
     listed = []
+    budget = _budget(server)
     try:
-        async with _connect(server) as client:
-            cursor: str | None = None
-            while True:
-                page = await client.list_tools(cursor=cursor)
-                listed.extend(page.tools)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
+        with doing(f"listing the tools of MCP server {server.name!r}"):
+            async with asyncio.timeout(budget), _connect(server) as client:
+                cursor: str | None = None
+                while True:
+                    page = await client.list_tools(cursor=cursor)
+                    listed.extend(page.tools)
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        break
+    except TimeoutError:
+        raise McpServerUnavailableError(
+            f"MCP server {server.name!r} ({server.where}) did not list its tools within {budget:g} s"
+        ) from None
     except Exception as error:
         raise McpServerUnavailableError(
             f"MCP server {server.name!r} ({server.where}) could not list its tools: {_describe(error)}"
@@ -137,14 +169,25 @@ async def call_tool(
     An effect tool's call carries its effect key in ``_meta`` (``MCP_META_EFFECT_KEY``).
 
     Raises:
-        McpServerUnavailableError: the server could not be reached or went away during the call.
+        McpServerUnavailableError: the server could not be reached, went away during the call, or
+            did not answer in time.
         McpToolError: the server answered with an error result.
     """
     # an open map in the SDK's types, whose checker only knows its literal keys
     meta = cast(RequestParamsMeta, {MCP_META_EFFECT_KEY: effect_key}) if effect_key is not None else None
+    budget = _budget(server)
     try:
-        async with _connect(server) as client:
-            result = await client.call_tool(tool, arguments, meta=meta)
+        with doing(f"tool {tool!r} of MCP server {server.name!r}"):
+            async with asyncio.timeout(budget), _connect(server) as client:
+                result = await client.call_tool(tool, arguments, meta=meta)
+    except TimeoutError:
+        own = server.timeout is not None and budget == server.timeout.total_seconds()
+        bound = "the server's timeout" if own else "the tool timeout"
+        raise McpServerUnavailableError(
+            f"MCP server {server.name!r} ({server.where}) did not answer the call to {tool!r} within "
+            f"{budget:g} s ({bound}): a hung server is not called again; raise mcp_server(timeout=...) "
+            "or ActivityTimeouts(tool=...) if the tool is slow"
+        ) from None
     except Exception as error:
         raise McpServerUnavailableError(
             f"MCP server {server.name!r} ({server.where}) failed during the call to {tool!r}: "

@@ -12,6 +12,7 @@ SDK does not log it again with a traceback (an activity that logged it itself ma
 from __future__ import annotations
 
 import logging
+from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
@@ -23,16 +24,27 @@ from temporalio.worker import (
     Interceptor,
 )
 
-from chamvi.errors import ChamviError
+from chamvi.errors import ChamviError, ChamviValidationError
 
 log = logging.getLogger("chamvi.activities")
 
 
 def as_failure(error: ChamviError) -> ApplicationError:
-    """``error`` as Temporal sees it: type = its code, and the wait the other side asked for."""
+    """``error`` as Temporal sees it: type = its code, and the wait the other side asked for.
+
+    A validation error's issues travel as its details (``{"issues": [...]}``), so a run it fails
+    shows them.
+    """
     delay = timedelta(seconds=error.retry_after) if error.retry_after is not None else None
+    details: tuple[Any, ...] = ()
+    if isinstance(error, ChamviValidationError) and error.issues:
+        details = ({"issues": [asdict(issue) for issue in error.issues]},)
     return ApplicationError(
-        error.message, type=error.code, next_retry_delay=delay, category=ApplicationErrorCategory.BENIGN
+        error.message,
+        *details,
+        type=error.code,
+        next_retry_delay=delay,
+        category=ApplicationErrorCategory.BENIGN,
     )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -12,12 +11,16 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
 from chamvi.channels import ChannelSubscription
-from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
-from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError
+from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH
+from chamvi.errors import ChamviError, ChamviValidationError, InvalidAgentDefinitionError, validation_issues
 from chamvi.mcp import McpTools
 from chamvi.models import BudgetSpec, Message
+from chamvi.names import validate_agent_name as validate_agent_name
 from chamvi.permissions import PolicyRun, ToolPolicy
+from chamvi.provider_objects import is_chat_model
+from chamvi.providers import ChatModel
 from chamvi.state import AgentState, check_state, state_tools
+from chamvi.tool_factory import ToolFactoryContext
 from chamvi.tools import Tool, ToolContext, Trust
 
 
@@ -80,8 +83,17 @@ class AgentTrust:
         return self.tools.get(tool.name, tool.trust)
 
 
-ToolFactory = Callable[[PolicyRun], Sequence[Tool]]
-"""Builds a run's tool set from who and where the run comes from (its trigger without the payload)."""
+ToolFactory = Callable[[ToolFactoryContext], Sequence[Tool]]
+"""Builds a run's tool set from its tool context: ``ctx.run`` (who and where the run comes from, its
+trigger without the payload), ``ctx.state``, ``ctx.artifacts``, ``ctx.channels`` and ``inject(ctx, key)``."""
+
+
+@dataclass(frozen=True)
+class RunTools:
+    """A run's tools by name, and the configuration (``tools_context``) each third-party one gets."""
+
+    tools: Mapping[str, Tool]
+    context: Mapping[str, BaseModel]
 
 
 @dataclass(frozen=True)
@@ -89,7 +101,8 @@ class Agent:
     """An agent as :func:`define_agent` checked it: what the app serves and the worker runs."""
 
     name: str
-    model: str | None
+    model: str | ChatModel | None
+    """A ``<provider>/<model id>`` ref, or a chat model object (see ``chamvi.provider_objects``)."""
     instructions: tuple[Message, ...]
     tools: Mapping[str, Tool]
     budget: Budget
@@ -103,24 +116,34 @@ class Agent:
     tool_factory: ToolFactory | None = None
     tools_context: Mapping[str, BaseModel] = field(default_factory=dict)
     """Third-party tools' configuration, validated by each tool's ``context_schema``, kept by reference."""
+    factory_tools_context: Mapping[str, Any] = field(default_factory=dict)
+    """``tools_context`` as given to an agent with a tool factory: checked against what the factory
+    builds, for each run (an entry for a tool it does not build fails the run)."""
     state: AgentState = field(default_factory=AgentState)
     """The agent's typed state collections (``ctx.state``); its tools are among ``tools``."""
+    revision: int | None = None
+    """None for an agent in code; the revision of an agent defined at runtime (``chamvi.runtime_agents``),
+    whose ``model`` is then always a ref."""
 
-    def build_tools(self, run: PolicyRun) -> dict[str, Tool]:
+    def build_tools(self, ctx: ToolFactoryContext) -> RunTools:
         """The run's tools: the agent's own, or what its factory builds for this run.
 
         Raises:
-            InvalidAgentDefinitionError: the factory failed or built something that is not a tool set.
+            InvalidAgentDefinitionError: the factory failed, built something that is not a tool set,
+                or ``tools_context`` names a tool it did not build.
+            ChamviValidationError: a ``tools_context`` entry does not match its tool's schema.
+            ChamviError: what the factory raised of chamvi's own (``inject`` finding no value is
+                ``context_not_provided``, an emit is ``invalid_run_state``).
         """
         if self.tool_factory is None:
-            return dict(self.tools)
+            return RunTools(self.tools, self.tools_context)
         try:
-            built = self.tool_factory(run)
-        except InvalidAgentDefinitionError:
+            built = self.tool_factory(ctx)
+        except ChamviError:
             raise
         except Exception as error:
             raise InvalidAgentDefinitionError(
-                f"agent {self.name!r}: its tool factory failed for run {run.run_id!r}: "
+                f"agent {self.name!r}: its tool factory failed for run {ctx.run.run_id!r}: "
                 f"{type(error).__name__}: {error}"
             ) from None
         if isinstance(built, Tool) or not isinstance(built, Sequence | Mapping):
@@ -135,28 +158,15 @@ class Agent:
                 "servers in tools=[...], not in a factory"
             )
         _check_trust_names(self.name, self.trust, tools, self.mcp_servers)
-        return tools
+        return RunTools(tools, _tools_context(self.name, self.factory_tools_context, tools))
 
     def allows(self, tool: str, run: PolicyRun) -> bool:
         """Whether ``tool_policy`` offers ``tool`` to this run; without a policy every tool is offered."""
         return self.tool_policy is None or self.tool_policy(tool, run)
 
 
-def validate_agent_name(name: Any) -> str:
-    """Checks the naming rule that agent, collection and other names share, and returns the name.
-
-    Raises:
-        InvalidAgentDefinitionError: the name breaks the rule or is too long.
-    """
-    if not isinstance(name, str) or not re.match(NAME_PATTERN, name) or len(name) > NAME_MAX_LENGTH:
-        raise InvalidAgentDefinitionError(
-            f"agent name {name!r} is invalid: use lowercase letters and digits in words joined by single "
-            f"'-' (^[a-z0-9]+(-[a-z0-9]+)*$), at most {NAME_MAX_LENGTH} characters"
-        )
-    return name
-
-
 def _instructions(name: str, instructions: Any) -> tuple[Message, ...]:
+    """A string as one system message, or each native message checked for what instructions allow."""
     if isinstance(instructions, str):
         return (Message(role="system", content=instructions),)
     if not isinstance(instructions, Sequence) or not instructions:
@@ -166,19 +176,36 @@ def _instructions(name: str, instructions: Any) -> tuple[Message, ...]:
         )
     messages: list[Message] = []
     for index, item in enumerate(instructions):
+        where = f"agent {name!r}: instructions[{index}]"
         try:
             message = item if isinstance(item, Message) else Message.model_validate(item)
         except PydanticValidationError as error:
-            raise InvalidAgentDefinitionError(
-                f"agent {name!r}: instructions[{index}] is not a message: {error}"
-            ) from None
-        if message.role not in ("system", "user", "assistant") or message.tool_calls or not message.content:
-            raise InvalidAgentDefinitionError(
-                f"agent {name!r}: instructions[{index}] must be a system, user or assistant message with "
-                "text content"
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in e['loc']) or 'message'}: {e['msg']}"
+                for e in error.errors(include_input=False)
             )
+            raise InvalidAgentDefinitionError(f"{where} is not a message: {problems}") from None
+        problem = _instruction_problem(message)
+        if problem is not None:
+            raise InvalidAgentDefinitionError(f"{where} {problem}")
         messages.append(message)
     return tuple(messages)
+
+
+def _instruction_problem(message: Message) -> str | None:
+    """What keeps ``message`` from being an instruction, or None."""
+    if message.role not in ("system", "user", "assistant") or message.tool_calls or message.tool_call_id:
+        return "must be a system, user or assistant message, without tool calls"
+    if not message.content and not message.parts:
+        return "has no content: give it text or parts"
+    if message.role == "system" and message.parts:
+        return "is a system message with parts: a system message's content is a string"
+    if message.role == "assistant" and message.media:
+        return (
+            "is an assistant message with an image or file part: an assistant's parts are text "
+            "(give images and files in user messages)"
+        )
+    return None
 
 
 def _tools(
@@ -248,7 +275,7 @@ def define_agent(
     *,
     name: str,
     instructions: str | Sequence[Message | Mapping[str, Any]],
-    model: str | None = None,
+    model: str | ChatModel | None = None,
     tools: Sequence[Tool | McpTools] | Mapping[str, Tool] | ToolFactory = (),
     budget: Budget | None = None,
     output: type[BaseModel] | None = None,
@@ -261,7 +288,16 @@ def define_agent(
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
-    ``tools`` holds the agent's own tools and, through ``*mcp_tools(name)``, the tools of MCP
+    ``instructions`` is a string (one system message) or an ordered list of native messages
+    (``Message`` or mappings): system content is a string; user content a string or content parts
+    (text, images, files: ``TextPart``, ``ImagePart``, ``FilePart``), assistant content a string or
+    text parts; each message and part may carry ``provider_options``. The leading system messages
+    are the provider's instructions, the rest come in order before the run's transcript. They are
+    rebuilt from the definition for each model call and never enter a run's history.
+
+    ``model`` is a ``<provider>/<model id>`` ref or a chat model object (``chamvi.provider_objects``
+    says which ref the App registers it under). ``tools`` holds the agent's own tools and
+    , through ``*mcp_tools(name)``, the tools of MCP
     servers the App declares.
 
     ``tool_policy(tool_name, run)`` decides per run which tools are offered (e.g.
@@ -269,7 +305,9 @@ def define_agent(
     ``tool_not_allowed`` tool error. ``trust`` classifies tools by name and says whether a guarded
     call once tainted asks a person or is denied. ``tools_context`` hands third-party tools their
     configuration (an API client's settings, say) by reference, each checked by the tool's
-    ``context_schema``. ``state`` declares typed collections the agent remembers between runs
+    ``context_schema``; with a tool factory, each run's entries are checked against the tools the
+    factory built (one naming a tool it did not build fails the run). ``state`` declares typed
+    collections the agent remembers between runs
     (``AgentState(collections={"refunds": Refund})``, or the mapping alone); the model gets each as
     the tools ``state_<name>_list``, ``state_<name>_upsert`` and ``state_<name>_remove``.
 
@@ -277,9 +315,10 @@ def define_agent(
         InvalidAgentDefinitionError: naming what is wrong.
     """
     validate_agent_name(name)
-    if model is not None and (not isinstance(model, str) or "/" not in model):
+    if model is not None and not (isinstance(model, str) and "/" in model) and not is_chat_model(model):
         raise InvalidAgentDefinitionError(
-            f"agent {name!r}: model {model!r} must be a '<provider>/<model id>' string"
+            f"agent {name!r}: model {model!r} must be a '<provider>/<model id>' string or a chat model "
+            "object (one with an async complete(request))"
         )
     if output is not None and not (isinstance(output, type) and issubclass(output, BaseModel)):
         raise InvalidAgentDefinitionError(f"agent {name!r}: output must be a pydantic model class or None")
@@ -301,7 +340,8 @@ def define_agent(
         trust=_trust(name, trust or AgentTrust(), checked_tools if factory is None else None, mcp_servers),
         tool_factory=factory,
         mcp_servers=mcp_servers,
-        tools_context=_tools_context(name, tools_context or {}, checked_tools),
+        tools_context=_tools_context(name, tools_context or {}, checked_tools) if factory is None else {},
+        factory_tools_context=_factory_tools_context(name, tools_context) if factory is not None else {},
         state=checked_state,
     )
 
@@ -316,6 +356,17 @@ def _with_state_tools(name: str, tools: dict[str, Tool], state: AgentState) -> d
             )
         tools[made.name] = made
     return tools
+
+
+def _factory_tools_context(name: str, values: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """A factory agent's ``tools_context``, kept as given: it is checked per run, against what was built."""
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping) or not all(isinstance(k, str) for k in values):
+        raise InvalidAgentDefinitionError(
+            f"agent {name!r}: tools_context must map tool names to their configuration"
+        )
+    return dict(values)
 
 
 def _tools_context(name: str, values: Mapping[str, Any], tools: Mapping[str, Tool]) -> dict[str, BaseModel]:
@@ -342,7 +393,8 @@ def _tools_context(name: str, values: Mapping[str, Any], tools: Mapping[str, Too
             )
             raise ChamviValidationError(
                 f"agent {name!r}: tools_context for {tool_name!r} does not match its context schema: "
-                f"{problems}"
+                f"{problems}",
+                issues=validation_issues(error.errors(include_input=False)),
             ) from None
     return checked
 

@@ -1,8 +1,13 @@
-"""``App``: the agents, models and channels a worker serves, checked once at construction."""
+"""``App``: the agents, models and channels a worker serves, checked once at construction.
+
+An App is a definition only: what the user declared. What a worker holds while it serves it (the
+state store, the knowledge searcher, the event hub, the tool sets its factories built) lives in that
+worker's :class:`chamvi.app_runtime.AppRuntime`, so two workers built from one App share nothing by
+accident.
+"""
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -16,22 +21,21 @@ from chamvi.errors import (
     InvalidAgentDefinitionError,
     InvalidAppError,
     InvalidScheduleError,
+    ModelNotFoundError,
 )
-from chamvi.knowledge.collections import KnowledgeCollection
-from chamvi.knowledge.embedders import EmbeddingRegistry, default_embedding_registry
-from chamvi.mcp import McpServer
+from chamvi.knowledge.collections import KnowledgeCollection, ManagedRoutes
+from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry, default_embedding_registry
+from chamvi.mcp import McpServer, McpTools
 from chamvi.models import AgentSpec, ToolSpec
-from chamvi.permissions import PolicyRun
+from chamvi.on_error import ErrorHook, OnError
+from chamvi.provider_objects import chat_ref, embedder_ref, is_chat_model
 from chamvi.providers import ChatModel, ModelRegistry, default_registry
 from chamvi.retry import RetryPolicies, retry_spec
-from chamvi.run_events import EventHub, Listener
+from chamvi.run_events import Listener, Listeners
 from chamvi.schedules import AgentSchedule, ScheduleOptions, define_schedule
 from chamvi.tools import Tool
 
 T = TypeVar("T")
-
-TOOL_SETS_KEPT = 256
-"""Runs whose factory-built tool sets a worker keeps (the least recently used go first)."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,7 @@ class App:
 
     Args:
         agents: the agents, unique by name.
-        model: the model of agents that name none.
+        model: the model of agents that name none: a ref, or a chat model object.
         models: extra providers or exact model refs (scripted models in tests), on top of
             ``openai/...`` and ``local/...``.
         channels: channels by unique name; agents subscribe to them and tools send through them.
@@ -56,7 +60,10 @@ class App:
         collections: knowledge collections, declared with ``knowledge_collection(...)``.
         embedders: extra embedding providers or exact refs (test embedders), on top of
             ``openai/...``, ``fastembed/...`` and ``local/...``.
-        embedding_model: the managed collections' model (``CHAMVI_KNOWLEDGE_MODEL`` wins over it).
+        embedding_model: the managed collections' model (``CHAMVI_KNOWLEDGE_MODEL`` wins over it):
+            a ref, or an embedding model object (known by its ``ref``). Wherever a model is given as
+            an object, the App registers it under a ref the workflow sees instead
+            (``chamvi.provider_objects``).
         retry: how model, tool and embedding calls are retried (Temporal retry policies); the
             defaults retry a model call 10 times and a tool call 10 times, and leave a failed
             embedding call to the collection's backoff.
@@ -66,34 +73,65 @@ class App:
             off, runs come only from dispatches and schedules, and still send through every
             channel's ``out`` (the seed's ``start({ channels: false })``). A worker's
             ``ChamviPlugin(start_channels=...)`` or ``CHAMVI_NO_CHANNELS=true`` overrides it.
+        schedules: agent schedules, declared with ``define_schedule(agent, cron=... | every=...)``,
+            unique by id; every worker's start creates or updates them (see :meth:`schedule`).
+        managed: how the HTTP API serves managed collections: on or off, where, and their body
+            limit (:class:`~chamvi.knowledge.collections.ManagedRoutes`); ``chamvi api``/``dev``
+            options and ``CHAMVI_KNOWLEDGE_*`` variables override it.
+        on_error: ``on_error(error, run_id)``, called with each error that has no caller to throw
+            to (a :class:`~chamvi.errors.BackgroundError`: a channel that failed to start or stop, a
+            run event listener that raised, a failed sync of the schedules or the collections, a
+            failed knowledge pass); by default each is logged (see ``chamvi.on_error``). Every
+            worker built from the App reports to it.
+        runtime_tools: the tools agents defined at runtime may name (``put_agent``, ``PUT
+            /agents/{name}``, ``chamvi agents put``): tools, and ``*mcp_tools(name)`` of declared MCP
+            servers. The code stays here; a runtime agent's data picks from it by name. None by
+            default: a runtime agent then has no tools (see ``chamvi.runtime_agents``).
 
     Raises:
         InvalidAppError, InvalidAgentDefinitionError: the boot fails, naming the problem.
+        InvalidScheduleError, AgentNotFoundError: a schedule is malformed, names an agent the app
+            does not serve, or takes an id another one has.
     """
 
     def __init__(
         self,
         *,
         agents: Sequence[Agent],
-        model: str | None = None,
+        model: str | ChatModel | None = None,
         models: ModelRegistry | None = None,
         channels: Sequence[Channel] = (),
         timeouts: ActivityTimeouts | None = None,
         collections: Sequence[KnowledgeCollection] = (),
         embedders: EmbeddingRegistry | None = None,
-        embedding_model: str | None = None,
+        embedding_model: str | Embedder | None = None,
         retry: RetryPolicies | None = None,
         mcp_servers: Sequence[McpServer] = (),
         start_channels: bool = True,
+        schedules: Sequence[AgentSchedule] = (),
+        managed: ManagedRoutes | None = None,
+        on_error: OnError | None = None,
+        runtime_tools: Sequence[Tool | McpTools] = (),
     ) -> None:
         self.start_channels = start_channels
-        self.model = model
+        if managed is not None and not isinstance(managed, ManagedRoutes):
+            raise InvalidAppError(f"managed={managed!r} is not a ManagedRoutes(enabled=, base_path=, ...)")
+        self.managed = managed or ManagedRoutes()
         self.models = default_registry().merged(models) if models is not None else default_registry()
+        self._chat_objects: dict[str, ChatModel] = {}
+        self._embedder_objects: dict[str, Embedder] = {}
+        self._model_refs: dict[str, str] = {}
+        """Each agent's model ref, its own or the App's, as the workflow sees it."""
+        self.model = self._chat_ref(model) if model is not None else None
+        """The default model's ref (an object's registered one)."""
         self.timeouts = timeouts or ActivityTimeouts()
         self.retry = retry or RetryPolicies()
         self.provided = Provided()
-        self.events = EventHub()
-        """This process's run event listeners (``on``) and the streams that follow runs here."""
+        """The values given with :meth:`provide`; a worker's runtime reads them by reference."""
+        self.listeners = Listeners()
+        """The run event listeners declared with :meth:`on`; each worker's event hub calls them."""
+        self.errors = ErrorHook(on_error)
+        """Where errors with no caller go: ``on_error``, else the log; every worker's reports here."""
         self.channels: dict[str, Channel] = {}
         for channel in channels:
             validate_channel_name(channel.name)
@@ -105,14 +143,15 @@ class App:
             if embedders is not None
             else default_embedding_registry()
         )
-        self.embedding_model = embedding_model
-        if embedding_model is not None:
-            self._check_embedding_model("embedding_model", embedding_model)
+        self.embedding_model = (
+            self._embedding_ref("embedding_model", embedding_model) if embedding_model is not None else None
+        )
+        if self.embedding_model is not None:
+            self._check_embedding_model("embedding_model", self.embedding_model)
         self.collections: dict[str, KnowledgeCollection] = {}
         for collection in collections:
             self._check_collection(collection)
             self.collections[collection.name] = collection
-        self._tool_sets: OrderedDict[str, dict[str, Tool]] = OrderedDict()
         self.mcp_servers: dict[str, McpServer] = {}
         for server in mcp_servers:
             if not isinstance(server, McpServer):
@@ -129,14 +168,50 @@ class App:
             self._check_agent(agent)
             self.agents[agent.name] = agent
         self.schedules: dict[str, AgentSchedule] = {}
+        for declared in schedules:
+            self._add_schedule(declared)
+        self.runtime_tools: dict[str, Tool] = {}
+        """The tools runtime agents may name, by name."""
+        self.runtime_mcp_servers: tuple[str, ...] = ()
+        """The MCP servers whose tools runtime agents may use."""
+        self._add_runtime_tools(runtime_tools)
+
+    def _add_runtime_tools(self, catalog: Sequence[Tool | McpTools]) -> None:
+        if isinstance(catalog, Tool | McpTools) or not isinstance(catalog, Sequence):
+            raise InvalidAppError("runtime_tools must be a list of tools and mcp_tools(...)")
+        servers: list[str] = []
+        for item in catalog:
+            if isinstance(item, McpTools):
+                if item.server not in self.mcp_servers:
+                    known = ", ".join(repr(s) for s in self.mcp_servers) or "none"
+                    raise InvalidAppError(
+                        f"runtime_tools holds mcp_tools({item.server!r}), which the App does not declare: "
+                        f"declared MCP servers are {known}"
+                    )
+                if item.server in servers:
+                    raise InvalidAppError(f"runtime_tools holds mcp_tools({item.server!r}) twice")
+                servers.append(item.server)
+                continue
+            if not isinstance(item, Tool):
+                raise InvalidAppError(
+                    f"runtime_tools holds {item!r}, which is not a tool: decorate the function with @tool "
+                    "or @effect_tool"
+                )
+            if item.name in self.runtime_tools:
+                raise InvalidAppError(f"runtime_tools holds two tools named {item.name!r}")
+            self.runtime_tools[item.name] = item
+        self.runtime_mcp_servers = tuple(servers)
 
     def schedule(self, agent: str, **options: Unpack[ScheduleOptions]) -> AgentSchedule:
-        """Declares a Temporal Schedule that runs ``agent``; every worker's start creates or updates it.
+        """Declares a Temporal Schedule that runs ``agent``, as ``App(schedules=[...])`` does.
 
-        ``app.schedule("digest", cron="0 8 * * *", payload={...}, overlap="skip", id="daily-digest")``:
-        exactly one of ``cron`` and ``every`` (the options are :class:`chamvi.schedules.ScheduleOptions`).
-        Each fire dispatches an ordinary run whose idempotency key is the schedule id and the fire
-        time. A schedule the code stops declaring is deleted by the next worker that starts.
+        ``app.schedule("digest", cron="0 8 * * *", payload={...}, overlap="skip", id="daily-digest")``
+        is ``App(..., schedules=[define_schedule("digest", cron=...)])`` written after the App: a pure
+        declaration, which starts nothing. Every worker's start creates or updates the declared
+        schedules, so declare them before the workers start (at import, beside the App). Exactly one
+        of ``cron`` and ``every`` (the options are :class:`chamvi.schedules.ScheduleOptions`). Each fire
+        dispatches an ordinary run whose idempotency key is the schedule id and the fire time. A
+        schedule the code stops declaring is deleted by the next worker that starts.
 
         Returns:
             The validated schedule.
@@ -146,17 +221,26 @@ class App:
             InvalidScheduleError: both or neither of cron and every, a bad cron, interval, overlap,
                 zone or id, or an id declared twice.
         """
-        declared = define_schedule(agent, **options)
-        self.agent(agent)
+        return self._add_schedule(define_schedule(agent, **options))
+
+    def _add_schedule(self, declared: AgentSchedule) -> AgentSchedule:
+        if not isinstance(declared, AgentSchedule):
+            raise InvalidScheduleError(
+                f"{declared!r} is not a schedule: declare it with define_schedule(agent, cron=...) "
+                "or define_schedule(agent, every=...)"
+            )
+        self.agent(declared.agent)
         if declared.id in self.schedules:
             raise InvalidScheduleError(f"two schedules have the id {declared.id!r}: give one another id=")
         self.schedules[declared.id] = declared
         return declared
 
     def on(self, event_type: str, listener: Listener) -> Callable[[], None]:
-        """Calls ``listener(event)`` for each run event of ``event_type`` this process sees.
+        """Calls ``listener(event)`` for each run event of ``event_type`` a worker of this app sees.
 
-        ``run.delta`` (the model's text and reasoning while it writes, never stored) reaches the
+        A declaration: every worker built from the app calls its listeners (through its own event
+        hub), a worker built before the call included. ``run.delta`` (the model's text and reasoning
+        while it writes, never stored) reaches the
         listeners of the worker process that makes the model call. The other types reach the
         listeners of the worker process that started the run, each once, read from the run's
         history as it grows; a run that process no longer serves (it stopped) is heard no more
@@ -164,7 +248,8 @@ class App:
 
         Args:
             event_type: one of ``chamvi.run_events.EVENT_TYPES``, or ``"*"`` for all.
-            listener: a function or coroutine function; its errors are logged, never raised.
+            listener: a function or coroutine function; its errors go to ``on_error`` (else the
+                log), never raised.
 
         Returns:
             A function that removes the listener.
@@ -172,11 +257,31 @@ class App:
         Raises:
             InvalidInputError: ``event_type`` is no event type.
         """
-        return self.events.on(event_type, listener)
+        return self.listeners.on(event_type, listener)
 
     def provide(self, key: ContextKey[T], value: T) -> None:
         """Gives tools a shared instance under ``key`` (read with ``inject(ctx, key)``); once per key."""
         self.provided.provide(key, value)
+
+    def _chat_ref(self, model: str | ChatModel) -> str:
+        """``model``'s ref; an object is registered under the one ``chat_ref`` gives it."""
+        if isinstance(model, str):
+            return model
+        if not is_chat_model(model):
+            raise InvalidAppError(
+                f"model {model!r} must be a '<provider>/<model id>' string or a chat model object"
+            )
+        ref = chat_ref(model, self._chat_objects)
+        self.models.register(ref, model)
+        return ref
+
+    def _embedding_ref(self, what: str, model: str | Embedder) -> str:
+        """``model``'s ref; an object is registered under its own ``ref``."""
+        if isinstance(model, str):
+            return model
+        ref = embedder_ref(model, self._embedder_objects, what)
+        self.embedders.register(ref, model)
+        return ref
 
     def _check_embedding_model(self, what: str, ref: str) -> None:
         try:
@@ -191,7 +296,10 @@ class App:
             )
         if collection.name in self.collections:
             raise InvalidAppError(f"collection {collection.name!r} is declared twice")
-        self._check_embedding_model(f"collection {collection.name!r}", collection.model)
+        what = f"collection {collection.name!r}"
+        if collection.embedder is not None:
+            self._embedding_ref(what, collection.embedder)
+        self._check_embedding_model(what, collection.model)
         for source in collection.sources:
             try:
                 source.check()
@@ -205,7 +313,7 @@ class App:
                 ) from None
 
     def _check_agent(self, agent: Agent) -> None:
-        ref = agent.model or self.model
+        ref = self._chat_ref(agent.model) if agent.model is not None else self.model
         if ref is None:
             raise InvalidAgentDefinitionError(
                 f"agent {agent.name!r} has no model: give it model= or give the App a default model="
@@ -214,6 +322,7 @@ class App:
             self.models.resolve(ref)
         except Exception as error:
             raise InvalidAgentDefinitionError(f"agent {agent.name!r}: {error}") from None
+        self._model_refs[agent.name] = ref
         for server in agent.mcp_servers:
             if server not in self.mcp_servers:
                 known = ", ".join(repr(s) for s in self.mcp_servers) or "none"
@@ -255,60 +364,51 @@ class App:
 
     def model_for(self, agent: Agent) -> tuple[str, ChatModel]:
         """The agent's model ref (its own, else the app's default) and the chat model serving it."""
-        ref = agent.model or self.model
-        assert ref is not None  # checked at construction
+        if agent.revision is None:
+            ref: str | None = self._model_refs[agent.name]  # every code agent's is set at construction
+        else:  # a runtime agent's data names a ref, or takes the default (chamvi.runtime_agents)
+            ref = agent.model if isinstance(agent.model, str) else self.model
+        if ref is None:
+            raise ModelNotFoundError(
+                f"runtime agent {agent.name!r} names no model and the App has no default model="
+            )
         return ref, self.models.resolve(ref)
 
-    def tools_for(self, agent: Agent, run: PolicyRun) -> Mapping[str, Tool]:
-        """The run's tool set, built once per run and worker when the agent has a tool factory.
+    def spec(self, name: str) -> AgentSpec:
+        """The serialisable description of an agent with its own tools (a factory's build none here).
 
-        Every activity of the run (describe, model, tool calls) asks here, so a factory runs once per
-        run on each worker that serves it rather than at every step.
-        """
-        if agent.tool_factory is None:
-            return agent.tools
-        key = f"{agent.name}\0{run.run_id}"
-        tools = self._tool_sets.get(key)
-        if tools is None:
-            tools = agent.build_tools(run)
-            self._tool_sets[key] = tools
-            while len(self._tool_sets) > TOOL_SETS_KEPT:
-                self._tool_sets.popitem(last=False)
-        self._tool_sets.move_to_end(key)
-        return tools
-
-    def spec(self, name: str, run: PolicyRun | None = None) -> AgentSpec:
-        """The serialisable description the workflow runs on; it never imports the app.
-
-        Args:
-            name: the agent.
-            run: the run it is for; an agent with a tool factory lists its tools only for a run.
+        A run's spec, with what its factory built, is its worker's (``AppRuntime.spec``).
         """
         agent = self.agent(name)
-        ref, _ = self.model_for(agent)
-        tools = self.tools_for(agent, run) if run is not None else agent.tools
-        return AgentSpec(
-            name=agent.name,
-            model=ref,
-            budget=agent.budget.spec(),
-            tools=[
-                ToolSpec(
-                    name=t.name,
-                    effect=t.effect is not None,
-                    taint=bool(agent.trust.of(t).taint),
-                    guard_when_tainted=bool(agent.trust.of(t).guard_when_tainted),
-                    retry=retry_spec(t.retry) if t.retry is not None else None,
-                )
-                for t in tools.values()
-            ],
-            structured_output=agent.output is not None,
-            channels=[s.channel for s in agent.channels],
-            untrusted_channels=[c.name for c in self.channels.values() if getattr(c, "untrusted", False)],
-            model_timeout_seconds=self.timeouts.model.total_seconds(),
-            tool_timeout_seconds=self.timeouts.tool.total_seconds(),
-            tool_heartbeat_seconds=self.timeouts.tool_heartbeat.total_seconds(),
-            model_retry=retry_spec(self.retry.model),
-            tool_retry=retry_spec(self.retry.tool),
-            mcp_servers=list(agent.mcp_servers),
-            classified_tools=sorted(agent.trust.tools),
-        )
+        return agent_spec(self, agent, agent.tools)
+
+
+def agent_spec(app: App, agent: Agent, tools: Mapping[str, Tool]) -> AgentSpec:
+    """The serialisable description the workflow runs on, with ``tools``; it never imports the app."""
+    ref, _ = app.model_for(agent)
+    return AgentSpec(
+        name=agent.name,
+        model=ref,
+        budget=agent.budget.spec(),
+        tools=[
+            ToolSpec(
+                name=t.name,
+                effect=t.effect is not None,
+                taint=bool(agent.trust.of(t).taint),
+                guard_when_tainted=bool(agent.trust.of(t).guard_when_tainted),
+                retry=retry_spec(t.retry) if t.retry is not None else None,
+            )
+            for t in tools.values()
+        ],
+        structured_output=agent.output is not None,
+        channels=[s.channel for s in agent.channels],
+        untrusted_channels=[c.name for c in app.channels.values() if getattr(c, "untrusted", False)],
+        model_timeout_seconds=app.timeouts.model.total_seconds(),
+        tool_timeout_seconds=app.timeouts.tool.total_seconds(),
+        tool_heartbeat_seconds=app.timeouts.tool_heartbeat.total_seconds(),
+        model_retry=retry_spec(app.retry.model),
+        tool_retry=retry_spec(app.retry.tool),
+        mcp_servers=list(agent.mcp_servers),
+        classified_tools=sorted(agent.trust.tools),
+        revision=agent.revision,
+    )

@@ -10,12 +10,16 @@ references only.
 Layout in the store: ``<run>/<NNNN>`` holds the bytes and ``<run>/<NNNN>.json`` the record, written
 after the bytes, so a listing never shows an artifact whose bytes are not all there. Ids are
 deterministic (``<run_id>.<index>``) and writes overwrite: a tool call that runs again after a crash
-puts the same file under the same id, and the store holds it once.
+puts the same file under the same id, and the store holds it once. In a folder, obstore writes each
+file as ``<name>#<n>`` and renames it when complete; a process killed in between leaves that file,
+which the redone put removes (on S3 an interrupted upload is the bucket's to expire: a lifecycle
+rule that aborts incomplete multipart uploads).
 """
 
 from __future__ import annotations
 
 import asyncio
+import glob
 import hashlib
 import mimetypes
 import re
@@ -28,14 +32,22 @@ import obstore
 from obstore.store import LocalStore, MemoryStore, from_url
 
 from chamvi.constants import ARTIFACT_INDEX_DIGITS, ARTIFACT_MEDIA_TYPE_PATTERN
-from chamvi.errors import ArtifactNotFoundError, AttachmentTooLargeError, InvalidInputError
-from chamvi.models import Artifact
+from chamvi.errors import (
+    ArtifactNotFoundError,
+    AttachmentTooLargeError,
+    ChamviValidationError,
+    InvalidInputError,
+    ValidationIssue,
+)
+from chamvi.models import Artifact, FilePart, ProviderOptions
 from chamvi.settings import Settings
 
 if TYPE_CHECKING:  # obstore's type stubs only
     from obstore.store import ClientConfig, ObjectStore
 
-_ID = re.compile(rf"^(?P<run>.+)\.(?P<index>\d{{{ARTIFACT_INDEX_DIGITS},}})$")
+_ID = re.compile(rf"^(?P<run>.+)\.(?P<index>[0-9]{{{ARTIFACT_INDEX_DIGITS},}})$")
+_MAX_FOLDER_LENGTH = 255
+"""The longest name of a folder on common file systems: no run id of chamvi's is near it."""
 _MEDIA_TYPE = re.compile(ARTIFACT_MEDIA_TYPE_PATTERN)
 
 
@@ -48,15 +60,24 @@ def parse_artifact_id(value: str) -> tuple[str, int]:
     """The run id and index of an artifact id.
 
     Raises:
-        InvalidInputError: ``value`` does not look like ``<run_id>.0000``.
+        InvalidInputError: ``value`` is not an artifact id as :func:`artifact_id` writes it (a
+            canonical index, a run id that can name a folder).
     """
     match = _ID.match(value)
-    if match is None:
+    run_id, index = (match["run"], int(match["index"])) if match is not None else ("", 0)
+    # one id per artifact: '<run>.00000' is not another name of '<run>.0000'
+    if match is None or artifact_id(run_id, index) != value or not _is_run_folder(run_id):
+        shown = repr(value) if len(value) <= 80 else f"{value[:60]!r}... ({len(value)} characters)"
         raise InvalidInputError(
-            f"artifact id {value!r} is malformed: artifact ids look like '<run_id>.0000' "
-            "(see `chamvi artifacts list RUN`)"
+            f"artifact id {shown} is malformed: artifact ids look like '<run_id>.0000', one per "
+            "artifact, as `chamvi artifacts list RUN` lists them"
         )
-    return match["run"], int(match["index"])
+    return run_id, index
+
+
+def _is_run_folder(run_id: str) -> bool:
+    """Whether ``run_id`` can name a folder of the store: ``.`` and ``..`` cannot, nor past 255 bytes."""
+    return run_id not in (".", "..") and len(_folder(run_id)) <= _MAX_FOLDER_LENGTH
 
 
 def guess_media_type(filename: str) -> str:
@@ -64,18 +85,73 @@ def guess_media_type(filename: str) -> str:
     return mimetypes.guess_type(filename)[0] or "application/octet-stream"
 
 
-def check_media_type(media_type: str) -> str:
-    """``media_type`` lower-cased, once it looks like ``type/subtype``.
+def is_artifact_media_type(value: object) -> bool:
+    """Whether ``value`` is a media type an artifact may have: ``type/subtype``, without parameters.
+
+    The seed's ``isArtifactMediaType``: ``image/png`` and ``Text/Plain`` are, ``png`` and
+    ``text/plain; charset=utf-8`` are not (an artifact's bytes are what they are; a text's encoding
+    is for the reader to tell).
+    """
+    return isinstance(value, str) and _MEDIA_TYPE.match(value.lower()) is not None
+
+
+def artifact_file_part(
+    artifact: Artifact, *, filename: str | None = None, provider_options: ProviderOptions | None = None
+) -> FilePart:
+    """A stored artifact as a file part: return it from a tool (alone, or in a list with text).
+
+    The seed's ``artifactFilePart``. The model gets the file's bytes (an image as an image, a PDF as a
+    file, as its provider takes them), read from the artifact store for each model call; the step's
+    recorded output and the run's transcript keep this reference, never the bytes. A missing
+    artifact fails the run's next model call with ``artifact_not_found``, as an attachment does.
+
+        @tool
+        async def chart(ctx: ToolContext) -> list[str | FilePart]:
+            png = await ctx.artifacts.put("image/png", render())
+            return ["The chart of this week:", artifact_file_part(png)]
+
+    Args:
+        artifact: the artifact's reference (what ``ctx.artifacts.put`` returned, or ``list()`` lists).
+        filename: the name the model sees; the artifact's own by default.
+        provider_options: per provider name, options for the part (``{"openai": {"detail": "low"}}``).
 
     Raises:
-        InvalidInputError: it does not.
+        InvalidInputError: ``artifact`` is not an artifact reference.
     """
-    normalized = media_type.strip().lower()
-    if not _MEDIA_TYPE.match(normalized):
+    if not isinstance(artifact, Artifact):
         raise InvalidInputError(
-            f"media type {media_type!r} is invalid: write it as type/subtype, e.g. 'image/png'"
+            f"artifact_file_part takes an Artifact (what ctx.artifacts.put returns), not {artifact!r}"
         )
-    return normalized
+    return FilePart(
+        media_type=artifact.media_type,
+        artifact=artifact,
+        filename=filename or artifact.filename,
+        provider_options=provider_options or {},
+    )
+
+
+def check_media_type(media_type: str, where: tuple[str | int, ...] = ("media_type",)) -> str:
+    """``media_type`` lower-cased, once it is ``type/subtype`` (:func:`is_artifact_media_type`).
+
+    Args:
+        media_type: the media type given.
+        where: its path in what the caller sent, for the error's issue.
+
+    Raises:
+        ChamviValidationError: it is not, with one issue at ``where``.
+    """
+    normalized = media_type.strip().lower() if isinstance(media_type, str) else ""
+    if is_artifact_media_type(normalized):
+        return normalized
+    base = normalized.partition(";")[0].strip()
+    if ";" in normalized and is_artifact_media_type(base):
+        message = (
+            f"media type {media_type!r} has parameters: an artifact's media type is type/subtype only, "
+            f"write {base!r}"
+        )
+    else:
+        message = f"media type {media_type!r} is invalid: write it as type/subtype, e.g. 'image/png'"
+    raise ChamviValidationError(message, issues=[ValidationIssue(where, message, "media_type")])
 
 
 def open_artifact_store(settings: Settings) -> ArtifactStore:
@@ -101,6 +177,7 @@ class ArtifactStore:
     def __init__(self, store: ObjectStore, location: str) -> None:
         self.store = store
         self.location = location
+        self._folder = Path(store.prefix) if isinstance(store, LocalStore) and store.prefix else None
 
     @classmethod
     def memory(cls) -> ArtifactStore:
@@ -154,9 +231,20 @@ class ArtifactStore:
             sha256=hashlib.sha256(data).hexdigest(),
         )
         path = self._path(run_id, index)
+        await asyncio.to_thread(self._remove_partial, path)
         await obstore.put_async(self.store, path, data)
         await obstore.put_async(self.store, f"{path}.json", artifact.model_dump_json().encode())
         return artifact
+
+    def _remove_partial(self, path: str) -> None:
+        """Removes what an interrupted put of ``path`` left in a folder (obstore's ``<name>#<n>``)."""
+        if self._folder is None:
+            return
+        target = self._folder / path
+        for partial in target.parent.glob(f"{glob.escape(target.name)}*#*"):
+            name = partial.name.partition("#")[0]
+            if name in (target.name, f"{target.name}.json"):
+                partial.unlink(missing_ok=True)
 
     async def info(self, artifact_id: str) -> Artifact:
         """The record of an artifact.

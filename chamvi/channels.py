@@ -5,7 +5,8 @@ identical emits of one run (and a step redone after a crash) send once; its key 
 run as soon as ``out`` returns, so a worker killed later in the same tool call does not send it again.
 
 Inbound: a channel with ``start(ctx)`` / ``stop()`` is started by every worker's lifecycle
-(``ChamviPlugin``) and dispatches through its :class:`~chamvi.inbound.ChannelContext`; the built-in
+(``ChamviPlugin``) and dispatches through its :class:`ChannelContext` (``chamvi.inbound`` has the
+one chamvi hands it); the built-in
 webhook channel (``chamvi.webhooks``) receives through a route of the HTTP API instead. Either way an
 inbound delivery carries a key, so the same delivery seen by two replicas starts one run per
 subscription.
@@ -16,25 +17,24 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT, NAME_MAX_LENGTH, NAME_PATTERN
+from chamvi.approval_tokens import ApprovalTokens
+from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT
 from chamvi.errors import (
     ChamviValidationError,
     ChannelNotFoundError,
     InvalidAgentDefinitionError,
+    InvalidRunStateError,
     ToolDeniedError,
 )
-from chamvi.models import ApprovalDecision
+from chamvi.models import ApprovalDecision, approval_id
+from chamvi.names import validate_channel_name as validate_channel_name
 from chamvi.run_context import Approvals, EffectLedger, RunContext, request_approval
-
-if TYPE_CHECKING:
-    from chamvi.inbound import ChannelContext
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,38 @@ class Channel(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class StartedRun:
+    """One run an inbound delivery started (or had started before: ``created`` is False then)."""
+
+    agent: str
+    subscription: str | None
+    run_id: str
+    created: bool
+
+
+class ChannelContext(Protocol):
+    """What a channel receives with: ``dispatch`` starts the runs one inbound delivery asks for.
+
+    A protocol, so that channels depend on the shape alone; ``chamvi.inbound.InboundContext`` is
+    the one workers and the HTTP API hand a channel.
+    """
+
+    @property
+    def channel(self) -> str:
+        """The channel's name; every run it starts records it as its ``channel``."""
+        ...
+
+    async def dispatch(
+        self, payload: Any = None, *, key: str, address: str | None = None
+    ) -> list[StartedRun]:
+        """Starts a run of every subscribed agent whose filter accepts the delivery.
+
+        See ``chamvi.inbound.InboundContext.dispatch`` for the arguments and what it answers.
+        """
+        ...
+
+
 @runtime_checkable
 class LifecycleChannel(Protocol):
     """A channel that receives on its own (polls, listens): every worker starts and stops it.
@@ -100,6 +132,8 @@ class InboundEvent:
     payload: Any = None
     address: str | None = None
     """Where the event came from on the channel, and where replies on it go by default."""
+    event: str | None = None
+    """The event's type, as its sender names it (``issues``, ``app_mention``, ``invoice.paid``)."""
 
 
 SubscriptionFilter = Callable[[InboundEvent], bool]
@@ -112,33 +146,51 @@ class ChannelSubscription:
     Attributes:
         channel: the registered channel's name.
         id: unique per agent, carried by the trigger envelope of the runs it starts.
-        filter: which inbound events start a run (all when None).
+        filter: which inbound events start a run (all when None); it sees the event's type as
+            ``event.event`` and its payload as ``event.payload``.
+        events: the event types that start a run (all when None), checked before ``filter``: an
+            entry matches the type (``"issues"``) or the type and the payload's ``action``
+            (``"issues.opened"``).
     """
 
     channel: str
     id: str | None = None
     filter: SubscriptionFilter | None = None
+    events: Collection[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.events is not None and (
+            isinstance(self.events, str) or not all(isinstance(e, str) and e for e in self.events)
+        ):
+            raise InvalidAgentDefinitionError(
+                f"subscription to channel {self.channel!r}: events must be a list of event types, such "
+                f"as events=['issues.opened'], not {self.events!r}"
+            )
 
     def accepts(self, event: InboundEvent) -> bool:
         """Whether ``event`` starts a run of the subscribed agent."""
-        return event.channel == self.channel and (self.filter is None or bool(self.filter(event)))
-
-
-def channel_sends(channel: Channel) -> bool:
-    """Whether the channel has an ``out`` that can deliver (a webhook channel without a URL has not)."""
-    return bool(getattr(channel, "sends", True))
-
-
-def validate_channel_name(name: str) -> None:
-    """Checks a channel's name against the shared naming rule, when the app registers it.
-
-    Raises:
-        InvalidAgentDefinitionError: the name breaks the rule or is too long.
-    """
-    if not isinstance(name, str) or len(name) > NAME_MAX_LENGTH or not re.match(NAME_PATTERN, name):
-        raise InvalidAgentDefinitionError(
-            f"channel name {name!r} is invalid: use lowercase words joined by '-', at most {NAME_MAX_LENGTH}"
+        return (
+            event.channel == self.channel
+            and (self.events is None or event_matches(event, self.events))
+            and (self.filter is None or bool(self.filter(event)))
         )
+
+
+def event_matches(event: InboundEvent, types: Collection[str]) -> bool:
+    """Whether the event's type, alone or with its payload's ``action`` (``issues.opened``), is listed."""
+    if event.event is None:
+        return False
+    action = event.payload.get("action") if isinstance(event.payload, dict) else None
+    return event.event in types or (isinstance(action, str) and f"{event.event}.{action}" in types)
+
+
+def channel_sends(channel: object) -> bool:
+    """Whether the channel has an ``out`` that can deliver.
+
+    A channel that only receives (a ``LifecycleChannel`` without ``out``) cannot, nor can one that
+    says so (a webhook channel without a URL: ``sends`` is False).
+    """
+    return callable(getattr(channel, "out", None)) and bool(getattr(channel, "sends", True))
 
 
 class ConsoleChannel:
@@ -187,6 +239,8 @@ class ChannelHandle:
         source_address: str | None,
         tainted: bool = False,
         on_tainted: Literal["approve", "deny"] = "approve",
+        in_tool_call: bool = True,
+        approval_tokens: ApprovalTokens | None = None,
     ) -> None:
         self.channel = channel
         self._run = run
@@ -195,16 +249,26 @@ class ChannelHandle:
         self._source_address = source_address
         self._tainted = tainted
         self._on_tainted = on_tainted
+        self._in_tool_call = in_tool_call
+        self._approval_tokens = approval_tokens
+
+    def _require_tool_call(self, what: str) -> None:
+        """A send is an effect recorded by the tool call that makes it: none outside one (a factory)."""
+        if not self._in_tool_call:
+            raise InvalidRunStateError(
+                f"{what} on channel {self.name!r} was called from the tools factory: send from inside a "
+                "tool call, where the run records it"
+            )
 
     @property
     def name(self) -> str:
         """The channel's name."""
         return self.channel.name
 
-    async def emit(
+    def emit(
         self, body: str, *, title: str | None = None, key: str | None = None, address: str | None = None
-    ) -> None:
-        """Sends a message once per key; the address defaults to the run's source address.
+    ) -> Coroutine[Any, Any, None]:
+        """Sends a message once per key (await it); the address defaults to the run's source address.
 
         Once the run is tainted, a send anywhere but back to where the run came from (the source
         address on the source channel) or to the channel's own default address needs a person's
@@ -216,7 +280,13 @@ class ChannelHandle:
             ToolDeniedError: the run is tainted and the send was denied.
             ChannelUnavailableError: the receiver may take it later (Temporal retries the call).
             ChannelDeliveryError: the receiver refused it for good (a tool error).
+            InvalidRunStateError: outside a tool call (in the tools factory), at the call itself, so a
+                factory (a plain function) hears it without awaiting anything.
         """
+        self._require_tool_call("emit()")
+        return self._emit(body, title, key, address)
+
+    async def _emit(self, body: str, title: str | None, key: str | None, address: str | None) -> None:
         target = address or self._source_address or self.channel.default_address
         if not target:
             raise ChamviValidationError(
@@ -249,15 +319,25 @@ class ChannelHandle:
         if not decision.approved:
             raise ToolDeniedError(f"{what} was denied: {decision.reason or 'nobody approved'}")
 
-    async def approve(
+    def approve(
         self,
         *,
         title: str,
         body: str | None = None,
         address: str | None = None,
         timeout: timedelta = DEFAULT_APPROVAL_TIMEOUT,
+    ) -> Coroutine[Any, Any, ApprovalDecision]:
+        """``approve()``, with the request delivered through this channel (once, with its deadline).
+
+        Raises:
+            InvalidRunStateError: outside a tool call (in the tools factory), at the call itself.
+        """
+        self._require_tool_call("approve()")
+        return self._approve(title, body, address, timeout)
+
+    async def _approve(
+        self, title: str, body: str | None, address: str | None, timeout: timedelta
     ) -> ApprovalDecision:
-        """``approve()``, with the request delivered through this channel (once, with its deadline)."""
         if not self._approvals.next_is_answered:
             await self.notify_approval(
                 title=title, body=body, timeout=timeout, index=self._approvals.next_index, address=address
@@ -280,6 +360,13 @@ class ChannelHandle:
         the call's arguments. The key is the approval's, so the tool's own ``approve()`` through
         this channel and the run's generic notice are one message.
 
+        With the worker's approval tokens (``chamvi.approval_tokens``), the message carries a token
+        that answers this approval (the one this call is about to wait on) until its deadline, as a
+        link to the approvals page when ``CHAMVI_PUBLIC_URL`` is set, else as a ``chamvi approve
+        --token`` command; never through a channel marked ``untrusted``. A ``required`` request's
+        token lets its holder see this title and body before answering; the run's own notice (not
+        ``required``) says only which tool waits, and so does its token.
+
         Args:
             title: what waits.
             body: the tool author's text, if any.
@@ -291,7 +378,9 @@ class ChannelHandle:
 
         Raises:
             ChamviValidationError: required, and the channel has no address for the request.
+            InvalidRunStateError: outside a tool call (in the tools factory).
         """
+        self._require_tool_call("notify_approval()")
         target = address or self._source_address or self.channel.default_address
         if not required and (not target or not channel_sends(self.channel)):
             return
@@ -300,7 +389,11 @@ class ChannelHandle:
                 f"channel {self.name!r} has no address for the approval request: pass address= or give "
                 "the channel a default address"
             )
-        key = f"{self._run.run_id}:approval:{self._run.step}:{self._run.tool_call_id}:{index}"
+        waits = self._approvals.waits
+        # a request asked again for new arguments (waits past its index) is a new message, whose
+        # token answers the new wait; otherwise the key is the one runs have always recorded
+        which = f"{index}" if waits == index else f"{index}:{waits}"
+        key = f"{self._run.run_id}:approval:{self._run.step}:{self._run.tool_call_id}:{which}"
         found, _ = await self._effects.lookup(key)
         if found:
             return
@@ -309,6 +402,7 @@ class ChannelHandle:
         lines = [
             *([body] if body else []),
             f"Waiting for an answer until {until:%Y-%m-%d %H:%M} UTC.",
+            *self._answer_by_token(until, required),
             f"Run {run_id} of agent {self._run.agent!r}: answer with `chamvi approve {run_id}` "
             f"(or `--deny`), or POST /runs/{run_id}/approve.",
         ]
@@ -318,19 +412,37 @@ class ChannelHandle:
         await self.channel.out(message)
         await self._effects.record_now(key, {"sent": True})
 
+    def _answer_by_token(self, until: datetime, detail: bool) -> list[str]:
+        """The line that answers by token (a link, else a command); none without a secret.
+
+        None through an untrusted channel either: whoever can post there (who may have written what
+        made the run ask) could answer with it, and the taint guard would guard nothing.
+        """
+        tokens = self._approval_tokens
+        if tokens is None or getattr(self.channel, "untrusted", False):
+            return []
+        waiting_on = approval_id(self._run.step, self._run.tool_call_id, self._approvals.waits)
+        token = tokens.issue(self._run.run_id, waiting_on, expires=until, detail=detail)
+        link = tokens.link(token)
+        if link is not None:
+            return [f"Approve or deny: {link}"]
+        return [f"Approve with `chamvi approve --token {token}` (or `--deny`)."]
+
 
 class ChannelAccess:
     """``ctx.channels``: find the run's source channel or another registered one."""
 
     def __init__(
         self,
-        channels: dict[str, Channel],
+        channels: Mapping[str, Channel],
         run: RunContext,
         effects: EffectLedger,
         approvals: Approvals,
         *,
         tainted: bool = False,
         on_tainted: Literal["approve", "deny"] = "approve",
+        in_tool_call: bool = True,
+        approval_tokens: ApprovalTokens | None = None,
     ) -> None:
         self._channels = channels
         self._run = run
@@ -338,30 +450,54 @@ class ChannelAccess:
         self._approvals = approvals
         self._tainted = tainted
         self._on_tainted = on_tainted
+        self._in_tool_call = in_tool_call
+        self._approval_tokens = approval_tokens
 
     def _handle(self, channel: Channel) -> ChannelHandle:
         trigger = self._run.trigger
         source = trigger.address if channel.name == trigger.channel else None
         return ChannelHandle(
-            channel, self._run, self._effects, self._approvals, source, self._tainted, self._on_tainted
+            channel,
+            self._run,
+            self._effects,
+            self._approvals,
+            source,
+            self._tainted,
+            self._on_tainted,
+            in_tool_call=self._in_tool_call,
+            approval_tokens=self._approval_tokens,
         )
 
     def find_one(self, name: str | None = None) -> ChannelHandle | None:
-        """The named channel, or without a name the run's source channel; None when absent."""
+        """The named channel, or without a name the run's source channel, if it can send.
+
+        None when the app registers no such channel, when it has no ``out`` (it only receives, or a
+        webhook channel has no URL), and without a name for a run that came from no channel.
+        """
         target = name if name is not None else self._run.trigger.channel
         channel = self._channels.get(target) if target else None
-        return self._handle(channel) if channel is not None else None
+        return self._handle(channel) if channel is not None and channel_sends(channel) else None
 
     def find_one_or_fail(self, name: str | None = None) -> ChannelHandle:
-        """Like ``find_one``, but a missing channel is ``channel_not_found`` (a tool error)."""
+        """Like ``find_one``, but where it answers None this raises (a tool error).
+
+        Raises:
+            ChannelNotFoundError: ``channel_not_found``: no such channel, one that cannot send, or
+                (without a name) a run that came from no channel. The message names the channels
+                that can send.
+        """
         handle = self.find_one(name)
-        if handle is None:
-            target = name if name is not None else self._run.trigger.channel
-            known = ", ".join(repr(n) for n in self._channels) or "none"
-            raise ChannelNotFoundError(
-                f"no channel {target!r} to send through: registered channels are {known}"
-            )
-        return handle
+        if handle is not None:
+            return handle
+        target = name if name is not None else self._run.trigger.channel
+        senders = ", ".join(repr(n) for n, c in self._channels.items() if channel_sends(c)) or "none"
+        if target is None:
+            problem = "this run came from no channel: name the channel to send through"
+        elif target in self._channels:
+            problem = f"channel {target!r} cannot send (it has no out)"
+        else:
+            problem = f"no channel {target!r} is registered"
+        raise ChannelNotFoundError(f"{problem}; the channels that can send are {senders}")
 
     def find(self) -> list[ChannelHandle]:
         """Every registered channel that can send."""

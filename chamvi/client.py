@@ -11,11 +11,12 @@ import hashlib
 import json
 import re
 import uuid
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any, Unpack
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeVar, Unpack
 
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -35,21 +36,31 @@ from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
-from chamvi.agents import validate_agent_name
-from chamvi.artifacts import ArtifactStore, Attachment
+from chamvi._idle import wait_idle
+from chamvi.approval_tokens import ApprovalTokens, PendingApproval, ResumedApproval, pending_approval, resume
+from chamvi.artifacts import ArtifactStore, Attachment, check_media_type
 from chamvi.errors import (
     ERROR_CLASSES,
     ApprovalNotPendingError,
     ChamviError,
+    ChamviValidationError,
     InvalidAgentDefinitionError,
     InvalidInputError,
     InvalidRunStateError,
     RunNotFoundError,
     UnavailableError,
+    ValidationIssue,
 )
 from chamvi.models import (
+    AgentDefinition,
+    AgentInfo,
+    AgentPutResult,
+    AgentRegistryRequest,
+    AgentRegistryResult,
     ApprovalAnswer,
+    ApprovalDecision,
     Artifact,
+    CallInProgress,
     CollectionState,
     DescribeAgentRequest,
     Invoker,
@@ -62,6 +73,7 @@ from chamvi.models import (
     StateListing,
     StateListRequest,
 )
+from chamvi.names import checked_agent_name, validate_agent_name
 from chamvi.run_details import static_details, static_summary
 from chamvi.run_events import RunEvent, history_events
 from chamvi.schedules import (
@@ -75,11 +87,15 @@ from chamvi.schedules import (
 )
 from chamvi.starters import enqueue, request_sync
 
+T = TypeVar("T")
+
 QUERY_TIMEOUT = timedelta(seconds=5)
 AGENT_CHECK_TIMEOUT = timedelta(seconds=3)
 """How long ``check_agent`` waits for a worker; a worker that is up answers within milliseconds."""
 STATE_LIST_TIMEOUT = timedelta(seconds=10)
 """How long ``state_list`` waits for a worker to read a page."""
+AGENT_REGISTRY_TIMEOUT = timedelta(seconds=10)
+"""How long a put, remove or read of runtime agents waits for a worker."""
 
 _TEMPORAL_STATUS = {
     WorkflowExecutionStatus.COMPLETED: RunStatus.COMPLETED,
@@ -97,14 +113,27 @@ def _worker_cause(error: WorkflowFailureError) -> BaseException | None:
     """Why a short workflow answered by a worker failed; a chamvi error of the app is raised as itself.
 
     Raises:
-        ChamviError: the app's own error (an unknown agent, say), by its code.
+        ChamviError: the app's own error (an unknown agent, say), by its code; a validation error
+            with its issues.
     """
     cause: BaseException | None = error.cause
     while isinstance(cause, ActivityError) and cause.cause is not None:
         cause = cause.cause
+    if isinstance(cause, ApplicationError) and cause.type == ChamviValidationError.code:
+        raise ChamviValidationError(cause.message, issues=_issues(cause.details)) from None
     if isinstance(cause, ApplicationError) and cause.type in _ERRORS_BY_CODE:
         raise _ERRORS_BY_CODE[cause.type](cause.message) from None
     return cause
+
+
+def _issues(details: Sequence[Any]) -> list[ValidationIssue]:
+    """The issues a validation error carried across Temporal (``chamvi.activity_boundary.as_failure``)."""
+    found = details[0].get("issues") if details and isinstance(details[0], dict) else None
+    return [
+        ValidationIssue(tuple(i.get("path", ())), str(i.get("message", "")), str(i.get("code", "")))
+        for i in found or ()
+        if isinstance(i, dict)
+    ]
 
 
 @dataclass(frozen=True)
@@ -123,6 +152,16 @@ def _check_key(field: str, value: str | None) -> None:
         raise InvalidInputError(
             f"{field} {value!r} is invalid: use 1-{c.TRIGGER_KEY_MAX_LENGTH} characters without NUL"
         )
+
+
+_PENDING_STATE = {
+    PendingActivityState.PENDING_ACTIVITY_STATE_STARTED: "started",
+    PendingActivityState.PENDING_ACTIVITY_STATE_CANCEL_REQUESTED: "cancel_requested",
+}
+
+
+def _time(message: Any, field: str) -> datetime | None:
+    return getattr(message, field).ToDatetime(tzinfo=UTC) if message.HasField(field) else None
 
 
 def run_id_for(run_input: RunInput) -> str:
@@ -151,7 +190,9 @@ def validate_run_input(run_input: RunInput) -> None:
         InvalidInputError: a bad agent name, a key too long or holding NUL, or a payload that is not JSON.
     """
     _check_agent_name(run_input.agent)
-    for field in ("trigger", "channel", "subscription", "address", "idempotency_key", "concurrency_key"):
+    for field in (
+        "trigger", "channel", "subscription", "address", "idempotency_key", "concurrency_key", "event"
+    ):
         _check_key(field, getattr(run_input, field))
     try:
         json.dumps(run_input.payload)
@@ -170,6 +211,8 @@ class ChamviClient:
         task_queue: the workers' task queue, where runs are started.
         artifacts: where attachments are stored; the workers must use the same store.
         attachment_max_bytes: the size limit per attachment.
+        approval_tokens: checks the approval tokens :meth:`resume` takes, under the workers' secret
+            (``chamvi.approval_tokens.approval_tokens(settings)``); without it, ``resume`` refuses.
     """
 
     def __init__(
@@ -179,13 +222,18 @@ class ChamviClient:
         *,
         artifacts: ArtifactStore | None = None,
         attachment_max_bytes: int = c.DEFAULT_ATTACHMENT_MAX_BYTES,
+        approval_tokens: ApprovalTokens | None = None,
     ) -> None:
         self.client = client
         self.task_queue = task_queue
         self.artifacts = artifacts
         self.attachment_max_bytes = attachment_max_bytes
+        self.approval_tokens = approval_tokens
         self.open_streams = 0
         """How many ``events()`` iterators are open (each holds one history long-poll)."""
+        self._dispatched: dict[str, str] = {}
+        """The runs this client started and has not seen end, with their agent (``idle`` reads them
+        one by one: the visibility list may not show them yet)."""
 
     async def dispatch(
         self,
@@ -209,6 +257,8 @@ class ChamviClient:
         Raises:
             InvalidInputError: a field the run would refuse, or attachments without an artifact store.
             AttachmentTooLargeError: an attachment over the size limit.
+            ChamviValidationError: an attachment's media type is not ``type/subtype`` (parameters
+                such as ``; charset=utf-8`` are refused); nothing is stored.
         """
         return await self.start(
             RunInput(
@@ -231,6 +281,7 @@ class ChamviClient:
         run_id = run_id_for(run_input)
         if attachments:
             if run_input.idempotency_key is not None and await self._exists(run_id):
+                self._dispatched[run_id] = run_input.agent
                 return DispatchResult(run_id=run_id, created=False)
             stored = await self._store_attachments(run_id, attachments)
             run_input = run_input.model_copy(update={"attachments": stored})
@@ -257,7 +308,9 @@ class ChamviClient:
                 ),
             )
         except WorkflowAlreadyStartedError:
+            self._dispatched[run_id] = agent
             return DispatchResult(run_id=run_id, created=False)
+        self._dispatched[run_id] = agent
         if concurrency_key is not None:
             # joining the queue here, not only from the run, keeps the key's order the dispatch order
             await enqueue(self.client, self.task_queue, LockRequest(key=concurrency_key, run_id=run_id))
@@ -269,8 +322,9 @@ class ChamviClient:
             raise InvalidInputError(
                 "this client has no artifact store for attachments: ChamviClient(..., artifacts=...)"
             )
-        for attachment in attachments:
+        for index, attachment in enumerate(attachments):
             attachment.check_size(self.attachment_max_bytes)
+            check_media_type(attachment.kind, ("attachments", index, "media_type"))
         return [
             await self.artifacts.put(run_id, index, a.kind, a.data, a.filename)
             for index, a in enumerate(attachments)
@@ -338,14 +392,38 @@ class ChamviClient:
         """
         _check_agent_name(agent)
         request = StateListRequest(agent=agent, collection=collection, limit=limit, offset=offset)
+        return await self._ask_worker(
+            c.AGENT_STATE_LIST_WORKFLOW,
+            request,
+            f"{c.AGENT_STATE_LIST_ID_PREFIX}{uuid.uuid4().hex}",
+            StateListing,
+            timeout,
+            f"list the state of agent {agent!r}",
+        )
+
+    async def _ask_worker(
+        self,
+        workflow: str,
+        request: Any,
+        workflow_id: str,
+        result_type: type[T],
+        timeout: timedelta,
+        what: str,
+    ) -> T:
+        """The answer of a short workflow a worker runs (it holds the App and the stores).
+
+        Raises:
+            ChamviError: the worker's own error, by its code.
+            UnavailableError: no worker answered within ``timeout``.
+        """
         try:
-            listing: StateListing = await self.client.execute_workflow(
-                c.AGENT_STATE_LIST_WORKFLOW,
+            result: T = await self.client.execute_workflow(
+                workflow,
                 request,
-                id=f"{c.AGENT_STATE_LIST_ID_PREFIX}{uuid.uuid4().hex}",
+                id=workflow_id,
                 task_queue=self.task_queue,
                 execution_timeout=timeout,
-                result_type=StateListing,
+                result_type=result_type,
             )
         except WorkflowFailureError as error:
             cause = _worker_cause(error)
@@ -354,8 +432,92 @@ class ChamviClient:
                     f"no worker answered on task queue {self.task_queue!r} within "
                     f"{timeout.total_seconds():g} s: start one with `chamvi dev` or `chamvi worker`"
                 ) from None
-            raise ChamviError(f"the worker could not list the state of agent {agent!r}: {cause}") from None
-        return listing
+            raise ChamviError(f"the worker could not {what}: {cause}") from None
+        return result
+
+    # -- agents defined at runtime (see chamvi.runtime_agents) --------------------------------------------
+
+    async def put_agent(
+        self,
+        name: str,
+        definition: Mapping[str, Any] | AgentDefinition,
+        *,
+        by: Invoker | None = None,
+        timeout: timedelta = AGENT_REGISTRY_TIMEOUT,
+    ) -> AgentPutResult:
+        """Puts agent ``name`` made of data as its next revision (the seed's ``putAgent``).
+
+        A worker checks ``definition`` against its App (the tools it names come from
+        ``App(runtime_tools=...)``, its model from the App's registry) and stores the revision where
+        every worker reads it; new runs of ``name`` start on it, runs already going keep theirs. A
+        definition equal to the latest revision writes nothing.
+
+        Raises:
+            ChamviValidationError: the name or definition is invalid (``issues`` by field path).
+            ConflictError: an agent in code has the name.
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        checked_agent_name(name)
+        data = (
+            definition.model_dump(mode="json", exclude_none=True)
+            if isinstance(definition, AgentDefinition)
+            else dict(definition)
+        )
+        request = AgentRegistryRequest(action="put", name=name, definition=data, by=by)
+        result = await self._agent_registry(request, timeout)
+        assert result.put is not None
+        return result.put
+
+    async def remove_agent(
+        self, name: str, *, by: Invoker | None = None, timeout: timedelta = AGENT_REGISTRY_TIMEOUT
+    ) -> int:
+        """Makes runtime agent ``name`` unavailable for new runs (the seed's ``removeAgent``).
+
+        Runs already going finish on their revision. Returns the number of the revision that removed
+        it; a later put makes the next one.
+
+        Raises:
+            AgentNotFoundError: no runtime agent of that name is live.
+            ConflictError: an agent in code has the name.
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        request = AgentRegistryRequest(action="remove", name=name, by=by)
+        result = await self._agent_registry(request, timeout)
+        assert result.removed_revision is not None
+        return result.removed_revision
+
+    async def get_agent(
+        self, name: str, revision: int | None = None, *, timeout: timedelta = AGENT_REGISTRY_TIMEOUT
+    ) -> AgentInfo:
+        """Agent ``name`` (the seed's ``getAgent``): in code, or a runtime agent with its definition.
+
+        Raises:
+            AgentNotFoundError: no such agent (or no such revision of it).
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        request = AgentRegistryRequest(action="get", name=name, revision=revision)
+        result = await self._agent_registry(request, timeout)
+        assert result.agent is not None
+        return result.agent
+
+    async def list_agents(self, *, timeout: timedelta = AGENT_REGISTRY_TIMEOUT) -> list[AgentInfo]:
+        """Every agent the workers start runs of (the seed's ``listAgents``): in code, then at runtime.
+
+        Raises:
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        return (await self._agent_registry(AgentRegistryRequest(action="list"), timeout)).agents
+
+    async def _agent_registry(self, request: AgentRegistryRequest, timeout: timedelta) -> AgentRegistryResult:
+        workflow_id = f"{c.AGENT_REGISTRY_ID_PREFIX}{uuid.uuid4().hex}"
+        return await self._ask_worker(
+            c.AGENT_REGISTRY_WORKFLOW,
+            request.model_copy(update={"request_id": workflow_id}),
+            workflow_id,
+            AgentRegistryResult,
+            timeout,
+            f"{request.action} agents",
+        )
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(run_id)
@@ -376,15 +538,28 @@ class ChamviClient:
             raise RunNotFoundError(f"no run {run_id!r}")
         return description
 
-    async def get_run(self, run_id: str) -> RunView:
-        """The run as its workflow knows it (a query); before the run's first task, from its attributes."""
+    async def agent_of(self, run_id: str) -> str:
+        """The agent a run runs, from its search attributes (no worker needed).
+
+        Raises:
+            RunNotFoundError: no such run.
+        """
         description = await self._describe(run_id)
+        return description.typed_search_attributes.get(c.SA_AGENT) or ""
+
+    async def get_run(self, run_id: str) -> RunView:
+        """The run as its workflow knows it (a query); before the run's first task, from its attributes.
+
+        ``calls`` are its calls in progress, from Temporal's pending activities.
+        """
+        description = await self._describe(run_id)
+        calls = await self._calls(description)
         try:
             # a query waits for a worker: with none polling, answer from the attributes instead of hanging
             view: RunView = await self._handle(run_id).query(
                 c.QUERY_RUN, result_type=RunView, rpc_timeout=QUERY_TIMEOUT
             )
-            return view
+            return view.model_copy(update={"calls": calls})
         except (WorkflowQueryFailedError, RPCError):
             attributes = description.typed_search_attributes
             status = _TEMPORAL_STATUS.get(description.status) or RunStatus(
@@ -398,8 +573,32 @@ class ChamviClient:
                     "trigger": {"channel": attributes.get(c.SA_CHANNEL)},
                     "created_at": description.start_time,
                     "ended_at": description.close_time,
+                    "calls": calls,
                 }
             )
+
+    async def _calls(self, description: Any) -> list[CallInProgress]:
+        calls = []
+        for pending in description.raw_description.pending_activities:
+            doing = None
+            if pending.heartbeat_details.payloads:
+                details = await self.client.data_converter.decode(pending.heartbeat_details.payloads)
+                doing = details[0] if details and isinstance(details[0], str) else None
+            failure = pending.last_failure.message if pending.HasField("last_failure") else None
+            calls.append(
+                CallInProgress(
+                    activity=pending.activity_type.name,
+                    doing=doing,
+                    state=_PENDING_STATE.get(pending.state, "scheduled"),
+                    attempt=pending.attempt,
+                    maximum_attempts=pending.maximum_attempts,
+                    started_at=_time(pending, "last_started_time"),
+                    last_heartbeat_at=_time(pending, "last_heartbeat_time"),
+                    last_failure=failure or None,
+                    next_attempt_at=_time(pending, "next_attempt_schedule_time"),
+                )
+            )
+        return calls
 
     async def wait(self, run_id: str) -> RunView:
         """Waits until the run settles, however it settles, and returns it."""
@@ -480,6 +679,20 @@ class ChamviClient:
             )
         return runs
 
+    async def idle(self, agent: str | None = None, *, timeout: timedelta | None = None) -> None:
+        """Waits until no run of ``agent`` (or none at all) on this task queue is queued or running.
+
+        The seed's ``idle()``. A run waiting for an approval does not count: it has freed its slot
+        until a person answers.
+        Every run this client dispatched is read from its own state, so one dispatched a moment ago
+        is waited for even before Temporal's visibility lists it; runs other processes started are
+        found through that list, which may lag behind by a moment (see ``chamvi._idle``).
+
+        Raises:
+            IdleTimeoutError: ``timeout`` ran out first, naming the runs still in progress.
+        """
+        await wait_idle(self.client, self.task_queue, self._dispatched, agent, timeout)
+
     async def approve(
         self,
         run_id: str,
@@ -511,6 +724,31 @@ class ChamviClient:
                 raise InvalidRunStateError(f"run {run_id!r} has ended: nothing to approve") from None
             raise
         return approval_id
+
+    async def resume(self, token: str, decision: ApprovalDecision) -> ResumedApproval:
+        """Answers the approval an approval token names, knowing neither the run nor the approval id.
+
+        The seed's ``resume(token, decision)``; see ``chamvi.approval_tokens``. The decision's
+        ``approver`` is recorded, else ``token holder``.
+
+        Raises:
+            ApprovalTokenInvalidError: ``approval_token_invalid``: not a token of the workers' secret.
+            ApprovalTokenExpiredError: ``approval_token_expired``: past the approval's deadline.
+            ApprovalNotPendingError: ``approval_not_pending``: used already, or answered otherwise,
+                timed out, or the run has ended.
+            InvalidInputError: this client has no ``approval_tokens``.
+        """
+        return await resume(self, token, decision)
+
+    async def pending_approval(self, token: str) -> PendingApproval:
+        """The approval a token answers, while it is pending: what its holder is shown before answering.
+
+        Raises:
+            ApprovalTokenInvalidError, ApprovalTokenExpiredError, ApprovalNotPendingError: as
+                :meth:`resume`.
+            UnavailableError: no worker answers for the run now.
+        """
+        return await pending_approval(self, token)
 
     async def sync_knowledge(self, name: str) -> None:
         """Asks collection ``name`` for a pass now; during a pass, exactly one more pass follows it."""

@@ -13,6 +13,10 @@ AGENT_CHECK_WORKFLOW = "AgentCheck"
 """Asks a worker whether its app serves an agent, before a dispatch starts a run of it."""
 AGENT_CHECK_ID_PREFIX = "agent-check-"
 CONCURRENCY_LOCK_WORKFLOW = "ChamviConcurrencyLock"
+AGENT_REGISTRY_WORKFLOW = "AgentRegistry"
+"""A short workflow per put, remove or read of runtime agents from a process without the App (the
+CLI, ``ChamviClient``): a worker checks the definition against its App and writes the revision."""
+AGENT_REGISTRY_ID_PREFIX = "agent-registry-"
 
 ACTIVITY_DESCRIBE_AGENT = "chamvi.describe_agent"
 ACTIVITY_CALL_MODEL = "chamvi.call_model"
@@ -22,6 +26,7 @@ ACTIVITY_WAIT_FOR_RUN = "chamvi.wait_for_run"
 ACTIVITY_ENQUEUE_LOCK = "chamvi.enqueue_concurrency_lock"
 ACTIVITY_RUN_IS_OPEN = "chamvi.run_is_open"
 ACTIVITY_LIST_MCP_TOOLS = "chamvi.list_mcp_tools"
+ACTIVITY_AGENT_REGISTRY = "chamvi.agent_registry"
 
 SIGNAL_APPROVE = "approve"
 SIGNAL_LOCK_GRANTED = "concurrency_granted"
@@ -89,7 +94,7 @@ CHANNEL_TRIGGER = "channel"
 CHANNEL_INVOKER_KIND = "channel"
 """The invoker kind of a run a channel started: its idempotency keys are scoped to the channel."""
 WEBHOOK_SIGNATURE_HEADER = "X-Chamvi-Signature"
-"""``sha256=<hex HMAC-SHA256 of "<timestamp>.<raw body>">``, inbound and outbound alike."""
+"""``v2=<hex HMAC-SHA256 of "<timestamp>.<delivery>.<raw body>">``, inbound and outbound alike."""
 WEBHOOK_TIMESTAMP_HEADER = "X-Chamvi-Timestamp"
 """Unix seconds when the sender signed; outside the channel's tolerance the delivery is refused."""
 WEBHOOK_DELIVERY_HEADER = "X-Chamvi-Delivery"
@@ -104,9 +109,24 @@ APPROVAL_TIMEOUT_MAX = timedelta(milliseconds=2_147_483_647)
 NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 NAME_MAX_LENGTH = 64
 TRIGGER_KEY_MAX_LENGTH = 255
+
+# Agents defined at runtime (chamvi.runtime_agents): names stored in the artifact store.
+AGENT_REVISIONS_PREFIX = "@agents"
+"""Where the artifact store keeps runtime agents: ``@agents/<name>/<revision, 6 digits>.json``. No run's
+folder starts with ``@`` (run ids are quoted into folder names, which turns ``@`` into ``%40``)."""
+AGENT_REVISION_DIGITS = 6
+AGENT_DEFINITION_MAX_BYTES = 262_144
+"""The largest runtime agent definition, as JSON: it travels through a workflow's history."""
+AGENT_DESCRIPTION_MAX_LENGTH = 1000
+RUNTIME_AGENT_MAX_STEPS = 1000
+"""The highest ``budget.max_steps`` a runtime agent may ask for (a code agent is not bounded)."""
 ARTIFACT_INDEX_DIGITS = 4
 """Artifact ids are ``<run_id>.0000``, ``<run_id>.0001``, ...: stored in references and typed by people."""
-ARTIFACT_MEDIA_TYPE_PATTERN = r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*(\s*;.*)?$"
+ARTIFACT_MEDIA_TYPE_PATTERN = r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$"
+"""The seed's ``isArtifactMediaType``: ``type/subtype``, no parameters (``; charset=utf-8``)."""
+INLINE_PART_MAX_BYTES = 512 * 1024
+"""The most bytes an image or file part holds inline (configured instructions): Temporal warns over
+512 KiB, and anything larger belongs in the artifact store, referenced, or behind a URL."""
 DEFAULT_ATTACHMENT_MAX_BYTES = 20 * 1024 * 1024
 """The size limit per attachment unless ``CHAMVI_ATTACHMENT_MAX_BYTES`` says otherwise."""
 TOOL_RESULT_MAX_BYTES = 1_048_576

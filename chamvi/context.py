@@ -1,6 +1,8 @@
 """Typed context keys: a tool reaches a shared instance (an API client, say) without a closure.
 
-Values are provided on the App, kept by reference, and never stored or serialised.
+Values are provided on the App (``app.provide``), kept by reference, and never stored or serialised.
+A worker's runtime (``chamvi.app_runtime.AppRuntime``) reads them through a :class:`Provided` of its
+own that adds chamvi's keys (the knowledge searcher, the state store) without writing into the App.
 """
 
 from __future__ import annotations
@@ -26,10 +28,16 @@ def define_context_key(name: str) -> ContextKey[Any]:
 
 
 class Provided:
-    """The values an app provides, once per key."""
+    """The values provided for context keys, once per key.
 
-    def __init__(self) -> None:
+    Args:
+        parent: values read through (by reference, never copied) when this one has none for a key:
+            a worker's own values stand over the App's, and the App's stay the App's.
+    """
+
+    def __init__(self, parent: Provided | None = None) -> None:
         self._values: dict[ContextKey[Any], Any] = {}
+        self._parent = parent
 
     def provide(self, key: ContextKey[T], value: T) -> None:
         """Gives ``key`` its value, once, so no later code silently replaces what a tool relies on.
@@ -41,17 +49,20 @@ class Provided:
             raise InvalidAppError(f"{key!r} is not a context key: make one with define_context_key()")
         if value is None:
             raise InvalidAppError(f"context key {key.name!r}: provide a value, not None")
-        if key in self._values:
+        if self.get(key) is not None:
             raise InvalidAppError(f"context key {key.name!r} already has a value")
         self._values[key] = value
 
     def set(self, key: ContextKey[T], value: T) -> None:
-        """For chamvi's own keys, set again by each worker built for the app."""
+        """For chamvi's own keys, set again each time a worker's runtime opens its stores."""
         self._values[key] = value
 
     def get(self, key: ContextKey[T]) -> T | None:
-        """The value provided for ``key``, or None when nothing was."""
-        return self._values.get(key)
+        """The value provided for ``key`` here or in the parent, or None when nothing was."""
+        value = self._values.get(key)
+        if value is None and self._parent is not None:
+            return self._parent.get(key)
+        return value
 
 
 class HasProvided(Protocol):

@@ -11,8 +11,9 @@ This module is part of the shared kernel that workflows import: it loads no I/O 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 
 class ChamviError(Exception):
@@ -100,10 +101,68 @@ class RunTimeoutError(ChamviError):
     code = "timeout"
 
 
+@dataclass(frozen=True)
+class ValidationIssue:
+    """One field-by-field problem of a validation: where, what, and which rule it broke.
+
+    Attributes:
+        path: where in the value, outermost first (``("items", 0, "amount")``); empty for the value
+            itself.
+        message: what is wrong, without the value (``Input should be a valid number``).
+        code: the rule it broke, as the validator names it (pydantic's error type: ``missing``,
+            ``int_parsing``, ...; chamvi's own checks use their own: ``media_type``).
+    """
+
+    path: tuple[str | int, ...]
+    message: str
+    code: str
+
+    @property
+    def where(self) -> str:
+        """The path as one dotted string (``items.0.amount``), ``value`` for the value itself."""
+        return ".".join(str(part) for part in self.path) or "value"
+
+
+def validation_issues(errors: Iterable[Mapping[str, Any]]) -> tuple[ValidationIssue, ...]:
+    """The issues of a pydantic ``ValidationError``: pass ``error.errors(include_input=False)``.
+
+    Written against the plain dicts pydantic answers, so that this module loads no validator.
+    """
+    return tuple(
+        ValidationIssue(
+            path=tuple(part if isinstance(part, int) else str(part) for part in e.get("loc", ())),
+            message=str(e.get("msg", "invalid")).removeprefix("Value error, "),
+            code=str(e.get("type", "invalid")),
+        )
+        for e in errors
+    )
+
+
+def describe_issues(issues: Iterable[ValidationIssue]) -> str:
+    """``amount: Input should be a valid number; note: Field required``: every issue, on one line."""
+    return "; ".join(f"{issue.where}: {issue.message}" for issue in issues)
+
+
 class ChamviValidationError(ChamviError):
-    """A value does not match its schema (the seed's ``ValidationError``)."""
+    """A value does not match its schema (the seed's ``ValidationError``).
+
+    Attributes:
+        issues: the field-by-field problems (the seed's ``ValidationError.issues``), when the check
+            knows them: a tool's input, a structured output, a state item, an HTTP body. Empty for
+            a check of one whole value.
+    """
 
     code = "validation_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        issues: Sequence[ValidationIssue] = (),
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.issues: tuple[ValidationIssue, ...] = tuple(issues)
 
 
 class IncompleteResponseError(ChamviError):
@@ -154,6 +213,21 @@ class ApprovalNotPendingError(ChamviError):
     code = "approval_not_pending"
 
 
+class ApprovalTokenInvalidError(ChamviError):
+    """An approval token that chamvi did not sign: altered, truncated, or signed with another secret.
+
+    Its message says nothing of the run the token names (HTTP 403).
+    """
+
+    code = "approval_token_invalid"
+
+
+class ApprovalTokenExpiredError(ChamviError):
+    """A genuine approval token past its expiry: the approval it answers has timed out (HTTP 410)."""
+
+    code = "approval_token_expired"
+
+
 class ArtifactNotFoundError(ChamviError):
     """A run refers to an artifact its store does not hold (deleted, or another store)."""
 
@@ -176,6 +250,16 @@ class ConflictError(ChamviError):
     """A request that contradicts what exists (409 over HTTP): a declared name, a missing default."""
 
     code = "conflict"
+
+
+class PermissionDeniedError(ChamviError):
+    """A token may use a route but not on this thing: ``artifacts:read:<agent>``, another agent's run."""
+
+    code = "forbidden"
+class IdleTimeoutError(ChamviError):
+    """``idle()`` gave up: runs were still in progress when its timeout ran out."""
+
+    code = "idle_timeout"
 
 
 class InvalidScheduleError(ChamviError):
@@ -253,6 +337,12 @@ class McpServerUnavailableError(ChamviError):
 
     code = "mcp_server_unavailable"
     retryable = True
+
+
+class McpHostNotAllowedError(ChamviError):
+    """An MCP server over HTTP would listen beyond loopback without naming the hosts it answers."""
+
+    code = "mcp_host_not_allowed"
 
 
 class McpToolError(ChamviError):
@@ -391,6 +481,24 @@ class LogUnavailableError(KnowledgeStoreError):
 # ---- processes ------------------------------------------------------------------------------------
 
 
+class BackgroundError(ChamviError):
+    """An error with no caller to throw to, as ``App(on_error=...)`` receives it (the seed's ``onError``).
+
+    Attributes:
+        source: what failed: ``channel.start``, ``channel.stop``, ``listener``, ``schedules``,
+            ``collections`` or ``knowledge`` (a failed pass, retried on its backoff).
+        cause: the error it raised.
+    """
+
+    code = "background_error"
+
+    def __init__(self, message: str, *, source: str, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.source = source
+        self.cause = cause
+
+
+
 class DevStackError(ChamviError):
     """The local stack could not start: no ``temporal`` binary, a port in use, a server that died."""
 
@@ -435,10 +543,13 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     ToolResultTooLargeError,
     ChannelNotFoundError,
     ApprovalNotPendingError,
+    ApprovalTokenInvalidError,
+    ApprovalTokenExpiredError,
     ArtifactNotFoundError,
     AttachmentTooLargeError,
     NotFoundError,
     ConflictError,
+    IdleTimeoutError,
     InvalidScheduleError,
     ScheduleNotFoundError,
     ContextNotProvidedError,
@@ -466,6 +577,7 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     InvalidTokensError,
     ApiPortError,
     UnavailableError,
+    BackgroundError,
 )
 """The table: one class per code (subclasses that only add fields, like ``ProviderHTTPError``, share
 their parent's code)."""

@@ -46,8 +46,9 @@ async def extract(
 
     Args:
         ctx: the tool call's context.
-        schema: a pydantic model; a conservatively constrained one (booleans, numbers, literals, short
-            patterned strings, short lists, closed objects) keeps the run untainted.
+        schema: a pydantic model; a conservatively constrained one (booleans, numbers, literals, strings
+            of anchored patterns, short lists, closed objects; at most 32 letters its author chooses,
+            see ``chamvi.schema_trust``) keeps the run untainted.
         content: what to extract from.
         instructions: what to look for, added to chamvi's own instructions.
         model: the model ref to extract with; the agent's model by default.

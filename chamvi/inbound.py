@@ -1,6 +1,7 @@
 """Inbound: how a channel starts runs, for every agent that subscribed to what it received.
 
-A channel never picks an agent. It hands each delivery to its :class:`ChannelContext`, which starts
+A channel never picks an agent. It hands each delivery to its context (:class:`InboundContext`, the
+``chamvi.channels.ChannelContext`` chamvi hands it), which starts
 one run per matching subscription, with the channel and subscription on the trigger envelope and an
 idempotency key made of the delivery's key and the subscription: the same delivery dispatched twice
 (a sender's retry, two worker replicas polling the same source, two API replicas behind a balancer)
@@ -11,11 +12,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from chamvi.agents import Agent
-from chamvi.channels import Channel, ChannelSubscription, InboundEvent
+from chamvi.channels import Channel, ChannelSubscription, InboundEvent, StartedRun
 from chamvi.client import ChamviClient
 from chamvi.constants import CHANNEL_INVOKER_KIND, CHANNEL_TRIGGER, TRIGGER_KEY_MAX_LENGTH
 from chamvi.errors import ChannelNotFoundError, InvalidInputError
@@ -24,16 +24,6 @@ from chamvi.models import Invoker, RunInput
 DELIVERY_KEY_MAX_LENGTH = 128
 """A delivery key's longest form: it becomes part of an idempotency key (at most 255 characters),
 beside a subscription id (at most 64) and a separator."""
-
-
-@dataclass(frozen=True)
-class StartedRun:
-    """One run an inbound delivery started (or had started before: ``created`` is False then)."""
-
-    agent: str
-    subscription: str | None
-    run_id: str
-    created: bool
 
 
 def subscribers(agents: Mapping[str, Agent], event: InboundEvent) -> list[tuple[Agent, ChannelSubscription]]:
@@ -53,7 +43,7 @@ def _check_delivery_key(key: str) -> None:
         )
 
 
-class ChannelContext:
+class InboundContext:
     """What a channel receives with: ``dispatch`` starts the runs one inbound delivery asks for.
 
     Args:
@@ -68,7 +58,7 @@ class ChannelContext:
         self._runs = runs
 
     async def dispatch(
-        self, payload: Any = None, *, key: str, address: str | None = None
+        self, payload: Any = None, *, key: str, address: str | None = None, event: str | None = None
     ) -> list[StartedRun]:
         """Starts a run of every subscribed agent whose filter accepts the delivery.
 
@@ -77,6 +67,8 @@ class ChannelContext:
             key: the delivery's own id (a webhook's delivery id, a message id): the same key
                 dispatched again answers the runs it started the first time.
             address: where the event came from on the channel (replies go there by default).
+            event: the event's type (``issues``), on the runs' trigger and seen by subscription
+                filters (``event.event``, ``ChannelSubscription(events=...)``).
 
         Returns:
             The runs, one per matching subscription; none when nobody subscribed or every filter
@@ -93,15 +85,21 @@ class ChannelContext:
             raise InvalidInputError(
                 f"address {address!r} is invalid: use 1-{TRIGGER_KEY_MAX_LENGTH} characters"
             )
-        event = InboundEvent(channel=self.channel, key=key, payload=payload, address=address)
+        if event is not None and (
+            not isinstance(event, str) or not event or len(event) > TRIGGER_KEY_MAX_LENGTH
+        ):
+            raise InvalidInputError(
+                f"event type {event!r} is invalid: use 1-{TRIGGER_KEY_MAX_LENGTH} characters"
+            )
+        inbound = InboundEvent(channel=self.channel, key=key, payload=payload, address=address, event=event)
         try:
-            matched = subscribers(self._agents, event)
+            matched = subscribers(self._agents, inbound)
         except Exception as error:
             raise InvalidInputError(
                 f"a subscription filter on channel {self.channel!r} failed on delivery {key!r}: "
                 f"{type(error).__name__}: {error}"
             ) from None
-        return list(await asyncio.gather(*(self._start(agent, sub, event) for agent, sub in matched)))
+        return list(await asyncio.gather(*(self._start(agent, sub, inbound) for agent, sub in matched)))
 
     async def _start(
         self, agent: Agent, subscription: ChannelSubscription, event: InboundEvent
@@ -115,6 +113,7 @@ class ChannelContext:
                 channel=self.channel,
                 subscription=subscription.id,
                 address=event.address,
+                event=event.event,
                 invoker=Invoker(id=self.channel, kind=CHANNEL_INVOKER_KIND),
                 idempotency_key=idempotency_key,
             )
@@ -126,7 +125,7 @@ class ChannelContext:
 
 def channel_context(
     channels: Mapping[str, Channel], name: str, agents: Mapping[str, Agent], runs: ChamviClient
-) -> ChannelContext:
+) -> InboundContext:
     """The context of registered channel ``name``.
 
     Raises:
@@ -135,4 +134,4 @@ def channel_context(
     if name not in channels:
         known = ", ".join(repr(n) for n in channels) or "none"
         raise ChannelNotFoundError(f"unknown channel {name!r}: registered channels are {known}")
-    return ChannelContext(name, agents, runs)
+    return InboundContext(name, agents, runs)

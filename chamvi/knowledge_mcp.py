@@ -7,46 +7,69 @@ names, descriptions and input schemas (``knowledge_store_tools`` and ``knowledge
 
 - the wiki's tools over a :class:`~chamvi.knowledge_store.KnowledgeStore` (``knowledge_read``,
   ``_index``, ``_search``, ``_create``, ``_edit``, ``_rewrite``, ``_supersede``, ``_log``, ``_check``);
-- ``knowledge_retire`` only when ``interactive``: it asks the person at the MCP client first (MCP
-  elicitation), and retires nothing when the client cannot ask anyone;
+- the tools that write (``_create``, ``_edit``, ``_rewrite``, ``_supersede``, ``_log``) only when
+  ``write``: by default the server only reads;
+- ``knowledge_retire`` only when ``interactive`` (and ``write``): it asks the person at the MCP client
+  first (MCP elicitation), and retires nothing when the client cannot ask anyone;
 - ``knowledge_search`` over the chosen collections, through each collection workflow's ``search``
   update (:class:`~chamvi.knowledge.remote.CollectionSearch`): the worker that holds Qdrant searches,
   so this server opens no index and runs beside a worker in local mode.
 
 Outside a run there is no durable approval and no effect ledger: a call runs once, as the MCP client
 makes it. Errors a tool raises on purpose reach the client as tool errors with their message.
+
+Over HTTP (:func:`knowledge_http_app`) the server takes the HTTP API's bearer tokens: every request
+needs ``knowledge:read``, and a token without ``knowledge:write`` neither lists nor calls the write
+tools. The ``Host`` header is checked against the hosts the server is reached by (DNS rebinding).
 """
 
 from __future__ import annotations
 
 import functools
+import ipaddress
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Annotated, Any
 
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, Field
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from chamvi.errors import (
     ChamviError,
     ChamviValidationError,
     InvalidAgentDefinitionError,
     InvalidPageError,
+    McpHostNotAllowedError,
     PageNotFoundError,
     PageStatusError,
 )
+from chamvi.http.auth import Authenticator, Token, authorize, bearer_credentials
 from chamvi.knowledge.remote import CollectionSearch
 from chamvi.knowledge.search import MAX_TOP_K, knowledge_tools
 from chamvi.knowledge_store._types import RETIRED
 from chamvi.knowledge_store.protocol import KnowledgeStore
 from chamvi.knowledge_store.tools import knowledge_store_tools
+from chamvi.permissions import has_permission
 from chamvi.tools import Tool
 
 SERVER_NAME = "knowledge"
 """The seed's name for the server, so hosts that label tools by server recognise its tools."""
 SEARCH = "knowledge_search"
+READ_PERMISSION = "knowledge:read"
+"""What every request over HTTP needs."""
+WRITE_PERMISSION = "knowledge:write"
+"""What a token needs over HTTP to list and call the tools that write."""
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+_CALLER: ContextVar[Token | None] = ContextVar("chamvi_mcp_caller", default=None)
+"""The token of the HTTP request being served; None over stdio (the person who started the server).
+The SDK runs each request's handler in the context of the HTTP request that carried it."""
 
 
 class RetireAnswer(BaseModel):
@@ -68,11 +91,47 @@ def _tool_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+class _KnowledgeServer(MCPServer):
+    """An ``MCPServer`` that lists the write tools only to a caller that may write."""
+
+    def __init__(self) -> None:
+        super().__init__(SERVER_NAME, log_level="WARNING")
+        self.writing: set[str] = set()
+
+    async def list_tools(self) -> list[MCPTool]:
+        """The tools; without the write ones for an HTTP caller whose token lacks ``knowledge:write``."""
+        tools = await super().list_tools()
+        if _may_write(_CALLER.get()):
+            return tools
+        return [listed for listed in tools if listed.name not in self.writing]
+
+
+def _may_write(caller: Token | None) -> bool:
+    return caller is None or has_permission(caller.permissions, WRITE_PERMISSION)
+
+
+def _writing(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Refuses a write tool to an HTTP caller whose token lacks ``knowledge:write``."""
+
+    @functools.wraps(fn)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        caller = _CALLER.get()
+        if not _may_write(caller):
+            assert caller is not None
+            raise ToolError(
+                f"token {caller.id!r} lacks the permission {WRITE_PERMISSION!r} this tool needs"
+            )
+        return await fn(*args, **kwargs)
+
+    return call
+
+
 def knowledge_server(
     store: KnowledgeStore | None = None,
     *,
     collections: Sequence[str] = (),
     search: CollectionSearch | None = None,
+    write: bool = False,
     interactive: bool = False,
     top_k: int = 5,
     prefix: str = "knowledge",
@@ -84,15 +143,18 @@ def knowledge_server(
         collections: the collections ``knowledge_search`` searches (and no other); empty serves no
             ``knowledge_search``.
         search: how it reaches them (a Temporal client); needed with ``collections``.
-        interactive: also serve ``knowledge_retire``, which asks the person at the client first. Leave
-            it off where nobody answers.
+        write: also serve the wiki's tools that write (``_create``, ``_edit``, ``_rewrite``,
+            ``_supersede``, ``_log``); off, the server only reads.
+        interactive: also serve ``knowledge_retire``, which asks the person at the client first (it
+            writes: give ``write`` too). Leave it off where nobody answers.
         top_k: the passages a search returns when the caller gives no ``top_k``.
         prefix: the wiki tools' names (``<prefix>_read``, ...); with collections too it must not be
             ``knowledge``, or the wiki's ``knowledge_search`` would hide the collections'.
 
     Raises:
         InvalidAgentDefinitionError: nothing to serve, collections without ``search``, a bad name,
-            ``top_k`` or prefix, two tools of one name, or ``interactive`` without a store.
+            ``top_k`` or prefix, two tools of one name, or ``interactive`` without a store or
+            without ``write``.
     """
     if store is None and not collections:
         raise InvalidAgentDefinitionError(
@@ -102,14 +164,20 @@ def knowledge_server(
         raise InvalidAgentDefinitionError(
             "knowledge_server: interactive serves knowledge_retire, a wiki tool: give a knowledge store"
         )
+    if interactive and not write:
+        raise InvalidAgentDefinitionError(
+            "knowledge_server: interactive serves knowledge_retire, a tool that writes: give write=True"
+        )
     if store is not None and collections and f"{prefix}_search" == SEARCH:
         raise InvalidAgentDefinitionError(
             f"knowledge_server: the wiki's {SEARCH} would hide the collections' one: give the wiki's tools "
             "another prefix (e.g. prefix='wiki')"
         )
-    server: MCPServer = MCPServer(SERVER_NAME, log_level="WARNING")
+    server = _KnowledgeServer()
     if store is not None:
         for wiki_tool in knowledge_store_tools(store, interactive=interactive, prefix=prefix):
+            if wiki_tool.effect is not None and not write:
+                continue
             if wiki_tool.name == f"{prefix}_retire":
                 _add(server, wiki_tool, _retire(store))
             else:
@@ -125,8 +193,92 @@ def knowledge_server(
     return server
 
 
-def _add(server: MCPServer, described: Tool, fn: Callable[..., Any]) -> None:
-    server.add_tool(_tool_errors(fn), name=described.name, description=described.description)
+def _add(server: _KnowledgeServer, described: Tool, fn: Callable[..., Any]) -> None:
+    served = _tool_errors(fn)
+    if described.effect is not None:  # the wiki's effect tools are the ones that write
+        server.writing.add(described.name)
+        served = _writing(served)
+    server.add_tool(served, name=described.name, description=described.description)
+
+
+def allowed_hosts(host: str, named: Sequence[str] = ()) -> list[str]:
+    """The ``Host`` header values a server bound to ``host`` answers: ``named`` ones, else loopback's.
+
+    A name without a port allows it on any port.
+
+    Raises:
+        McpHostNotAllowedError: ``host`` is not a loopback address and no host is named.
+    """
+    if named:
+        return [value for name in named for value in ((name,) if ":" in name else (name, f"{name}:*"))]
+    if not _is_loopback(host):
+        raise McpHostNotAllowedError(
+            f"--host {host!r} is not a loopback address: name the host names clients reach this server "
+            "by with --allowed-host (repeatable), so a foreign Host header is refused"
+        )
+    return ["127.0.0.1:*", "localhost:*", "[::1]:*"]
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def knowledge_http_app(
+    server: MCPServer, *, tokens: Sequence[Token], host: str, hosts: Sequence[str] = ()
+) -> ASGIApp:
+    """``server`` as streamable HTTP at ``/mcp``, behind bearer tokens and a ``Host`` check.
+
+    Args:
+        server: what :func:`knowledge_server` built.
+        tokens: the HTTP API's tokens (``CHAMVI_TOKENS``): a request needs ``knowledge:read``, a
+            write tool ``knowledge:write``; none: every request answers 401.
+        host: the address the server binds.
+        hosts: the ``Host`` header values clients send (``wiki.internal``, ``wiki.internal:8765``);
+            needed when ``host`` is not a loopback address.
+
+    Raises:
+        McpHostNotAllowedError: ``host`` is not a loopback address and ``hosts`` is empty.
+    """
+    allowed = allowed_hosts(host, hosts)
+    origins = [f"{scheme}://{value}" for value in allowed for scheme in ("http", "https")]
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=allowed, allowed_origins=origins
+    )
+    return _BearerTokens(server.streamable_http_app(transport_security=security, host=host), tokens)
+
+
+class _BearerTokens:
+    """Authenticates every HTTP request as the HTTP API does, and leaves its token to the tools."""
+
+    def __init__(self, app: ASGIApp, tokens: Sequence[Token]) -> None:
+        self.app = app
+        self.authenticator = Authenticator(tokens)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # the lifespan, which starts the SDK's session manager
+            await self.app(scope, receive, send)
+            return
+        token = await authorize(
+            self.authenticator,
+            bearer_credentials(scope),
+            READ_PERMISSION,
+            scope,
+            receive,
+            send,
+            needed_by="this server",
+        )
+        if token is None:
+            return
+        reset = _CALLER.set(token)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _CALLER.reset(reset)
 
 
 def _search(search: CollectionSearch, allowed: list[str], default_top_k: int) -> Callable[..., Any]:

@@ -36,9 +36,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
 from chamvi.app import App
-from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
+from chamvi.errors import BackgroundError, ChamviError, IndexUnavailableError, InvalidAppError
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.models.knowledge import CollectionStatus, SyncSignal
+from chamvi.on_error import ErrorHook
 from chamvi.settings import Settings
 from chamvi.starters import request_sync
 from chamvi.vectors import StoreBusyError
@@ -259,11 +260,14 @@ async def _delete_schedule(client: Client, name: str) -> None:
             raise
 
 
-async def boot_collections(client: Client, app: App, index: KnowledgeIndex, task_queue: str) -> None:
+async def boot_collections(
+    client: Client, app: App, index: KnowledgeIndex, task_queue: str, errors: ErrorHook | None = None
+) -> None:
     """:func:`start_collections` in the background of a worker: reports a failure, never raises.
 
-    It names only the collections whose pass runs on this worker's task queue: a collection bound to
-    another queue where workers poll has had its own warning.
+    The failure goes to the app's ``on_error`` (``errors``), else to the log. It names only the
+    collections whose pass runs on this worker's task queue: a collection bound to another queue
+    where workers poll has had its own warning.
     """
     try:
         elsewhere = await start_collections(client, app, index, task_queue)
@@ -271,10 +275,12 @@ async def boot_collections(client: Client, app: App, index: KnowledgeIndex, task
         raise
     except Exception as error:
         message = error.message if isinstance(error, ChamviError) else f"{type(error).__name__}: {error}"
-        log.error(
-            "knowledge error: starting the collections failed: %s (the worker goes on; "
-            "`chamvi knowledge sync NAME` asks a collection for a pass)",
-            message,
+        line = (
+            f"knowledge error: starting the collections failed: {message} (the worker goes on; "
+            "`chamvi knowledge sync NAME` asks a collection for a pass)"
+        )
+        (errors or ErrorHook()).report(
+            BackgroundError(line, source="collections", cause=error), lambda: log.error("%s", line)
         )
         return
     here = [name for name in app.collections if name not in elsewhere]

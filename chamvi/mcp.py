@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from urllib.parse import urlsplit, urlunsplit
 
 from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
@@ -36,6 +37,9 @@ class McpServer:
     tools: tuple[str, ...] | None = None
     trust: Trust = UNCLASSIFIED
     effects: Mapping[str, EffectSpec] = field(default_factory=dict)
+    timeout: timedelta | None = None
+    """How long one listing or call may wait for the server; None: until just before the tool
+    timeout (``ActivityTimeouts.tool``) would end the attempt."""
 
     @property
     def where(self) -> str:
@@ -94,6 +98,7 @@ def mcp_server(
     tools: Sequence[str] | None = None,
     trust: Trust = UNCLASSIFIED,
     effects: Mapping[str, EffectSpec] | None = None,
+    timeout: timedelta | None = None,
 ) -> McpServer:
     """Declares an MCP server for ``App(mcp_servers=[...])``.
 
@@ -109,6 +114,10 @@ def mcp_server(
             Unclassified, a server's tools are trusted (the seed's rule for third-party tools).
         effects: tools with a side effect, by name, each applied once per effect key like an
             ``@effect_tool``: ``EffectSpec(effect_key=..., already_applied=...)``.
+        timeout: how long a call may wait for the server; then it is the tool error
+            ``mcp_server_unavailable`` the model reads, never retried (a hung server stays hung).
+            None: the tool timeout (``ActivityTimeouts(tool=...)``, 5 minutes) bounds it, ending
+            the call just before Temporal would time the attempt out and retry it.
 
     Raises:
         InvalidAgentDefinitionError: naming what is wrong.
@@ -138,6 +147,10 @@ def mcp_server(
         raise InvalidAgentDefinitionError(f"MCP server {name!r}: env= applies to command= servers only")
     if not isinstance(trust, Trust):
         raise InvalidAgentDefinitionError(f"MCP server {name!r}: trust must be a Trust(...)")
+    if timeout is not None and (not isinstance(timeout, timedelta) or timeout <= timedelta(0)):
+        raise InvalidAgentDefinitionError(
+            f"MCP server {name!r}: timeout must be a positive timedelta, e.g. timedelta(seconds=30)"
+        )
     offered = _names(name, "tools", tools) if tools is not None else None
     effects = dict(effects or {})
     _names(name, "effects", list(effects))
@@ -160,6 +173,7 @@ def mcp_server(
         tools=offered,
         trust=trust,
         effects=effects,
+        timeout=timeout,
     )
 
 

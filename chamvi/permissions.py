@@ -40,6 +40,20 @@ def has_permission(permissions: Iterable[str], required: str) -> bool:
     return any(matches_permission(granted, required) for granted in permissions)
 
 
+def has_narrowed_permission(permissions: Iterable[str], required: str) -> bool:
+    """Whether any of ``permissions`` is ``required`` narrowed by one more segment.
+
+    ``artifacts:read:support`` narrows ``artifacts:read`` to the agent ``support``: a route that takes
+    narrowed permissions lets such a token in, and checks the last segment itself.
+    """
+    parts = required.split(":")
+    for granted in permissions:
+        head = granted.split(":")
+        if len(head) == len(parts) + 1 and all(g == "*" or g == r for g, r in zip(head, parts, strict=False)):
+            return True
+    return False
+
+
 def tool_permission(agent: str, tool: str) -> str:
     """The permission an invoker needs for ``tool`` of ``agent`` under :func:`require_tool_permission`."""
     return f"tool:{agent}:{tool}"

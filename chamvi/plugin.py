@@ -23,19 +23,23 @@ from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi.activity_boundary import ActivityErrors
+from chamvi.agent_revisions import AgentRevisionStore
 from chamvi.app import App
+from chamvi.app_runtime import AppRuntime
+from chamvi.approval_tokens import ApprovalTokens, approval_tokens
 from chamvi.artifacts import ArtifactStore, open_artifact_store
 from chamvi.channels import LifecycleChannel
 from chamvi.client import ChamviClient
-from chamvi.errors import ChamviError
-from chamvi.inbound import ChannelContext
+from chamvi.errors import BackgroundError, ChamviError
+from chamvi.inbound import InboundContext
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
-from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
+from chamvi.knowledge.search import KnowledgeSearch
 from chamvi.lifecycle import boot_collections, check_index, close_index, index_location, open_index
+from chamvi.run_slots import DEFAULT_MAX_RUNS
 from chamvi.schedules import boot_schedules
 from chamvi.settings import Settings
-from chamvi.state import STATE_STORE, StateStore
+from chamvi.state import StateStore
 from chamvi.state.views import StateViews
 from chamvi.telemetry import ChamviTelemetry
 
@@ -100,6 +104,11 @@ class ChamviPlugin(SimplePlugin):
     channels that receive on their own (``start(ctx)``) once it polls; when its run ends, stop those
     channels first, then close the index it opened.
 
+    What the worker holds while it serves the app (stores, provided values, event hub, run slots,
+    the tool sets factories built) is the plugin's :attr:`runtime`, never written into the ``App``:
+    two plugins built from one ``App`` share nothing but its declarations (its listeners, its
+    ``on_error`` hook).
+
     Args:
         app: the app to serve.
         index: the knowledge index (Qdrant); by default opened from ``settings``: ``QDRANT_URL``, else
@@ -118,6 +127,16 @@ class ChamviPlugin(SimplePlugin):
             worker receives nothing on its own (the seed's ``start({ channels: false })``), and
             runs still send through every channel's ``out``. By default ``App.start_channels``,
             unless ``settings.no_channels`` (``CHAMVI_NO_CHANNELS=true``).
+        max_runs: the most runs executing at once in this process (the seed's
+            ``concurrencyMaxRuns``, see ``chamvi.run_slots``); by default ``settings.max_runs``
+            (``CHAMVI_MAX_RUNS``), else 4.
+        approval_tokens: signs the token (and the link to the approvals page) that approval
+            requests sent through channels carry (``chamvi.approval_tokens``); by default from
+            ``settings`` (``CHAMVI_APPROVAL_SECRET``, else the data folder's generated secret, and
+            ``CHAMVI_PUBLIC_URL``) once a worker is configured; without settings, requests carry none.
+        agent_revisions: where the revisions of agents defined at runtime live
+            (``chamvi.agent_revisions``); by default the artifact store's object store, which the
+            HTTP API and every other worker share.
     """
 
     def __init__(
@@ -131,8 +150,23 @@ class ChamviPlugin(SimplePlugin):
         artifacts: ArtifactStore | None = None,
         start_schedules: bool = True,
         start_channels: bool | None = None,
+        max_runs: int | None = None,
+        approval_tokens: ApprovalTokens | None = None,
+        agent_revisions: AgentRevisionStore | None = None,
     ) -> None:
         self.app = app
+        if max_runs is None:
+            max_runs = settings.max_runs if settings is not None else DEFAULT_MAX_RUNS
+        self.runtime = AppRuntime(
+            app,
+            artifacts=artifacts,
+            max_runs=max_runs,
+            approval_tokens=approval_tokens,
+            revisions=agent_revisions,
+        )
+        """This plugin's holdings for the app, handed to its activities (and to an API beside it)."""
+        self.slots = self.runtime.slots
+        """The run slots this worker's model and tool calls take (its runtime's)."""
         self._artifacts = artifacts
         self._start_channels = (
             start_channels
@@ -159,7 +193,11 @@ class ChamviPlugin(SimplePlugin):
             workflow_runner=_workflow_runner,
             interceptors=[
                 ActivityErrors(),
-                ChamviTelemetry(app, capture_content=_trace_content(trace_content, settings)),
+                ChamviTelemetry(
+                    app,
+                    capture_content=_trace_content(trace_content, settings),
+                    agents=self.runtime.agents,
+                ),
             ],
             # a chamvi error raised in workflow code is a bug of a definition, not of a worker:
             # it fails the workflow instead of retrying its task forever
@@ -221,23 +259,25 @@ class ChamviPlugin(SimplePlugin):
             ToolActivities,
         )
 
-        app, index = self.app, self.index
+        app, index, runtime = self.app, self.index, self.runtime
         search = KnowledgeSearch(
             index, app.embedders, retry=app.retry.embedding, declared=frozenset(app.collections)
         )
-        app.provided.set(KNOWLEDGE_SEARCH, search)
         # agent state lives in the same Qdrant as the knowledge index (see chamvi.state.store)
         state = StateStore(index.client, index.prefix)
-        app.provided.set(STATE_STORE, state)
-        agents = AgentActivities(app)
-        model = ModelActivities(app, artifacts=self.artifacts)
-        tools = ToolActivities(app, artifacts=self.artifacts)
+        runtime.open(state=state, search=search, artifacts=self.artifacts)
+        if runtime.approval_tokens is None and self._settings is not None:
+            runtime.approval_tokens = approval_tokens(self._settings)
+        agents = AgentActivities(runtime)
+        model = ModelActivities(runtime)
+        tools = ToolActivities(runtime)
         locks = LockActivities()
         indexer = Indexer(index, app.embedders, retry=app.retry.embedding)
         knowledge = KnowledgeActivities(app, index, indexer, search)
         return [
             *(existing or []),
             agents.describe_agent,
+            agents.agent_registry,
             model.call_model,
             model.extract,
             tools.call_tool,
@@ -248,8 +288,8 @@ class ChamviPlugin(SimplePlugin):
             knowledge.knowledge_request_sync,
             knowledge.knowledge_search,
             McpActivities(app).list_mcp_tools,
-            StateActivities(StateViews(app, state)).state_list,
-            ScheduleActivities(app).dispatch_scheduled,
+            StateActivities(StateViews(app, state, runtime.agents)).state_list,
+            ScheduleActivities(runtime.agents).dispatch_scheduled,
         ]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
@@ -282,7 +322,8 @@ class ChamviPlugin(SimplePlugin):
                 if task is not None:
                     task.cancel()
                     await asyncio.gather(task, return_exceptions=True)
-            await self.app.events.close()
+            await self.runtime.events.close()
+            await self.app.errors.drain()
             await self.close()
 
     async def _start_lifecycle_channels(self, client: Client, task_queue: str) -> None:
@@ -295,14 +336,9 @@ class ChamviPlugin(SimplePlugin):
             if not isinstance(channel, LifecycleChannel):
                 continue
             try:
-                await channel.start(ChannelContext(channel.name, self.app.agents, runs))
+                await channel.start(InboundContext(channel.name, self.app.agents, runs))
             except Exception as error:
-                log.error(
-                    "channel %r failed to start: %s: %s (the worker goes on)",
-                    channel.name,
-                    type(error).__name__,
-                    error,
-                )
+                self._channel_failed(channel, "start", error, " (the worker goes on)")
                 continue
             self._started_channels.append(channel)
 
@@ -323,22 +359,27 @@ class ChamviPlugin(SimplePlugin):
             try:
                 await channel.stop()
             except Exception as error:
-                log.error(
-                    "channel %r failed to stop: %s: %s",
-                    getattr(channel, "name", "?"),
-                    type(error).__name__,
-                    error,
-                )
+                self._channel_failed(channel, "stop", error)
+
+    def _channel_failed(
+        self, channel: LifecycleChannel, what: str, error: Exception, after: str = ""
+    ) -> None:
+        """Hands a channel's failed ``start``/``stop`` to the app's ``on_error``, else logs it."""
+        name = getattr(channel, "name", "?")
+        line = f"channel {name!r} failed to {what}: {type(error).__name__}: {error}{after}"
+        self.app.errors.report(
+            BackgroundError(line, source=f"channel.{what}", cause=error), lambda: log.error("%s", line)
+        )
 
     async def _start(self, client: Client, task_queue: str) -> None:
         try:
-            await boot_collections(client, self.app, self.index, task_queue)
+            await boot_collections(client, self.app, self.index, task_queue, self.app.errors)
         finally:
             self._booted.set()
 
     async def _sync_schedules(self, client: Client, task_queue: str) -> None:
         try:
-            await boot_schedules(client, self.app.schedules, task_queue)
+            await boot_schedules(client, self.app.schedules, task_queue, self.app.errors)
         finally:
             self._schedules_synced.set()
 

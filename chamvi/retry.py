@@ -25,8 +25,11 @@ from chamvi.errors import (
     ArtifactNotFoundError,
     ChamviError,
     ChamviValidationError,
+    ConflictError,
     InvalidAgentDefinitionError,
     InvalidAppError,
+    InvalidInputError,
+    InvalidRunStateError,
     KnowledgeNotReadyError,
     ModelError,
     ModelNotFoundError,
@@ -42,10 +45,23 @@ AGENT_LOOKUP_FAILURES: tuple[type[ChamviError], ...] = (
     InvalidAppError,
 )
 """What describing an agent fails with for good: an agent or model the app does not have."""
-MODEL_CALL_FAILURES: tuple[type[ChamviError], ...] = (ModelError, ArtifactNotFoundError)
-"""What a model call fails with for good: a provider's refusal, an attachment the store does not
-hold. An agent the worker does not know mid-run is retried, as is a provider that may answer later:
-in a rolling deploy, the next attempt may reach a worker that has the agent."""
+AGENT_REGISTRY_FAILURES: tuple[type[ChamviError], ...] = (
+    *AGENT_LOOKUP_FAILURES,
+    ChamviValidationError,
+    ConflictError,
+    InvalidInputError,
+)
+"""What a put, remove or read of runtime agents fails with for good: an invalid definition, a name in
+code, an agent or revision that is not there."""
+MODEL_CALL_FAILURES: tuple[type[ChamviError], ...] = (
+    ModelError,
+    ArtifactNotFoundError,
+    InvalidRunStateError,
+)
+"""What a model call fails with for good: a provider's refusal, an attachment or a part's artifact
+the store does not hold, a transcript holding a system message. An agent the worker does not know
+mid-run is retried, as is a provider that may answer later: in a rolling deploy, the next attempt may
+reach a worker that has the agent."""
 TOOL_CALL_FAILURES: tuple[type[ChamviError], ...] = ()
 """Nothing: the tool runner reports a tool's own failures as results, and an agent unknown mid-run is
 retried (a rolling deploy)."""

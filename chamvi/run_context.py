@@ -92,9 +92,12 @@ class Approvals:
     arguments counts as none, so the person is asked again.
     """
 
-    def __init__(self, decisions: list[ApprovalDecision] | None = None) -> None:
+    def __init__(self, decisions: list[ApprovalDecision] | None = None, *, waits: int = 0) -> None:
         self._decisions = list(decisions or [])
         self._asked = 0
+        self.waits = waits
+        """How many times the run waited for this call so far: the next wait is ``approval_id(step,
+        call id, waits)``, the approval this attempt's unanswered ``approve()`` makes the run wait on."""
         self.input: dict[str, Any] | None = None
         self._digest: str | None = None
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 from collections import OrderedDict
@@ -31,7 +32,7 @@ from temporalio.client import Client
 from temporalio.converter import DataConverter, decode_typed_search_attributes
 
 from chamvi import constants as c
-from chamvi.errors import InvalidInputError
+from chamvi.errors import BackgroundError, InvalidInputError
 from chamvi.models import (
     ApprovalAnswer,
     ApprovalRequest,
@@ -42,6 +43,7 @@ from chamvi.models import (
     ToolRequest,
     ToolResult,
 )
+from chamvi.on_error import ErrorHook
 
 log = logging.getLogger(__name__)
 
@@ -114,15 +116,58 @@ def check_event_type(event_type: str) -> str:
     return event_type
 
 
-class EventHub:
-    """The in-process listeners of run events (``App.on``) and the streams that follow one run.
+class Listeners:
+    """Run event listeners by event type, as declared (``App.on``); they hold no worker's state.
 
-    A listener's failure is logged and never reaches the model call or the stream that emitted the
-    event; a coroutine listener runs as its own task.
+    Each worker's :class:`EventHub` reads them as they are when an event comes, so a listener added
+    after the worker was built is heard too.
     """
 
     def __init__(self) -> None:
-        self._listeners: dict[str, list[Listener]] = {}
+        self._by_type: dict[str, list[Listener]] = {}
+
+    def on(self, event_type: str, listener: Listener) -> Callable[[], None]:
+        """Adds ``listener`` for ``event_type`` (``"*"``: all).
+
+        Returns:
+            A function that removes the listener.
+
+        Raises:
+            InvalidInputError: ``event_type`` is no event type, or ``listener`` is not callable.
+        """
+        check_event_type(event_type)
+        if not callable(listener):
+            raise InvalidInputError(f"the listener of {event_type!r} must be callable, not {listener!r}")
+        self._by_type.setdefault(event_type, []).append(listener)
+        return lambda: self._remove(event_type, listener)
+
+    def _remove(self, event_type: str, listener: Listener) -> None:
+        listeners = self._by_type.get(event_type, [])
+        if listener in listeners:
+            listeners.remove(listener)
+
+    def of(self, event_type: str) -> list[Listener]:
+        """The listeners of exactly ``event_type`` (``"*"`` names the catch-all ones)."""
+        return self._by_type.get(event_type, [])
+
+
+class EventHub:
+    """One process's run events: the listeners' calls (``App.on``) and the streams that follow one run.
+
+    A listener's failure goes to the error hook (else the log) and never reaches the model call or
+    the stream that emitted the event; a coroutine listener runs as its own task.
+
+    Args:
+        declared: the App's listeners, read as they are at each event; the hub's own
+            (:meth:`on`) are heard beside them and never written back to the App.
+        errors: where a listener's failure (or a relay's) goes: the App's ``on_error`` hook, else
+            the log.
+    """
+
+    def __init__(self, declared: Listeners | None = None, errors: ErrorHook | None = None) -> None:
+        self._declared = declared or Listeners()
+        self._errors = errors or ErrorHook()
+        self._own = Listeners()
         self._tasks: set[asyncio.Task[None]] = set()
         self._queues: dict[str, list[asyncio.Queue[RunEvent]]] = {}
         self._following: dict[str, asyncio.Task[None]] = {}
@@ -140,21 +185,15 @@ class EventHub:
             self._recent = OrderedDict()
 
     def on(self, event_type: str, listener: Listener) -> Callable[[], None]:
-        """Calls ``listener`` with every event of ``event_type`` (``"*"``: all) this process sees.
+        """Calls ``listener`` with every event of ``event_type`` (``"*"``: all) this hub sees.
 
         Returns:
             A function that removes the listener.
         """
-        check_event_type(event_type)
-        if not callable(listener):
-            raise InvalidInputError(f"the listener of {event_type!r} must be callable, not {listener!r}")
-        self._listeners.setdefault(event_type, []).append(listener)
-        return lambda: self._remove(event_type, listener)
+        return self._own.on(event_type, listener)
 
-    def _remove(self, event_type: str, listener: Listener) -> None:
-        listeners = self._listeners.get(event_type, [])
-        if listener in listeners:
-            listeners.remove(listener)
+    def _listeners(self, event_type: str) -> list[Listener]:
+        return [*self._declared.of(event_type), *self._own.of(event_type)]
 
     def wants(self, event_type: str, run_id: str) -> bool:
         """Whether a listener or a stream of ``run_id`` wants ``event_type``.
@@ -162,8 +201,10 @@ class EventHub:
         A delta nobody wants is not built at all.
         """
         return bool(
-            self._listeners.get(event_type)
-            or self._listeners.get("*")
+            self._declared.of(event_type)
+            or self._own.of(event_type)
+            or self._declared.of("*")
+            or self._own.of("*")
             or self._queues.get(run_id)
             or (event_type == RUN_DELTA and self._recent is not None)
         )
@@ -178,15 +219,23 @@ class EventHub:
             self._remember(event, self._recent)
         for queue in self._queues.get(event.run_id, ()):
             queue.put_nowait(event)
-        for listener in [*self._listeners.get(event.type, ()), *self._listeners.get("*", ())]:
+        for listener in [*self._listeners(event.type), *self._listeners("*")]:
             try:
                 result = listener(event)
                 if inspect.isawaitable(result):
                     task = asyncio.ensure_future(result)
                     self._tasks.add(task)
-                    task.add_done_callback(self._done)
-            except Exception:
-                log.exception("run event listener %r failed on %s", listener, event.type)
+                    task.add_done_callback(functools.partial(self._done, event=event, listener=listener))
+            except Exception as error:
+                self._listener_failed(error, event, listener)
+
+    def _listener_failed(self, error: BaseException, event: RunEvent, listener: Listener) -> None:
+        message = f"run event listener {listener!r} failed on {event.type} of run {event.run_id}: {error!r}"
+        self._errors.report(
+            BackgroundError(message, source="listener", cause=error),
+            lambda: log.error("run event listener %r failed on %s", listener, event.type, exc_info=error),
+            event.run_id,
+        )
 
     @staticmethod
     def _remember(delta: RunEvent, recent: OrderedDict[str, list[RunEvent]]) -> None:
@@ -198,10 +247,11 @@ class EventHub:
         while len(recent) > RECENT_RUNS:
             recent.popitem(last=False)
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def _done(self, task: asyncio.Task[Any], *, event: RunEvent, listener: Listener) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("run event listener failed", exc_info=task.exception())
+        error = None if task.cancelled() else task.exception()
+        if error is not None:
+            self._listener_failed(error, event, listener)
 
     def follow(self, client: Client, run_id: str) -> None:
         """Relays the run's events from its history to this process's listeners, once per run.
@@ -210,7 +260,7 @@ class EventHub:
         process started, each event once. Nothing is followed while no listener wants more than
         deltas (which need no following).
         """
-        wanted = any(self._listeners.get(t) for t in ("*", *EVENT_TYPES) if t != RUN_DELTA)
+        wanted = any(self._listeners(t) for t in ("*", *EVENT_TYPES) if t != RUN_DELTA)
         if not wanted or run_id in self._following:
             return
         task = asyncio.create_task(self._relay(client, run_id), name=f"chamvi events of {run_id}")
@@ -221,8 +271,14 @@ class EventHub:
         try:
             async for event in history_events(client, run_id):
                 self.emit(event)
-        except Exception:
-            log.exception("stopped relaying the events of run %r to this process's listeners", run_id)
+        except Exception as error:
+            failure = error
+            line = f"stopped relaying the events of run {run_id!r} to this process's listeners"
+            self._errors.report(
+                BackgroundError(f"{line}: {failure!r}", source="listener", cause=failure),
+                lambda: log.error("%s", line, exc_info=failure),
+                run_id,
+            )
 
     async def close(self) -> None:
         """Stops relaying every run's events (the worker is shutting down)."""

@@ -13,6 +13,7 @@ from temporalio.envconfig import ClientConfig
 from temporalio.worker import Worker
 
 from chamvi.app import App
+from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import ArtifactStore
 from chamvi.errors import InvalidAppError
 from chamvi.knowledge.index import KnowledgeIndex
@@ -65,6 +66,31 @@ def load_app(ref: str) -> App:
     return app
 
 
+def local_plugin(
+    app: App,
+    *,
+    index: KnowledgeIndex | None = None,
+    artifacts: ArtifactStore | None = None,
+    max_runs: int | None = None,
+    approval_tokens: ApprovalTokens | None = None,
+) -> ChamviPlugin:
+    """A plugin for tests and benchmarks, with nothing started in the background.
+
+    Its index is ``index`` or an in-memory one, its artifact store ``artifacts`` or an in-memory one,
+    and collections pass when asked; ``max_runs`` is the plugin's (4 by default); approval requests
+    carry tokens only with ``approval_tokens``. Build one to reach what its worker holds
+    (``plugin.runtime.events`` for an API beside it), and hand it to :func:`build_worker`.
+    """
+    return ChamviPlugin(
+        app,
+        index=index or memory_index(),
+        start_collections=False,
+        artifacts=artifacts or ArtifactStore.memory(),
+        max_runs=max_runs,
+        approval_tokens=approval_tokens,
+    )
+
+
 def build_worker(
     client: Client,
     app: App | ChamviPlugin,
@@ -74,6 +100,7 @@ def build_worker(
     graceful_shutdown_timeout: timedelta = timedelta(seconds=30),
     max_concurrent_activities: int | None = None,
     artifacts: ArtifactStore | None = None,
+    max_runs: int | None = None,
 ) -> Worker:
     """A worker serving chamvi through :class:`ChamviPlugin`: the one way chamvi starts a worker.
 
@@ -81,17 +108,14 @@ def build_worker(
     so a deploy does not cut a tool call in the middle of its side effect. Given a plugin, the worker
     has its index and lifecycle (``chamvi worker``, ``chamvi dev``). Given an app, as tests and
     benchmarks do, the index is ``index`` or an in-memory one, the artifact store ``artifacts`` or an
-    in-memory one, and nothing starts in the background: collections pass when asked.
+    in-memory one, and nothing starts in the background: collections pass when asked
+    (:func:`local_plugin`); ``max_runs`` is the plugin's (the most runs executing at once, 4 by
+    default).
     """
     plugin = (
         app
         if isinstance(app, ChamviPlugin)
-        else ChamviPlugin(
-            app,
-            index=index or memory_index(),
-            start_collections=False,
-            artifacts=artifacts or ArtifactStore.memory(),
-        )
+        else local_plugin(app, index=index, artifacts=artifacts, max_runs=max_runs)
     )
     return Worker(
         client,

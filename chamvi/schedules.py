@@ -44,8 +44,16 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
-from chamvi.errors import ChamviError, ConflictError, InvalidScheduleError, ScheduleNotFoundError
+from chamvi._cron import parse_cron, shortest_cron_gap
+from chamvi.errors import (
+    BackgroundError,
+    ChamviError,
+    ConflictError,
+    InvalidScheduleError,
+    ScheduleNotFoundError,
+)
 from chamvi.models import Invoker, Overlap, RunInput, ScheduledDispatch, ScheduledRunInput, ScheduleView
+from chamvi.on_error import ErrorHook
 
 log = logging.getLogger("chamvi.schedules")
 
@@ -60,60 +68,22 @@ _OVERLAP_POLICY = {
 MIN_EVERY = timedelta(seconds=1)
 """Temporal's Schedules act at most once a second."""
 
-CRON_SHORTCUTS = frozenset({"@yearly", "@annually", "@monthly", "@weekly", "@daily", "@midnight", "@hourly"})
-_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
-_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
-_CRON_FIELDS: tuple[tuple[str, int, int, tuple[str, ...], int], ...] = (
-    # name, lowest, highest, names, value of the first name
-    ("minute", 0, 59, (), 0),
-    ("hour", 0, 23, (), 0),
-    ("day of month", 1, 31, (), 0),
-    ("month", 1, 12, _MONTHS, 1),
-    ("day of week", 0, 7, _DAYS, 0),  # 0 and 7 are both Sunday, as in cron
-)
-_CRON_ITEM = re.compile(r"^(?P<range>\*|[a-z0-9]+(?:-[a-z0-9]+)?)(?:/(?P<step>\d+))?$")
+MAX_EVERY = timedelta(days=36_500)
+"""A hundred years: Temporal holds intervals as Go durations, which end near 292 years."""
+DEFAULT_MIN_INTERVAL = timedelta(minutes=1)
+"""The shortest gap between fires ``POST /schedules`` accepts (``CHAMVI_SCHEDULE_MIN_INTERVAL``)."""
 _EVERY = re.compile(r"^(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
-_CRON_HELP = "use five fields 'minute hour day-of-month month day-of-week' such as '0 8 * * 1-5', or @daily"
-
-
-def _cron_value(field: str, text: str, low: int, high: int, names: tuple[str, ...], first: int) -> int:
-    if text in names:
-        return names.index(text) + first
-    if not text.isdigit() or not low <= int(text) <= high:
-        raise InvalidScheduleError(f"cron {field} {text!r} is out of range {low}-{high}: {_CRON_HELP}")
-    return int(text)
+_SECONDS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 
 
 def validate_cron(cron: str) -> str:
     """Checks a cron expression before Temporal sees it, so a typo is named, not a server error.
 
     Raises:
-        InvalidScheduleError: not five valid fields (nor a shortcut such as ``@daily``).
+        InvalidScheduleError: not five valid fields (nor a shortcut such as ``@daily``), or one that
+            never fires (``0 0 31 2 *``).
     """
-    if not isinstance(cron, str) or not cron.strip():
-        raise InvalidScheduleError(f"cron {cron!r} is empty: {_CRON_HELP}")
-    text = cron.strip().lower()
-    if text.startswith("@"):
-        if text not in CRON_SHORTCUTS:
-            raise InvalidScheduleError(
-                f"cron {cron!r} is not a known shortcut: use one of {', '.join(sorted(CRON_SHORTCUTS))}"
-            )
-        return cron.strip()
-    fields = text.split()
-    if len(fields) != len(_CRON_FIELDS):
-        raise InvalidScheduleError(f"cron {cron!r} has {len(fields)} fields: {_CRON_HELP}")
-    for value, (field, low, high, names, first) in zip(fields, _CRON_FIELDS, strict=True):
-        for item in value.split(","):
-            match = _CRON_ITEM.match(item)
-            if match is None:
-                raise InvalidScheduleError(f"cron {cron!r}: {field} {item!r} is not valid: {_CRON_HELP}")
-            if match["step"] is not None and int(match["step"]) < 1:
-                raise InvalidScheduleError(f"cron {cron!r}: {field} {item!r} has a step of 0")
-            if match["range"] == "*":
-                continue
-            bounds = [_cron_value(field, part, low, high, names, first) for part in match["range"].split("-")]
-            if len(bounds) == 2 and bounds[0] > bounds[1]:
-                raise InvalidScheduleError(f"cron {cron!r}: {field} range {item!r} runs backwards")
+    parse_cron(cron)
     return cron.strip()
 
 
@@ -121,7 +91,8 @@ def parse_every(every: timedelta | str) -> timedelta:
     """An interval from a ``timedelta`` or a text such as ``90s``, ``15m``, ``1h30m``, ``1d``.
 
     Raises:
-        InvalidScheduleError: not an interval, under a second, or not in whole seconds.
+        InvalidScheduleError: not an interval, under a second, over a hundred years, or not in whole
+            seconds.
     """
     if isinstance(every, str):
         match = _EVERY.match(every.strip())
@@ -129,13 +100,61 @@ def parse_every(every: timedelta | str) -> timedelta:
             raise InvalidScheduleError(
                 f"every {every!r} is not an interval: use numbers with d, h, m or s, such as '15m' or '1h30m'"
             )
-        parts = {unit: int(match[unit] or 0) for unit in "dhms"}
-        every = timedelta(days=parts["d"], hours=parts["h"], minutes=parts["m"], seconds=parts["s"])
+        # counted in whole seconds before a timedelta is built: '99999999999d' overflows one, and a
+        # number of thousands of digits is past what int() reads
+        too_long = any(len(match[unit] or "") > 12 for unit in _SECONDS)
+        seconds = 0 if too_long else sum(int(match[u] or 0) * size for u, size in _SECONDS.items())
+        if too_long or seconds > MAX_EVERY.total_seconds():
+            raise InvalidScheduleError(f"every {every!r} is longer than 100 years: {_EVERY_HELP}")
+        every = timedelta(seconds=seconds)
     if not isinstance(every, timedelta):
         raise InvalidScheduleError(f"every {every!r} is not an interval: give a timedelta or text like '15m'")
+    if every > MAX_EVERY:
+        raise InvalidScheduleError(f"every {every} is longer than 100 years: {_EVERY_HELP}")
     if every < MIN_EVERY or every.microseconds:
         raise InvalidScheduleError(f"every {every} is not a whole number of seconds of at least 1 s")
     return every
+
+
+_EVERY_HELP = "Temporal's intervals end near 292 years; use a cron for rare dates ('0 0 1 1 *')"
+
+
+def shortest_gap(schedule: AgentSchedule) -> timedelta:
+    """The shortest time between two fires of ``schedule``: its interval, or what its cron allows."""
+    if schedule.every is not None:
+        return schedule.every
+    assert schedule.cron is not None
+    return shortest_cron_gap(parse_cron(schedule.cron))
+
+
+def check_min_interval(schedule: AgentSchedule, minimum: timedelta) -> None:
+    """Refuses a schedule that fires more often than ``minimum`` (one token, a run a second).
+
+    Raises:
+        InvalidScheduleError: naming the gap, the minimum and where the minimum is set.
+    """
+    gap = shortest_gap(schedule)
+    if gap >= minimum:
+        return
+    shortest, allowed = describe_interval(gap), describe_interval(minimum)
+    where = "this server's minimum (CHAMVI_SCHEDULE_MIN_INTERVAL)"
+    if schedule.every is not None:
+        raise InvalidScheduleError(
+            f"schedule {schedule.id!r}: every {shortest} is more often than once every {allowed}, {where}"
+        )
+    raise InvalidScheduleError(
+        f"schedule {schedule.id!r}: cron {schedule.cron!r} fires as often as every {shortest}, more often "
+        f"than once every {allowed}, {where}"
+    )
+
+
+def describe_interval(interval: timedelta) -> str:
+    """``90 s``, ``15 min``, ``2 h``, ``1 d``: an interval in its largest whole unit."""
+    seconds = int(interval.total_seconds())
+    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
 
 
 @dataclass(frozen=True)
@@ -482,15 +501,26 @@ async def sync_declared(
     return created, updated, deleted
 
 
-async def boot_schedules(client: Client, declared: Mapping[str, AgentSchedule], task_queue: str) -> None:
-    """:func:`sync_declared` in the background of a worker: reports a failure, never raises."""
+async def boot_schedules(
+    client: Client,
+    declared: Mapping[str, AgentSchedule],
+    task_queue: str,
+    errors: ErrorHook | None = None,
+) -> None:
+    """:func:`sync_declared` in the background of a worker: reports a failure, never raises.
+
+    The failure goes to the app's ``on_error`` (``errors``), else to the log.
+    """
     try:
         created, updated, deleted = await sync_declared(client, declared, task_queue)
     except asyncio.CancelledError:
         raise
     except Exception as error:
         message = error.message if isinstance(error, ChamviError) else f"{type(error).__name__}: {error}"
-        log.error("schedules: keeping the app's schedules failed: %s (the worker goes on)", message)
+        line = f"schedules: keeping the app's schedules failed: {message} (the worker goes on)"
+        (errors or ErrorHook()).report(
+            BackgroundError(line, source="schedules", cause=error), lambda: log.error("%s", line)
+        )
         return
     for verb, ids in (("created", created), ("updated", updated), ("deleted (no longer declared)", deleted)):
         if ids:

@@ -1,17 +1,28 @@
-"""One settings object, built at the entry points (worker, CLI) from the environment."""
+"""One settings object, built at the entry points (worker, CLI) from the environment.
+
+This module is the one place chamvi reads (and, for the app a CLI process loads, writes) the
+environment: :class:`Settings` for what the entry points pass on, and a few readers of single
+variables for code that needs one of them late, at first use (a provider's key, Hugging Face's
+offline flag), so that setting the variable after import still counts.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
+from typing import overload
 from urllib.parse import unquote
 
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
-from chamvi.errors import ChamviValidationError
+from chamvi.errors import ChamviError, ChamviValidationError
+from chamvi.run_slots import DEFAULT_MAX_RUNS
 
 DEFAULT_APP = "examples.support.app:app"
+GITHUB_API_URL = "https://api.github.com"
+SLACK_API_URL = "https://slack.com/api"
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,36 @@ class Settings:
     no_channels: bool = False
     """``CHAMVI_NO_CHANNELS``: workers start none of the app's receiving channels (``start(ctx)``);
     runs still send through every channel."""
+    schedule_min_interval: timedelta = timedelta(minutes=1)
+    """``CHAMVI_SCHEDULE_MIN_INTERVAL`` (``90s``, ``15m``): the shortest gap between fires of a
+    schedule created over HTTP, so one token cannot start a run a second."""
+    max_runs: int = DEFAULT_MAX_RUNS
+    """``CHAMVI_MAX_RUNS``: the most runs a worker process executes at once (``chamvi.run_slots``)."""
+    knowledge_routes: bool | None = None
+    """``CHAMVI_KNOWLEDGE_ROUTES``: whether the HTTP API serves the managed collections' routes;
+    unset, as the app's ``ManagedRoutes`` says (on by default)."""
+    knowledge_base_path: str | None = None
+    """``CHAMVI_KNOWLEDGE_BASE_PATH``: where the managed routes are (``/knowledge`` by default)."""
+    knowledge_body_limit: int | None = None
+    """``CHAMVI_KNOWLEDGE_BODY_LIMIT``: the body limit of the managed routes, in bytes (1 MiB by
+    default)."""
+    tokens: str | None = field(default=None, repr=False)
+    """``CHAMVI_TOKENS``: the HTTP API's bearer tokens, as JSON (``chamvi.http.tokens_from_env``)."""
+    approval_secret: str | None = field(default=None, repr=False)
+    """``CHAMVI_APPROVAL_SECRET``: the key approval tokens are signed with (``chamvi.approval_tokens``);
+    every worker, API and CLI that issues or checks them needs the same one. Unset, the data
+    folder's ``approval-secret`` (generated on first use by a worker or an API)."""
+    public_url: str | None = None
+    """``CHAMVI_PUBLIC_URL``: where people reach the HTTP API (base path included); approval requests
+    sent through a channel link to its approvals page there. ``chamvi dev`` defaults to its own."""
+    github_token: str | None = None
+    """``GITHUB_TOKEN``: what replies on GitHub (``GitHubComments``) authenticate with."""
+    github_api_url: str = GITHUB_API_URL
+    """``GITHUB_API_URL``: GitHub's REST API (GitHub Enterprise Server: ``https://HOST/api/v3``)."""
+    slack_bot_token: str | None = None
+    """``SLACK_BOT_TOKEN``: the bot token (``xoxb-...``) replies on Slack (``SlackMessages``) post with."""
+    slack_api_url: str = SLACK_API_URL
+    """``SLACK_API_URL``: Slack's Web API."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -74,11 +115,52 @@ class Settings:
             artifacts_url=env.get("CHAMVI_ARTIFACTS_URL") or None,
             attachment_max_bytes=_positive(env, "CHAMVI_ATTACHMENT_MAX_BYTES", DEFAULT_ATTACHMENT_MAX_BYTES),
             no_channels=_flag(env, "CHAMVI_NO_CHANNELS"),
+            schedule_min_interval=_interval(env, "CHAMVI_SCHEDULE_MIN_INTERVAL", timedelta(minutes=1)),
+            max_runs=_positive(env, "CHAMVI_MAX_RUNS", DEFAULT_MAX_RUNS, unit="runs", example="8"),
+            knowledge_routes=_optional_flag(env, "CHAMVI_KNOWLEDGE_ROUTES"),
+            knowledge_base_path=env.get("CHAMVI_KNOWLEDGE_BASE_PATH") or None,
+            knowledge_body_limit=_positive(env, "CHAMVI_KNOWLEDGE_BODY_LIMIT", None),
+            tokens=env.get("CHAMVI_TOKENS") or None,
+            approval_secret=env.get("CHAMVI_APPROVAL_SECRET") or None,
+            public_url=_url(env, "CHAMVI_PUBLIC_URL"),
+            github_token=env.get("GITHUB_TOKEN") or None,
+            github_api_url=(env.get("GITHUB_API_URL") or GITHUB_API_URL).rstrip("/"),
+            slack_bot_token=env.get("SLACK_BOT_TOKEN") or None,
+            slack_api_url=(env.get("SLACK_API_URL") or SLACK_API_URL).rstrip("/"),
         )
 
     def with_overrides(self, **changes: object) -> Settings:
         """A copy with the given fields replaced; None keeps a field, so unset CLI options change nothing."""
         return replace(self, **{k: v for k, v in changes.items() if v is not None})  # type: ignore[arg-type]
+
+
+def openai_credentials(env: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` (None when unset or empty), read when a client is made.
+
+    Read at first use rather than into :class:`Settings`: an ``App`` (and its providers) is built
+    at import, before any entry point has settings, and a key exported later must still count.
+    """
+    env = os.environ if env is None else env
+    return env.get("OPENAI_API_KEY") or None, env.get("OPENAI_BASE_URL") or None
+
+
+def hf_hub_offline(env: Mapping[str, str] | None = None) -> bool:
+    """Whether ``HF_HUB_OFFLINE`` forbids downloads (``1``, ``true``, ``yes``, ``on``, any case).
+
+    Hugging Face's own flag, read with its own leniency (anything else is off), at the moment a
+    model would be downloaded.
+    """
+    env = os.environ if env is None else env
+    return (env.get("HF_HUB_OFFLINE") or "").strip().upper() in {"1", "TRUE", "YES", "ON"}
+
+
+def publish_data_folder(data: Path) -> None:
+    """Sets ``CHAMVI_DATA`` for the app this process loads (the example keeps its outbox there).
+
+    A CLI process resolves ``--data`` before it imports the app, whose module may read the folder
+    from the environment at import.
+    """
+    os.environ["CHAMVI_DATA"] = str(data)
 
 
 def _headers(env: Mapping[str, str], name: str) -> tuple[tuple[str, str], ...]:
@@ -114,8 +196,45 @@ def _flag(env: Mapping[str, str], name: str) -> bool:
     raise ChamviValidationError(f"{name}={env[name]!r} is not a boolean: use true or false")
 
 
-def _positive(env: Mapping[str, str], name: str, default: int) -> int:
-    """A positive whole number of bytes; unset or empty takes ``default``.
+def _url(env: Mapping[str, str], name: str) -> str | None:
+    """An ``http(s)://`` address without its trailing slash; unset or empty is None.
+
+    Raises:
+        ChamviValidationError: anything else, so a link is never built on a typo.
+    """
+    raw = (env.get(name) or "").strip().rstrip("/")
+    if not raw:
+        return None
+    if not raw.startswith(("http://", "https://")) or "#" in raw or "?" in raw:
+        raise ChamviValidationError(
+            f"{name}={raw!r} is not a base URL: use http(s)://host[:port][/base path], e.g. "
+            "https://agents.example.com"
+        )
+    return raw
+
+
+def _optional_flag(env: Mapping[str, str], name: str) -> bool | None:
+    """A boolean variable that may be left unset (None: the code's own choice stands)."""
+    return _flag(env, name) if (env.get(name) or "").strip() else None
+
+
+@overload
+def _positive(
+    env: Mapping[str, str], name: str, default: int, *, unit: str = ..., example: str = ...
+) -> int: ...
+@overload
+def _positive(
+    env: Mapping[str, str], name: str, default: None, *, unit: str = ..., example: str = ...
+) -> int | None: ...
+def _positive(
+    env: Mapping[str, str],
+    name: str,
+    default: int | None,
+    *,
+    unit: str = "bytes",
+    example: str = "20971520",
+) -> int | None:
+    """A positive whole number (of bytes); unset or empty takes ``default`` (None: as the code says).
 
     Raises:
         ChamviValidationError: anything else, named so it can be fixed.
@@ -124,5 +243,22 @@ def _positive(env: Mapping[str, str], name: str, default: int) -> int:
     if not raw:
         return default
     if not raw.isdigit() or int(raw) <= 0:
-        raise ChamviValidationError(f"{name}={raw!r} is not a positive number of bytes, e.g. 20971520")
+        raise ChamviValidationError(f"{name}={raw!r} is not a positive number of {unit}, e.g. {example}")
     return int(raw)
+
+
+def _interval(env: Mapping[str, str], name: str, default: timedelta) -> timedelta:
+    """An interval such as ``90s`` or ``15m`` (a schedule's ``every``); unset or empty takes ``default``.
+
+    Raises:
+        ChamviValidationError: anything else, named so it can be fixed.
+    """
+    raw = (env.get(name) or "").strip()
+    if not raw:
+        return default
+    from chamvi.schedules import parse_every  # Temporal's client: only when the variable is set
+
+    try:
+        return parse_every(raw)
+    except ChamviError as error:
+        raise ChamviValidationError(f"{name}={raw!r}: {error.message}") from None

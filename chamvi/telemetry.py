@@ -28,7 +28,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind
@@ -49,6 +49,9 @@ from chamvi.app import App
 from chamvi.errors import ChamviError, ChamviValidationError
 from chamvi.models import CollectionMeta, ModelRequest, ModelResponse, PassRequest, ToolRequest, ToolResult
 from chamvi.settings import Settings
+
+if TYPE_CHECKING:
+    from chamvi.runtime_agents import RuntimeAgents
 
 # GenAI semantic conventions (opentelemetry.io/docs/specs/semconv/gen-ai/), spelled out here rather
 # than imported from the incubating semconv package, whose names still move between releases
@@ -171,11 +174,15 @@ class ChamviTelemetry(Interceptor):
     Args:
         app: the app served, to name each agent's model.
         capture_content: put messages, tool arguments and results on the spans.
+        agents: the worker's agents, to name a runtime agent's model at the run's revision.
     """
 
-    def __init__(self, app: App, *, capture_content: bool = False) -> None:
+    def __init__(
+        self, app: App, *, capture_content: bool = False, agents: RuntimeAgents | None = None
+    ) -> None:
         self.app = app
         self.capture_content = capture_content
+        self.agents = agents
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         """Wraps chamvi's model, tool and pass activities; others run as they are."""
@@ -198,14 +205,17 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
             return await self._pass(input, request)
         return await self.next.execute_activity(input)
 
-    def _model_ref(self, agent: str) -> str | None:
+    async def _model_ref(self, agent: str, revision: int | None) -> str | None:
+        app, agents = self.root.app, self.root.agents
         try:
-            return self.root.app.model_for(self.root.app.agent(agent))[0]
+            if revision is not None and agents is not None:
+                return app.model_for(await agents.agent(agent, revision))[0]
+            return app.model_for(app.agent(agent))[0]
         except ChamviError:  # the activity itself reports an unknown agent
             return None
 
     async def _model(self, input: ExecuteActivityInput, request: ModelRequest) -> Any:
-        ref = self._model_ref(request.agent) or "unknown"
+        ref = await self._model_ref(request.agent, request.revision) or "unknown"
         provider, _, model = ref.partition("/")
         attributes: dict[str, AttributeValue] = {
             GEN_AI_OPERATION: "chat",

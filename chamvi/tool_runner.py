@@ -15,19 +15,23 @@ import asyncio
 import inspect
 import json
 import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_jsonable_python
 
 from chamvi._mcp_client import as_tool
-from chamvi.agents import Agent, ToolCallInfo
-from chamvi.app import App
-from chamvi.artifacts import ArtifactStore, RunArtifacts
-from chamvi.channels import ChannelAccess
+from chamvi.agents import Agent, AgentHooks, AgentTrust, ToolCallInfo
+from chamvi.app_runtime import AppRuntime
+from chamvi.approval_tokens import ApprovalTokens
+from chamvi.artifacts import RunArtifacts
+from chamvi.channels import Channel, ChannelAccess
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
+from chamvi.context import Provided
 from chamvi.errors import (
     ChamviError,
     ChamviValidationError,
@@ -36,8 +40,20 @@ from chamvi.errors import (
     ToolDeniedError,
     ToolNotAllowedError,
     ToolResultTooLargeError,
+    validation_issues,
 )
-from chamvi.models import ApprovalRequest, ErrorInfo, RunInput, ToolRequest, ToolResult, TriggerEnvelope
+from chamvi.models import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ErrorInfo,
+    FilePart,
+    ImagePart,
+    RunInput,
+    ToolRequest,
+    ToolResult,
+    TriggerEnvelope,
+    tool_output_parts,
+)
 from chamvi.permissions import PolicyRun
 from chamvi.run_context import (
     ApprovalRequired,
@@ -48,8 +64,10 @@ from chamvi.run_context import (
     RunContext,
     RunWaitRequired,
 )
-from chamvi.state import STATE_STORE, AgentStateAccess
 from chamvi.tools import Predicate, Tool, ToolContext, approve
+
+if TYPE_CHECKING:
+    from chamvi.state.access import AgentStateAccess
 
 log = logging.getLogger("chamvi.channels")
 
@@ -85,6 +103,8 @@ async def _holds(flag: Predicate, arguments: BaseModel, ctx: ToolContext) -> boo
 
 
 def _error(error: BaseException) -> ErrorInfo:
+    if isinstance(error, ChamviValidationError) and error.issues:
+        return ErrorInfo(code=error.code, message=error.message, issues=list(error.issues))
     if isinstance(error, ChamviError):
         return ErrorInfo(code=error.code, message=error.message)
     return ErrorInfo(code="tool_error", message=f"{type(error).__name__}: {error}")
@@ -95,22 +115,27 @@ def _refused(error: ChamviError) -> ToolResult:
 
 
 class ToolRunner:
-    """Runs the tool calls of ``app``'s agents.
+    """Runs the tool calls of an app's agents, on one worker's runtime.
 
     Args:
-        app: the app whose tools run.
-        artifacts: where ``ctx.artifacts`` keeps files; by default this process's memory.
+        runtime: the worker's holdings for the app (its state store, artifacts, provided values and
+            the tool sets its factories built); ``AppRuntime(app)`` outside a worker.
     """
 
-    def __init__(self, app: App, artifacts: ArtifactStore | None = None) -> None:
-        self.app = app
-        self.artifacts = artifacts or ArtifactStore.memory()
+    def __init__(self, runtime: AppRuntime) -> None:
+        self.runtime = runtime
+        self.app = runtime.app
 
     async def run(self, request: ToolRequest, access: RunAccess, cancellation: asyncio.Event) -> ToolResult:
         """The result of one tool call, as the workflow records it; never raises for a tool's failure."""
-        agent = self.app.agent(request.agent)
+        with self.runtime.serving():
+            return await self._run(request, access, cancellation)
+
+    async def _run(self, request: ToolRequest, access: RunAccess, cancellation: asyncio.Event) -> ToolResult:
+        agent = await self.runtime.agent(request.agent, request.revision)
         policy_run = PolicyRun(request.run_id, agent.name, request.trigger)
-        tools = self.app.tools_for(agent, policy_run)
+        run_tools = self.runtime.run_tools(agent, policy_run)
+        tools = run_tools.tools
         tool = tools.get(request.call.name) or self._mcp_tool(agent, request)
         if tool is None:
             offered = ", ".join(repr(n) for n in tools) or "none"
@@ -126,10 +151,6 @@ class ToolRunner:
                     f"tool {tool.name!r} is not allowed for this run by the agent's tool policy"
                 )
             )
-        try:
-            arguments = tool.parse_input(request.call.arguments)
-        except PydanticValidationError as error:
-            return _refused(ChamviValidationError(f"invalid input for {tool.name!r}: {error}"))
         run = RunContext(
             run_id=request.run_id,
             agent=agent.name,
@@ -139,34 +160,27 @@ class ToolRunner:
             tool_call_id=request.call.id,
         )
         effects = EffectLedger(access.recorded_effect, access.record_effect)
-        approvals = Approvals(request.decisions)
-        approvals.bind(arguments.model_dump(mode="json"))
-        channels = ChannelAccess(
-            self.app.channels,
-            run,
-            effects,
-            approvals,
-            tainted=request.tainted,
-            on_tainted=agent.trust.on_tainted,
-        )
-        ctx = ToolContext(
+        scope = CallScope(
             run=run,
-            channels=channels,
+            channels=self.app.channels,
             effects=effects,
-            approvals=approvals,
-            provided=self.app.provided,
-            tool_context=agent.tools_context.get(tool.name),
+            decisions=request.decisions,
+            tainted=request.tainted,
+            provided=self.runtime.provided,
+            artifacts=RunArtifacts(self.runtime.artifacts, request.run_id, request.artifact_count),
+            state=self.runtime.state_of(agent),
             runs=LinkedRuns(run, effects, access, request.tainted),
-            run_artifacts=RunArtifacts(self.artifacts, request.run_id, request.artifact_count),
-            state_access=self._state(agent),
+            approval_waits=request.approval_waits,
+            approval_tokens=self.runtime.approval_tokens,
         )
-        result = await self._call(agent, tool, arguments, ctx, request.tainted)
-        return _within_payload_limit(result, tool.name)
-
-    def _state(self, agent: Agent) -> AgentStateAccess | None:
-        """``ctx.state`` over the store the worker's plugin opened (none outside a worker)."""
-        store = self.app.provided.get(STATE_STORE)
-        return AgentStateAccess(store, agent.name, agent.state.collections) if store is not None else None
+        return await call_tool(
+            tool,
+            request.call.arguments,
+            scope,
+            hooks=agent.hooks,
+            trust=agent.trust,
+            tool_context=run_tools.context.get(tool.name),
+        )
 
     def _mcp_tool(self, agent: Agent, request: ToolRequest) -> Tool | None:
         """The MCP tool the run listed under this name, if the agent still uses that server and tool."""
@@ -176,63 +190,153 @@ class ToolRunner:
         declared = self.app.mcp_servers[server]
         return as_tool(declared, request.call.name) if declared.offers(request.call.name) else None
 
-    async def _call(
-        self, agent: Agent, tool: Tool, arguments: BaseModel, ctx: ToolContext, tainted: bool
-    ) -> ToolResult:
-        hooks, trust = agent.hooks, agent.trust.of(tool)
-        status: str = "ok"
-        output: Any = None
-        error: ErrorInfo | None = None
-        info = ToolCallInfo(tool.name, ctx.run.tool_call_id, arguments.model_dump(mode="json"))
-        try:
-            if hooks.before_tool_execution is not None:
-                rewritten = await _maybe_await(hooks.before_tool_execution(info, ctx))
+
+@dataclass(frozen=True)
+class CallScope:
+    """What one tool call gets from its run, in a worker or outside one (``wrap_tools_for_run``).
+
+    Attributes:
+        run: who and what started the run, and which call this is.
+        channels: the channels ``ctx.channels`` finds, by name.
+        effects: the effects recorded in the run so far, and where this call records its own.
+        decisions: the answers this call's approvals were given so far, in order.
+        tainted: whether the run read untrusted content before this call.
+        provided: what ``inject`` reads.
+        artifacts: the run's files (``ctx.artifacts``).
+        state: the agent's state (``ctx.state``), if a store serves it.
+        runs: the runs this call starts and waits for (``ctx.dispatch``), if it may.
+        approval_waits: how many approval waits the run had for this call so far.
+        approval_tokens: signs the tokens a channel's approval request carries, if the worker has
+            a secret (``chamvi.approval_tokens``); without, requests name the run and approval only.
+    """
+
+    run: RunContext
+    channels: Mapping[str, Channel]
+    effects: EffectLedger
+    decisions: list[ApprovalDecision]
+    tainted: bool
+    provided: Provided
+    artifacts: RunArtifacts
+    state: AgentStateAccess | None = None
+    runs: LinkedRuns | None = None
+    approval_waits: int = 0
+    approval_tokens: ApprovalTokens | None = None
+
+
+async def call_tool(
+    tool: Tool,
+    arguments: dict[str, Any],
+    scope: CallScope,
+    *,
+    hooks: AgentHooks,
+    trust: AgentTrust,
+    tool_context: Any = None,
+) -> ToolResult:
+    """One call of ``tool``, from its input's validation to its recorded result (the seed's order).
+
+    Never raises for the tool's own failure: it is the result's ``error``; only a channel that may
+    take the message later (``ChannelUnavailableError``) is raised, for the call to run again.
+    """
+    try:
+        parsed = tool.parse_input(arguments)
+    except PydanticValidationError as error:
+        issues = validation_issues(error.errors(include_input=False))
+        return _refused(ChamviValidationError(f"invalid input for {tool.name!r}: {error}", issues=issues))
+    approvals = Approvals(scope.decisions, waits=scope.approval_waits)
+    approvals.bind(parsed.model_dump(mode="json"))
+    channels = ChannelAccess(
+        scope.channels,
+        scope.run,
+        scope.effects,
+        approvals,
+        tainted=scope.tainted,
+        on_tainted=trust.on_tainted,
+        approval_tokens=scope.approval_tokens,
+    )
+    ctx = ToolContext(
+        run=scope.run,
+        channels=channels,
+        effects=scope.effects,
+        approvals=approvals,
+        provided=scope.provided,
+        tool_context=tool_context,
+        runs=scope.runs,
+        run_artifacts=scope.artifacts,
+        state_access=scope.state,
+    )
+    result = await _call(tool, parsed, ctx, scope.tainted, hooks, trust)
+    return _within_payload_limit(_without_inline_bytes(result, tool.name), tool.name)
+
+
+async def _call(
+    tool: Tool,
+    arguments: BaseModel,
+    ctx: ToolContext,
+    tainted: bool,
+    hooks: AgentHooks,
+    agent_trust: AgentTrust,
+) -> ToolResult:
+    trust = agent_trust.of(tool)
+    status: str = "ok"
+    output: Any = None
+    error: ErrorInfo | None = None
+    info = ToolCallInfo(tool.name, ctx.run.tool_call_id, arguments.model_dump(mode="json"))
+    try:
+        if hooks.before_tool_execution is not None:
+            rewritten = await _maybe_await(hooks.before_tool_execution(info, ctx))
+            try:
                 arguments = tool.parse_input(rewritten)
-                info = ToolCallInfo(tool.name, ctx.run.tool_call_id, arguments.model_dump(mode="json"))
-                ctx.approvals.bind(info.input)
-            if tainted and await _holds(trust.guard_when_tainted, arguments, ctx):
-                if agent.trust.on_tainted == "deny":
-                    raise ToolDeniedError(
-                        f"{tool.name!r} was denied: the run read untrusted content, and this agent "
-                        "refuses guarded tools from then on"
-                    )
-                decision = await approve(
-                    ctx,
-                    title=f"The run read untrusted content: allow {tool.name!r}?",
-                    body=json.dumps(arguments.model_dump(mode="json"), indent=2),
+            except PydanticValidationError as invalid:
+                raise ChamviValidationError(
+                    f"before_tool_execution rewrote the input of {tool.name!r} into one its schema "
+                    f"refuses: {invalid}",
+                    issues=validation_issues(invalid.errors(include_input=False)),
+                ) from None
+            info = ToolCallInfo(tool.name, ctx.run.tool_call_id, arguments.model_dump(mode="json"))
+            ctx.approvals.bind(info.input)
+        if tainted and await _holds(trust.guard_when_tainted, arguments, ctx):
+            if agent_trust.on_tainted == "deny":
+                raise ToolDeniedError(
+                    f"{tool.name!r} was denied: the run read untrusted content, and this agent "
+                    "refuses guarded tools from then on"
                 )
-                if not decision.approved:
-                    raise ToolDeniedError(
-                        f"{tool.name!r} was denied: "
-                        f"{decision.reason or 'the run is tainted and nobody approved'}"
-                    )
-            output = await (_run_effect(tool, arguments, ctx) if tool.effect else tool.invoke(arguments, ctx))
-            if hooks.after_tool_execution is not None:
-                output = to_jsonable_python(await _maybe_await(hooks.after_tool_execution(info, output, ctx)))
-        except ApprovalRequired as required:
-            # what the call put so far it puts again, under the same ids, when it runs again
-            await _notify_source(ctx, tool.name, required.request)
-            return ToolResult(status="approval", approval=required.request, effects=ctx.effects.new)
-        except ExtractionRequired as required:
-            return ToolResult(status="extraction", extraction=required.request, effects=ctx.effects.new)
-        except RunWaitRequired as required:
-            return ToolResult(status="wait", wait=required.request, effects=ctx.effects.new)
-        except FatalToolError as fatal:
-            status, error = "fatal", _error(fatal)
-        except ChannelUnavailableError:
-            raise  # the receiver may take it later: Temporal runs the call again, with backoff
-        except Exception as failure:
-            status, error = "error", _error(failure)
-        if await _holds(trust.taint, arguments, ctx):
-            ctx.mark_tainted(f"tool:{tool.name}")
-        return ToolResult(
-            status=status,  # type: ignore[arg-type]
-            output=output,
-            error=error,
-            effects=ctx.effects.new,
-            taint=ctx.taint,
-            artifacts=ctx.artifacts.new,
-        )
+            decision = await approve(
+                ctx,
+                title=f"The run read untrusted content: allow {tool.name!r}?",
+                body=json.dumps(arguments.model_dump(mode="json"), indent=2),
+            )
+            if not decision.approved:
+                raise ToolDeniedError(
+                    f"{tool.name!r} was denied: "
+                    f"{decision.reason or 'the run is tainted and nobody approved'}"
+                )
+        output = await (_run_effect(tool, arguments, ctx) if tool.effect else tool.invoke(arguments, ctx))
+        if hooks.after_tool_execution is not None:
+            output = to_jsonable_python(await _maybe_await(hooks.after_tool_execution(info, output, ctx)))
+    except ApprovalRequired as required:
+        # what the call put so far it puts again, under the same ids, when it runs again
+        await _notify_source(ctx, tool.name, required.request)
+        return ToolResult(status="approval", approval=required.request, effects=ctx.effects.new)
+    except ExtractionRequired as required:
+        return ToolResult(status="extraction", extraction=required.request, effects=ctx.effects.new)
+    except RunWaitRequired as required:
+        return ToolResult(status="wait", wait=required.request, effects=ctx.effects.new)
+    except FatalToolError as fatal:
+        status, error = "fatal", _error(fatal)
+    except ChannelUnavailableError:
+        raise  # the receiver may take it later: Temporal runs the call again, with backoff
+    except Exception as failure:
+        status, error = "error", _error(failure)
+    if await _holds(trust.taint, arguments, ctx):
+        ctx.mark_tainted(f"tool:{tool.name}")
+    return ToolResult(
+        status=status,  # type: ignore[arg-type]
+        output=output,
+        error=error,
+        effects=ctx.effects.new,
+        taint=ctx.taint,
+        artifacts=ctx.artifacts.new,
+    )
 
 
 async def _notify_source(ctx: ToolContext, tool: str, request: ApprovalRequest) -> None:
@@ -283,6 +387,22 @@ async def _run_effect(tool: Tool, arguments: BaseModel, ctx: ToolContext) -> Any
     result = await tool.invoke(arguments, ctx)
     ctx.effects.record(key, result)
     return result
+
+
+def _without_inline_bytes(result: ToolResult, tool: str) -> ToolResult:
+    """A result of parts holding inline bytes becomes a tool error: history keeps references only.
+
+    A result of image and file parts (``artifact_file_part``) reaches the model as those parts, the
+    bytes read from the artifact store for each model call (``chamvi.models.parts``).
+    """
+    parts = tool_output_parts(result.output) if result.status == "ok" else None
+    if parts is None or not any(p.data is not None for p in parts if isinstance(p, ImagePart | FilePart)):
+        return result
+    error = ChamviValidationError(
+        f"the result of {tool!r} holds a part with inline data: a run's history keeps references only, "
+        "so store the bytes with ctx.artifacts.put and return artifact_file_part(artifact)"
+    )
+    return result.model_copy(update={"status": "error", "output": None, "error": _error(error)})
 
 
 def _within_payload_limit(result: ToolResult, tool: str) -> ToolResult:

@@ -39,6 +39,20 @@ TOOL_NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 Predicate = bool | Callable[[Any, "ToolContext"], bool | Awaitable[bool]]
 
 
+def require_state(access: AgentStateAccess | None) -> AgentStateAccess:
+    """``ctx.state``, for a tool call's context and a tool factory's alike.
+
+    Raises:
+        InvalidInputError: no worker's state store serves the context (one built by hand).
+    """
+    if access is None:
+        raise InvalidInputError(
+            "this context has no agent state: state is read in runs served by a worker "
+            "(ChamviPlugin opens the store)"
+        )
+    return access
+
+
 @dataclass
 class ToolContext:
     """Handed to a tool that asks for it: ``ctx.run``, ``ctx.state``, ``ctx.channels``, what the app provides.
@@ -69,12 +83,7 @@ class ToolContext:
         Raises:
             InvalidInputError: the context belongs to no worker's state store (a ToolContext built by hand).
         """
-        if self.state_access is None:
-            raise InvalidInputError(
-                "this ToolContext has no agent state: state is read in tool calls run by a worker "
-                "(ChamviPlugin opens the store)"
-            )
-        return self.state_access
+        return require_state(self.state_access)
 
     @property
     def taint(self) -> str | None:

@@ -18,6 +18,7 @@ from temporalio.testing import WorkflowEnvironment
 from chamvi.app import App
 from chamvi.client import ChamviClient
 from chamvi.constants import SEARCH_ATTRIBUTES
+from chamvi.plugin import ChamviPlugin
 from chamvi.runtime import build_worker
 
 # `.venv/bin/python -m pytest` runs without an activated venv: the `temporal` and
@@ -57,15 +58,15 @@ def chamvi(client: Client, task_queue: str) -> ChamviClient:
     return ChamviClient(client, task_queue=task_queue)
 
 
-RunningWorker = Callable[[App], AbstractAsyncContextManager[None]]
+RunningWorker = Callable[[App | ChamviPlugin], AbstractAsyncContextManager[None]]
 
 
 @pytest.fixture
 def running_worker(client: Client, task_queue: str) -> RunningWorker:
-    """``async with running_worker(app):`` serves ``app`` on this test's task queue."""
+    """``async with running_worker(app):`` serves ``app`` (or a plugin's app) on this test's task queue."""
 
     @asynccontextmanager
-    async def run(app: App) -> AsyncIterator[None]:
+    async def run(app: App | ChamviPlugin) -> AsyncIterator[None]:
         async with build_worker(client, app, task_queue=task_queue):
             yield
 

@@ -12,13 +12,14 @@ from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
 from chamvi import App, define_agent
+from chamvi.app_runtime import serving
 from chamvi.constants import KNOWLEDGE_ID_PREFIX, QUERY_KNOWLEDGE_STATE
 from chamvi.knowledge import knowledge_tools
 from chamvi.knowledge.collections import KnowledgeCollection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.embedders.hashing import HashEmbedder
 from chamvi.knowledge.index import KnowledgeIndex
-from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
+from chamvi.knowledge.search import KnowledgeSearch
 from chamvi.lifecycle import memory_index
 from chamvi.models.knowledge import CollectionMeta, CollectionState
 from chamvi.plugin import ChamviPlugin
@@ -84,7 +85,8 @@ def reader_app(
 
 def searcher(app: App) -> KnowledgeSearch:
     """The search a worker built for ``app`` serves (what ``knowledge_search`` calls)."""
-    search = app.provided.get(KNOWLEDGE_SEARCH)
+    runtime = serving(app)
+    search = runtime.search if runtime is not None else None
     assert search is not None, "build a worker for the app first"
     return search
 

@@ -1,6 +1,7 @@
 """Temporal workflow code only: deterministic, no I/O, no clock, no randomness."""
 
 from .agent_check import AgentCheckWorkflow
+from .agent_registry import AgentRegistryWorkflow
 from .agent_run import AgentRunWorkflow
 from .concurrency_lock import ConcurrencyLockWorkflow
 from .knowledge import (
@@ -20,11 +21,13 @@ WORKFLOWS = [
     KnowledgeSearchWorkflow,
     AgentStateListWorkflow,
     ScheduledRunWorkflow,
+    AgentRegistryWorkflow,
 ]
 
 __all__ = [
     "WORKFLOWS",
     "AgentCheckWorkflow",
+    "AgentRegistryWorkflow",
     "AgentRunWorkflow",
     "AgentStateListWorkflow",
     "ConcurrencyLockWorkflow",

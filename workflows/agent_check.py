@@ -20,6 +20,8 @@ with workflow.unsafe.imports_passed_through():
 
 @workflow.defn(name=c.AGENT_CHECK_WORKFLOW)
 class AgentCheckWorkflow:
+    """A short workflow ``chamvi dispatch`` starts to ask a worker whether its app serves an agent."""
+
     @workflow.run
     async def run(self, request: DescribeAgentRequest) -> None:
         """Completes when the app serves ``request.agent``; fails with the app's error otherwise."""

@@ -14,16 +14,15 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ApplicationError
+
+from ._approvals import ApprovalWaits
+from ._calls import RunFailed, call_activity, settled
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError as PydanticValidationError
-
     from chamvi import constants as c
     from chamvi.errors import (
-        ApprovalNotPendingError,
         BudgetExceededError,
-        ChamviError,
         ChamviValidationError,
         FatalToolError,
         IncompleteResponseError,
@@ -34,7 +33,6 @@ with workflow.unsafe.imports_passed_through():
         AgentSpec,
         ApprovalAnswer,
         ApprovalDecision,
-        ApprovalRequest,
         DescribeAgentRequest,
         EffectQuery,
         EffectRecord,
@@ -62,7 +60,8 @@ with workflow.unsafe.imports_passed_through():
         TranscriptQuery,
         TriggerEnvelope,
         Usage,
-        WaitPoint,
+        approval_id,
+        tool_output_parts,
     )
     from chamvi.retry import (
         AGENT_LOOKUP_FAILURES,
@@ -74,25 +73,12 @@ with workflow.unsafe.imports_passed_through():
         activity_policy,
         non_retryable,
     )
-    from chamvi.run_details import approval_summary, current_details
+    from chamvi.run_details import current_details
     from chamvi.transcript import EMPTY_DIGEST, chain_digest
 
 RUN_WAIT_TIMEOUT = timedelta(days=30)
 """How long a tool call may wait for a run it started (that run may itself wait for people)."""
 LOCAL_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=non_retryable(AGENT_LOOKUP_FAILURES))
-
-
-class RunFailed(Exception):
-    """Internal: settles the run as failed with a seed error code."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-    @classmethod
-    def of(cls, error: ChamviError) -> RunFailed:
-        return cls(error.code, error.message)
 
 
 def envelope_message(run_input: RunInput) -> Message:
@@ -105,22 +91,6 @@ def envelope_message(run_input: RunInput) -> Message:
     return Message(role="user", content=f"Trigger:\n```json\n{body}\n```")
 
 
-def _failure(error: ActivityError | ApplicationError) -> RunFailed:
-    """The run failure for an activity that failed for good (a local activity's error arrives bare)."""
-    cause = error.cause if isinstance(error, ActivityError) else error
-    if isinstance(cause, ApplicationError):
-        return RunFailed(cause.type or "activity_failed", cause.message)
-    return RunFailed("activity_failed", str(cause or error))
-
-
-def _input_problem(error: PydanticValidationError) -> str:
-    """What is wrong with a handler's input, on one line."""
-    return "; ".join(
-        ".".join(str(part) for part in e["loc"]) + ": " + e["msg"] if e["loc"] else e["msg"]
-        for e in error.errors()
-    )
-
-
 async def _cancel(task: asyncio.Task[None]) -> None:
     """Cancels the loop and collects how it ended, so nothing is reported as never retrieved."""
     task.cancel()
@@ -131,6 +101,10 @@ async def _cancel(task: asyncio.Task[None]) -> None:
 
 @workflow.defn(name=c.AGENT_RUN_WORKFLOW)
 class AgentRunWorkflow:
+    """One agent run (its id is the run id): the model and tool calls, approvals, budgets and taint.
+
+    Its queries and search attributes are how the CLI, the HTTP API and the Temporal UI see a run.
+    """
     def __init__(self) -> None:
         self._input: RunInput | None = None
         self._spec: AgentSpec | None = None
@@ -142,8 +116,7 @@ class AgentRunWorkflow:
         self._usage = Usage()
         self._output: Any = None
         self._error: ErrorInfo | None = None
-        self._waiting: WaitPoint | None = None
-        self._answer: ApprovalDecision | None = None
+        self._approvals = ApprovalWaits()
         self._taint: Taint | None = None
         self._effects: dict[str, Any] = {}
         self._artifact_count = 0
@@ -161,6 +134,7 @@ class AgentRunWorkflow:
 
     @workflow.query(name=c.QUERY_RUN)
     def view(self) -> RunView:
+        """The run as ``chamvi runs show`` and ``GET /runs/{id}`` show it (the ``run`` query)."""
         run_input = self._input or RunInput(agent="")
         return RunView(
             run_id=workflow.info().workflow_id,
@@ -173,15 +147,17 @@ class AgentRunWorkflow:
             usage=self._usage,
             output=self._output,
             error=self._error,
-            waiting=self._waiting,
+            waiting=self._approvals.waiting,
             taint=self._taint,
             created_at=self._created_at,
             started_at=self._started_at,
             ended_at=self._ended_at,
+            agent_revision=self._spec.revision if self._spec is not None else None,
         )
 
     @workflow.query(name=c.QUERY_TRANSCRIPT)
     def transcript(self, query: TranscriptQuery) -> list[Message]:
+        """The first messages of the run, for a model activity on a worker whose cache lacks them."""
         return self._messages[: query.upto]
 
     @workflow.query(name=c.QUERY_EXTRACTION)
@@ -191,64 +167,35 @@ class AgentRunWorkflow:
 
     @workflow.query(name=c.QUERY_TRIGGER)
     def trigger(self) -> TriggerEnvelope:
+        """The whole trigger envelope, payload included, which tool calls read instead of carrying it."""
         return self._require_input().envelope()
 
     @workflow.query(name=c.QUERY_EFFECT)
     def effect(self, query: EffectQuery) -> EffectRecord:
+        """An effect recorded by an earlier call of the run, asked by a tool call before it acts."""
         if query.key in self._effects:
             return EffectRecord(found=True, result=self._effects[query.key])
         return EffectRecord(found=False)
 
     @workflow.query(name=c.QUERY_MCP_TOOLS)
     def mcp_tools(self) -> list[McpToolInfo]:
+        """The MCP tools the run listed at its start, which every model call offers the same."""
         return self._mcp_tools
 
     @workflow.signal(name=c.SIGNAL_APPROVE)
     def approve(self, raw: Any = None) -> None:
-        """The answer of a person; a stale or unknown approval id is logged and ignored.
-
-        The input arrives as plain JSON and is read here: people type it (``temporal workflow signal
-        --name approve --input ...``), and a typo or a missing input must cost one log line that says
-        what to send, not the SDK's traceback for an argument it could not decode.
-        """
-        try:
-            answer = ApprovalAnswer.model_validate(raw)
-        except PydanticValidationError as error:
-            approval_id = self._waiting.approval_id if self._waiting is not None else "<approval id>"
-            workflow.logger.warning(
-                "signal %r ignored: its input is not an approval answer (%s); send %s",
-                c.SIGNAL_APPROVE,
-                _input_problem(error),
-                json.dumps({"approval_id": approval_id, "approved": True}),
-            )
-            return
-        problem = self._answer_problem(answer)
-        if problem is not None:
-            workflow.logger.warning("approval answer rejected: %s", problem)
-            return
-        self._answer = answer.decision()
+        """The answer of a person; a malformed, stale or unknown one is logged and ignored."""
+        self._approvals.signalled(raw)
 
     @workflow.update(name=c.UPDATE_ANSWER_APPROVAL)
     def answer_approval(self, answer: ApprovalAnswer) -> None:
         """Like the ``approve`` signal, but a stale or unknown id is refused to the caller."""
-        self._answer = answer.decision()
+        self._approvals.answer = answer.decision()
 
     @answer_approval.validator
     def _validate_answer(self, answer: ApprovalAnswer) -> None:
-        problem = self._answer_problem(answer)
-        if problem is not None:
-            # a refused update is final; the flag is what the caller (the temporal CLI) is shown
-            raise ApplicationError(problem, type=ApprovalNotPendingError.code, non_retryable=True)
-
-    def _answer_problem(self, answer: ApprovalAnswer) -> str | None:
-        if self._waiting is None or self._answer is not None:
-            return f"run is not waiting on approval {answer.approval_id!r}: nothing to answer"
-        if answer.approval_id != self._waiting.approval_id:
-            return (
-                f"approval {answer.approval_id!r} is stale or unknown: the run waits on "
-                f"{self._waiting.approval_id!r}"
-            )
-        return None
+        # a refused update is final; the flag is what the caller (the temporal CLI) is shown
+        self._approvals.validate(answer)
 
     @workflow.signal(name=c.SIGNAL_EFFECT_RECORDED)
     def effect_recorded(self, effect: RecordedEffect) -> None:
@@ -261,19 +208,25 @@ class AgentRunWorkflow:
 
     @workflow.signal(name=c.SIGNAL_LOCK_GRANTED)
     def concurrency_granted(self) -> None:
+        """The run's concurrency key is its own now (the lock workflow's grant)."""
         self._granted = True
 
     # ---- run ------------------------------------------------------------------------------
 
     @workflow.run
     async def run(self, run_input: RunInput) -> RunView:
+        """Runs the agent until it answers, fails or is cancelled; the result leaves the steps out.
+
+        Raises:
+            ApplicationError: the run failed, typed by its code (``budget_exceeded``, ``timeout``, ...).
+        """
         self._input = run_input
         self._artifact_count = len(run_input.attachments)
         run_id = workflow.info().workflow_id
         self._upsert(agent=run_input.agent, channel=run_input.channel)
         try:
-            try:
-                self._spec = await workflow.execute_local_activity(
+            spec: AgentSpec = await settled(
+                workflow.execute_local_activity(
                     c.ACTIVITY_DESCRIBE_AGENT,
                     DescribeAgentRequest(
                         agent=run_input.agent,
@@ -285,8 +238,8 @@ class AgentRunWorkflow:
                     start_to_close_timeout=timedelta(seconds=30),
                     retry_policy=LOCAL_RETRY,
                 )
-            except (ActivityError, ApplicationError) as error:
-                raise _failure(error) from None
+            )
+            self._spec = spec
             if run_input.concurrency_key is not None:
                 await workflow.execute_local_activity(
                     c.ACTIVITY_ENQUEUE_LOCK,
@@ -297,15 +250,15 @@ class AgentRunWorkflow:
                 await workflow.wait_condition(lambda: self._granted)
             self._started_at = workflow.now()
             self._set_status(RunStatus.RUNNING)
-            if run_input.channel in self._spec.untrusted_channels:
+            if run_input.channel in spec.untrusted_channels:
                 self._mark_tainted(f"channel:{run_input.channel}")
             if run_input.inherited_taint is not None:  # started by a tainted run
                 self._mark_tainted(run_input.inherited_taint)
             self._messages.append(envelope_message(run_input))
-            await self._run_within_timeout(self._spec)
+            await self._run_within_timeout(spec)
             self._settle(RunStatus.COMPLETED)
         except RunFailed as failure:
-            self._error = ErrorInfo(code=failure.code, message=failure.message)
+            self._error = ErrorInfo(code=failure.code, message=failure.message, issues=failure.issues)
             self._settle(RunStatus.FAILED)
             # the run's own end, not an activity's: a run started with a retry policy is not run again
             raise ApplicationError(
@@ -339,7 +292,7 @@ class AgentRunWorkflow:
             while not loop.done():
                 try:
                     await workflow.wait_condition(
-                        lambda: loop.done() or self._waiting is not None,
+                        lambda: loop.done() or self._approvals.waiting is not None,
                         timeout=timedelta(seconds=spec.budget.timeout_seconds),
                         timeout_summary="run timeout",
                     )
@@ -350,8 +303,8 @@ class AgentRunWorkflow:
                             f"the run took longer than its {spec.budget.timeout_seconds:g} s timeout"
                         )
                     ) from None
-                if self._waiting is not None:
-                    await workflow.wait_condition(lambda: loop.done() or self._waiting is None)
+                if self._approvals.waiting is not None:
+                    await workflow.wait_condition(lambda: loop.done() or self._approvals.waiting is None)
         except asyncio.CancelledError:
             await _cancel(loop)
             raise
@@ -411,18 +364,15 @@ class AgentRunWorkflow:
         """
         owners = {t.name: "the agent's own tools" for t in spec.tools}
         for server in spec.mcp_servers:
-            try:
-                listing: McpToolList = await workflow.execute_activity(
-                    c.ACTIVITY_LIST_MCP_TOOLS,
-                    McpListRequest(server=server),
-                    result_type=McpToolList,
-                    start_to_close_timeout=timedelta(seconds=spec.tool_timeout_seconds),
-                    heartbeat_timeout=timedelta(seconds=spec.tool_heartbeat_seconds),
-                    retry_policy=activity_policy(spec.tool_retry, DEFAULT_TOOL_RETRY, MCP_LISTING_FAILURES),
-                    summary=f"list the tools of MCP server {server}",
-                )
-            except (ActivityError, ApplicationError) as error:
-                raise _failure(error) from None
+            listing = await call_activity(
+                c.ACTIVITY_LIST_MCP_TOOLS,
+                McpListRequest(server=server),
+                McpToolList,
+                start_to_close=timedelta(seconds=spec.tool_timeout_seconds),
+                heartbeat=timedelta(seconds=spec.tool_heartbeat_seconds),
+                retry_policy=activity_policy(spec.tool_retry, DEFAULT_TOOL_RETRY, MCP_LISTING_FAILURES),
+                summary=f"list the tools of MCP server {server}",
+            )
             for tool in listing.tools:
                 if tool.name in owners:
                     raise RunFailed.of(
@@ -449,7 +399,8 @@ class AgentRunWorkflow:
         if response.output_error is not None:
             raise RunFailed.of(
                 ChamviValidationError(
-                    f"the final answer does not match the output schema: {response.output_error[:500]}"
+                    f"the final answer does not match the output schema: {response.output_error[:500]}",
+                    issues=response.output_issues or (),
                 )
             )
         self._output = response.output
@@ -457,25 +408,23 @@ class AgentRunWorkflow:
     async def _call_model(self, spec: AgentSpec, step: int) -> ModelResponse:
         delta = self._messages[self._sent_count :]
         started = workflow.now()
-        try:
-            response: ModelResponse = await workflow.execute_activity(
-                c.ACTIVITY_CALL_MODEL,
-                ModelRequest(
-                    run_id=workflow.info().workflow_id,
-                    agent=spec.name,
-                    step=step,
-                    trigger=self._require_input().envelope().model_copy(update={"payload": None}),
-                    base_count=self._sent_count,
-                    base_digest=self._sent_digest,
-                    delta=delta,
-                ),
-                result_type=ModelResponse,
-                start_to_close_timeout=timedelta(seconds=spec.model_timeout_seconds),
-                retry_policy=self._retry_policy(spec, None),
-                summary=f"step {step}: {spec.model}",
-            )
-        except (ActivityError, ApplicationError) as error:
-            raise _failure(error) from None
+        response = await call_activity(
+            c.ACTIVITY_CALL_MODEL,
+            ModelRequest(
+                run_id=workflow.info().workflow_id,
+                agent=spec.name,
+                step=step,
+                trigger=self._require_input().envelope().model_copy(update={"payload": None}),
+                base_count=self._sent_count,
+                base_digest=self._sent_digest,
+                delta=delta,
+                revision=spec.revision,
+            ),
+            ModelResponse,
+            start_to_close=timedelta(seconds=spec.model_timeout_seconds),
+            retry_policy=self._retry_policy(spec, None),
+            summary=f"step {step}: {spec.model}",
+        )
         self._sent_digest = chain_digest(self._sent_digest, delta)
         self._sent_count = len(self._messages)
         self._usage = self._usage + response.usage
@@ -498,28 +447,27 @@ class AgentRunWorkflow:
         waits = 0
         started = workflow.now()
         while True:
-            try:
-                result = await workflow.execute_activity(
-                    c.ACTIVITY_CALL_TOOL,
-                    ToolRequest(
-                        run_id=workflow.info().workflow_id,
-                        agent=spec.name,
-                        step=step,
-                        call=call,
-                        trigger=self._require_input().envelope().model_copy(update={"payload": None}),
-                        decisions=decisions,
-                        tainted=self._taint is not None,
-                        mcp_server=next((t.server for t in self._mcp_tools if t.name == call.name), None),
-                        artifact_count=self._artifact_count,
-                    ),
-                    result_type=ToolResult,
-                    start_to_close_timeout=timedelta(seconds=spec.tool_timeout_seconds),
-                    heartbeat_timeout=timedelta(seconds=spec.tool_heartbeat_seconds),
-                    retry_policy=self._retry_policy(spec, call.name),
-                    summary=f"step {step}: {call.name}",
-                )
-            except (ActivityError, ApplicationError) as error:
-                raise _failure(error) from None
+            result = await call_activity(
+                c.ACTIVITY_CALL_TOOL,
+                ToolRequest(
+                    run_id=workflow.info().workflow_id,
+                    agent=spec.name,
+                    step=step,
+                    call=call,
+                    trigger=self._require_input().envelope().model_copy(update={"payload": None}),
+                    decisions=decisions,
+                    tainted=self._taint is not None,
+                    mcp_server=next((t.server for t in self._mcp_tools if t.name == call.name), None),
+                    artifact_count=self._artifact_count,
+                    approval_waits=waits,
+                    revision=spec.revision,
+                ),
+                ToolResult,
+                start_to_close=timedelta(seconds=spec.tool_timeout_seconds),
+                heartbeat=timedelta(seconds=spec.tool_heartbeat_seconds),
+                retry_policy=self._retry_policy(spec, call.name),
+                summary=f"step {step}: {call.name}",
+            )
             self._effects.update(result.effects)
             if result.taint is not None:
                 self._mark_tainted(result.taint)
@@ -532,7 +480,14 @@ class AgentRunWorkflow:
             if result.status != "approval" or result.approval is None:
                 break
             request = result.approval
-            decision = await self._wait_for_approval(step, call, f"{step}:{call.id}:{waits}", request)
+            decision = await self._approvals.wait(
+                step,
+                call,
+                approval_id(step, call.id, waits),
+                request,
+                steps=self._steps,
+                set_status=self._set_status,
+            )
             waits += 1
             decision.input_digest = request.input_digest
             if request.index is None:  # a call recorded before decisions were bound to their input
@@ -556,7 +511,11 @@ class AgentRunWorkflow:
         if result.status == "fatal":
             message = result.error.message if result.error else "a tool failed the run"
             raise RunFailed.of(FatalToolError(message))
-        if result.status == "ok":
+        # a result made of parts (artifact_file_part) reaches the model as parts, by reference
+        parts = tool_output_parts(result.output) if result.status == "ok" else None
+        if parts is not None:
+            content = None
+        elif result.status == "ok":
             content = result.output if isinstance(result.output, str) else json.dumps(result.output)
         else:
             content = f"{result.error.code}: {result.error.message}" if result.error else "tool error"
@@ -567,6 +526,7 @@ class AgentRunWorkflow:
                 name=call.name,
                 content=content,
                 is_error=result.status != "ok",
+                parts=parts or [],
             )
         )
 
@@ -574,16 +534,20 @@ class AgentRunWorkflow:
         """Makes the extraction a tool call asked for and records it where the call will find it."""
         self._extracting[request.key] = request
         try:
-            extracted: ExtractResult = await workflow.execute_activity(
+            extracted = await call_activity(
                 c.ACTIVITY_EXTRACT,
-                ExtractInput(run_id=workflow.info().workflow_id, agent=spec.name, step=step, key=request.key),
-                result_type=ExtractResult,
-                start_to_close_timeout=timedelta(seconds=spec.model_timeout_seconds),
+                ExtractInput(
+                    run_id=workflow.info().workflow_id,
+                    agent=spec.name,
+                    step=step,
+                    key=request.key,
+                    revision=spec.revision,
+                ),
+                ExtractResult,
+                start_to_close=timedelta(seconds=spec.model_timeout_seconds),
                 retry_policy=self._retry_policy(spec, None),
                 summary=f"step {step}: extract for {call.name}",
             )
-        except (ActivityError, ApplicationError) as error:
-            raise _failure(error) from None
         finally:
             del self._extracting[request.key]
         self._effects[request.key] = extracted.output
@@ -594,65 +558,22 @@ class AgentRunWorkflow:
     async def _wait_for_run(
         self, spec: AgentSpec, step: int, call: ToolCall, request: RunWaitRequest
     ) -> None:
-        """Waits for a run the tool call started; a tainted one taints this run before its outcome
-        reaches the call, and so the model."""
-        try:
-            outcome: RunView = await workflow.execute_activity(
-                c.ACTIVITY_WAIT_FOR_RUN,
-                request,
-                result_type=RunView,
-                start_to_close_timeout=RUN_WAIT_TIMEOUT,
-                heartbeat_timeout=timedelta(seconds=spec.tool_heartbeat_seconds),
-                retry_policy=self._retry_policy(spec, call.name),
-                summary=f"step {step}: {call.name} waits for {request.run_id}",
-            )
-        except (ActivityError, ApplicationError) as error:
-            raise _failure(error) from None
+        """Waits for a run the tool call started.
+
+        A tainted one taints this run before its outcome reaches the call, and so the model.
+        """
+        outcome = await call_activity(
+            c.ACTIVITY_WAIT_FOR_RUN,
+            request,
+            RunView,
+            start_to_close=RUN_WAIT_TIMEOUT,
+            heartbeat=timedelta(seconds=spec.tool_heartbeat_seconds),
+            retry_policy=self._retry_policy(spec, call.name),
+            summary=f"step {step}: {call.name} waits for {request.run_id}",
+        )
         if outcome.taint is not None:
             self._mark_tainted(f"run:{request.run_id}")
         self._effects[request.key] = outcome.model_dump(mode="json")
-
-    async def _wait_for_approval(
-        self, step: int, call: ToolCall, approval_id: str, request: ApprovalRequest
-    ) -> ApprovalDecision:
-        started = workflow.now()
-        timeout = timedelta(seconds=request.timeout_seconds)
-        self._answer = None
-        self._waiting = WaitPoint(
-            approval_id=approval_id,
-            title=request.title,
-            body=request.body,
-            tool=call.name,
-            step=step,
-            until=started + timeout,
-            input=request.input,
-        )
-        self._set_status(RunStatus.WAITING)
-        try:
-            await workflow.wait_condition(
-                lambda: self._answer is not None,
-                timeout=timeout,
-                timeout_summary=approval_summary(approval_id, request.title),
-            )
-            decision = self._answer or ApprovalDecision(approved=False)
-        except builtins.TimeoutError:
-            decision = ApprovalDecision(approved=False, reason="approval timed out")
-        self._steps.append(
-            StepView(
-                index=step,
-                kind="wait",
-                started_at=started,
-                ended_at=workflow.now(),
-                tool=call.name,
-                tool_call_id=call.id,
-                approval_id=approval_id,
-                decision=decision,
-            )
-        )
-        self._waiting = None
-        self._answer = None
-        self._set_status(RunStatus.RUNNING)
-        return decision
 
     def _retry_policy(self, spec: AgentSpec, tool: str | None) -> RetryPolicy:
         policy = self._policies.get(tool)
@@ -689,7 +610,7 @@ class AgentRunWorkflow:
                 self._status,
                 run_id=workflow.info().workflow_id,
                 steps=len(self._steps),
-                waiting=self._waiting,
+                waiting=self._approvals.waiting,
                 error=self._error,
             )
         )
@@ -712,7 +633,7 @@ class AgentRunWorkflow:
         self._ended_at = workflow.now()
         # a run cancelled during an approval wait never clears the wait itself: an ended run waits
         # on nothing, so no view (`runs show`, the HTTP API) offers to answer it
-        self._waiting = None
+        self._approvals.waiting = None
         self._set_status(status)
 
     def _upsert(self, *, agent: str, channel: str | None) -> None:

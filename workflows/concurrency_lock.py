@@ -23,6 +23,8 @@ GRANTS_BEFORE_CONTINUE_AS_NEW = 500
 
 @workflow.defn(name=c.CONCURRENCY_LOCK_WORKFLOW)
 class ConcurrencyLockWorkflow:
+    """The lock of one concurrency key: a FIFO queue of runs, granted one at a time."""
+
     def __init__(self) -> None:
         self._queue: list[str] = []
         self._holder: str | None = None
@@ -30,17 +32,20 @@ class ConcurrencyLockWorkflow:
 
     @workflow.signal(name=c.SIGNAL_LOCK_ACQUIRE)
     def acquire(self, run_id: str) -> None:
+        """Queues a run for the key; a redelivered signal of a queued, holding or released run is ignored."""
         if run_id != self._holder and run_id not in self._queue and run_id not in self._released:
             self._queue.append(run_id)
 
     @workflow.signal(name=c.SIGNAL_LOCK_RELEASE)
     def release(self, request: LockRequest) -> None:
+        """The run ended (however it ended): the key goes to the next run, or a queued one leaves."""
         self._released.add(request.run_id)
         if request.run_id in self._queue:
             self._queue.remove(request.run_id)
 
     @workflow.query(name="state")
     def state(self) -> LockState:
+        """The key, its holder and its queue, for people looking at a stuck key."""
         return LockState(
             key=workflow.info().workflow_id.removeprefix(c.LOCK_ID_PREFIX),
             queue=self._queue,
@@ -49,6 +54,7 @@ class ConcurrencyLockWorkflow:
 
     @workflow.run
     async def run(self, state: LockState) -> None:
+        """Grants the key in arrival order, checks that a holder lives, continues as new now and then."""
         for run_id in state.queue:
             self.acquire(run_id)
         if state.holder is not None:

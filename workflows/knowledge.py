@@ -65,6 +65,8 @@ SEARCH_RETRIES = RetryPolicy(maximum_attempts=3, non_retryable_error_types=non_r
 
 @workflow.defn(name=c.KNOWLEDGE_COLLECTION_WORKFLOW)
 class KnowledgeCollectionWorkflow:
+    """One collection (``knowledge:<name>``): its passes one at a time, its status, backoff and resync."""
+
     def __init__(self) -> None:
         self._requested = False
         self._sync_requests = 0
@@ -77,6 +79,7 @@ class KnowledgeCollectionWorkflow:
 
     @workflow.signal(name=c.SIGNAL_KNOWLEDGE_SYNC)
     def sync(self, request: SyncSignal | None = None) -> None:
+        """Asks for a pass: one during a pass means exactly one more, never two at once."""
         self._requested = True
         self._sync_requests += 1
         if request is not None and request.start:
@@ -95,6 +98,7 @@ class KnowledgeCollectionWorkflow:
 
     @workflow.query(name=c.QUERY_KNOWLEDGE_STATE)
     def state(self) -> CollectionState:
+        """The collection's status, generation and counts, as ``chamvi knowledge list`` shows them."""
         return self._state
 
     @workflow.update(name=c.UPDATE_KNOWLEDGE_SEARCH)
@@ -121,6 +125,7 @@ class KnowledgeCollectionWorkflow:
 
     @workflow.run
     async def run(self, collection: CollectionInput) -> None:
+        """Runs passes as they are asked for, and resyncs on a durable timer, forever (continuing as new)."""
         self._state.name = collection.name
         self._state.meta = collection.meta
         self._requested = self._requested or collection.sync
@@ -216,8 +221,11 @@ class KnowledgeCollectionWorkflow:
                 self._skip_backoff = False
 
     def _failed(self, name: str, error: ActivityError) -> timedelta | None:
-        """Stores the failure; the next attempt comes after 5 s doubling to 5 min per failure in a
-        row, or, for a configuration error, with the next sync request."""
+        """Stores the failure, and says when the next attempt comes.
+
+        After 5 s doubling to 5 min per failure in a row, or, for a configuration error, with the
+        next sync request (None).
+        """
         cause = error.cause
         self._state.error = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
         if isinstance(cause, ApplicationError) and cause.type in CONFIGURATION_ERRORS:
@@ -241,10 +249,12 @@ class KnowledgeSyncRequestWorkflow:
     """Started by a collection's resync Schedule: asks the collection for one pass.
 
     Workers no longer keep such Schedules (the collection's own timer resyncs it) and delete them as
-    they start; this stays registered for a Schedule an older worker made, until it is gone."""
+    they start; this stays registered for a Schedule an older worker made, until it is gone.
+    """
 
     @workflow.run
     async def run(self, request: SyncRequest) -> None:
+        """Sends the collection its sync request."""
         await workflow.execute_activity(
             c.ACTIVITY_KNOWLEDGE_REQUEST_SYNC, request, start_to_close_timeout=timedelta(seconds=30)
         )
@@ -264,10 +274,14 @@ async def _search(request: SearchRequest) -> dict[str, Any]:
 
 @workflow.defn(name=c.KNOWLEDGE_SEARCH_WORKFLOW)
 class KnowledgeSearchWorkflow:
-    """A search from outside a run, a workflow of its own: what ``chamvi knowledge search`` started
-    before it asked the collection's workflow (the ``search`` update). Kept registered so that saved
-    histories and searches started by an older CLI still run."""
+    """A search from outside a run, a workflow of its own.
+
+    What ``chamvi knowledge search`` started before it asked the collection's workflow (the
+    ``search`` update). Kept registered so that saved histories and searches started by an older CLI
+    still run.
+    """
 
     @workflow.run
     async def run(self, request: SearchRequest) -> dict[str, Any]:
+        """The search's result, as the collection's ``search`` update answers it."""
         return await _search(request)

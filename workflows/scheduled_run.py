@@ -32,6 +32,8 @@ RUN_WAIT_HEARTBEAT = timedelta(seconds=30)
 
 @workflow.defn(name=c.SCHEDULED_RUN_WORKFLOW)
 class ScheduledRunWorkflow:
+    """One fire of an agent schedule: dispatches its run, and waits for it unless overlaps are allowed."""
+
     @workflow.run
     async def run(self, request: ScheduledRunInput) -> ScheduledRunResult:
         """Dispatches the fire's run (once, however often the fire repeats) and waits for its end."""

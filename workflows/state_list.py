@@ -21,6 +21,8 @@ with workflow.unsafe.imports_passed_through():
 
 @workflow.defn(name=c.AGENT_STATE_LIST_WORKFLOW)
 class AgentStateListWorkflow:
+    """A short workflow ``chamvi state list`` starts, so that the worker holding Qdrant reads the page."""
+
     @workflow.run
     async def run(self, request: StateListRequest) -> StateListing:
         """The page; fails with the app's error for an unknown agent or collection."""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import click
 
-from chamvi.cli import api, artifacts, channels, kb, knowledge, mcp, runs, schedules, stack, state
+from chamvi.cli import agents, api, artifacts, channels, kb, knowledge, mcp, runs, schedules, stack, state
 from chamvi.cli._common import POLL_SECONDS
 
 __all__ = ["POLL_SECONDS", "cli", "main"]
@@ -49,6 +49,7 @@ for _command in (
     mcp.mcp,
     schedules.schedules,
     state.state,
+    agents.agents,
 ):
     cli.add_command(_command)
 

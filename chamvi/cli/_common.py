@@ -16,6 +16,8 @@ from temporalio.envconfig import ClientConfig
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi.app import App
+from chamvi.approval_tokens import SECRET_FILE, ApprovalTokens
+from chamvi.approval_tokens import approval_tokens as load_approval_tokens
 from chamvi.artifacts import open_artifact_store
 from chamvi.client import ChamviClient
 from chamvi.constants import TASK_QUEUE
@@ -146,13 +148,19 @@ async def connect_or_fail(settings: Settings, *, serving: bool = False) -> Clien
 
 
 def run_with_client(
-    settings: Settings, operation: Callable[[ChamviClient], Awaitable[T]], *, artifacts: bool = False
+    settings: Settings,
+    operation: Callable[[ChamviClient], Awaitable[T]],
+    *,
+    artifacts: bool = False,
+    approval_tokens: bool = False,
 ) -> T:
     """Connects, runs ``operation`` with a ChamviClient, and turns failures into one-line errors.
 
     ``artifacts``: the client gets the settings' artifact store (attachments, listings); other
-    commands leave the data folder untouched.
+    commands leave the data folder untouched. ``approval_tokens``: the client checks approval tokens
+    with the workers' secret, which must be there already (a CLI never makes one).
     """
+    tokens = _approval_tokens(settings) if approval_tokens else None
 
     async def go() -> T:
         client = await connect_or_fail(settings)
@@ -162,6 +170,7 @@ def run_with_client(
             task_queue=settings.task_queue,
             artifacts=store,
             attachment_max_bytes=settings.attachment_max_bytes,
+            approval_tokens=tokens,
         )
         return await operation(chamvi)
 
@@ -178,6 +187,20 @@ def run_with_client(
         if error.status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
             raise _unreachable(settings) from None
         raise refused(settings, error) from None
+
+
+def _approval_tokens(settings: Settings) -> ApprovalTokens:
+    try:
+        tokens = load_approval_tokens(settings, create=False)
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None
+    if tokens is None:
+        raise click.ClickException(
+            f"no approval secret to check the token with: set CHAMVI_APPROVAL_SECRET to the workers' "
+            f"secret, or CHAMVI_DATA to the data folder that holds {SECRET_FILE!r} "
+            f"(not {str(settings.data)!r})"
+        )
+    return tokens
 
 
 def load_app_or_fail(ref: str) -> App:

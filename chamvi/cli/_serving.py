@@ -12,16 +12,19 @@ import contextlib
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 from temporalio.worker import Worker
 
 from chamvi.app import App
+from chamvi.approval_tokens import approval_tokens
 from chamvi.cli._common import connect_or_fail
 from chamvi.dev import DevServer
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.http import Token, build_api
 from chamvi.http.process import ApiSocket, dev_tokens, listen
+from chamvi.knowledge.collections import ManagedRoutes
 from chamvi.knowledge.embedders import DEFAULT_EMBEDDING_MODEL
 from chamvi.lifecycle import index_location
 from chamvi.plugin import ChamviPlugin
@@ -131,6 +134,19 @@ async def serve_worker(
             await plugin.close()
 
 
+def managed_routes(app: App, settings: Settings) -> ManagedRoutes:
+    """The app's ``ManagedRoutes`` with the command line's and the environment's choices on top.
+
+    Raises:
+        InvalidAgentDefinitionError: a base path or body limit the routes cannot take.
+    """
+    return app.managed.overridden(
+        enabled=settings.knowledge_routes,
+        base_path=settings.knowledge_base_path,
+        max_body_bytes=settings.knowledge_body_limit,
+    )
+
+
 def dev_knowledge_model(settings: Settings, app: App) -> str:
     """The managed collections' model in ``chamvi dev``, which works without a choice.
 
@@ -172,9 +188,11 @@ async def serve_dev(
     with stop_on_signals(stop):
         server.reserve()
         api_socket = listen("127.0.0.1", api_port)
+        # approval requests link to this API's approvals page unless CHAMVI_PUBLIC_URL says otherwise
+        settings = replace(settings, public_url=settings.public_url or api_socket.url)
         plugin = ChamviPlugin(app, settings=settings)
         try:
-            tokens = dev_tokens(server.config.data)
+            tokens = dev_tokens(server.config.data, settings.tokens)
             await plugin.prepare()
             await _serve_dev(server, settings, plugin, echo, stop, api_socket, tokens)
         finally:
@@ -214,13 +232,18 @@ async def _serve_dev(
         knowledge_model=dev_knowledge_model(settings, app),
         artifacts=plugin.artifacts,
         attachment_max_bytes=settings.attachment_max_bytes,
+        schedule_min_interval=settings.schedule_min_interval,
+        managed_routes=managed_routes(app, settings),
+        runtime=plugin.runtime,
+        approval_tokens=plugin.runtime.approval_tokens or approval_tokens(settings),
     )
     watcher = asyncio.ensure_future(_watch(server, stop))
     try:
         echo(f"Temporal UI at http://localhost:{config.ui} (namespace {config.namespace!r})")
         echo(
             f"worker for {settings.app} on task queue {settings.task_queue!r}, "
-            f"agents: {', '.join(app.agents) or 'none'}, knowledge in {index_location(settings)}."
+            f"agents: {', '.join(app.agents) or 'none'} (at most {settings.max_runs} runs at once), "
+            f"knowledge in {index_location(settings)}."
             f"{telemetry_line(settings)} Ctrl-C to stop."
         )
         url = api_socket.url

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import os
 
 import click
 
+from chamvi.approval_tokens import approval_tokens
 from chamvi.artifacts import open_artifact_store
 from chamvi.cli._common import app_option, connect_or_fail, load_app_or_fail, temporal_options
 from chamvi.cli._output import echo_err
-from chamvi.cli._serving import first_of, log_to_terminal, stop_on_signals
-from chamvi.cli.stack import api_port_option
+from chamvi.cli._serving import first_of, log_to_terminal, managed_routes, stop_on_signals
+from chamvi.cli.stack import api_port_option, knowledge_route_options, with_knowledge_routes
 from chamvi.errors import ChamviError
-from chamvi.http import build_api, tokens_from_env
+from chamvi.http import build_api
+from chamvi.http.auth import required_tokens
 from chamvi.http.process import listen
 from chamvi.lifecycle import close_index, open_index
 from chamvi.settings import Settings
@@ -25,7 +26,16 @@ from chamvi.telemetry import exporting_traces
 @temporal_options()
 @api_port_option
 @click.option("--host", envvar="CHAMVI_API_HOST", default="127.0.0.1", show_default=True, show_envvar=True)
-def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
+@knowledge_route_options
+def api(
+    app_ref: str,
+    settings: Settings,
+    api_port: int,
+    host: str,
+    knowledge_routes: bool | None,
+    knowledge_base_path: str | None,
+    knowledge_body_limit: int | None,
+) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) until SIGINT/SIGTERM.
 
     Needs CHAMVI_TOKENS (bearer tokens and their permissions) and QDRANT_URL: Qdrant's local mode
@@ -33,21 +43,22 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
     worker instead).
     """
     try:
-        tokens = tokens_from_env(os.environ.get("CHAMVI_TOKENS"))
+        tokens = required_tokens(
+            settings.tokens,
+            needed_by="every route of the API needs a bearer token",
+            example={"value": "<secret>", "id": "feeder", "permissions": ["knowledge:read", "runs:*"]},
+        )
     except ChamviError as error:
         raise click.ClickException(error.message) from None
-    if not tokens:
-        raise click.ClickException(
-            'CHAMVI_TOKENS is not set: export CHAMVI_TOKENS=\'[{"value": "<secret>", "id": "feeder", '
-            '"permissions": ["knowledge:read", "knowledge:write"]}]\''
-        )
     if not settings.qdrant_url:
         raise click.ClickException(
             "chamvi api needs QDRANT_URL: Qdrant's local mode allows one process per folder and the "
             "worker holds it (`chamvi dev` serves the API beside its worker)"
         )
     app = load_app_or_fail(app_ref)
-    settings = settings.with_overrides(app=app_ref)
+    settings = with_knowledge_routes(
+        settings.with_overrides(app=app_ref), app, knowledge_routes, knowledge_base_path, knowledge_body_limit
+    )
     log_to_terminal()
 
     async def go() -> None:
@@ -66,6 +77,9 @@ def api(app_ref: str, settings: Settings, api_port: int, host: str) -> None:
                     knowledge_model=settings.knowledge_model,
                     artifacts=open_artifact_store(settings),
                     attachment_max_bytes=settings.attachment_max_bytes,
+                    schedule_min_interval=settings.schedule_min_interval,
+                    managed_routes=managed_routes(app, settings),
+                    approval_tokens=approval_tokens(settings),
                 )
                 echo_err(
                     f"HTTP API at {api_socket.url} (docs at {api_socket.url}/docs, "

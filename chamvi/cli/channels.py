@@ -26,12 +26,21 @@ def _inbound(channel: Any) -> str:
     return "none"
 
 
+def _kind(channel: Any) -> str:
+    if not isinstance(channel, WebhookChannel):
+        return type(channel).__name__
+    return "webhook" if channel.scheme.name == "chamvi" else f"webhook ({channel.scheme.name})"
+
+
 def describe_channels(app: App) -> list[dict[str, Any]]:
     """One row per channel: its kind, inbound and outbound, trust, default address, subscribers."""
     rows = []
     for name, channel in app.channels.items():
         subscribers = [
-            f"{agent.name}" + (f" ({s.id})" if s.id else "") + (" [filtered]" if s.filter else "")
+            f"{agent.name}"
+            + (f" ({s.id})" if s.id else "")
+            + (f" [events: {', '.join(sorted(s.events))}]" if s.events is not None else "")
+            + (" [filtered]" if s.filter else "")
             for agent in app.agents.values()
             for s in agent.channels
             if s.channel == name
@@ -39,7 +48,7 @@ def describe_channels(app: App) -> list[dict[str, Any]]:
         rows.append(
             {
                 "name": name,
-                "kind": "webhook" if isinstance(channel, WebhookChannel) else type(channel).__name__,
+                "kind": _kind(channel),
                 "inbound": _inbound(channel),
                 "outbound": channel_sends(channel),
                 "untrusted": bool(getattr(channel, "untrusted", False)),

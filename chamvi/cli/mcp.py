@@ -12,14 +12,16 @@ import asyncio
 from pathlib import Path
 
 import click
+import uvicorn
 
 from chamvi.cli._common import connect_or_fail, temporal_options
 from chamvi.cli.kb import _open, kb_dir_option, root_type_option
 from chamvi.cli.knowledge import _require_collection
 from chamvi.errors import ChamviError
+from chamvi.http.auth import Token, required_tokens
 from chamvi.knowledge.remote import CollectionSearch
 from chamvi.knowledge.search import MAX_TOP_K
-from chamvi.knowledge_mcp import knowledge_server
+from chamvi.knowledge_mcp import allowed_hosts, knowledge_http_app, knowledge_server
 from chamvi.knowledge_store import KnowledgeStore
 from chamvi.settings import Settings
 
@@ -43,9 +45,15 @@ DEFAULT_MCP_PORT = 8765
     help="Serve knowledge_search over this collection (repeatable); a worker must serve it.",
 )
 @click.option(
+    "--write",
+    is_flag=True,
+    help="Also serve the wiki's tools that write (_create, _edit, _rewrite, _supersede, _log); "
+    "over HTTP only to tokens with knowledge:write.",
+)
+@click.option(
     "--interactive",
     is_flag=True,
-    help="Also serve knowledge_retire, which asks the person at the MCP client first (needs --kb).",
+    help="Also serve knowledge_retire, which asks the person at the MCP client first (needs --kb, --write).",
 )
 @click.option(
     "--top-k", type=click.IntRange(1, MAX_TOP_K), default=5, show_default=True, help="Passages per search."
@@ -59,6 +67,14 @@ DEFAULT_MCP_PORT = 8765
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="With --transport http: the address.")
 @click.option(
+    "--allowed-host",
+    "hosts",
+    multiple=True,
+    metavar="HOST[:PORT]",
+    help="With --transport http: a Host header clients send (repeatable); needed with a --host beyond "
+    "loopback, and every other Host is refused.",
+)
+@click.option(
     "--port",
     type=click.IntRange(1, 65535),
     default=DEFAULT_MCP_PORT,
@@ -71,17 +87,21 @@ def mcp(
     root_type: str | None,
     prefix: str,
     collections: tuple[str, ...],
+    write: bool,
     interactive: bool,
     top_k: int,
     transport: str,
     host: str,
+    hosts: tuple[str, ...],
     port: int,
     settings: Settings,
 ) -> None:
     """Serve the knowledge tools over MCP: a wiki's (--kb) and knowledge_search (--collection).
 
     With --transport stdio (the default) a host such as a desktop assistant starts this command and
-    talks to it on stdin/stdout; with http it serves streamable HTTP at http://HOST:PORT/mcp.
+    talks to it on stdin/stdout; with http it serves streamable HTTP at http://HOST:PORT/mcp to the
+    bearer tokens of CHAMVI_TOKENS (knowledge:read; knowledge:write for the write tools). The wiki's
+    write tools are served only with --write.
     """
     if kb_dir is None and not collections:
         raise click.ClickException(
@@ -89,6 +109,9 @@ def mcp(
         )
     if interactive and kb_dir is None:
         raise click.ClickException("--interactive serves knowledge_retire, a wiki tool: give --kb DIR too")
+    if interactive and not write:
+        raise click.ClickException("--interactive serves knowledge_retire, a write tool: give --write too")
+    tokens = _http_tokens(settings, host, hosts) if transport == "http" else []
     store: KnowledgeStore | None = _open(kb_dir, root_type) if kb_dir is not None else None
 
     async def serve() -> None:
@@ -103,6 +126,7 @@ def mcp(
                 store,
                 collections=collections,
                 search=search,
+                write=write,
                 interactive=interactive,
                 top_k=top_k,
                 prefix=prefix,
@@ -112,7 +136,23 @@ def mcp(
         if transport == "stdio":
             await server.run_stdio_async()
         else:
+            application = knowledge_http_app(server, tokens=tokens, host=host, hosts=hosts)
             click.echo(f"chamvi mcp: streamable HTTP at http://{host}:{port}/mcp", err=True)
-            await server.run_streamable_http_async(host=host, port=port)
+            config = uvicorn.Config(application, host=host, port=port, log_level="warning")
+            await uvicorn.Server(config).serve()
 
     asyncio.run(serve())
+
+
+def _http_tokens(settings: Settings, host: str, hosts: tuple[str, ...]) -> list[Token]:
+    """The HTTP transport's tokens, after the host check: both fail before anything opens."""
+    try:
+        allowed_hosts(host, hosts)
+        return required_tokens(
+            settings.tokens,
+            needed_by="the HTTP transport takes the HTTP API's bearer tokens (knowledge:read to read, "
+            "knowledge:write to write)",
+            example={"value": "<secret>", "id": "assistant", "permissions": ["knowledge:read"]},
+        )
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None

@@ -10,6 +10,7 @@ import asyncio
 import getpass
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +23,16 @@ from chamvi.cli._follow import Api, Printer, api_options, follow_run
 from chamvi.cli._output import Spinner, artifact_lines, columns, dump, echo_err, short, when
 from chamvi.client import AGENT_CHECK_TIMEOUT, ChamviClient
 from chamvi.errors import ChamviError
-from chamvi.models import Artifact, Invoker, RunStatus, RunSummary, RunView, StepView
+from chamvi.models import (
+    ApprovalDecision,
+    Artifact,
+    CallInProgress,
+    Invoker,
+    RunStatus,
+    RunSummary,
+    RunView,
+    StepView,
+)
 from chamvi.run_events import RunEvent
 from chamvi.settings import Settings
 
@@ -244,6 +254,27 @@ def list_runs(
             click.echo(line)
 
 
+@runs.command("idle")
+@click.option("--agent", help="Only runs of this agent.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Give up after this long, with a non-zero exit [default: wait as long as it takes].",
+)
+@temporal_options()
+def idle_runs(agent: str | None, timeout: float | None, settings: Settings) -> None:
+    """Wait until no run (of AGENT) on the task queue is queued or running.
+
+    A run waiting for an approval does not count. Runs are found through Temporal's visibility,
+    which may lag behind a run started a moment ago by another process.
+    """
+    limit = timedelta(seconds=timeout) if timeout is not None else None
+    run_with_client(settings, lambda chamvi: chamvi.idle(agent, timeout=limit))
+    echo_err(f"no run of agent {agent!r} in progress" if agent else "no run in progress")
+
+
 def _step_line(step: StepView) -> str:
     if step.kind == "llm":
         if step.tool_calls:
@@ -264,13 +295,25 @@ def _step_line(step: StepView) -> str:
     return f"  {step.index:>3}  {step.kind:<4}  {what}"
 
 
+def _call_line(call: CallInProgress) -> str:
+    """A call in progress: what it does, which attempt, since when, and why the last one failed."""
+    limit = f" of {call.maximum_attempts}" if call.maximum_attempts else ""
+    state = f"started {when(call.started_at)}" if call.state == "started" else call.state.replace("_", " ")
+    what = call.doing or call.activity
+    line = f"calling   {what} ({call.activity}, attempt {call.attempt}{limit}, {state})"
+    if call.last_failure:
+        line += f"\n          last attempt: {short(call.last_failure)}"
+    return line
+
+
 def _show(view: RunView, artifacts: list[Artifact]) -> list[str]:
     trigger = view.trigger
     origin = trigger.trigger + (f" via {trigger.channel}" if trigger.channel else "")
     origin += f" ({trigger.address})" if trigger.address else ""
     lines = [
         f"run       {view.run_id}",
-        f"agent     {view.agent}",
+        f"agent     {view.agent}"
+        + (f" (runtime revision {view.agent_revision})" if view.agent_revision is not None else ""),
         f"status    {view.status.value}",
         f"trigger   {origin}",
         f"payload   {short(trigger.payload)}",
@@ -297,6 +340,7 @@ def _show(view: RunView, artifacts: list[Artifact]) -> list[str]:
     if view.steps:
         lines.append("steps")
         lines.extend(_step_line(step) for step in view.steps)
+    lines.extend(_call_line(call) for call in view.calls)
     if artifacts:
         lines.append("artifacts (chamvi artifacts get ID -o FILE)")
         lines.extend(artifact_lines(artifacts))
@@ -306,6 +350,7 @@ def _show(view: RunView, artifacts: list[Artifact]) -> list[str]:
         lines.extend(f"  {line}" for line in output.splitlines())
     if view.error is not None:
         lines.append(f"error     {view.error.code}: {view.error.message}")
+        lines.extend(f"  {issue.where}: {issue.message} ({issue.code})" for issue in view.error.issues or ())
     return lines
 
 
@@ -357,17 +402,44 @@ def _approver() -> Invoker:
 
 
 @click.command()
-@click.argument("run_id", metavar="RUN")
+@click.argument("run_id", metavar="[RUN]", required=False)
 @click.option("--deny", is_flag=True, help="Deny instead of approve.")
 @click.option("--reason", help="Why; the tool and the run's steps see it.")
 @click.option("--approval-id", help="The approval to answer [default: the one the run waits on].")
+@click.option(
+    "--token",
+    metavar="TOKEN",
+    help="Answer the approval this token from a channel's request names, instead of RUN's "
+    "('-' reads it from stdin, out of the shell's history). Checked with CHAMVI_APPROVAL_SECRET, "
+    "else the data folder's approval-secret.",
+)
 @temporal_options()
-def approve(run_id: str, deny: bool, reason: str | None, approval_id: str | None, settings: Settings) -> None:
-    """Approve (or --deny) what RUN waits on."""
+def approve(
+    run_id: str | None,
+    deny: bool,
+    reason: str | None,
+    approval_id: str | None,
+    token: str | None,
+    settings: Settings,
+) -> None:
+    """Approve (or --deny) what RUN waits on, or the approval a --token names."""
+    if token is not None:
+        if run_id is not None or approval_id is not None:
+            raise click.UsageError("--token names its run and approval: pass no RUN and no --approval-id")
+        presented = sys.stdin.read().strip() if token == "-" else token
+        decision = ApprovalDecision(approved=not deny, reason=reason, approver=_approver())
+        resumed = run_with_client(
+            settings, lambda chamvi: chamvi.resume(presented, decision), approval_tokens=True
+        )
+        click.echo(f"{'denied' if deny else 'approved'} {resumed.approval_id} on run {resumed.run_id}")
+        return
+    if run_id is None:
+        raise click.UsageError("name the RUN to answer, or pass --token from an approval request")
+    answering = run_id
     answered = run_with_client(
         settings,
         lambda chamvi: chamvi.approve(
-            run_id, approved=not deny, reason=reason, approval_id=approval_id, approver=_approver()
+            answering, approved=not deny, reason=reason, approval_id=approval_id, approver=_approver()
         ),
     )
     click.echo(f"{'denied' if deny else 'approved'} {answered} on run {run_id}")

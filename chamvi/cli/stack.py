@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 
 import click
@@ -27,7 +25,7 @@ from chamvi.cli._common import (
     temporal_target,
 )
 from chamvi.cli._output import echo_err
-from chamvi.cli._serving import log_to_terminal, serve_dev, serve_worker, telemetry_line
+from chamvi.cli._serving import log_to_terminal, managed_routes, serve_dev, serve_worker, telemetry_line
 from chamvi.constants import TASK_QUEUE
 from chamvi.dev import DEFAULT_PORT, DevServer, DevServerConfig
 from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
@@ -42,7 +40,8 @@ from chamvi.lifecycle import (
     legacy_index,
     open_index,
 )
-from chamvi.settings import Settings
+from chamvi.schedules import describe_interval
+from chamvi.settings import Settings, openai_credentials, publish_data_folder
 from chamvi.telemetry import exporting_traces
 
 
@@ -57,6 +56,66 @@ def api_port_option(function: F) -> F:
         show_envvar=True,
         help="Port of the HTTP API.",
     )(function)
+
+
+def max_runs_option(function: F) -> F:
+    """``--max-runs``: the most runs the worker executes at once; unset, ``CHAMVI_MAX_RUNS`` (Settings)."""
+    return click.option(
+        "--max-runs",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="N",
+        help="Most runs this worker executes at once; a run waiting for a person frees its slot "
+        "[env var: CHAMVI_MAX_RUNS; default: 4].",
+    )(function)
+
+
+def knowledge_route_options(function: F) -> F:
+    """``--knowledge-routes/--no-knowledge-routes``, ``--knowledge-base-path``, ``--knowledge-body-limit``.
+
+    Unset, the environment (``CHAMVI_KNOWLEDGE_ROUTES``, ``CHAMVI_KNOWLEDGE_BASE_PATH``,
+    ``CHAMVI_KNOWLEDGE_BODY_LIMIT``, read by ``Settings``) decides, else the app's
+    ``App(managed=ManagedRoutes(...))``.
+    """
+    function = click.option(
+        "--knowledge-body-limit",
+        type=click.IntRange(min=1),
+        default=None,
+        metavar="BYTES",
+        help="Body limit of the managed collections' routes [env var: CHAMVI_KNOWLEDGE_BODY_LIMIT; "
+        "default: the app's, else the API's, 1048576].",
+    )(function)
+    function = click.option(
+        "--knowledge-base-path",
+        default=None,
+        metavar="PATH",
+        help="Where the managed collections' routes are [env var: CHAMVI_KNOWLEDGE_BASE_PATH; "
+        "default: the app's, else /knowledge].",
+    )(function)
+    return click.option(
+        "--knowledge-routes/--no-knowledge-routes",
+        default=None,
+        help="Serve the managed collections' routes [env var: CHAMVI_KNOWLEDGE_ROUTES; default: the "
+        "app's, else on].",
+    )(function)
+
+
+def with_knowledge_routes(
+    settings: Settings, app: App, enabled: bool | None, base_path: str | None, body_limit: int | None
+) -> Settings:
+    """The settings with the ``--knowledge-*`` options on top, checked against the app's routes.
+
+    Raises:
+        click.ClickException: a base path or body limit the routes cannot take, before anything starts.
+    """
+    settings = settings.with_overrides(
+        knowledge_routes=enabled, knowledge_base_path=base_path, knowledge_body_limit=body_limit
+    )
+    try:
+        managed_routes(app, settings)
+    except ChamviError as error:
+        raise click.ClickException(error.message) from None
+    return settings
 
 
 def _data_option(help_text: str) -> Callable[[F], F]:
@@ -88,8 +147,20 @@ def _data_option(help_text: str) -> Callable[[F], F]:
     "--task-queue", envvar="CHAMVI_TASK_QUEUE", default=TASK_QUEUE, show_default=True, show_envvar=True
 )
 @api_port_option
+@knowledge_route_options
+@max_runs_option
 def dev(
-    app_ref: str, data: Path, port: int, ui_port: int | None, namespace: str, task_queue: str, api_port: int
+    app_ref: str,
+    data: Path,
+    port: int,
+    ui_port: int | None,
+    namespace: str,
+    task_queue: str,
+    api_port: int,
+    knowledge_routes: bool | None,
+    knowledge_base_path: str | None,
+    knowledge_body_limit: int | None,
+    max_runs: int | None,
 ) -> None:
     """Run a local Temporal dev server (SQLite in DATA, Web UI), a worker for the app and the HTTP API.
 
@@ -98,10 +169,16 @@ def dev(
     """
     data = data.resolve()
     # the app runs in this process and keeps its files (the example's outbox) in the same folder
-    os.environ["CHAMVI_DATA"] = str(data)
+    publish_data_folder(data)
     app = load_app_or_fail(app_ref)
     config = DevServerConfig(data=data, port=port, ui_port=ui_port, namespace=namespace)
-    settings = build_settings(config.address, namespace, task_queue, app=app_ref, data=data)
+    settings = with_knowledge_routes(
+        build_settings(config.address, namespace, task_queue, app=app_ref, data=data, max_runs=max_runs),
+        app,
+        knowledge_routes,
+        knowledge_base_path,
+        knowledge_body_limit,
+    )
     server = DevServer(config)
     log_to_terminal()
     try:
@@ -118,20 +195,22 @@ def dev(
 @app_option
 @_data_option("Folder for local state: Qdrant in local mode (unless QDRANT_URL), the example's outbox.")
 @temporal_options()
-def worker(app_ref: str, data: Path, settings: Settings) -> None:
+@max_runs_option
+def worker(app_ref: str, data: Path, settings: Settings, max_runs: int | None) -> None:
     """Run a worker for the app until SIGINT/SIGTERM; run as many replicas as you like.
 
     Several workers need a Qdrant server (QDRANT_URL): Qdrant's local mode allows one process per folder.
     """
     data = data.resolve()
-    os.environ["CHAMVI_DATA"] = str(data)
-    settings = settings.with_overrides(app=app_ref, data=data)
+    publish_data_folder(data)
+    settings = settings.with_overrides(app=app_ref, data=data, max_runs=max_runs)
     app = load_app_or_fail(app_ref)
     log_to_terminal()
 
     def describe() -> str:
         return (
-            f"worker for {app_ref} (agents: {', '.join(app.agents) or 'none'}) on task queue "
+            f"worker for {app_ref} (agents: {', '.join(app.agents) or 'none'}; at most "
+            f"{settings.max_runs} runs at once) on task queue "
             f"{settings.task_queue!r} at {temporal_target(settings)}, knowledge in "
             f"{index_location(settings)}.{telemetry_line(settings)} Ctrl-C to stop."
         )
@@ -157,23 +236,13 @@ def _source_line(source: Source) -> str:
 
 def _collection_line(collection: KnowledgeCollection) -> str:
     sources = ", ".join(_source_line(source) for source in collection.sources)
-    extra = f", resync every {_duration(collection.resync)}" if collection.resync is not None else ""
+    extra = f", resync every {describe_interval(collection.resync)}" if collection.resync is not None else ""
     trust = "" if collection.is_trusted else ", untrusted (a search taints the run)"
     return f"  collection {collection.name}: model {collection.model}, sources: {sources}{extra}{trust}"
 
 
-def _duration(value: timedelta) -> str:
-    seconds = int(value.total_seconds())
-    for unit, size in (("d", 86_400), ("h", 3_600), ("min", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size} {unit}"
-    return f"{seconds} s"
-
-
 def _needs_openai_key(ref: str) -> bool:
-    return ref.startswith("openai/") and not (
-        os.environ.get("OPENAI_API_KEY") or os.environ.get("OPENAI_BASE_URL")
-    )
+    return ref.startswith("openai/") and not any(openai_credentials())
 
 
 def _check_store(app: App, data: Path, problems: list[str], warnings: list[str]) -> None:

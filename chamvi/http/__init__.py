@@ -1,6 +1,6 @@
 """The HTTP API (``chamvi api``): managed knowledge collections and runs, behind bearer tokens.
 
-tokens = tokens_from_env(os.environ.get("CHAMVI_TOKENS"))
+tokens = tokens_from_env(Settings.from_env().tokens)
 api = build_api(app, client, store, tokens=tokens, knowledge_model=settings.knowledge_model)
 await serve(api, host="0.0.0.0", port=3000)
 """

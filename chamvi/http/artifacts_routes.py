@@ -12,7 +12,6 @@ arrives (413), before anything is stored.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -23,17 +22,27 @@ from starlette.datastructures import UploadFile
 from starlette.routing import Match
 from starlette.types import Scope
 
-from chamvi.artifacts import ArtifactStore, Attachment, check_attachment_size
+from chamvi.artifacts import ArtifactStore, Attachment, check_attachment_size, parse_artifact_id
 from chamvi.client import ChamviClient
-from chamvi.errors import ChamviValidationError, InvalidInputError
+from chamvi.errors import (
+    ChamviValidationError,
+    InvalidInputError,
+    PermissionDeniedError,
+    RunNotFoundError,
+    validation_issues,
+)
+from chamvi.http.agents_routes import AgentCheck
 from chamvi.http.auth import Token, permission, principal
 from chamvi.http.errors import error_responses
 from chamvi.http.runs_routes import dispatch_as
 from chamvi.http.schemas import ArtifactList, DispatchResultOut, DispatchRun
 from chamvi.models import Artifact
+from chamvi.permissions import has_permission
 
 DISPATCH_MAX_ATTACHMENTS = 16
 """Files one multipart dispatch may carry; with the limit per file, it bounds the body."""
+READ = "artifacts:read"
+"""Reads every run's artifacts; ``artifacts:read:<agent>`` the runs of one agent."""
 GENERIC_MEDIA_TYPES = frozenset({"", "application/octet-stream"})
 """What clients send when they do not know: the file name says more."""
 
@@ -60,7 +69,7 @@ def upload_body_limit(runs: ChamviClient, body_limit: int) -> int:
     return DISPATCH_MAX_ATTACHMENTS * runs.attachment_max_bytes + body_limit
 
 
-def artifacts_router(runs: ChamviClient, check_agent: Callable[[str], None]) -> APIRouter:
+def artifacts_router(runs: ChamviClient, check_agent: AgentCheck) -> APIRouter:
     """The multipart dispatch and the artifact routes, through ``runs`` and its artifact store.
 
     Args:
@@ -77,7 +86,7 @@ def artifacts_router(runs: ChamviClient, check_agent: Callable[[str], None]) -> 
         Its files are its attachments, stored as the run's first artifacts in the order sent.
         """
         fields, attachments = await _read_form(request, runs.attachment_max_bytes)
-        check_agent(fields.agent)
+        await check_agent(fields.agent)
         return await dispatch_as(runs, fields, token, response, attachments)
 
     router.add_api_route(
@@ -95,11 +104,15 @@ def artifacts_router(runs: ChamviClient, check_agent: Callable[[str], None]) -> 
         "/runs/{run_id}/artifacts",
         response_model=ArtifactList,
         responses=error_responses(401, 403, 422),
-        openapi_extra=permission("artifacts:read"),
+        openapi_extra=permission(READ, narrowed=True),
         summary="List a run's artifacts",
     )
-    async def list_artifacts(run_id: RunId) -> ArtifactList:
-        """Its attachments, then the files its tools put, in order (none for an unknown run)."""
+    async def list_artifacts(run_id: RunId, token: Principal) -> ArtifactList:
+        """Its attachments, then the files its tools put, in order (none for an unknown run).
+
+        `artifacts:read` reads every run's; `artifacts:read:<agent>` the runs of that agent only.
+        """
+        await check_reader(token, run_id)
         return ArtifactList(data=await _store(runs).list(run_id))
 
     @router.get(
@@ -109,19 +122,41 @@ def artifacts_router(runs: ChamviClient, check_agent: Callable[[str], None]) -> 
             200: {"description": "The artifact's bytes, with its media type"},
             **error_responses(401, 403, 404, 422),
         },
-        openapi_extra=permission("artifacts:read"),
+        openapi_extra=permission(READ, narrowed=True),
         summary="Download an artifact",
     )
-    async def get_artifact(artifact_id: ArtifactId) -> Response:
-        """The bytes, with the artifact's media type and file name."""
+    async def get_artifact(artifact_id: ArtifactId, token: Principal) -> Response:
+        """The bytes, with the artifact's media type and file name.
+
+        `artifacts:read` reads every run's; `artifacts:read:<agent>` the runs of that agent only.
+        """
         store = _store(runs)
+        await check_reader(token, parse_artifact_id(artifact_id)[0])
         info: Artifact = await store.info(artifact_id)
         name = quote(info.filename or info.id)
         return Response(
             await store.read(artifact_id),
             media_type=info.media_type,
-            headers={"Content-Disposition": f"attachment; filename*=UTF-8''{name}"},
+            # nosniff: a browser keeps to the stored media type, never guessing HTML or script from the bytes
+            headers={
+                "Content-Disposition": f"attachment; filename*=UTF-8''{name}",
+                "X-Content-Type-Options": "nosniff",
+            },
         )
+
+    async def check_reader(token: Token, run_id: str) -> None:
+        if has_permission(token.permissions, READ):
+            return
+        try:
+            agent: str | None = await runs.agent_of(run_id)
+        except RunNotFoundError:
+            agent = None
+        if agent is None or not has_permission(token.permissions, f"{READ}:{agent}"):
+            # the same answer for an unknown run: a narrowed token learns nothing of others' runs
+            raise PermissionDeniedError(
+                f"token {token.id!r} may read the artifacts of its agents' runs only "
+                f"({READ}:<agent>), and this run is not one of them"
+            )
 
     return router
 
@@ -153,7 +188,8 @@ async def _read_form(request: Request, limit: int) -> tuple[DispatchRun, list[At
         return DispatchRun.model_validate(fields), attachments
     except PydanticValidationError as error:
         problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        raise ChamviValidationError(f"invalid dispatch form: {problems}") from None
+        issues = validation_issues(error.errors(include_input=False))
+        raise ChamviValidationError(f"invalid dispatch form: {problems}", issues=issues) from None
 
 
 def _media_type(upload: UploadFile) -> str | None:

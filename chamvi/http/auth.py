@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from chamvi.errors import InvalidTokensError
 from chamvi.http.errors import FORBIDDEN, UNAUTHORIZED, ErrorResponse
 from chamvi.models import Invoker
-from chamvi.permissions import has_permission
+from chamvi.permissions import has_narrowed_permission, has_permission
 
 PERMISSION_KEY = "x-permission"
 """The OpenAPI extension naming the permission a route needs."""
@@ -35,8 +35,18 @@ QUERY_TOKEN_KEY = "x-token-in-query"
 """Marks a route that also takes its token as ``?token=``: a browser's ``EventSource`` cannot send
 headers. The access log never shows query strings (``chamvi.http.server``)."""
 QUERY_TOKEN_PARAM = "token"
+NARROWED_KEY = "x-permission-narrowed"
+"""Marks a route that also lets in a token holding its permission narrowed by one more segment
+(``artifacts:read:<agent>``); the route checks that segment itself."""
 """Where the middleware leaves the authenticated ``Token`` in the ASGI scope."""
 TOKEN_KIND = "token"
+
+AGENTS_READ = "agents:read"
+"""``GET /agents`` and ``GET /agents/{name}``: the agents in code and those defined at runtime."""
+AGENTS_WRITE = "agents:write"
+"""``PUT /agents/{name}`` and ``DELETE /agents/{name}``: define agents made of data. A token that
+holds it picks the instructions and, from the App's ``runtime_tools``, the tools of the agents it
+puts: grant it as you would a deploy."""
 
 _PERMISSION = re.compile(r"[^\s:]+(:[^\s:]+)*")
 _FIELDS = ("value", "id", "permissions", "name")
@@ -57,9 +67,9 @@ class Token:
         return Invoker(id=self.id, kind=TOKEN_KIND, name=self.name, permissions=list(self.permissions))
 
 
-def permission(name: str) -> dict[str, Any]:
-    """``openapi_extra`` for a route that needs ``name``."""
-    return {PERMISSION_KEY: name}
+def permission(name: str, *, narrowed: bool = False) -> dict[str, Any]:
+    """``openapi_extra`` for a route that needs ``name`` (or, ``narrowed``, ``name:<segment>``)."""
+    return {PERMISSION_KEY: name, NARROWED_KEY: True} if narrowed else {PERMISSION_KEY: name}
 
 
 def tokens_from_env(value: str | None) -> list[Token]:
@@ -101,6 +111,22 @@ def tokens_from_env(value: str | None) -> list[Token]:
             )
         values[digest] = index
         ids[token.id] = index
+    return tokens
+
+
+def required_tokens(value: str | None, *, needed_by: str, example: dict[str, Any]) -> list[Token]:
+    """:func:`tokens_from_env`, refusing none: a server that needs tokens says so before it starts.
+
+    ``needed_by`` says who needs them; ``example`` is a token to show in the message.
+
+    Raises:
+        InvalidTokensError: no tokens, or what :func:`tokens_from_env` refuses.
+    """
+    tokens = tokens_from_env(value)
+    if not tokens:
+        raise InvalidTokensError(
+            f"CHAMVI_TOKENS is not set: {needed_by}, e.g. export CHAMVI_TOKENS='{json.dumps([example])}'"
+        )
     return tokens
 
 
@@ -195,6 +221,7 @@ class _Rule:
     methods: frozenset[str]
     permission: str
     query_token: bool = False
+    narrowed: bool = False
 
 
 class RoutePermissions:
@@ -212,13 +239,20 @@ class RoutePermissions:
             if not isinstance(required, str):
                 raise ValueError(f"route {route.path!r} declares no permission: give it openapi_extra")
             pattern, _, _ = compile_path(prefix + route.path)
-            query_token = bool((route.openapi_extra or {}).get(QUERY_TOKEN_KEY))
-            self._rules.append(_Rule(pattern, frozenset(route.methods or ()), required, query_token))
+            extra = route.openapi_extra or {}
+            query_token, narrowed = bool(extra.get(QUERY_TOKEN_KEY)), bool(extra.get(NARROWED_KEY))
+            methods = frozenset(route.methods or ())
+            self._rules.append(_Rule(pattern, methods, required, query_token, narrowed))
 
     def required(self, scope: Scope) -> str | None:
         """The permission the request's route needs; None when no route takes it (a 404 or 405)."""
         rule = self._rule(scope)
         return rule.permission if rule is not None else None
+
+    def takes_narrowed(self, scope: Scope) -> bool:
+        """Whether the request's route lets in its permission narrowed by one more segment."""
+        rule = self._rule(scope)
+        return rule is not None and rule.narrowed
 
     def takes_query_token(self, scope: Scope) -> bool:
         """Whether the request's route takes its token as ``?token=`` too."""
@@ -261,24 +295,52 @@ class AuthMiddleware:
         credentials = bearer_credentials(scope)
         if credentials is None and self.routes.takes_query_token(scope):
             credentials = query_credentials(scope)
-        token = self.authenticator.authenticate(credentials) if credentials is not None else None
+        narrowed = self.routes.takes_narrowed(scope)
+        token = await authorize(
+            self.authenticator, credentials, required, scope, receive, send, narrowed=narrowed
+        )
         if token is None:
-            message = (
-                "unknown bearer token"
-                if credentials is not None
-                else "missing bearer token: send 'Authorization: Bearer <token>'"
-            )
-            response = ErrorResponse(401, UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"})
-            await response(scope, receive, send)
-            return
-        if not has_permission(token.permissions, required):
-            response = ErrorResponse(
-                403, FORBIDDEN, f"token {token.id!r} lacks the permission {required!r} this route needs"
-            )
-            await response(scope, receive, send)
             return
         scope[PRINCIPAL_KEY] = token
         await self.app(scope, receive, send)
+
+
+async def authorize(
+    authenticator: Authenticator,
+    credentials: bytes | None,
+    required: str,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    *,
+    needed_by: str = "this route",
+    narrowed: bool = False,
+) -> Token | None:
+    """The token ``credentials`` stand for when it holds ``required``; else answers 401 or 403 and None.
+
+    ``needed_by`` names what needs the permission in the 403's message (``this route``); with
+    ``narrowed``, ``required`` narrowed by one more segment lets the token in too.
+    """
+    token = authenticator.authenticate(credentials) if credentials is not None else None
+    if token is None:
+        message = (
+            "unknown bearer token"
+            if credentials is not None
+            else "missing bearer token: send 'Authorization: Bearer <token>'"
+        )
+        response = ErrorResponse(401, UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"})
+        await response(scope, receive, send)
+        return None
+    allowed = has_permission(token.permissions, required) or (
+        narrowed and has_narrowed_permission(token.permissions, required)
+    )
+    if not allowed:
+        response = ErrorResponse(
+            403, FORBIDDEN, f"token {token.id!r} lacks the permission {required!r} {needed_by} needs"
+        )
+        await response(scope, receive, send)
+        return None
+    return token
 
 
 def principal(request: Request) -> Token:

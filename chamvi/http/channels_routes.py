@@ -1,7 +1,8 @@
 """``/channels``: inbound webhook events, verified by their signature instead of a bearer token.
 
 A sender holds the channel's secret, not an API token, so these routes declare no permission and
-the bearer middleware lets them through; each request is authenticated by its HMAC signature here.
+the bearer middleware lets them through; each request is authenticated by its signature here, in the
+channel's scheme (chamvi's own, Standard Webhooks, GitHub, Slack, Stripe or a custom one).
 """
 
 from __future__ import annotations
@@ -11,14 +12,18 @@ from collections.abc import Mapping
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from chamvi.agents import Agent
 from chamvi.channels import Channel
 from chamvi.client import ChamviClient
-from chamvi.errors import ChannelNotFoundError
+from chamvi.constants import TRIGGER_KEY_MAX_LENGTH
+from chamvi.errors import ChamviValidationError, ChannelNotFoundError
 from chamvi.http.errors import PAYLOAD_TOO_LARGE, ErrorResponse, error_responses
-from chamvi.inbound import ChannelContext
+from chamvi.http.schemas import check_json
+from chamvi.inbound import InboundContext
+from chamvi.senders import WebhookAnswer, WebhookEvent
 from chamvi.webhooks import WebhookChannel
 
 
@@ -35,6 +40,8 @@ class ChannelEventOut(BaseModel):
     """What an accepted event started: one run per subscribed agent whose filter accepted it."""
 
     delivery: str
+    event: str | None = None
+    """The event's type, as its sender named it."""
     runs: list[StartedRunOut]
 
 
@@ -59,7 +66,11 @@ def channels_router(
         status_code=202,
         response_model=ChannelEventOut,
         responses={
-            200: {"model": ChannelEventOut, "description": "A redelivery: the runs this delivery started"},
+            200: {
+                "model": ChannelEventOut,
+                "description": "A redelivery (the runs this delivery started), or a request that starts "
+                "nothing (GitHub's ping; Slack's URL check answers its challenge)",
+            },
             **error_responses(401, 404, 409, 413, 422),
         },
         summary="Receive a webhook event",
@@ -69,8 +80,12 @@ def channels_router(
     ) -> ChannelEventOut | Response:
         """Verifies the signed event and starts a run of every subscribed agent; 202 with the runs.
 
-        Signed with `X-Chamvi-Timestamp` and `X-Chamvi-Signature` (`sha256=` HMAC-SHA256 of
-        `<timestamp>.<body>` under the channel's secret); `X-Chamvi-Delivery` is the idempotency key.
+        Signed in the channel's scheme: chamvi's own (`X-Chamvi-Timestamp`, `X-Chamvi-Delivery`,
+        `X-Chamvi-Signature: v2=` HMAC-SHA256 of `<timestamp>.<delivery>.<body>`), Standard Webhooks
+        (`webhook-id`, `webhook-timestamp`, `webhook-signature`), GitHub (`X-Hub-Signature-256`,
+        `X-GitHub-Event`, `X-GitHub-Delivery`), Slack (`X-Slack-Signature`,
+        `X-Slack-Request-Timestamp`) or Stripe (`Stripe-Signature`). The sender's delivery id is the
+        idempotency key.
         """
         channel = webhooks.get(name)
         if channel is None:
@@ -83,14 +98,21 @@ def channels_router(
                 PAYLOAD_TOO_LARGE,
                 f"the body is {len(body)} bytes, over channel {name!r}'s limit of {channel.body_limit}",
             )
-        delivery = channel.verify(request.headers, body, time.time())
-        started = await ChannelContext(name, agents, runs).dispatch(
-            delivery.payload, key=delivery.delivery, address=delivery.address
+        verified = channel.verify(request.headers, body, time.time())
+        if isinstance(verified, WebhookAnswer):
+            if verified.body is not None:
+                return JSONResponse(verified.body, status_code=verified.status)
+            response.status_code = verified.status
+            return ChannelEventOut(delivery=verified.delivery or "", event=verified.event, runs=[])
+        delivery = _valid(verified)
+        started = await InboundContext(name, agents, runs).dispatch(
+            delivery.payload, key=delivery.idempotency_key, address=delivery.address, event=delivery.event
         )
         if started and not any(run.created for run in started):
             response.status_code = 200
         return ChannelEventOut(
             delivery=delivery.delivery,
+            event=delivery.event,
             runs=[
                 StartedRunOut(agent=r.agent, subscription=r.subscription, run_id=r.run_id, created=r.created)
                 for r in started
@@ -98,3 +120,27 @@ def channels_router(
         )
 
     return router
+
+
+def _valid(delivery: WebhookEvent) -> WebhookEvent:
+    """Refuses what ``POST /runs`` refuses: the payload, the address and the key checked alike.
+
+    Raises:
+        ChamviValidationError: nesting past 64 levels, a lone surrogate, NaN or Infinity, an address
+            over 255 characters (422).
+    """
+    try:
+        check_json(delivery.payload, "the event")
+        check_json(delivery.delivery, "the delivery id")
+        if delivery.event is not None:
+            check_json(delivery.event, "the event type")
+        if delivery.address is not None:
+            check_json(delivery.address, "the event's address")
+    except ValueError as error:
+        raise ChamviValidationError(f"{error}: the dispatch route refuses it alike") from None
+    if delivery.address is not None and len(delivery.address) > TRIGGER_KEY_MAX_LENGTH:
+        raise ChamviValidationError(
+            f"the event's address is {len(delivery.address)} characters, over {TRIGGER_KEY_MAX_LENGTH}: "
+            "have the channel's address_of answer a shorter one"
+        )
+    return delivery

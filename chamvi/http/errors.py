@@ -22,6 +22,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from chamvi.errors import (
     AgentNotFoundError,
     ApprovalNotPendingError,
+    ApprovalTokenExpiredError,
+    ApprovalTokenInvalidError,
     ArtifactNotFoundError,
     AttachmentTooLargeError,
     ChamviError,
@@ -35,11 +37,14 @@ from chamvi.errors import (
     InvalidScheduleError,
     ModelNotFoundError,
     NotFoundError,
+    PermissionDeniedError,
     RunNotFoundError,
     ScheduleNotFoundError,
     StaleDeliveryError,
     UnavailableError,
+    ValidationIssue,
     WebhookSignatureError,
+    validation_issues,
 )
 from chamvi.http.schemas import ErrorBody
 
@@ -58,7 +63,7 @@ INTERNAL_ERROR = "internal_error"
 
 _MAX_LISTED_ERRORS = 10
 _MAX_MESSAGE_CHARS = 2000
-
+_MAX_ISSUES = 50
 
 
 _STATUS_BY_ERROR: tuple[tuple[type[ChamviError], int], ...] = (
@@ -69,11 +74,14 @@ _STATUS_BY_ERROR: tuple[tuple[type[ChamviError], int], ...] = (
     (AttachmentTooLargeError, 413),
     (ChannelNotFoundError, 404),
     (WebhookSignatureError, 401),
+    (PermissionDeniedError, 403),
     (StaleDeliveryError, 409),
     (ScheduleNotFoundError, 404),
     (InvalidScheduleError, 422),
     (ConflictError, 409),
     (ApprovalNotPendingError, 409),
+    (ApprovalTokenInvalidError, 403),
+    (ApprovalTokenExpiredError, 410),
     (InvalidRunStateError, 409),
     # the default embedding model of managed collections does not resolve: the server's configuration
     (ModelNotFoundError, 409),
@@ -108,14 +116,30 @@ _RPC_STATUS: Mapping[RPCStatusCode, tuple[int, str]] = {
 
 
 class ErrorResponse(JSONResponse):
-    """The error shape; renders even a message holding a lone surrogate (as an escape)."""
+    """The error shape; renders even a message holding a lone surrogate (as an escape).
+
+    ``issues`` (a validation error's field-by-field problems) are listed under ``error.issues``, at
+    most fifty of them.
+    """
 
     def __init__(
-        self, status_code: int, code: str, message: str, headers: Mapping[str, str] | None = None
+        self,
+        status_code: int,
+        code: str,
+        message: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        issues: Sequence[ValidationIssue] = (),
     ) -> None:
         if len(message) > _MAX_MESSAGE_CHARS:
             message = message[: _MAX_MESSAGE_CHARS - 3] + "..."
-        super().__init__({"error": {"code": code, "message": message}}, status_code, headers=headers)
+        error: dict[str, Any] = {"code": code, "message": message}
+        if issues:
+            error["issues"] = [
+                {"path": list(i.path), "message": i.message[:_MAX_MESSAGE_CHARS], "code": i.code}
+                for i in issues[:_MAX_ISSUES]
+            ]
+        super().__init__({"error": error}, status_code, headers=headers)
 
     def render(self, content: Any) -> bytes:
         """The JSON body, with ASCII escapes when a lone surrogate makes UTF-8 encoding fail."""
@@ -167,7 +191,17 @@ async def _on_http_exception(request: Request, error: Exception) -> Response:
 
 async def _on_validation_error(request: Request, error: Exception) -> Response:
     assert isinstance(error, RequestValidationError)
-    return ErrorResponse(422, VALIDATION_ERROR, describe_validation(error.errors()))
+    errors = error.errors()
+    return ErrorResponse(422, VALIDATION_ERROR, describe_validation(errors), issues=_request_issues(errors))
+
+
+def _request_issues(errors: Sequence[Any]) -> tuple[ValidationIssue, ...]:
+    """FastAPI's errors as issues; a body that is no JSON at all is one issue at ``body``."""
+    issues = validation_issues(e for e in errors if isinstance(e, Mapping))
+    return tuple(
+        ValidationIssue(i.path, "the body is not valid JSON", i.code) if i.code == "json_invalid" else i
+        for i in issues
+    )
 
 
 async def _on_chamvi_error(request: Request, error: Exception) -> Response:
@@ -175,7 +209,8 @@ async def _on_chamvi_error(request: Request, error: Exception) -> Response:
     status = status_for(error)
     if status == 500:
         log.error("%s %s: unexpected %s: %s", request.method, request.url.path, error.code, error.message)
-    return ErrorResponse(status, error.code, error.message)
+    issues = error.issues if isinstance(error, ChamviValidationError) else ()
+    return ErrorResponse(status, error.code, error.message, issues=issues)
 
 
 async def _on_rpc_error(request: Request, error: Exception) -> Response:

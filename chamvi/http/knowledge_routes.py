@@ -24,6 +24,7 @@ from chamvi.http.schemas import (
     PutDocument,
     PutResult,
 )
+from chamvi.knowledge.collections import MANAGED_BASE_PATH
 from chamvi.knowledge.documents import MAX_ID_CHARS
 from chamvi.knowledge.managed import ManagedCollections
 
@@ -43,6 +44,7 @@ _DocumentIdPath = Annotated[
     ),
 ]
 _DOCUMENTS_SEGMENT = b"/documents/"
+_COLLECTIONS_SEGMENT = b"/collections/"
 
 
 def _utf8_document_id(request: Request, document_id: _DocumentIdPath) -> str:
@@ -56,7 +58,7 @@ def _utf8_document_id(request: Request, document_id: _DocumentIdPath) -> str:
     if "\ufffd" not in document_id or not isinstance(raw, bytes):
         return document_id
     # the collection's name is one segment: the id is all that follows the segment after it
-    start = raw.find(_DOCUMENTS_SEGMENT, raw.find(b"/knowledge/collections/") + 1)
+    start = raw.find(_DOCUMENTS_SEGMENT, raw.find(_COLLECTIONS_SEGMENT) + 1)
     sent = raw[start + len(_DOCUMENTS_SEGMENT) :]
     try:
         unquote_to_bytes(sent).decode("utf-8")
@@ -74,9 +76,14 @@ _WITH_NAME = (401, 403, 404, 422)
 _WITH_BODY = (400, 401, 403, 413, 422)
 
 
-def knowledge_router(managed: ManagedCollections) -> APIRouter:
-    """The ``/knowledge`` routes over ``managed``: collections and their documents."""
-    router = APIRouter(prefix="/knowledge", tags=["knowledge"])
+def knowledge_router(managed: ManagedCollections, prefix: str = MANAGED_BASE_PATH) -> APIRouter:
+    """The ``/knowledge`` routes over ``managed``: collections and their documents.
+
+    Args:
+        managed: the service behind the routes.
+        prefix: where they are (``ManagedRoutes.base_path``), below the API's base path.
+    """
+    router = APIRouter(prefix=prefix, tags=["knowledge"])
 
     @router.post(
         "/collections",

@@ -60,24 +60,39 @@ class BodyLimitMiddleware:
         limit: the largest body accepted, in bytes.
         upload_limits: larger limits for ``multipart/form-data`` bodies sent to these paths (a
             dispatch with files); the route checks each file against its own limit.
+        path_limits: other limits for every body sent to a path below one of these prefixes (the
+            managed collections' routes, ``ManagedRoutes.max_body_bytes``).
 
     Raises:
         ValueError: ``limit`` is below one byte.
     """
 
     def __init__(
-        self, app: ASGIApp, *, limit: int = DEFAULT_BODY_LIMIT, upload_limits: Mapping[str, int] | None = None
+        self,
+        app: ASGIApp,
+        *,
+        limit: int = DEFAULT_BODY_LIMIT,
+        upload_limits: Mapping[str, int] | None = None,
+        path_limits: Mapping[str, int] | None = None,
     ) -> None:
-        if limit < 1:
-            raise ValueError(f"body_limit must be at least 1 byte, not {limit}")
+        for value in (limit, *(upload_limits or {}).values(), *(path_limits or {}).values()):
+            if value < 1:
+                raise ValueError(f"body_limit must be at least 1 byte, not {value}")
         self.app = app
         self.limit = limit
         self.upload_limits = dict(upload_limits or {})
+        # the longest prefix first, so a prefix inside another one's routes wins for them
+        self.path_limits = sorted((path_limits or {}).items(), key=lambda item: -len(item[0]))
 
     def _limit_for(self, scope: Scope) -> int:
-        for name, value in scope.get("headers", ()):
-            if name == b"content-type" and value.lower().startswith(b"multipart/form-data"):
-                return self.upload_limits.get(scope["path"], self.limit)
+        path = scope["path"]
+        if path in self.upload_limits:
+            for name, value in scope.get("headers", ()):
+                if name == b"content-type" and value.lower().startswith(b"multipart/form-data"):
+                    return self.upload_limits[path]
+        for prefix, limit in self.path_limits:
+            if path == prefix or path.startswith(prefix + "/"):
+                return limit
         return self.limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

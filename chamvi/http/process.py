@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import secrets
 import socket
 from dataclasses import dataclass
@@ -43,12 +42,13 @@ def listen(host: str, port: int) -> ApiSocket:
     return ApiSocket(sock=sock, url=f"http://{shown}:{sock.getsockname()[1]}")
 
 
-def dev_tokens(data: Path) -> tuple[list[Token], str | None]:
-    """``CHAMVI_TOKENS`` when set; else, for a laptop, one all-permissions token kept in DATA/api-token.
+def dev_tokens(data: Path, configured: str | None) -> tuple[list[Token], str | None]:
+    """The API's tokens: ``configured`` when set, else one all-permissions token kept in DATA/api-token.
+
+    ``configured`` is ``CHAMVI_TOKENS`` (``Settings.tokens``); the generated token is for a laptop.
 
     Returns the tokens and the generated value (None when the tokens came from the environment).
     """
-    configured = os.environ.get("CHAMVI_TOKENS")
     if configured:
         return tokens_from_env(configured), None
     path = data / "api-token"

@@ -9,16 +9,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
-from typing import Annotated
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Annotated, TypeVar
 
 from fastapi import APIRouter, Body, Depends, Header, Path, Query, Response
 from fastapi.responses import StreamingResponse
 
-from chamvi.agents import validate_agent_name
 from chamvi.artifacts import Attachment
 from chamvi.client import ChamviClient
-from chamvi.errors import AgentNotFoundError, InvalidAgentDefinitionError, InvalidInputError, UnavailableError
+from chamvi.errors import InvalidAgentDefinitionError, InvalidInputError, UnavailableError
+from chamvi.http.agents_routes import AgentCheck, agent_check
 from chamvi.http.auth import QUERY_TOKEN_KEY, Token, permission, principal
 from chamvi.http.errors import error_responses
 from chamvi.http.schemas import (
@@ -31,7 +31,10 @@ from chamvi.http.schemas import (
     RunListMeta,
 )
 from chamvi.models import RunStatus, RunView
+from chamvi.names import validate_agent_name
 from chamvi.run_events import RUN_DELTA, DeltaOrder, EventHub, RunEvent, parse_event_id
+
+T = TypeVar("T")
 
 TRIGGER = "http"
 APPROVE_TIMEOUT_SECONDS = 30.0
@@ -71,41 +74,36 @@ async def dispatch_as(
     return DispatchResultOut(run_id=result.run_id, created=result.created)
 
 
-def check_agent_for(agents: Collection[str] | None) -> Callable[[str], None]:
-    """Refuses a malformed agent name, and one the workers do not serve when ``agents`` is known.
+async def answer_in_time(answering: Awaitable[T], whose: str) -> T:
+    """``answering`` (an approval's update), or 503 once a worker has not taken it in 30 s.
 
-    Raises (from the check):
-        InvalidInputError: a malformed name.
-        AgentNotFoundError: an agent outside ``agents``.
+    Raises:
+        UnavailableError: no worker took the answer in time; ``whose`` names the run in the message.
     """
-    known = sorted(agents) if agents is not None else None
-
-    def check_agent(name: str) -> None:
-        try:
-            validate_agent_name(name)
-        except InvalidAgentDefinitionError as error:
-            raise InvalidInputError(error.message) from None
-        if known is not None and name not in known:
-            served = ", ".join(repr(a) for a in known) or "none"
-            raise AgentNotFoundError(f"unknown agent {name!r}: this app serves {served}")
-
-    return check_agent
+    try:
+        return await asyncio.wait_for(answering, timeout=APPROVE_TIMEOUT_SECONDS)
+    except TimeoutError:
+        raise UnavailableError(
+            f"{whose} did not take the answer within {APPROVE_TIMEOUT_SECONDS:g} s: "
+            "is a worker running? Try again"
+        ) from None
 
 
 def runs_router(
-    runs: ChamviClient, agents: Collection[str] | None = None, hub: EventHub | None = None
+    runs: ChamviClient, check_agent: AgentCheck | None = None, hub: EventHub | None = None
 ) -> APIRouter:
     """The ``/runs`` routes: dispatch, list, show, follow, approve and cancel runs through ``runs``.
 
     Args:
         runs: the client that talks to Temporal.
-        agents: the agents the workers serve; a dispatch naming another answers 404 at once (without
-            it, such a run is accepted and fails in the worker).
+        check_agent: refuses a dispatch of an agent the workers do not serve, at once (404); by
+            default only a malformed name is refused, and a run of an unknown agent fails in the worker
+            (``chamvi.http.agents_routes.agent_check``).
         hub: the events of this process (the app's); with a worker in the same process (``chamvi
             dev``) the event stream carries the model's deltas too.
     """
     router = APIRouter(prefix="/runs", tags=["runs"])
-    check_agent = check_agent_for(agents)
+    check_agent = check_agent or agent_check(None)
 
     @router.post(
         "",
@@ -125,7 +123,7 @@ def runs_router(
 
         With an `idempotency_key` seen before from the same token, 200 with the existing run instead.
         """
-        check_agent(body.agent)
+        await check_agent(body.agent)
         return await dispatch_as(runs, body, token, response)
 
     @router.get(
@@ -220,22 +218,16 @@ def runs_router(
 
         An id the run is not waiting on (stale, unknown or answered) is 409.
         """
-        try:
-            answered = await asyncio.wait_for(
-                runs.approve(
-                    run_id,
-                    approved=body.approved,
-                    reason=body.reason,
-                    approval_id=body.approval_id,
-                    approver=token.invoker(),
-                ),
-                timeout=APPROVE_TIMEOUT_SECONDS,
-            )
-        except TimeoutError:
-            raise UnavailableError(
-                f"run {run_id!r} did not take the answer within {APPROVE_TIMEOUT_SECONDS:g} s: "
-                "is a worker running? Try again"
-            ) from None
+        answered = await answer_in_time(
+            runs.approve(
+                run_id,
+                approved=body.approved,
+                reason=body.reason,
+                approval_id=body.approval_id,
+                approver=token.invoker(),
+            ),
+            f"run {run_id!r}",
+        )
         return ApprovalOut(run_id=run_id, approval_id=answered, approved=body.approved)
 
     @router.post(

@@ -5,17 +5,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from datetime import timedelta
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from chamvi.client import ChamviClient
-from chamvi.errors import AgentNotFoundError
+from chamvi.http.agents_routes import AgentCheck
 from chamvi.http.auth import permission
 from chamvi.http.errors import error_responses
 from chamvi.models import Overlap, ScheduleView
+from chamvi.schedules import DEFAULT_MIN_INTERVAL, check_min_interval, define_schedule
 
 ScheduleId = Annotated[str, Path(min_length=1, max_length=64, description="The schedule's id")]
 
@@ -56,15 +57,19 @@ class ScheduleList(BaseModel):
     data: list[ScheduleView]
 
 
-def schedules_router(runs: ChamviClient, agents: Collection[str] | None = None) -> APIRouter:
+def schedules_router(
+    runs: ChamviClient,
+    check_agent: AgentCheck | None = None,
+    min_interval: timedelta = DEFAULT_MIN_INTERVAL,
+) -> APIRouter:
     """The ``/schedules`` routes, through ``runs``'s Temporal client and task queue.
 
     Args:
         runs: the client that talks to Temporal; schedules fire on its task queue.
-        agents: the agents the workers serve; a schedule naming another answers 404 at once.
+        check_agent: refuses a schedule of an agent the workers do not serve, at once (404).
+        min_interval: the shortest gap between fires a schedule created here may have (422 under it).
     """
     router = APIRouter(prefix="/schedules", tags=["schedules"])
-    known = sorted(agents) if agents is not None else None
 
     @router.get(
         "",
@@ -86,11 +91,16 @@ def schedules_router(runs: ChamviClient, agents: Collection[str] | None = None) 
         summary="Create a schedule",
     )
     async def create_schedule(body: Annotated[CreateSchedule, Body()]) -> ScheduleView:
-        """Creates a Temporal Schedule whose fires dispatch runs of `agent`; 409 when the id exists."""
-        if known is not None and body.agent not in known:
-            served = ", ".join(repr(a) for a in known) or "none"
-            raise AgentNotFoundError(f"unknown agent {body.agent!r}: this app serves {served}")
-        return await runs.create_schedule(body.agent, **body.model_dump(exclude={"agent"}))
+        """Creates a Temporal Schedule whose fires dispatch runs of `agent`; 409 when the id exists.
+
+        A cron that never fires, an interval over 100 years or fires closer than the server's minimum
+        interval (a minute unless configured) answer 422 `invalid_schedule`.
+        """
+        if check_agent is not None:
+            await check_agent(body.agent)
+        options = body.model_dump(exclude={"agent"})
+        check_min_interval(define_schedule(body.agent, **options), min_interval)
+        return await runs.create_schedule(body.agent, **options)
 
     @router.get(
         "/{schedule_id}",

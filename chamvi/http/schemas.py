@@ -8,7 +8,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from chamvi.approval_tokens import TOKEN_MAX_CHARS
 from chamvi.constants import TRIGGER_KEY_MAX_LENGTH
+from chamvi.errors import ValidationIssue
 from chamvi.knowledge.managed import MAX_CONTENT_CHARS, DocumentPage
 from chamvi.models import Artifact, RunSummary
 from chamvi.models.knowledge import CollectionMeta, DocumentEntry
@@ -62,6 +64,10 @@ class ErrorDetail(BaseModel):
 
     code: str = Field(description="A stable code: unauthorized, forbidden, not_found, ...")
     message: str = Field(description="What went wrong and what to do, for a person")
+    issues: list[ValidationIssue] | None = Field(
+        default=None,
+        description="A validation_error's field-by-field problems (path, message, code), when known",
+    )
 
 
 class ErrorBody(BaseModel):
@@ -319,8 +325,33 @@ class ApproveRun(_Body):
         return _check_text(value, info.field_name)
 
 
+class ApprovalToken(_Body):
+    """Body of ``POST /approvals/view``: an approval token from a channel's request."""
+
+    token: str = Field(
+        min_length=1, max_length=TOKEN_MAX_CHARS, description="The token, as the link carries it"
+    )
+
+
+class AnswerByToken(ApprovalToken):
+    """Body of ``POST /approvals/answer``: the answer to the approval a token names."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"token": "ca1.WyJydW4t....3q0", "approved": True, "reason": "ok"}]},
+    )
+
+    approved: bool
+    reason: str | None = Field(default=None, max_length=10_000)
+
+    @field_validator("reason")
+    @classmethod
+    def _unicode(cls, value: str | None) -> str | None:
+        return _check_text(value, "reason")
+
+
 class ApprovalOut(BaseModel):
-    """Answer of ``POST /runs/{run_id}/approve``: the approval the answer was recorded for."""
+    """Answer of ``POST /runs/{run_id}/approve`` and ``POST /approvals/answer``: what was answered."""
 
     run_id: str
     approval_id: str

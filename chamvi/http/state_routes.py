@@ -10,11 +10,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from chamvi.agents import validate_agent_name
 from chamvi.errors import InvalidAgentDefinitionError, InvalidInputError
 from chamvi.http.auth import permission
 from chamvi.http.errors import error_responses
 from chamvi.models.state import STATE_LIST_MAX, StateListing, StateListRequest
+from chamvi.names import validate_agent_name
 from chamvi.state.views import StateViews
 
 READ = "state:read"

@@ -13,7 +13,6 @@ from pydantic import BaseModel, Field
 from temporalio.common import RetryPolicy
 
 from chamvi._spans import span
-from chamvi.agents import validate_agent_name
 from chamvi.context import define_context_key, inject
 from chamvi.errors import (
     ChamviError,
@@ -24,6 +23,7 @@ from chamvi.errors import (
 from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry
 from chamvi.knowledge.index import Hit, KnowledgeIndex
 from chamvi.models.knowledge import CollectionMeta, CollectionStatus
+from chamvi.names import validate_agent_name
 from chamvi.retry import DEFAULT_EMBEDDING_RETRY, call_with_retry
 from chamvi.tools import Tool, ToolContext, tool
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from chamvi.errors import PageFormatError
+from chamvi.errors import InvalidPageError, PageFormatError
 from chamvi.knowledge_store import _frontmatter
 from chamvi.knowledge_store._disk import (
     RESERVED_ROOT_SLUGS,
@@ -145,6 +145,36 @@ class Layout:
             return None
         directory = known.folder_in(plural=self.plural)
         return f"{directory}/{slug}.md" if directory else f"{slug}.md"
+
+    def label_path(self, page_id: str, snapshot: Snapshot) -> str:
+        """Where a new page of a type no declared type names goes, its front matter saying its type.
+
+        Beside the pages of that type already there (the first one's folder, in path order), else in
+        a folder named after the type; the scan reads it back as a page of that type.
+
+        Raises:
+            InvalidPageError: that folder is a declared type's (in either layout: writing a page there
+                would make it a page of the other type), or the page would take one of the root
+                folder's own file names.
+        """
+        page_type, slug = parse_id(page_id)
+        folders = sorted(
+            posixpath.dirname(entry.path) for entry in snapshot.pages.values() if entry.page.type == page_type
+        )
+        folder = folders[0] if folders else page_type
+        if not folders:
+            owners = {t.folder_in(plural=plural): t.name for t in self.types for plural in (True, False)}
+            if folder in owners:
+                raise InvalidPageError(
+                    f"page type {page_type!r} is not declared, and its folder {folder}/ is where "
+                    f"{owners[folder]!r} pages live: choose another type, or declare "
+                    f"PageType(name={page_type!r}, folder=...) with a folder of its own"
+                )
+        if not folder and slug in RESERVED_ROOT_SLUGS:
+            raise InvalidPageError(
+                f"slug {slug!r} is taken by the store's own {slug}.md: choose another slug"
+            )
+        return f"{folder}/{slug}.md" if folder else f"{slug}.md"
 
     def id_for_path(self, rel: str) -> str | None:
         """The page id of a file path relative to the root, or None when no page lives there."""

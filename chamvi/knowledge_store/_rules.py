@@ -40,12 +40,25 @@ def now_iso(clock: Callable[[], datetime]) -> str:
     return clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def find_type(types: Sequence[PageType], name: str) -> PageType:
+def type_of_new_page(types: Sequence[PageType], name: str) -> PageType | None:
+    """The declared type a new page names, or None for a type nobody declared.
+
+    A type is a label (the seed: a store should be able to keep any type), so an undeclared one is
+    taken as long as it is a slug; it only lacks a description and a template.
+
+    Raises:
+        InvalidPageError: ``name`` is no slug.
+    """
     for page_type in types:
         if page_type.name == name:
             return page_type
-    known = ", ".join(repr(t.name) for t in types)
-    raise InvalidPageError(f"unknown page type {name!r}: this knowledge base has {known}")
+    if not isinstance(name, str) or not is_slug(name):
+        known = ", ".join(repr(t.name) for t in types)
+        raise InvalidPageError(
+            f"page type {name!r} is invalid: use lowercase letters and digits joined by single hyphens, "
+            f"e.g. one of {known}"
+        )
+    return None
 
 
 def check_slug(slug: str) -> None:

@@ -74,7 +74,6 @@ from chamvi.knowledge_store._rules import (
     check_report,
     check_slug,
     check_title,
-    find_type,
     keyword_search,
     link_problems,
     linked_from,
@@ -82,6 +81,7 @@ from chamvi.knowledge_store._rules import (
     raise_link_problems,
     render_index,
     replace_once,
+    type_of_new_page,
 )
 from chamvi.knowledge_store._types import (
     ACTIVE,
@@ -334,9 +334,7 @@ class FileKnowledgeStore:
         raise_link_problems(missing, bad)
         paths = _paths(snapshot)
         for page_id in batch:
-            path = self._layout.default_path(page_id)
-            assert path is not None
-            paths[page_id] = path
+            paths[page_id] = self._layout.default_path(page_id) or self._layout.label_path(page_id, snapshot)
         snapshot.refuse_links(*(paths[page_id] for page_id in batch), INDEX_FILE)
         files = {paths[page.id]: self._layout.render(page, paths) for page in batch.values()}
         files.update(self._index_file({**_pages(snapshot), **batch}, paths))
@@ -345,9 +343,9 @@ class FileKnowledgeStore:
 
     def _new_page(self, new: NewPage, now: str, number: int | None) -> KnowledgePage:
         try:
-            page_type = find_type(self._types, new.type)
+            page_type = type_of_new_page(self._types, new.type)
             check_slug(new.slug)
-            if not page_type.directory and new.slug in RESERVED_ROOT_SLUGS:
+            if page_type is not None and not page_type.directory and new.slug in RESERVED_ROOT_SLUGS:
                 raise InvalidPageError(
                     f"slug {new.slug!r} is taken by the store's own {new.slug}.md: choose another slug"
                 )
@@ -359,12 +357,12 @@ class FileKnowledgeStore:
                 raise type(error)(f"pages[{number}] ({new.type}/{new.slug}): {error.message}") from None
             raise
         fields: dict[str, FieldValue] = {"status": ACTIVE, "created": now, "updated": now}
-        if page_type.name == "summary":
+        if new.type == "summary":
             fields["ingested"] = now
         apply_fields(fields, changes)
-        page_id = make_id(page_type.name, new.slug)
+        page_id = make_id(new.type, new.slug)
         return KnowledgePage(
-            id=page_id, type=page_type.name, title=new_title or title, content=content, fields=fields
+            id=page_id, type=new.type, title=new_title or title, content=content, fields=fields
         )
 
     async def edit(

@@ -22,7 +22,7 @@ from chamvi.errors import (
     PageNotFoundError,
     PageStatusError,
 )
-from chamvi.knowledge_store._rules import find_type
+from chamvi.knowledge_store._rules import type_of_new_page
 from chamvi.knowledge_store._types import RETIRED, SUPERSEDED, FieldValue, KnowledgePage
 from chamvi.knowledge_store.protocol import KnowledgeStore
 from chamvi.tools import Tool, ToolContext, approve, effect_tool, tool
@@ -141,7 +141,13 @@ def knowledge_store_tools(
         type: str, slug: str, title: str = "", content: str = "", fields: Fields | None = None
     ) -> str:
         if not content.strip():
-            page_type = find_type(store.types(), type)
+            page_type = type_of_new_page(store.types(), type)
+            if page_type is None:
+                return (
+                    f"No content given, so nothing was created. Page type {type!r} is not one of this "
+                    f"knowledge base's types, so it has no template: call {p}_create again with the "
+                    "content to create it as a page of that type, or choose a declared type."
+                )
             return (
                 f"No content given, so nothing was created. Page type {page_type.name!r}: "
                 f"{page_type.description}\nStart from this template, then call {p}_create again with "
@@ -273,7 +279,8 @@ def knowledge_store_tools(
                 f"Creates a page: type, slug (the page id is type/slug), a short title, its content in "
                 "markdown, and optional fields (strings; a summary's 'file' is its source's path). "
                 "Call it without content first to get the type's template. Links must point to pages "
-                f"that exist. {guide}\nPage types:\n{types}"
+                f"that exist. {guide}\nPage types (another type is kept as a label, without a "
+                f"template):\n{types}"
             ),
             already_applied=create_applied,
         )(create),

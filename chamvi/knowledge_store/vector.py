@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from temporalio import activity
 
+from chamvi.app_runtime import serving
 from chamvi.errors import (
     InvalidAgentDefinitionError,
     InvalidPageError,
@@ -33,7 +34,7 @@ from chamvi.errors import (
 )
 from chamvi.knowledge.collections import KnowledgeCollection, knowledge_collection
 from chamvi.knowledge.documents import Document
-from chamvi.knowledge.search import KNOWLEDGE_SEARCH, SearchResult
+from chamvi.knowledge.search import SearchResult
 from chamvi.knowledge.sources import CustomSource, define_source
 from chamvi.knowledge_store._types import (
     RETIRED,
@@ -71,8 +72,12 @@ OnChange = Callable[[str], Awaitable[None] | None]
 
 
 def searcher_of(app: App) -> Searcher | None:
-    """The searcher a worker built for ``app`` (None until one is built, e.g. in the CLI)."""
-    return app.provided.get(KNOWLEDGE_SEARCH)
+    """The searcher a worker built for ``app`` (None until one is built, e.g. in the CLI).
+
+    In a tool call, the searcher of the worker running it (``chamvi.app_runtime.serving``).
+    """
+    runtime = serving(app)
+    return runtime.search if runtime is not None else None
 
 
 async def request_sync_from_activity(collection: str) -> None:

@@ -3,6 +3,14 @@
 Pydantic only: a workflow imports these and nothing that loads an I/O client.
 """
 
+from chamvi.models.agents import (
+    AgentDefinition,
+    AgentInfo,
+    AgentPutResult,
+    AgentRegistryRequest,
+    AgentRegistryResult,
+    AgentRevision,
+)
 from chamvi.models.artifacts import Artifact
 from chamvi.models.knowledge import (
     CollectionInput,
@@ -17,12 +25,22 @@ from chamvi.models.knowledge import (
     SyncSignal,
 )
 from chamvi.models.mcp import McpListRequest, McpToolInfo, McpToolList
+from chamvi.models.parts import (
+    ContentPart,
+    FilePart,
+    ImagePart,
+    MediaPart,
+    ProviderOptions,
+    TextPart,
+    tool_output_parts,
+)
 from chamvi.models.runs import (
     AgentSpec,
     ApprovalAnswer,
     ApprovalDecision,
     ApprovalRequest,
     BudgetSpec,
+    CallInProgress,
     DescribeAgentRequest,
     EffectQuery,
     EffectRecord,
@@ -53,6 +71,7 @@ from chamvi.models.runs import (
     TriggerEnvelope,
     Usage,
     WaitPoint,
+    approval_id,
 )
 from chamvi.models.schedules import (
     Overlap,
@@ -64,16 +83,24 @@ from chamvi.models.schedules import (
 from chamvi.models.state import StateItem, StateListing, StateListRequest, StatePage
 
 __all__ = [
+    "AgentDefinition",
+    "AgentInfo",
+    "AgentPutResult",
+    "AgentRegistryRequest",
+    "AgentRegistryResult",
+    "AgentRevision",
     "AgentSpec",
     "ApprovalAnswer",
     "ApprovalDecision",
     "ApprovalRequest",
     "Artifact",
     "BudgetSpec",
+    "CallInProgress",
     "CollectionInput",
     "CollectionMeta",
     "CollectionState",
     "CollectionStatus",
+    "ContentPart",
     "DescribeAgentRequest",
     "DocumentEntry",
     "EffectQuery",
@@ -82,18 +109,22 @@ __all__ = [
     "ExtractInput",
     "ExtractResult",
     "ExtractionRequest",
+    "FilePart",
+    "ImagePart",
     "Invoker",
     "LockRequest",
     "LockState",
     "McpListRequest",
     "McpToolInfo",
     "McpToolList",
+    "MediaPart",
     "Message",
     "ModelRequest",
     "ModelResponse",
     "Overlap",
     "PassRequest",
     "PassStats",
+    "ProviderOptions",
     "RecordedEffect",
     "RunInput",
     "RunIsOpenRequest",
@@ -114,6 +145,7 @@ __all__ = [
     "SyncRequest",
     "SyncSignal",
     "Taint",
+    "TextPart",
     "ToolCall",
     "ToolRequest",
     "ToolResult",
@@ -122,4 +154,6 @@ __all__ = [
     "TriggerEnvelope",
     "Usage",
     "WaitPoint",
+    "approval_id",
+    "tool_output_parts",
 ]

@@ -11,9 +11,11 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
+from chamvi.errors import ValidationIssue
 from chamvi.models.artifacts import Artifact
+from chamvi.models.parts import ContentPart, FilePart, ImagePart, ProviderOptions, TextPart
 
 
 class RunStatus(StrEnum):
@@ -53,6 +55,9 @@ class TriggerEnvelope(BaseModel):
     attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
     """The files the run was dispatched with, by reference; left out of the JSON when there are
     none, so every step's history stays as small as before attachments existed."""
+    event: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The inbound event's type, as its sender names it (``issues``, ``app_mention``); left out of the
+    JSON when there is none, so runs from before event types read and replay as they were."""
 
 
 class RunInput(BaseModel):
@@ -73,6 +78,8 @@ class RunInput(BaseModel):
     """The parent's taint: a run started by a tainted run is tainted from its start."""
     attachments: list[Artifact] = Field(default_factory=list, exclude_if=lambda v: not v)
     """Stored before the run starts (``ChamviClient.dispatch(attachments=...)``): references only."""
+    event: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The inbound event's type (a channel's delivery), carried to the trigger envelope."""
 
     def envelope(self) -> TriggerEnvelope:
         """The trigger as the run's first user message and tool policies see it."""
@@ -84,6 +91,7 @@ class RunInput(BaseModel):
             payload=self.payload,
             invoker=self.invoker,
             attachments=self.attachments,
+            event=self.event,
         )
 
 
@@ -96,14 +104,54 @@ class ToolCall(BaseModel):
 
 
 class Message(BaseModel):
-    """One message of a run's transcript, provider-neutral."""
+    """One message, provider-neutral: of a run's transcript, or of an agent's configured instructions.
+
+    A message of content parts (``chamvi.models.parts``: text, images, files) holds them in
+    ``parts``, in order, and their text in ``content``, so code that reads a message's text reads it
+    there whatever the message holds. ``Message.model_validate({"role": "user", "content": [...]})``
+    takes the parts as ``content``, the native form. Messages recorded before parts existed read as
+    they were, and one without parts or options is stored as before.
+    """
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str | None = None
+    """The text: the text parts' joined by newlines in a message of parts (None if it has none)."""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: str | None = None
     name: str | None = None
     is_error: bool = False
+    parts: list[ContentPart] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """The content as parts, when it is made of them; providers send these in place of ``content``."""
+    provider_options: ProviderOptions = Field(default_factory=dict, exclude_if=lambda v: not v)
+    """Per provider name, what it adds to this message (``{"openai": {"name": "example"}}``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _content_of_parts(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("content"), list):
+            if data.get("parts"):
+                raise ValueError("give a message's parts as content or as parts, not both")
+            data = {**data, "parts": data["content"], "content": None}
+        return data
+
+    @model_validator(mode="after")
+    def _text_of_parts(self) -> Message:
+        if self.parts and self.content is None:
+            texts = [p.text for p in self.parts if isinstance(p, TextPart)]
+            self.content = "\n".join(texts) if texts else None
+        return self
+
+    @property
+    def content_parts(self) -> list[TextPart | ImagePart | FilePart]:
+        """The content as parts: ``parts``, else the text as one text part (none without content)."""
+        if self.parts:
+            return list(self.parts)
+        return [TextPart(text=self.content)] if self.content else []
+
+    @property
+    def media(self) -> list[ImagePart | FilePart]:
+        """The image and file parts of the content."""
+        return [p for p in self.parts if isinstance(p, ImagePart | FilePart)]
 
 
 class Usage(BaseModel):
@@ -125,10 +173,22 @@ class Usage(BaseModel):
 
 
 class ErrorInfo(BaseModel):
-    """A failure as a run or a step records it: a stable ``code`` from ``chamvi.errors`` and its message."""
+    """A failure as a run or a step records it: a stable ``code`` from ``chamvi.errors`` and its message.
+
+    ``issues`` are a ``validation_error``'s field-by-field problems, when the check knew them; left
+    out of the stored form when there are none, so earlier errors read and write as before.
+    """
 
     code: str
     message: str
+    issues: list[ValidationIssue] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_issues(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("issues") is None:
+            data.pop("issues", None)
+        return data
 
 
 class BudgetSpec(BaseModel):
@@ -184,6 +244,10 @@ class AgentSpec(BaseModel):
     """The MCP servers whose tools the agent uses; the run lists them once, at its start."""
     classified_tools: list[str] = Field(default_factory=list)
     """The tool names the agent's ``trust=`` classifies; those of MCP tools are checked at listing."""
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A runtime agent's revision, read once when the run starts and recorded with this spec: the
+    run's model and tool calls carry it, so they resolve that revision, never a later one. None (left
+    out of the JSON) for an agent in code."""
 
 
 class DescribeAgentRequest(BaseModel):
@@ -207,6 +271,8 @@ class ModelRequest(BaseModel):
     base_count: int
     base_digest: str
     delta: list[Message]
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class _Lean(BaseModel):
@@ -231,6 +297,8 @@ class ModelResponse(_Lean):
     far, ``error`` the failure); ``incomplete``: the stream closed without a finish reason."""
     output: Any = None
     output_error: str | None = None
+    output_issues: list[ValidationIssue] | None = None
+    """The field-by-field problems of a final answer that does not match the output schema."""
     error: ErrorInfo | None = None
 
 
@@ -286,6 +354,12 @@ class ToolRequest(BaseModel):
     artifact_count: int = Field(default=0, exclude_if=lambda v: v == 0)
     """Artifacts the run holds before this call: its ``ctx.artifacts.put`` numbers on from here, so
     a call that runs again (a retry after a crash, after an approval) puts under the same ids."""
+    approval_waits: int = Field(default=0, exclude_if=lambda v: v == 0)
+    """How many approval waits this call has had: the approval it asks next is
+    :func:`approval_id` ``(step, call.id, approval_waits)``, which its channel request's token names.
+    Left out of the JSON at 0, so a call's first attempt records the same input as before."""
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class RunWaitRequest(BaseModel):
@@ -319,6 +393,8 @@ class ExtractInput(BaseModel):
     agent: str
     step: int
     key: str
+    revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The runtime agent's revision the run started on (``AgentSpec.revision``); None: in code."""
 
 
 class ExtractResult(BaseModel):
@@ -374,6 +450,11 @@ class RecordedEffect(BaseModel):
     result: Any = None
 
 
+def approval_id(step: int, tool_call_id: str, wait: int) -> str:
+    """The id of a call's ``wait``-th approval wait (from 0): ``<step>:<tool call id>:<wait>``."""
+    return f"{step}:{tool_call_id}:{wait}"
+
+
 class WaitPoint(BaseModel):
     """The approval a run is waiting on, shown in ``RunView.waiting`` until answered or ``until`` passes."""
 
@@ -413,6 +494,25 @@ class StepView(BaseModel):
     decision: ApprovalDecision | None = None
 
 
+class CallInProgress(BaseModel):
+    """A model, tool or MCP call the run waits on now: one of its pending activities, as Temporal has it."""
+
+    activity: str
+    """The activity's name: ``chamvi.call_tool``, ``chamvi.call_model``, ..."""
+    doing: str | None = None
+    """What its last heartbeat said it does (``tool 'search' of MCP server 'docs'``)."""
+    state: str
+    """``scheduled`` (waiting for a worker or its next attempt), ``started`` or ``cancel_requested``."""
+    attempt: int
+    maximum_attempts: int
+    """0: no limit."""
+    started_at: datetime | None = None
+    last_heartbeat_at: datetime | None = None
+    last_failure: str | None = None
+    """Why the attempt before this one failed."""
+    next_attempt_at: datetime | None = None
+
+
 class RunView(BaseModel):
     """What ``get_run`` returns: the run as its workflow knows it."""
 
@@ -431,6 +531,10 @@ class RunView(BaseModel):
     created_at: datetime | None = None
     started_at: datetime | None = None
     ended_at: datetime | None = None
+    calls: list[CallInProgress] = Field(default_factory=list)
+    """The calls in progress, from Temporal's pending activities (the client fills it in)."""
+    agent_revision: int | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The revision of the runtime agent the run runs on, to its end; None for an agent in code."""
 
 
 class RunSummary(BaseModel):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -24,9 +23,10 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from chamvi.errors import ProviderHTTPError, ProviderUnavailableError, provider_http_error
-from chamvi.models import Message, ModelResponse, ToolCall, Usage
+from chamvi.models import ContentPart, FilePart, ImagePart, Message, ModelResponse, TextPart, ToolCall, Usage
 from chamvi.providers._base import AttachedFile, ChatRequest, ToolSchema
 from chamvi.providers._streaming import FinishReason, StreamedAnswer
+from chamvi.settings import openai_credentials
 
 INVALID_JSON_KEY = "_invalid_json"
 """The key under which tool call arguments that are not JSON reach the tool (which then refuses them)."""
@@ -71,14 +71,31 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: datetime | None = 
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
-def to_wire_message(message: Message) -> dict[str, Any]:
-    """One transcript message in the chat completions format.
+_AUDIO_FORMATS = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/mpeg": "mp3", "audio/mp3": "mp3"}
+"""The audio the Chat Completions API takes as ``input_audio`` parts."""
+
+_NO_FILES = ChatRequest(run_id="", agent="", step=0, messages=[])
+
+
+def to_wire_message(message: Message, request: ChatRequest = _NO_FILES) -> dict[str, Any]:
+    """One message in the chat completions format; ``request`` holds the bytes of its parts' artifacts.
 
     Tool call arguments always go out as a JSON object, even when the model's own were not JSON:
     some compatible servers (Ollama among them) refuse a transcript whose arguments do not parse.
+    A user message of parts goes out as parts; an assistant's as its text parts (the API takes no
+    other); a tool message as text, naming its files, which :func:`to_wire_messages` sends after the
+    step's tool messages. ``"openai"`` provider options of the message are added to it.
     """
+    wire = _wire_message(message, request)
+    wire.update(message.provider_options.get("openai", {}))
+    return wire
+
+
+def _wire_message(message: Message, request: ChatRequest) -> dict[str, Any]:
     if message.role == "tool":
-        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": message.content or ""}
+        lines = [message.content] if message.content else []
+        lines += [f"[{_name(p)} ({p.media_type or 'image'}): attached below]" for p in message.media]
+        return {"role": "tool", "tool_call_id": message.tool_call_id or "", "content": "\n".join(lines)}
     if message.role == "assistant" and message.tool_calls:
         wire: dict[str, Any] = {
             "role": "assistant",
@@ -92,36 +109,100 @@ def to_wire_message(message: Message) -> dict[str, Any]:
             ],
         }
         if message.content:
-            wire["content"] = message.content
+            wire["content"] = _content(message, request)
         return wire
-    return {"role": message.role, "content": message.content or ""}
+    return {"role": message.role, "content": _content(message, request)}
 
 
-def attachment_part(attached: AttachedFile) -> dict[str, Any]:
-    """One attachment as a content part, in the Chat Completions wire format.
+def _content(message: Message, request: ChatRequest) -> str | list[dict[str, Any]]:
+    if not message.parts or message.role == "system":
+        return message.content or ""
+    parts = message.parts if message.role == "user" else [p for p in message.parts if p.type == "text"]
+    return [wire_part(p, request) for p in parts]
 
-    Images become image parts, text text parts, PDFs (and any other file) file parts, each inline
-    as a data URL.
+
+def _name(part: ImagePart | FilePart) -> str:
+    if isinstance(part, FilePart) and part.filename:
+        return part.filename
+    if part.artifact is not None:
+        return part.artifact.filename or part.artifact.id
+    return part.type
+
+
+def media_part(media_type: str, name: str, data: bytes | None, url: str | None = None) -> dict[str, Any]:
+    """An image or a file as a Chat Completions content part.
+
+    Images become image parts, text text parts, WAV and MP3 audio audio parts, PDFs (and any other
+    file) file parts, each inline (a data URL); by URL, an image is an image part and any other
+    file a text part naming it (the API takes other files inline only).
     """
-    artifact = attached.artifact
-    media_type = artifact.media_type.split(";")[0].strip()
-    name = artifact.filename or artifact.id
+    media_type = media_type.split(";")[0].strip()
+    if data is None:
+        if media_type.startswith("image/"):
+            return {"type": "image_url", "image_url": {"url": url or ""}}
+        return {"type": "text", "text": f"{name} ({media_type}): {url}"}
     if media_type.startswith("text/") or media_type in _TEXT_TYPES:
-        return {"type": "text", "text": f"{name} ({media_type}):\n{attached.data.decode(errors='replace')}"}
-    url = f"data:{media_type};base64,{base64.b64encode(attached.data).decode()}"
+        return {"type": "text", "text": f"{name} ({media_type}):\n{data.decode(errors='replace')}"}
+    encoded = base64.b64encode(data).decode()
+    if media_type in _AUDIO_FORMATS:
+        return {"type": "input_audio", "input_audio": {"data": encoded, "format": _AUDIO_FORMATS[media_type]}}
+    url = f"data:{media_type};base64,{encoded}"
     if media_type.startswith("image/"):
         return {"type": "image_url", "image_url": {"url": url}}
     return {"type": "file", "file": {"filename": name, "file_data": url}}
 
 
+def wire_part(part: ContentPart, request: ChatRequest = _NO_FILES) -> dict[str, Any]:
+    """One content part in the Chat Completions format, with its ``"openai"`` provider options.
+
+    The options are added to the part (``prompt_cache_breakpoint``, ...), but ``detail`` of an image
+    part goes into its ``image_url``, where the API reads it.
+
+    Raises:
+        ArtifactNotFoundError: the part references an artifact whose bytes ``request`` lacks.
+    """
+    if isinstance(part, TextPart):
+        wire: dict[str, Any] = {"type": "text", "text": part.text}
+    else:
+        wire = media_part(part.media_type or "image/*", _name(part), request.data_of(part), part.url)
+    options = dict(part.provider_options.get("openai", {}))
+    if "detail" in options and wire["type"] == "image_url":
+        wire["image_url"]["detail"] = options.pop("detail")
+    wire.update(options)
+    return wire
+
+
+def attachment_part(attached: AttachedFile) -> dict[str, Any]:
+    """One attachment as a content part, in the Chat Completions wire format (see :func:`media_part`)."""
+    artifact = attached.artifact
+    return media_part(artifact.media_type, artifact.filename or artifact.id, attached.data)
+
+
 def to_wire_messages(request: ChatRequest) -> list[dict[str, Any]]:
-    """The request's messages; the first user message (the trigger) carries the attachments as parts."""
-    wire = [to_wire_message(m) for m in request.messages]
-    if request.attachments:
-        first = next((i for i, m in enumerate(request.messages) if m.role == "user"), None)
-        if first is not None:
-            text = {"type": "text", "text": wire[first]["content"]}
-            wire[first]["content"] = [text, *(attachment_part(a) for a in request.attachments)]
+    """The request's messages, with their parts; the run's first user message carries the attachments.
+
+    A tool message takes text only, so the images and files of tool results follow the tool
+    messages of their step as one user message of parts, each result's introduced by its call's id.
+    """
+    wire: list[dict[str, Any]] = []
+    pending: list[dict[str, Any]] = []
+    trigger = request.trigger_index() if request.attachments else None
+    for index, message in enumerate(request.messages):
+        if pending and message.role != "tool":
+            wire.append({"role": "user", "content": pending})
+            pending = []
+        out = to_wire_message(message, request)
+        if message.role == "tool" and message.media:
+            intro = f"Files of the result of tool call {message.tool_call_id}:"
+            pending.append({"type": "text", "text": intro})
+            pending.extend(wire_part(p, request) for p in message.media)
+        if index == trigger:
+            content = out["content"]
+            parts = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+            out["content"] = [*parts, *(attachment_part(a) for a in request.attachments)]
+        wire.append(out)
+    if pending:
+        wire.append({"role": "user", "content": pending})
     return wire
 
 
@@ -357,8 +438,9 @@ def new_openai_client(api_key: str | None, base_url: str | None, timeout: float)
     Returns None when no key is set for OpenAI's own API; a base URL alone, such as a local Ollama,
     gets a placeholder key.
     """
-    api_key = api_key or os.environ.get("OPENAI_API_KEY")
-    base_url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+    env_key, env_url = openai_credentials()
+    api_key = api_key or env_key
+    base_url = base_url or env_url
     if not api_key:
         if base_url is None:
             return None

@@ -11,7 +11,7 @@ from pydantic_core import PydanticSerializationError, to_json, to_jsonable_pytho
 
 from chamvi.constants import STATE_KEY_MAX_LENGTH, STATE_VALUE_MAX_BYTES
 from chamvi.context import define_context_key
-from chamvi.errors import ChamviValidationError, NotFoundError
+from chamvi.errors import ChamviValidationError, NotFoundError, validation_issues
 from chamvi.models.state import STATE_LIST_MAX, StateItem, StatePage
 from chamvi.state.store import StateStore
 
@@ -79,7 +79,8 @@ class StateCollection(Generic[M]):
             return self.model.model_validate(item.model_dump() if isinstance(item, BaseModel) else item)
         except PydanticValidationError as error:
             raise ChamviValidationError(
-                f"invalid item for state collection {self.name!r}: {field_errors(error)}"
+                f"invalid item for state collection {self.name!r}: {field_errors(error)}",
+                issues=validation_issues(error.errors(include_input=False)),
             ) from None
 
     async def list(

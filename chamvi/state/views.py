@@ -10,14 +10,20 @@ from chamvi.state.store import StateStore
 
 if TYPE_CHECKING:  # the app imports the agents, which import this package
     from chamvi.app import App
+    from chamvi.runtime_agents import RuntimeAgents
 
 
 class StateViews:
-    """Pages of the state of ``app``'s agents, as stored (JSON values)."""
+    """Pages of the state of ``app``'s agents, as stored (JSON values).
 
-    def __init__(self, app: App, store: StateStore) -> None:
+    With ``agents``, those defined at runtime too (their key-value entries: they declare no
+    collections).
+    """
+
+    def __init__(self, app: App, store: StateStore, agents: RuntimeAgents | None = None) -> None:
         self.app = app
         self.store = store
+        self.agents = agents
 
     async def listing(self, request: StateListRequest) -> StateListing:
         """A page of one collection, or of the key-value entries with each collection's size.
@@ -26,7 +32,10 @@ class StateViews:
             AgentNotFoundError: the app serves no such agent.
             NotFoundError: the agent declares no such collection.
         """
-        agent = self.app.agent(request.agent)
+        if self.agents is not None and request.agent not in self.app.agents:
+            agent = await self.agents.current(request.agent)
+        else:
+            agent = self.app.agent(request.agent)
         declared = agent.state.collections
         if request.collection is not None and request.collection not in declared:
             names = ", ".join(repr(c) for c in declared) or "none"

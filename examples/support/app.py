@@ -33,6 +33,7 @@ from chamvi import (
     approve,
     console_channel,
     define_agent,
+    define_schedule,
     effect_marker,
     effect_tool,
     tool,
@@ -186,7 +187,10 @@ app = App(
     agents=[support, librarian, ticket_desk, digest],
     channels=[console_channel(), tickets],
     collections=[handbook],
+    # a Temporal Schedule that every worker's start creates or updates; each fire is an ordinary run
+    schedules=[
+        define_schedule("digest", cron="0 8 * * *", id="daily-digest", payload={"period": "yesterday"})
+    ],
+    # what agents defined at runtime may use (`chamvi agents put examples/support/agents/faq.yaml`)
+    runtime_tools=[*knowledge_tools(collections=["handbook"], top_k=3)],
 )
-
-# a Temporal Schedule that every worker's start creates or updates; each fire is an ordinary run
-app.schedule("digest", cron="0 8 * * *", id="daily-digest", payload={"period": "yesterday"})

@@ -1,10 +1,10 @@
 """The daily digest: a scheduled agent that sums up the open orders and posts the digest once per run.
 
-``app.py`` declares its schedule (``app.schedule("digest", cron="0 8 * * *", ...)``): every worker's
-start creates or updates the Temporal Schedule ``chamvi-schedule:daily-digest``, and each fire
-dispatches an ordinary run of this agent. With the ``local/demo`` model the run calls
-``count_orders`` and ``post_digest`` (the payload's ``period`` fills them) and answers one line per
-result.
+``app.py`` declares its schedule (``App(schedules=[define_schedule("digest", cron="0 8 * * *",
+...)])``): every worker's start creates or updates the Temporal Schedule
+``chamvi-schedule:daily-digest``, and each fire dispatches an ordinary run of this agent. With the
+``local/demo`` model the run calls ``count_orders`` and ``post_digest`` (the payload's ``period``
+fills them) and answers one line per result.
 """
 
 from __future__ import annotations

@@ -66,6 +66,17 @@ async def render_report(title: str, ctx: ToolContext) -> str:
     return artifact.id
 
 
+BULK_BYTES = 300_000_000
+"""Big enough that writing it takes a while: the test kills the worker in the middle of the put."""
+
+
+@tool
+async def store_bulk(ctx: ToolContext) -> str:
+    """Puts a big file; the first attempt's worker is killed while the bytes are being written."""
+    _note("events.txt", "bulk-put-started")
+    return (await ctx.artifacts.put("application/octet-stream", bytes(BULK_BYTES), filename="bulk.bin")).id
+
+
 @tool
 async def annotate(ctx: ToolContext) -> str:
     """Puts a note after the report: its id numbers on from the report's."""
@@ -78,6 +89,7 @@ models.register(
     "scripted/report", ScriptedModel([call("render_report", title="Q3"), call("annotate"), reply("filed")])
 )
 models.register("scripted/drain", ScriptedModel([call("drain_me"), reply("drained")]))
+models.register("scripted/bulk", ScriptedModel([call("store_bulk"), reply("stored")]))
 
 app = App(
     agents=[
@@ -86,6 +98,7 @@ app = App(
             name="report", model="scripted/report", instructions="Report.", tools=[render_report, annotate]
         ),
         define_agent(name="drain", model="scripted/drain", instructions="Drain.", tools=[drain_me]),
+        define_agent(name="bulk", model="scripted/bulk", instructions="Store.", tools=[store_bulk]),
     ],
     models=models,
     timeouts=ActivityTimeouts(tool_heartbeat=timedelta(seconds=2)),

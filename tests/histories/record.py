@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -26,12 +27,19 @@ from temporalio.testing import WorkflowEnvironment
 
 from chamvi import (
     App,
+    ApprovalDecision,
+    ApprovalTokens,
     Budget,
     ChamviClient,
+    FilePart,
+    ImagePart,
+    Message,
     RunStatus,
+    TextPart,
     ToolContext,
     Trust,
     approve,
+    artifact_file_part,
     console_channel,
     define_agent,
     effect_tool,
@@ -43,6 +51,7 @@ from chamvi import (
 from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.constants import (
     AGENT_CHECK_WORKFLOW,
+    AGENT_REGISTRY_WORKFLOW,
     AGENT_STATE_LIST_WORKFLOW,
     KNOWLEDGE_ID_PREFIX,
     KNOWLEDGE_SEARCH_WORKFLOW,
@@ -60,7 +69,7 @@ from chamvi.models.knowledge import SearchRequest, SyncRequest
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, calls, reply
 from chamvi.providers.scripted import Turn
-from chamvi.runtime import build_worker
+from chamvi.runtime import build_worker, local_plugin
 from tests.knowledge_helpers import wait_for_meta, wait_for_passes
 from tests.polling import eventually, until_status
 from tests.support.openai_server import OpenAIServer, StreamError, stream
@@ -325,6 +334,43 @@ async def _record_artifacts(env: WorkflowEnvironment, task_queue: str, recorded:
         recorded["artifacts"] = (await chamvi.wait(dispatched.run_id)).run_id
 
 
+@tool
+async def render_chart(ctx: ToolContext) -> list[str | FilePart]:
+    """Puts a chart and hands it to the model as a file part."""
+    chart = await ctx.artifacts.put("image/png", b"\x89PNG-chart", filename="chart.png")
+    return ["The chart:", artifact_file_part(chart)]
+
+
+async def _record_content_parts(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run whose instructions are native messages with parts and whose tool returns a file part."""
+    models = ModelRegistry()
+    models.register("scripted/parts", ScriptedModel([call("render_chart"), reply("a dip on Tuesday")]))
+    instructions = [
+        Message(role="system", content="You read charts."),
+        Message(
+            role="user",
+            parts=[
+                TextPart(text="A chart that looks fine:"),
+                ImagePart(
+                    media_type="image/png",
+                    data=b"\x89PNG-example",
+                    provider_options={"openai": {"detail": "low"}},
+                ),
+            ],
+        ),
+        Message(role="assistant", content="Fine: no dip."),
+    ]
+    agent = define_agent(
+        name="parts", model="scripted/parts", instructions=instructions, tools=[render_chart]
+    )
+    store = ArtifactStore.memory()
+    async with build_worker(
+        env.client, App(agents=[agent], models=models), task_queue=task_queue, artifacts=store
+    ):
+        chamvi = ChamviClient(env.client, task_queue=task_queue, artifacts=store)
+        recorded["content-parts"] = (await chamvi.wait((await chamvi.dispatch("parts")).run_id)).run_id
+
+
 class Note(BaseModel):
     text: str
 
@@ -368,6 +414,118 @@ async def _record_scheduled_run(env: WorkflowEnvironment, task_queue: str, recor
     recorded["scheduled-run"] = workflow_id
 
 
+@tool
+async def release(ctx: ToolContext) -> str:
+    """Asks the console twice; the tokens the two requests carry answer them."""
+    console = ctx.channels.find_one_or_fail("console")
+    tagged = await console.approve(title="Tag 2.0?")
+    published = await console.approve(title="Publish 2.0?")
+    return "released" if tagged.approved and published.approved else "held"
+
+
+async def _record_approval_token(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """A run whose two channel approvals are answered by token (``resume``): the second tool call
+    carries the call's wait count, which the second request's token names."""
+    lines: list[str] = []
+    tokens = ApprovalTokens("record-approval-secret-0123456789abcdef")
+    models = ModelRegistry()
+    models.register("scripted/release", ScriptedModel([call("release", "c1"), reply("ok")]))
+    agent = define_agent(name="release", model="scripted/release", instructions="x", tools=[release])
+    app = App(agents=[agent], models=models, channels=[console_channel(write=lines.append)])
+    chamvi = ChamviClient(env.client, task_queue=task_queue, approval_tokens=tokens)
+    async with build_worker(env.client, local_plugin(app, approval_tokens=tokens), task_queue=task_queue):
+        run_id = (await chamvi.dispatch("release", channel="console", address="ops")).run_id
+        for n in (1, 2):
+
+            async def sent(n: int = n) -> list[str] | None:
+                found = re.findall(r"--token (\S+)`", "\n".join(lines))
+                return found if len(found) == n else None
+
+            await chamvi.resume(
+                (await eventually(sent, f"approval request {n}"))[-1], ApprovalDecision(approved=True)
+            )
+        await chamvi.wait(run_id)
+    recorded["approval-token"] = run_id
+
+
+async def _record_runs(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """The runs of ``_app()``'s agents, on the main worker's task queue."""
+    chamvi = ChamviClient(env.client, task_queue=task_queue)
+    for agent in ("tools", "budget", "slow", "extract", "linked"):
+        recorded[agent] = (await chamvi.dispatch(agent)).run_id
+    recorded["emits"] = (await chamvi.dispatch("emits", channel="console", address="ops")).run_id
+    approved = (await chamvi.dispatch("approval")).run_id
+    await until_status(chamvi, approved, RunStatus.WAITING)
+    await chamvi.approve(approved, approved=True)
+    recorded["approval"] = approved
+    recorded["approval-input-bound"] = approved  # decisions bound to the call's input
+    cancelled = (await chamvi.dispatch("approval")).run_id
+    await until_status(chamvi, cancelled, RunStatus.WAITING)
+    await chamvi.cancel(cancelled)
+    recorded["cancelled"] = cancelled
+    locked = [(await chamvi.dispatch("locked", concurrency_key="k")).run_id for _ in range(2)]
+    recorded["locked"] = locked[1]
+    for run_id in [*recorded.values(), *locked]:
+        await chamvi.wait(run_id)
+    recorded["lock"] = LOCK_ID_PREFIX + "k"
+
+
+async def _record_runtime_agents(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
+    """An agent put at runtime (the ``AgentRegistry`` workflow) and a run of it that calls a tool,
+    waits for an approval while revision 2 is put, and finishes on revision 1."""
+    models = ModelRegistry()
+    turns: list[Turn] = [call("add", a=1, b=2), call("deploy", "c1", version="2.0"), reply("done")]
+    models.register("scripted/runtime", ScriptedModel(turns))
+    app = App(agents=[], models=models, runtime_tools=[add, deploy])
+    async with build_worker(env.client, app, task_queue=task_queue):
+        chamvi = ChamviClient(env.client, task_queue=task_queue)
+        definition = {"model": "scripted/runtime", "instructions": "Deploy.", "tools": ["add", "deploy"]}
+        await chamvi.put_agent("runtime", definition)
+        run_id = (await chamvi.dispatch("runtime")).run_id
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+        await chamvi.put_agent("runtime", {**definition, "tools": ["add"]})
+        await chamvi.approve(run_id, approved=True)
+        recorded["runtime-agent"] = (await chamvi.wait(run_id)).run_id
+    async for execution in env.client.list_workflows(f'WorkflowType = "{AGENT_REGISTRY_WORKFLOW}"'):
+        recorded["agent-registry"] = execution.id
+
+
+Recorder = Callable[[WorkflowEnvironment, str, dict[str, str]], Awaitable[None]]
+
+RECORDERS: list[tuple[tuple[str, ...], str, Recorder]] = [
+    (
+        (
+            "tools",
+            "budget",
+            "slow",
+            "extract",
+            "linked",
+            "emits",
+            "approval",
+            "approval-input-bound",
+            "cancelled",
+            "locked",
+            "lock",
+        ),
+        "",
+        _record_runs,
+    ),
+    (("agent-check", "agent-check-unknown"), "", _record_agent_checks),
+    (("knowledge-collection", "knowledge-sync", "knowledge-search"), "-knowledge", _record_knowledge),
+    (("knowledge-timing",), "-timing", _record_knowledge_timing),
+    (("mcp",), "-mcp", _record_mcp),
+    (("stream-broken", "stream-incomplete"), "-streams", _record_streams),
+    (("artifacts",), "-artifacts", _record_artifacts),
+    (("content-parts",), "-parts", _record_content_parts),
+    (("scheduled-run",), "", _record_scheduled_run),
+    (("state", "state-list"), "-state", _record_state),
+    (("approval-token",), "-approval-token", _record_approval_token),
+    (("runtime-agent", "agent-registry"), "-runtime-agents", _record_runtime_agents),
+]
+"""Each recorder, the histories it records, and its task queue's suffix; with names on the command
+line, only the recorders of those names run."""
+
+
 async def main() -> None:
     env = await WorkflowEnvironment.start_local(
         dev_server_existing_path=shutil.which("temporal"),
@@ -375,38 +533,14 @@ async def main() -> None:
         data_converter=pydantic_data_converter,
     )
     task_queue = f"record-{uuid.uuid4().hex[:8]}"
-    chamvi = ChamviClient(env.client, task_queue=task_queue)
     recorded: dict[str, str] = {}
+    wanted = set(sys.argv[1:])
     async with build_worker(env.client, _app(), task_queue=task_queue):
-        for agent in ("tools", "budget", "slow", "extract", "linked"):
-            recorded[agent] = (await chamvi.dispatch(agent)).run_id
-        recorded["emits"] = (await chamvi.dispatch("emits", channel="console", address="ops")).run_id
-        approved = (await chamvi.dispatch("approval")).run_id
-        await until_status(chamvi, approved, RunStatus.WAITING)
-        await chamvi.approve(approved, approved=True)
-        recorded["approval"] = approved
-        recorded["approval-input-bound"] = approved  # decisions bound to the call's input
-        cancelled = (await chamvi.dispatch("approval")).run_id
-        await until_status(chamvi, cancelled, RunStatus.WAITING)
-        await chamvi.cancel(cancelled)
-        recorded["cancelled"] = cancelled
-        locked = [(await chamvi.dispatch("locked", concurrency_key="k")).run_id for _ in range(2)]
-        recorded["locked"] = locked[1]
-        for run_id in [*recorded.values(), *locked]:
-            await chamvi.wait(run_id)
-        recorded["lock"] = LOCK_ID_PREFIX + "k"
-        await _record_agent_checks(env, task_queue, recorded)
-        await _record_knowledge(env, f"{task_queue}-knowledge", recorded)
-        await _record_knowledge_timing(env, f"{task_queue}-timing", recorded)
-        await _record_mcp(env, f"{task_queue}-mcp", recorded)
-        await _record_streams(env, f"{task_queue}-streams", recorded)
-        await _record_artifacts(env, f"{task_queue}-artifacts", recorded)
-
-        await _record_scheduled_run(env, task_queue, recorded)
-        await _record_state(env, f"{task_queue}-state", recorded)
-        wanted = set(sys.argv[1:]) or set(recorded)
+        for names, suffix, recorder in RECORDERS:
+            if not wanted or wanted & set(names):
+                await recorder(env, f"{task_queue}{suffix}", recorded)
         for name, workflow_id in recorded.items():
-            if name not in wanted:
+            if wanted and name not in wanted:
                 continue
             history = await env.client.get_workflow_handle(workflow_id).fetch_history()
             (HERE / f"{name}.json").write_text(history.to_json())

@@ -120,6 +120,7 @@ async def test_an_invalid_upsert_is_a_tool_error_naming_the_field_and_the_run_go
     upsert = run.steps[1]
     assert upsert.error is not None and upsert.error.code == "validation_error"
     assert "item.amount" in upsert.error.message
+    assert [issue.path for issue in upsert.error.issues or []] == [("item", "amount")]
     assert run.steps[3].output == {"items": [], "next_offset": None}  # nothing was stored
 
 

@@ -18,10 +18,13 @@ import pytest
 from playwright.async_api import Browser, Locator, Page, async_playwright, expect
 from temporalio.client import Client
 
-from chamvi import App, ToolContext, approve, define_agent, tool
-from chamvi.http import Token
+from chamvi import App, ApprovalTokens, ChamviClient, RunStatus, ToolContext, approve, define_agent, tool
+from chamvi.http import Token, create_api
 from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
-from chamvi.runtime import build_worker
+from chamvi.runtime import build_worker, local_plugin
+from tests.integration.test_approval_tokens import SECRET as APPROVAL_SECRET
+from tests.integration.test_approval_tokens import make_app as console_app
+from tests.polling import until_status
 from tests.support.http_api import bearer, make_tokens, runs_api, serving
 from tests.support.openai_server import OpenAIServer, Reasoning, stream, tool_call
 
@@ -248,8 +251,9 @@ async def test_a_watched_run_shows_the_models_words_while_it_writes_them(
             )
             # worker and API in one process, as `chamvi dev` runs them: the stream carries the deltas
             queue = f"{task_queue}-streaming"  # the stack's worker serves the test's own queue
-            api = runs_api(stack.tokens, client, queue, agents=[agent], events=app.events)
-            async with build_worker(client, app, task_queue=queue), serving(api) as url:
+            plugin = local_plugin(app)
+            api = runs_api(stack.tokens, client, queue, agents=[agent], events=plugin.runtime.events)
+            async with build_worker(client, plugin, task_queue=queue), serving(api) as url:
                 page = await stack.browser.new_page()
                 await page.goto(f"{url}/ui")
                 await page.fill("#token", stack.tokens["approver"].value)
@@ -272,3 +276,102 @@ async def test_a_watched_run_shows_the_models_words_while_it_writes_them(
         finally:
             connected.set()
             rest.set()
+
+
+@dataclass
+class TokenStack:
+    url: str
+    tokens: dict[str, Token]
+    runs: ChamviClient
+    lines: list[str]
+    browser: Browser
+
+    async def link(self) -> tuple[str, str]:
+        """Dispatches a run and waits for its console request; the run's id and the request's link."""
+        run_id = (await self.runs.dispatch("operator")).run_id
+        await until_status(self.runs, run_id, RunStatus.WAITING)
+        found = re.search(r"^Approve or deny: (\S+)$", "\n".join(self.lines), re.MULTILINE)
+        assert found is not None, self.lines
+        return run_id, found.group(1)
+
+
+@pytest.fixture
+async def token_stack(client: Client, task_queue: str) -> AsyncIterator[TokenStack]:
+    """A worker whose console requests link to the API's page, the API checking the same secret."""
+    lines: list[str] = []
+    tokens = make_tokens(approver=["runs:read", "runs:approve"])
+    runs = ChamviClient(client, task_queue=task_queue, approval_tokens=ApprovalTokens(APPROVAL_SECRET))
+    api = create_api(tokens=list(tokens.values()), managed=None, runs=runs, agents=["operator"])
+    async with serving(api) as url:
+        linking = ApprovalTokens(APPROVAL_SECRET, public_url=url)
+        async with (
+            build_worker(
+                client, local_plugin(console_app(lines), approval_tokens=linking), task_queue=task_queue
+            ),
+            async_playwright() as playwright,
+        ):
+            browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            try:
+                yield TokenStack(url, tokens, runs, lines, browser)
+            finally:
+                await browser.close()
+
+
+async def test_the_link_in_a_channels_request_opens_that_approval_and_answers_it_once(
+    token_stack: TokenStack,
+) -> None:
+    run_id, link = await token_stack.link()
+    assert link.startswith(f"{token_stack.url}/ui/#answer=ca1.")
+    page = await token_stack.browser.new_page()
+    await page.goto(link)
+    card = page.locator("#token-card")
+    await expect(card.locator(".question")).to_have_text("Restart api?", timeout=PATIENCE_MS)
+    await expect(card.locator(".body")).to_have_text("Everyone is logged out.")
+    await expect(card.locator(".tool")).to_have_text("restart")
+    await expect(card.locator(".agent")).to_have_text("operator")
+    await expect(card.locator(".deadline")).to_contain_text("then denied")
+    await expect(page.locator("#login")).to_be_hidden()
+
+    await card.locator(".reason").fill("checked the dashboards")
+    await card.locator("button.approve").click()
+    await expect(page.locator("#token-done")).to_have_text("Approved: the run goes on.", timeout=PATIENCE_MS)
+    assert page.url == f"{token_stack.url}/ui/"  # the used token left the address bar
+    run = await token_stack.runs.wait(run_id)
+    assert next(s for s in run.steps if s.kind == "tool").output == "restarted api (approved by token holder)"
+    decision = next(s for s in run.steps if s.kind == "wait").decision
+    assert decision is not None and decision.reason == "checked the dashboards"
+
+    again = await token_stack.browser.new_page()
+    await again.goto(link)
+    await expect(again.locator("#token-status")).to_have_attribute(
+        "data-code", "approval_not_pending", timeout=PATIENCE_MS
+    )
+    await expect(again.locator("#token-status")).to_contain_text("not pending any more")
+    await expect(again.locator("#token-card")).to_be_hidden()
+    forged = await token_stack.browser.new_page()
+    await forged.goto(link[:-4] + "AAAA")
+    await expect(forged.locator("#token-status")).to_have_attribute(
+        "data-code", "approval_token_invalid", timeout=PATIENCE_MS
+    )
+
+
+async def test_a_person_signed_in_on_the_page_who_opens_a_link_is_recorded_as_the_approver(
+    token_stack: TokenStack,
+) -> None:
+    run_id, link = await token_stack.link()
+    page = await token_stack.browser.new_page()
+    await page.goto(f"{token_stack.url}/ui")
+    await page.fill("#token", token_stack.tokens["approver"].value)
+    await page.click("#login-form button[type=submit]")
+    await expect(page.locator("#main")).to_be_visible(timeout=PATIENCE_MS)
+    await page.goto(link)
+    card = page.locator("#token-card")
+    await card.locator(".reason").fill("not during the sale", timeout=PATIENCE_MS)
+    await card.locator("button.deny").click()
+    await expect(page.locator("#token-done")).to_have_text(
+        "Denied: the run goes on without it.", timeout=PATIENCE_MS
+    )
+    run = await token_stack.runs.wait(run_id)
+    decision = next(s for s in run.steps if s.kind == "wait").decision
+    assert decision is not None and decision.approver is not None
+    assert (decision.approver.id, decision.approver.kind, decision.approved) == ("approver", "token", False)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from chamvi import is_artifact_media_type
 from chamvi.artifacts import ArtifactStore, RunArtifacts, artifact_id, open_artifact_store, parse_artifact_id
-from chamvi.errors import ArtifactNotFoundError, InvalidInputError
+from chamvi.errors import ArtifactNotFoundError, ChamviError, ChamviValidationError, InvalidInputError
 from chamvi.settings import Settings
 from tests.support.s3_server import S3Server
 
@@ -82,17 +83,29 @@ async def test_ctx_artifacts_numbers_on_from_the_run_and_refuses_another_runs_fi
 
 
 @pytest.mark.parametrize(
-    ("media_type", "filename", "problem"),
+    ("media_type", "filename", "error", "problem"),
     [
-        ("png", None, r"media type 'png' is invalid: write it as type/subtype"),
-        ("text/plain", "../etc/passwd", r"file name '../etc/passwd' is invalid: give a bare name"),
+        ("png", None, ChamviValidationError, r"media type 'png' is invalid: write it as type/subtype"),
+        (
+            "text/plain; charset=utf-8",
+            None,
+            ChamviValidationError,
+            r"has parameters: .* type/subtype only, write 'text/plain'",
+        ),
+        ("text/plain", "../etc/passwd", InvalidInputError, r"file name '../etc/passwd' is invalid"),
     ],
 )
 async def test_a_bad_media_type_or_file_name_is_refused_naming_it(
-    media_type: str, filename: str | None, problem: str
+    media_type: str, filename: str | None, error: type[ChamviError], problem: str
 ) -> None:
-    with pytest.raises(InvalidInputError, match=problem):
+    with pytest.raises(error, match=problem):
         await ArtifactStore.memory().put("run-a", 0, media_type, b"x", filename)
+
+
+def test_the_artifact_media_type_rule_takes_type_and_subtype_only() -> None:
+    assert all(map(is_artifact_media_type, ["image/png", "application/vnd.api+json", "Text/Plain"]))
+    refused = ["png", "text/plain; charset=utf-8", "text/plain;", "text /plain", "", None, 5, "a/b/c"]
+    assert not any(map(is_artifact_media_type, refused))
 
 
 def test_a_malformed_artifact_id_says_what_ids_look_like() -> None:
@@ -109,3 +122,16 @@ def test_settings_choose_the_data_folder_unless_an_artifacts_url_is_set(tmp_path
     assert Settings.from_env({"CHAMVI_ATTACHMENT_MAX_BYTES": "1024"}).attachment_max_bytes == 1024
     with pytest.raises(Exception, match=r"CHAMVI_ATTACHMENT_MAX_BYTES='lots' is not a positive number"):
         Settings.from_env({"CHAMVI_ATTACHMENT_MAX_BYTES": "lots"})
+
+
+async def test_a_put_redone_in_a_folder_removes_what_an_interrupted_one_left_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    store = ArtifactStore.open(f"file://{tmp_path}")  # a folder by url: the same cleaning
+    folder = tmp_path / "run-a"
+    folder.mkdir()
+    for name in ("0000#1", "0000#7", "0000.json#2", "0001#1"):  # obstore's names for a file being written
+        (folder / name).write_bytes(b"partial")
+    await store.put("run-a", 0, "text/plain", b"whole")
+    assert sorted(p.name for p in folder.iterdir()) == ["0000", "0000.json", "0001#1"]
+    assert await store.read("run-a.0000") == b"whole"

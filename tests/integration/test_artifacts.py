@@ -13,7 +13,7 @@ from temporalio.client import Client
 
 from chamvi import App, ChamviClient, RunStatus, ToolContext, define_agent, tool
 from chamvi.artifacts import ArtifactStore, Attachment
-from chamvi.errors import AttachmentTooLargeError
+from chamvi.errors import AttachmentTooLargeError, ChamviValidationError
 from chamvi.providers import (
     ChatRequest,
     ModelRegistry,
@@ -209,6 +209,19 @@ async def test_an_attachment_over_the_limit_is_refused_before_anything_is_stored
             "reader", attachments=[Attachment(b"ok", "a.txt"), Attachment(b"x" * 1025, "big.bin")]
         )
 
+    assert not any(p.is_file() for p in (tmp_path / "artifacts").rglob("*"))
+
+
+async def test_an_attachment_whose_media_type_has_parameters_is_refused_before_anything_is_stored(
+    chamvi: ChamviClient, tmp_path: Path
+) -> None:
+    with pytest.raises(ChamviValidationError, match=r"has parameters: .* write 'text/plain'") as refused:
+        await chamvi.dispatch(
+            "reader",
+            attachments=[Attachment(b"ok", "a.txt"), Attachment(b"b", "b.txt", "text/plain; charset=utf-8")],
+        )
+
+    assert [i.path for i in refused.value.issues] == [("attachments", 1, "media_type")]
     assert not any(p.is_file() for p in (tmp_path / "artifacts").rglob("*"))
 
 

@@ -9,12 +9,13 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from chamvi import App, ChamviClient, ChamviPlugin, ChannelContext, RunStatus, define_agent
-from chamvi.channels import ChannelMessage
-from chamvi.inbound import StartedRun
+from chamvi.channels import ChannelMessage, StartedRun
+from chamvi.errors import BackgroundError
 from chamvi.lifecycle import memory_index
 from chamvi.providers import ModelRegistry, ScriptedModel, reply
 from chamvi.runtime import build_worker
 from tests.polling import eventually
+from tests.unit.test_on_error import divide_by_zero
 
 
 class InboxChannel:
@@ -96,3 +97,58 @@ async def test_a_worker_told_to_start_no_channels_receives_nothing(
         manual = await chamvi.dispatch(next(iter(app.agents)))
         await chamvi.wait(manual.run_id)
     assert inbox.events == [] and inbox.started == []
+
+
+class BrokenChannel(InboxChannel):
+    """Fails to start or to stop, as a mailbox whose server is down would."""
+
+    def __init__(self, name: str, fails: str) -> None:
+        super().__init__(name)
+        self.fails = fails
+
+    async def start(self, ctx: ChannelContext) -> None:
+        if self.fails == "start":
+            raise ConnectionError("mailbox unreachable")
+        self.events.append("start")
+
+    async def stop(self) -> None:
+        if self.fails == "stop":
+            raise ConnectionError("mailbox went away")
+        self.events.append("stop")
+
+
+async def test_a_channel_failing_to_start_or_stop_and_a_failing_listener_reach_on_error(
+    client: Client, task_queue: str, chamvi: ChamviClient
+) -> None:
+    suffix = uuid.uuid4().hex[:8]
+    errors: list[tuple[BackgroundError, str | None]] = []
+    never_starts, never_stops = BrokenChannel("no-start", "start"), BrokenChannel("no-stop", "stop")
+    models = ModelRegistry()
+    models.register("scripted/inbox", ScriptedModel([reply("read")], repeat_last=True))
+    agent = define_agent(name=f"reader-{suffix}", model="scripted/inbox", instructions="Read.")
+    app = App(
+        agents=[agent],
+        models=models,
+        channels=[never_starts, never_stops],
+        on_error=lambda error, run_id: errors.append((error, run_id)),
+    )
+    app.on("run.completed", divide_by_zero)
+    async with build_worker(client, app, task_queue=task_queue):
+        run = await chamvi.wait((await chamvi.dispatch(agent.name)).run_id)  # the worker serves runs
+
+        async def heard() -> bool | None:
+            return True if never_stops.events == ["start"] and len(errors) == 2 else None
+
+        await eventually(heard, "the channel that starts starting, and the listener failing")
+    assert run.status == RunStatus.COMPLETED
+    reported = [(e.source, type(e.cause).__name__, run_id) for e, run_id in errors]
+    # the channel's start and the run run side by side; the stop comes when the worker ends
+    assert sorted(reported[:2]) == [
+        ("channel.start", "ConnectionError", None),
+        ("listener", "ZeroDivisionError", run.run_id),
+    ]
+    assert reported[2:] == [("channel.stop", "ConnectionError", None)]
+    errors.sort(key=lambda reported: reported[0].source)
+    assert errors[0][0].message == (
+        "channel 'no-start' failed to start: ConnectionError: mailbox unreachable (the worker goes on)"
+    )

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner, Result
+from pydantic import BaseModel
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from chamvi import (
@@ -389,6 +390,21 @@ def assert_the_api_answers(api_port: int, run_id: str, token: str) -> None:
     assert created.status_code == 201, created.text
 
 
+def assert_the_approval_link_opens_on_this_api(api_port: int, log: Path) -> None:
+    """The run's approval notice on the console links to this API's page, whose API takes its token:
+    the worker and the API beside it share the secret generated in the data folder."""
+    deadline = time.monotonic() + 30
+    while (
+        found := re.search(rf"Approve or deny: http://localhost:{api_port}/ui/#answer=(\S+)", log.read_text())
+    ) is None:
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.2)
+    shown = httpx.post(
+        f"http://127.0.0.1:{api_port}/approvals/view", json={"token": found.group(1)}, timeout=10
+    )
+    assert shown.status_code == 200 and shown.json()["tool"] == "refund_order", shown.text
+
+
 def assert_the_tours_ticket_reaches_the_ticket_desk(api_port: int, address: str, env: dict[str, str]) -> None:
     """The README's signed curl, as written but for the port, starts a ticket-desk run that completes."""
     script = tour_block().rstrip().replace("http://localhost:3000", f"http://127.0.0.1:{api_port}")
@@ -453,7 +469,15 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
 
         address = f"localhost:{port}"
         dispatched = chamvi_process(
-            "dispatch", "support", "--payload", json.dumps(PAYLOAD), "--address", address, env=env
+            "dispatch",
+            "support",
+            "--payload",
+            json.dumps(PAYLOAD),
+            "--channel",
+            "console",  # the run's approval notice goes to the console: the dev terminal shows it
+            "--address",
+            address,
+            env=env,
         )
         assert dispatched.returncode == 0, dispatched.stderr
         run_id = dispatched.stdout.strip()
@@ -470,6 +494,7 @@ def test_chamvi_dev_serves_runs_and_a_signal_leaves_no_process_behind(
         if stop_signal == signal.SIGINT:  # once is enough: the real local model embeds the handbook
             assert_the_handbook_gets_indexed(address, env)
             assert_the_api_answers(api_port, run_id, (data / "api-token").read_text().strip())
+            assert_the_approval_link_opens_on_this_api(api_port, log)
             assert f"webhooks at http://localhost:{api_port}/channels/tickets/events" in log.read_text()
             assert_the_tours_ticket_reaches_the_ticket_desk(api_port, address, env)
 
@@ -608,3 +633,42 @@ async def test_runs_list_with_a_channel_lists_only_the_runs_that_came_through_it
     assert elsewhere not in {row["run_id"] for row in rows}
     for run_id in (through, elsewhere):
         await chamvi.client.get_workflow_handle(run_id).terminate("listed, nothing to run")
+
+
+async def test_runs_idle_waits_for_the_queued_runs_and_says_when_none_is_left(
+    chamvi_cli, chamvi: ChamviClient, client: Client
+) -> None:
+    agent = f"nobody-serves-{uuid.uuid4().hex[:8]}"
+    run_id = (await chamvi.dispatch(agent)).run_id  # no worker: it stays queued
+
+    async def listed() -> bool | None:
+        queued = await chamvi.list_runs(agent=agent, status="queued")
+        return True if [r.run_id for r in queued] == [run_id] else None
+
+    await eventually(listed, "the queued run in the visibility list")
+    busy = await chamvi_cli("runs", "idle", "--timeout", "0.3")
+    await client.get_workflow_handle(run_id).terminate("no worker will take it")  # cancelling needs one
+    done = await chamvi_cli("runs", "idle", "--agent", agent)
+    assert busy.exit_code == 1
+    assert busy.output.startswith(f"Error: runs still in progress after 0.3 s: '{run_id}' (queued)")
+    assert (done.exit_code, done.output.strip()) == (0, f"no run of agent {agent!r} in progress")
+
+
+class Verdict(BaseModel):
+    label: str
+    confidence: float
+
+
+async def test_runs_show_lists_the_issues_of_a_run_failed_by_its_output_schema(
+    chamvi_cli, chamvi: ChamviClient, running_worker
+) -> None:
+    models = ModelRegistry()
+    models.register("scripted/judge", ScriptedModel([reply('{"label": "bug", "confidence": "high"}')]))
+    judge = define_agent(name="judge", model="scripted/judge", instructions="Judge.", output=Verdict)
+    async with running_worker(App(agents=[judge], models=models)):
+        run = await chamvi.wait((await chamvi.dispatch("judge")).run_id)
+        shown = await chamvi_cli("runs", "show", run.run_id)  # a worker answers the run's query
+    assert run.status == RunStatus.FAILED, run.error
+    error = shown.stdout.split("\nerror     validation_error: ", 1)[1]
+    assert "\n  confidence: Input should be a valid number, unable to parse string as a number" in error
+    assert error.rstrip().endswith("(float_parsing)")

@@ -17,6 +17,7 @@ from chamvi import App, ChamviClient, RunStatus, ToolContext, approve, define_ag
 from chamvi.cli import cli
 from chamvi.http import create_api
 from chamvi.providers import ModelRegistry, OpenAIProvider
+from chamvi.runtime import local_plugin
 from tests.polling import until_status
 from tests.support.http_api import make_tokens, serving
 from tests.support.openai_server import OpenAIServer, StreamError, stream, tool_call
@@ -71,10 +72,10 @@ async def test_runs_watch_prints_the_models_text_as_written_and_each_step_and_ap
     chamvi: ChamviClient, running_worker, server: OpenAIServer, agent: str, chamvi_cli
 ) -> None:
     server.add(tool_call("deploy", {"version": "1.2"}), stream("Deployed ", "1.2", " to prod."))
-    app = app_for(server, agent)
+    plugin = local_plugin(app_for(server, agent))
     tokens = make_tokens(reader=["runs:read"])
-    api = create_api(tokens=list(tokens.values()), managed=None, runs=chamvi, events=app.events)
-    async with running_worker(app), serving(api) as url:
+    api = create_api(tokens=list(tokens.values()), managed=None, runs=chamvi, events=plugin.runtime.events)
+    async with running_worker(plugin), serving(api) as url:
         run_id = (await chamvi.dispatch(agent, {"version": "1.2"})).run_id
         watching = chamvi_cli("runs", "watch", run_id, "--api", url, "--token", tokens["reader"].value)
         await until_status(chamvi, run_id, RunStatus.WAITING)

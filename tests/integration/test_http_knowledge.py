@@ -20,6 +20,7 @@ from chamvi import App
 from chamvi.errors import ProviderHTTPError
 from chamvi.http import DEFAULT_BODY_LIMIT, Token, create_api
 from chamvi.knowledge import define_source, knowledge_collection
+from chamvi.knowledge.collections import ManagedRoutes
 from chamvi.knowledge.embedders import EmbeddingRegistry, HashEmbedder
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
@@ -89,7 +90,12 @@ TOKENS = {
 
 @asynccontextmanager
 async def api_stack(
-    client: Client, task_queue: str, *, worker: bool = True, body_limit: int = DEFAULT_BODY_LIMIT
+    client: Client,
+    task_queue: str,
+    *,
+    worker: bool = True,
+    body_limit: int = DEFAULT_BODY_LIMIT,
+    managed_routes: ManagedRoutes | None = None,
 ) -> AsyncIterator[Stack]:
     declared = f"handbook-{uuid.uuid4().hex[:8]}"
     embedder = RefusingEmbedder(ref=MODEL)
@@ -103,7 +109,13 @@ async def api_stack(
         request_sync=lambda name: request_sync(client, task_queue, name),
     )
     tokens = make_tokens(**TOKENS)
-    api = create_api(tokens=list(tokens.values()), managed=managed, runs=None, body_limit=body_limit)
+    api = create_api(
+        tokens=list(tokens.values()),
+        managed=managed,
+        runs=None,
+        body_limit=body_limit,
+        managed_routes=managed_routes,
+    )
     async with AsyncExitStack() as stack:
         if worker:
             await stack.enter_async_context(knowledge_worker(client, app, store, task_queue))
@@ -130,7 +142,9 @@ def doc(name: str, document_id: str) -> str:
 
 def error_of(response: httpx.Response) -> tuple[int, str]:
     body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    assert set(body) == {"error"} and set(body["error"]) - {"issues"} == {"code", "message"}, body
+    # a validation error lists its field-by-field problems, other errors have none
+    assert "issues" not in body["error"] or body["error"]["code"] == "validation_error", body
     return response.status_code, body["error"]["code"]
 
 
@@ -490,6 +504,45 @@ async def test_content_is_at_most_1048576_characters_and_the_default_body_limit_
     assert error_of(over) == (422, "validation_error") and "body.content" in over.text
     assert at_limit.status_code == 202
     assert error_of(over_body) == (413, "payload_too_large")
+
+
+async def test_the_managed_routes_move_to_their_base_path_with_a_body_limit_of_their_own(
+    client: Client, task_queue: str, name: str
+) -> None:
+    routes = ManagedRoutes(base_path="/kb", max_body_bytes=16_384)
+    async with (
+        api_stack(client, task_queue, worker=False, body_limit=4096, managed_routes=routes) as stack,
+        httpx.AsyncClient(base_url=stack.url, headers=bearer(stack.tokens["admin"])) as http,
+    ):
+        created = await http.post("/kb/collections", json={"name": name})
+        big = await http.put(f"/kb{doc(name, 'big')}", json={"content": "x" * 12_000})
+        too_big = await http.put(f"/kb{doc(name, 'huge')}", json={"content": "x" * 17_000})
+        moved = await http.get("/knowledge/collections")
+        paths = (await http.get("/openapi.json")).json()["paths"]
+        # the API's own limit still holds for every other path (the body is refused before routing)
+        elsewhere = await http.post("/kbx/collections", content=b"x" * 5000)
+    assert (created.status_code, big.status_code) == (201, 202)
+    assert error_of(too_big) == (413, "payload_too_large") and "16384" in too_big.text
+    assert moved.status_code == 404
+    assert "/kb/collections/{name}/documents/{document_id}" in paths and not any(
+        path.startswith("/knowledge") for path in paths
+    )
+    assert error_of(elsewhere) == (413, "payload_too_large") and "4096" in elsewhere.text
+
+
+async def test_managed_routes_turned_off_are_not_served_and_not_documented(
+    client: Client, task_queue: str
+) -> None:
+    off = ManagedRoutes(enabled=False)
+    async with (
+        api_stack(client, task_queue, worker=False, managed_routes=off) as stack,
+        httpx.AsyncClient(base_url=stack.url, headers=bearer(stack.tokens["admin"])) as http,
+    ):
+        listed = await http.get("/knowledge/collections")
+        created = await http.post("/knowledge/collections", json={"name": "tickets"})
+        paths = (await http.get("/openapi.json")).json()["paths"]
+    assert error_of(listed) == (404, "not_found") and error_of(created)[0] == 404
+    assert not any(path.startswith("/knowledge") for path in paths)
 
 
 # ---- tokens and errors ------------------------------------------------------------------------

@@ -81,7 +81,9 @@ async def stack(client: Client, task_queue: str) -> AsyncIterator[Stack]:
 
 def error_of(response: httpx.Response) -> tuple[int, str]:
     body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message"}, body
+    assert set(body) == {"error"} and set(body["error"]) - {"issues"} == {"code", "message"}, body
+    # a validation error lists its field-by-field problems, other errors have none
+    assert "issues" not in body["error"] or body["error"]["code"] == "validation_error", body
     return response.status_code, body["error"]["code"]
 
 
@@ -252,6 +254,10 @@ async def test_a_dispatch_is_checked_before_a_run_starts(stack: Stack) -> None:
     assert error_of(extra) == (422, "validation_error") and "body.colour" in extra.text
     assert error_of(empty_key) == (422, "validation_error") and "body.idempotency_key" in empty_key.text
     assert error_of(nan) == (422, "validation_error") and "body.payload" in nan.text
+    assert missing.json()["error"]["issues"] == [
+        {"path": ["body", "agent"], "message": "Field required", "code": "missing"}
+    ]
+    assert "issues" not in unknown.json()["error"]
 
 
 async def test_run_routes_need_their_permissions(stack: Stack) -> None:

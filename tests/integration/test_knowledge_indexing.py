@@ -16,6 +16,7 @@ from temporalio.runtime import Runtime, TelemetryConfig
 
 from chamvi import App, ChamviClient, RunStatus
 from chamvi.constants import KNOWLEDGE_COLLECTION_WORKFLOW, KNOWLEDGE_ID_PREFIX, UPDATE_KNOWLEDGE_SEARCH
+from chamvi.errors import BackgroundError
 from chamvi.knowledge import define_source, folder, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex
@@ -464,3 +465,22 @@ async def test_a_failed_pass_is_one_line_in_the_workers_own_log(
     lines = [line for line in mine if "answered 503" in line]
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"knowledge error: collection {name!r}: ") and "next attempt in" in lines[0]
+
+
+async def test_a_failed_pass_reaches_the_apps_on_error_instead_of_the_log(
+    client: Client, task_queue: str, name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    pages = {1: ["a"]}
+    store = new_store()
+    app = app_for(name, [paged_source(pages, {1})], CountingEmbedder())
+    errors: list[tuple[BackgroundError, str | None]] = []
+    app.errors.handler = lambda error, run_id: errors.append((error, run_id))  # App(on_error=...)
+    with caplog.at_level(logging.INFO, logger="chamvi"):
+        async with knowledge_worker(client, app, store, task_queue):
+            await wait_for_passes(client, name, 1)
+    [(error, run_id)] = [e for e in errors if e[0].source == "knowledge"]
+    assert run_id is None and error.message.startswith(f"knowledge error: collection {name!r}: ")
+    assert "answered 503" in error.message and error.cause is not None
+    # the worker's own line is the hook's now (the workflow's log, replay-safe, is Temporal's)
+    mine = [r.getMessage() for r in caplog.records if r.name.startswith("chamvi")]
+    assert not [line for line in mine if "knowledge error" in line]

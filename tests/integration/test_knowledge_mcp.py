@@ -7,6 +7,7 @@ collections served by a worker (with its own Qdrant) that it searches through Te
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -16,7 +17,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import httpx
+import httpx2
 import pytest
 from click.testing import CliRunner
 from mcp import Client
@@ -35,16 +39,29 @@ from tests.knowledge_helpers import knowledge_worker, new_store, wait_for_passes
 from tests.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
-WIKI_TOOLS = {
-    "knowledge_read",
-    "knowledge_index",
-    "knowledge_search",
+READING_TOOLS = {"knowledge_read", "knowledge_index", "knowledge_search", "knowledge_check"}
+WIKI_TOOLS = READING_TOOLS | {
     "knowledge_create",
     "knowledge_edit",
     "knowledge_rewrite",
     "knowledge_supersede",
     "knowledge_log",
-    "knowledge_check",
+}
+WRITER = "writer-secret"
+READER = "reader-secret"
+OUTSIDER = "outsider-secret"
+TOKENS = json.dumps(
+    [
+        {"value": WRITER, "id": "writer", "permissions": ["knowledge:*"]},
+        {"value": READER, "id": "reader", "permissions": ["knowledge:read"]},
+        {"value": OUTSIDER, "id": "outsider", "permissions": ["runs:read"]},
+    ]
+)
+NEW_PAGE = {
+    "type": "concept",
+    "slug": "exchanges",
+    "title": "Exchanges",
+    "content": "See [refunds](concept/refunds).",
 }
 
 
@@ -124,21 +141,21 @@ def _free_port() -> int:
 
 
 @asynccontextmanager
-async def http(served: Served, *args: str, answer: str | None = None) -> AsyncIterator[Client]:
-    """``chamvi mcp --transport http ARGS`` in its own process, reached by the SDK's HTTP client.
-
-    ``answer`` is what the person at the client answers when asked (``accept``: yes, retire it).
-    """
+async def serving(served: Served, *args: str) -> AsyncIterator[str]:
+    """``chamvi mcp --transport http ARGS`` in its own process, with this module's tokens; yields its URL."""
     port = _free_port()
     log = (served.wiki.parent / f"mcp-{port}.log").open("ab")
     process = subprocess.Popen(
         served.command("--transport", "http", "--port", str(port), *args),
         cwd=ROOT,
+        env={**os.environ, "CHAMVI_TOKENS": TOKENS},
         stdout=subprocess.DEVNULL,
         stderr=log,
     )
 
     async def accepting() -> bool | None:
+        if process.poll() is not None:
+            raise AssertionError(f"`chamvi mcp` exited with {process.returncode}")
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
         except OSError:
@@ -146,26 +163,47 @@ async def http(served: Served, *args: str, answer: str | None = None) -> AsyncIt
         writer.close()
         return True
 
-    async def person(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
-        assert params.message.startswith("Retire knowledge page ")
-        if answer == "accept":
-            return ElicitResult(action="accept", content={"retire": True})
-        return ElicitResult(action="decline")
-
     try:
         await eventually(accepting, f"`chamvi mcp` on port {port}")
-        transport = streamable_http_client(f"http://127.0.0.1:{port}/mcp")
-        callback = person if answer is not None else None
-        async with Client(transport, cache=None, elicitation_callback=callback) as client:
-            yield client
+        yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.kill()
         process.wait()
         log.close()
 
 
+@asynccontextmanager
+async def http(
+    served: Served, *args: str, answer: str | None = None, token: str | None = WRITER
+) -> AsyncIterator[Client]:
+    """``chamvi mcp --transport http ARGS`` in its own process, reached by the SDK's HTTP client.
+
+    ``answer`` is what the person at the client answers when asked (``accept``: yes, retire it);
+    ``token`` is the bearer token the client sends.
+    """
+
+    async def person(context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+        assert params.message.startswith("Retire knowledge page ")
+        if answer == "accept":
+            return ElicitResult(action="accept", content={"retire": True})
+        return ElicitResult(action="decline")
+
+    async with serving(served, *args) as url, connected(url, token, person if answer else None) as client:
+        yield client
+
+
+@asynccontextmanager
+async def connected(url: str, token: str | None, elicitation: Any = None) -> AsyncIterator[Client]:
+    """The SDK's streamable HTTP client at ``url``, sending ``token`` as its bearer token."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as http_client:
+        transport = streamable_http_client(url, http_client=http_client)
+        async with Client(transport, cache=None, elicitation_callback=elicitation) as client:
+            yield client
+
+
 async def test_stdio_serves_the_wiki_tools_and_a_search_over_the_chosen_collections(served: Served) -> None:
-    wiki = ["--kb", str(served.wiki), "--prefix", "wiki"]
+    wiki = ["--kb", str(served.wiki), "--prefix", "wiki", "--write"]
     async with stdio(served, *wiki, "--collection", served.handbook) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
         page = await client.call_tool("wiki_read", {"id": "concept/refunds"})
@@ -211,11 +249,11 @@ async def test_knowledge_search_over_two_collections_ranks_across_both_and_refus
 async def test_streamable_http_serves_retire_when_interactive_and_asks_the_person_first(
     served: Served,
 ) -> None:
-    async with http(served, "--kb", str(served.wiki), "--interactive", answer="decline") as client:
+    async with http(served, "--kb", str(served.wiki), "--write", "--interactive", answer="decline") as client:
         listed = {tool.name for tool in (await client.list_tools()).tools}
         declined = await client.call_tool("knowledge_retire", {"id": "concept/returns", "reason": "Wrong."})
     kept = await FileKnowledgeStore(served.wiki).read("concept/returns")
-    async with http(served, "--kb", str(served.wiki), "--interactive", answer="accept") as client:
+    async with http(served, "--kb", str(served.wiki), "--write", "--interactive", answer="accept") as client:
         retired = await client.call_tool("knowledge_retire", {"id": "concept/returns", "reason": "Wrong."})
         again = await client.call_tool("knowledge_retire", {"id": "concept/returns", "reason": "Wrong."})
     page = await FileKnowledgeStore(served.wiki).read("concept/returns")
@@ -230,16 +268,95 @@ async def test_streamable_http_serves_retire_when_interactive_and_asks_the_perso
 async def test_streamable_http_without_interactive_has_no_retire_and_a_client_that_cannot_ask_retires_nothing(
     served: Served,
 ) -> None:
-    async with http(served, "--kb", str(served.wiki)) as client:
+    async with http(served, "--kb", str(served.wiki), "--write") as client:
         listed = {tool.name for tool in (await client.list_tools()).tools}
         missing = await client.call_tool("knowledge_read", {"id": "concept/nowhere"})
-    async with http(served, "--kb", str(served.wiki), "--interactive") as client:
+    async with http(served, "--kb", str(served.wiki), "--write", "--interactive") as client:
         with pytest.raises(MCPError, match="did not declare the form elicitation capability"):
             await client.call_tool("knowledge_retire", {"id": "concept/returns", "reason": "Wrong."})
     page = await FileKnowledgeStore(served.wiki).read("concept/returns")
     assert listed == WIKI_TOOLS
     assert missing.is_error and "page 'concept/nowhere' does not exist" in text(missing)
     assert page is not None and page.status != "retired"
+
+
+async def test_streamable_http_refuses_a_request_without_a_token_or_with_one_that_cannot_read(
+    served: Served,
+) -> None:
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    async with serving(served, "--kb", str(served.wiki), "--write") as url, httpx.AsyncClient() as raw:
+        missing = await raw.post(url, json=initialize, headers=accept)
+        unknown = await raw.post(url, json=initialize, headers={**accept, "Authorization": "Bearer guessed"})
+        outsider = await raw.post(
+            url, json=initialize, headers={**accept, "Authorization": f"Bearer {OUTSIDER}"}
+        )
+    assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+    assert missing.json()["error"]["code"] == "unauthorized"
+    assert unknown.status_code == 401 and unknown.json()["error"]["message"] == "unknown bearer token"
+    assert outsider.status_code == 403
+    assert outsider.json()["error"]["message"] == (
+        "token 'outsider' lacks the permission 'knowledge:read' this server needs"
+    )
+
+
+async def test_streamable_http_serves_no_write_tool_unless_asked_for(served: Served) -> None:
+    async with http(served, "--kb", str(served.wiki)) as client:
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        created = await client.call_tool("knowledge_create", NEW_PAGE)
+    assert listed == READING_TOOLS
+    assert created.is_error
+    assert await FileKnowledgeStore(served.wiki).read("concept/exchanges") is None
+
+
+async def test_a_token_that_can_only_read_neither_sees_nor_calls_the_write_tools(served: Served) -> None:
+    async with serving(served, "--kb", str(served.wiki), "--write") as url:
+        async with connected(url, READER) as client:
+            seen_by_reader = {tool.name for tool in (await client.list_tools()).tools}
+            page = await client.call_tool("knowledge_read", {"id": "concept/refunds"})
+            refused = await client.call_tool("knowledge_create", NEW_PAGE)
+        unwritten = await FileKnowledgeStore(served.wiki).read("concept/exchanges")
+        async with connected(url, WRITER) as client:
+            seen_by_writer = {tool.name for tool in (await client.list_tools()).tools}
+            created = await client.call_tool("knowledge_create", NEW_PAGE)
+    assert seen_by_reader == READING_TOOLS
+    assert "# Refunds" in text(page)
+    assert refused.is_error
+    assert text(refused).endswith("token 'reader' lacks the permission 'knowledge:write' this tool needs")
+    assert unwritten is None
+    assert seen_by_writer == WIKI_TOOLS
+    assert text(created) == "Created concept/exchanges."
+
+
+async def test_a_foreign_host_header_is_refused_so_a_rebound_dns_name_reaches_nothing(served: Served) -> None:
+    async with serving(served, "--kb", str(served.wiki)) as url, httpx.AsyncClient() as raw:
+        foreign = await raw.post(
+            url,
+            json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            headers={"Host": "attacker.example", "Authorization": f"Bearer {READER}"},
+        )
+    assert foreign.status_code == 421
+
+
+async def test_a_non_loopback_address_serves_the_hosts_it_names_and_no_other(served: Served) -> None:
+    args = ("--kb", str(served.wiki), "--host", "0.0.0.0", "--allowed-host", "wiki.internal")
+    async with serving(served, *args) as url, httpx.AsyncClient() as raw:
+        port = url.split(":")[2].split("/")[0]
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        auth = {"Authorization": f"Bearer {READER}", "Accept": "application/json, text/event-stream"}
+        named = await raw.post(url, json=ping, headers={**auth, "Host": f"wiki.internal:{port}"})
+        loopback = await raw.post(url, json=ping, headers=auth)
+    assert named.status_code != 421
+    assert loopback.status_code == 421
 
 
 @pytest.mark.parametrize(
@@ -258,11 +375,33 @@ async def test_streamable_http_without_interactive_has_no_retire_and_a_client_th
             ["--kb", "no/such/folder"],
             "Error: no knowledge base at 'no/such/folder': the folder does not exist",
         ),
+        (
+            ["--kb", ".", "--interactive"],
+            "Error: --interactive serves knowledge_retire, a write tool: give --write too",
+        ),
+        (
+            ["--kb", ".", "--transport", "http", "--host", "0.0.0.0"],
+            "Error: --host '0.0.0.0' is not a loopback address: name the host names clients reach this "
+            "server by with --allowed-host (repeatable), so a foreign Host header is refused",
+        ),
+        (
+            ["--kb", ".", "--transport", "http"],
+            "Error: CHAMVI_TOKENS is not set: the HTTP transport takes the HTTP API's bearer tokens "
+            "(knowledge:read to read, knowledge:write to write), e.g. export "
+            'CHAMVI_TOKENS=\'[{"value": "<secret>", "id": "assistant", "permissions": ["knowledge:read"]}]\'',
+        ),
     ],
-    ids=["nothing", "interactive-without-kb", "missing-folder"],
+    ids=[
+        "nothing",
+        "interactive-without-kb",
+        "missing-folder",
+        "interactive-without-write",
+        "open-host",
+        "no-tokens",
+    ],
 )
 def test_bad_options_are_one_line_naming_the_problem(args: list[str], expected: str) -> None:
-    result = CliRunner().invoke(cli, ["mcp", *args])
+    result = CliRunner(env={"CHAMVI_TOKENS": ""}).invoke(cli, ["mcp", *args])
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [expected]
 

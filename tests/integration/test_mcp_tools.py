@@ -12,22 +12,26 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.common import RetryPolicy
 
 from chamvi import (
+    ActivityTimeouts,
     AgentTrust,
     App,
     ChamviClient,
     RetryPolicies,
     RunStatus,
+    RunView,
     Trust,
     define_agent,
     mcp_server,
     mcp_tools,
     tool,
 )
+from chamvi.cli import cli
 from chamvi.mcp import McpServer
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.providers.scripted import ScriptedTurn
@@ -154,7 +158,7 @@ async def test_a_run_lists_an_mcp_servers_tools_and_calls_one_as_its_own_activit
     step = next(s for s in run.steps if s.kind == "tool")
     assert (step.tool, step.output, step.error) == ("lookup", "3 facts about refunds", None)
     offered = {t.name: t for t in model.requests[0].tools}
-    assert set(offered) == {"lookup", "add_note", "fetch_page", "crash", "refuse"}
+    assert set(offered) == {"lookup", "add_note", "fetch_page", "crash", "hang", "refuse"}
     assert offered["lookup"].parameters == LOOKUP_SCHEMA  # the server's schema, as it wrote it
     assert offered["lookup"].description == "Looks a topic up in the handbook."
     seen = "Bearer test" if transport == "http" else None  # stdio has no headers
@@ -217,6 +221,74 @@ async def test_a_stdio_mcp_server_killed_mid_call_is_a_tool_error_and_the_next_c
     assert crashed.error is not None and crashed.error.code == "mcp_server_unavailable"
     assert (tmp_path / "events.txt").read_text().count("crash-started") == 1
     assert looked_up.error is None and looked_up.output == "3 facts about refunds"
+
+
+async def _attempts_of_tool_calls(client: Client, run_id: str) -> list[int]:
+    history = await client.get_workflow_handle(run_id).fetch_history()
+    return [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
+
+
+@pytest.mark.parametrize(
+    ("transport", "bound"),
+    [("stdio", "server"), ("http", "server"), ("stdio", "tool-timeout")],
+)
+async def test_a_hung_mcp_server_is_a_tool_error_naming_it_within_one_timeout_and_never_retried(
+    transport: str, bound: str, chamvi: ChamviClient, running_worker, client: Client, tmp_path: Path
+) -> None:
+    timeout = timedelta(seconds=3) if bound == "server" else None
+    http = HttpServer(tmp_path)
+    if transport == "http":
+        await http.start()
+        server = mcp_server("handbook", url=http.url, timeout=timeout)
+    else:
+        server = stdio_server(tmp_path, timeout=timeout)
+    model = ScriptedModel([call("hang"), call("lookup", topic="refunds"), reply("The handbook hangs.")])
+    app = one_agent_app(server, model)
+    if bound == "tool-timeout":
+        app.timeouts = ActivityTimeouts(tool=timedelta(seconds=8), tool_heartbeat=timedelta(seconds=4))
+    try:
+        async with running_worker(app):
+            run = await chamvi.wait((await chamvi.dispatch("mcp")).run_id)
+    finally:
+        http.stop()
+    assert run.status == RunStatus.COMPLETED, run.error
+    hung, looked_up = (s for s in run.steps if s.kind == "tool")
+    assert hung.error is not None and hung.error.code == "mcp_server_unavailable"
+    assert "MCP server 'handbook'" in hung.error.message and "the call to 'hang'" in hung.error.message
+    expected = "within 3 s (the server's timeout)" if bound == "server" else "s (the tool timeout)"
+    assert expected in hung.error.message
+    assert looked_up.output == "3 facts about refunds"  # the run went on
+    assert (tmp_path / "events.txt").read_text().count("hang-started") == 1
+    assert set(await _attempts_of_tool_calls(client, run.run_id)) == {1}  # no attempt was retried
+
+
+async def test_runs_show_names_a_call_in_progress_and_its_attempt(
+    chamvi: ChamviClient, running_worker, client: Client, task_queue: str, tmp_path: Path
+) -> None:
+    server = stdio_server(tmp_path, timeout=timedelta(seconds=60))
+    model = ScriptedModel([call("hang"), reply("done")])
+    async with running_worker(one_agent_app(server, model)):
+        run_id = (await chamvi.dispatch("mcp")).run_id
+
+        async def calling() -> RunView | None:
+            view = await chamvi.get_run(run_id)
+            return view if view.calls and view.calls[0].doing else None
+
+        view = await eventually(calling, "a heartbeat naming the call")
+        argv = ["runs", "show", run_id, "--address", client.service_client.config.target_host]
+        argv += ["--namespace", client.namespace, "--task-queue", task_queue]
+        shown = await asyncio.to_thread(CliRunner().invoke, cli, argv)
+        await chamvi.cancel(run_id)
+    (call_view,) = view.calls
+    assert call_view.activity == "chamvi.call_tool" and call_view.attempt == 1
+    assert call_view.maximum_attempts == 10
+    assert call_view.doing == "tool 'hang' of MCP server 'handbook'"
+    assert shown.exit_code == 0, shown.output
+    assert "calling   tool 'hang' of MCP server 'handbook' (chamvi.call_tool, attempt 1 of 10" in shown.output
 
 
 async def test_after_taint_an_unclassified_servers_tool_runs_and_a_classified_ones_needs_approval(

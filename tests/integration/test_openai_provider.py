@@ -150,6 +150,19 @@ async def test_structured_output_is_requested_as_a_json_schema_and_parsed(
     }
 
 
+async def test_a_final_answer_off_the_output_schema_fails_the_run_listing_each_field(
+    chamvi: ChamviClient, running_worker, server: OpenAIServer
+) -> None:
+    server.add(text(json.dumps({"label": "sum", "confidence": "very"})))
+
+    run = await run_once(chamvi, running_worker, app_for(server, output=Verdict))
+
+    assert run.status == RunStatus.FAILED
+    assert run.error is not None and run.error.code == "validation_error"
+    assert run.error.message.startswith("the final answer does not match the output schema")
+    assert [(i.path, i.code) for i in run.error.issues or []] == [(("confidence",), "float_parsing")]
+
+
 async def test_tool_arguments_that_are_not_json_reach_the_model_as_a_tool_error(
     chamvi: ChamviClient, running_worker, server: OpenAIServer
 ) -> None:

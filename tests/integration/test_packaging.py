@@ -8,6 +8,7 @@ README's "Use chamvi in your own Temporal worker" files in a throwaway project t
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -16,6 +17,7 @@ import sysconfig
 import venv
 import zipfile
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from temporalio.client import Client
@@ -35,6 +37,18 @@ def readme_files(title: str = SECTION) -> dict[str, str]:
         assert first.startswith("# "), f"a block of the section names no file: {first!r}"
         files[first[2:].strip()] = body
     return files
+
+
+def readme_module(title: str, filename: str, folder: Path) -> ModuleType:
+    """The README section's only python file, written to ``folder`` and imported as a reader would."""
+    files = readme_files(title)
+    assert set(files) == {filename}
+    (folder / filename).write_text(files[filename])
+    spec = importlib.util.spec_from_file_location(f"readme_{Path(filename).stem}", folder / filename)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")

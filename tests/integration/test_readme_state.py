@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 from chamvi import App, ChamviClient, RunStatus
-from tests.integration.test_packaging import readme_files
+from tests.integration.test_packaging import readme_module
 
 
 async def test_the_readme_state_example_counts_loops_and_remembers_who_counted(
     chamvi: ChamviClient, running_worker, tmp_path: Path
 ) -> None:
-    files = readme_files("## Agent state")
-    assert set(files) == {"digest.py"}
-    (tmp_path / "digest.py").write_text(files["digest.py"])
-    spec = importlib.util.spec_from_file_location("readme_digest", tmp_path / "digest.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    app: App = module.app
+    app: App = readme_module("## Agent state", "digest.py", tmp_path).app
     async with running_worker(app):
         first = await chamvi.wait((await chamvi.dispatch("digest")).run_id)
         second = await chamvi.wait((await chamvi.dispatch("digest")).run_id)

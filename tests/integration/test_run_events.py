@@ -14,11 +14,11 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from chamvi import App, ChamviClient, RunStatus, ToolContext, approve, define_agent, tool
+from chamvi import App, ChamviClient, ChamviPlugin, RunStatus, ToolContext, approve, define_agent, tool
 from chamvi.http import Token, create_api
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.run_events import RunEvent
-from chamvi.runtime import build_worker
+from chamvi.runtime import build_worker, local_plugin
 from tests.polling import eventually, until_status
 from tests.support.http_api import bearer, make_tokens, serving
 
@@ -40,6 +40,7 @@ class Stack:
     """The client behind the API, whose open streams a test counts."""
     agent: str
     app: App
+    plugin: ChamviPlugin
 
     def http(self, token: str | None = "reader") -> httpx.AsyncClient:
         headers = bearer(self.tokens[token]) if token else {}
@@ -59,9 +60,10 @@ async def stack(client: Client, task_queue: str) -> AsyncIterator[Stack]:
     )
     tokens = make_tokens(reader=["runs:read"], dispatcher=["runs:dispatch"])
     runs = ChamviClient(client, task_queue=task_queue)
-    api = create_api(tokens=list(tokens.values()), managed=None, runs=runs, events=app.events)
-    async with build_worker(client, app, task_queue=task_queue), serving(api) as url:
-        yield Stack(url, tokens, runs, agent, app)
+    plugin = local_plugin(app)
+    api = create_api(tokens=list(tokens.values()), managed=None, runs=runs, events=plugin.runtime.events)
+    async with build_worker(client, plugin, task_queue=task_queue), serving(api) as url:
+        yield Stack(url, tokens, runs, agent, app, plugin)
 
 
 @dataclass
@@ -174,7 +176,7 @@ async def test_a_client_that_disconnects_costs_the_server_nothing(stack: Stack, 
         return True if stack.runs.open_streams == 0 else None
 
     await eventually(closed, "the server closing the history long-poll of a gone client")
-    assert stack.app.events.streams(run_id) == 0  # nor does it keep a queue for its deltas
+    assert stack.plugin.runtime.events.streams(run_id) == 0  # nor does it keep a queue for its deltas
     await chamvi.cancel(run_id)
 
 

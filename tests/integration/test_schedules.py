@@ -4,7 +4,6 @@ lifecycle keeps the schedules the code declares."""
 from __future__ import annotations
 
 import contextlib
-import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,11 +19,7 @@ from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
 from tests.polling import eventually
-
-
-def unique(prefix: str) -> str:
-    """Schedules and agent names live in the whole namespace the tests share."""
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+from tests.support.names import unique
 
 
 def digest_app(agent: str) -> App:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -106,6 +107,7 @@ async def http(
         managed=None,
         runs=ChamviClient(client, task_queue=task_queue),
         agents=[agent],
+        schedule_min_interval=timedelta(seconds=1),  # a schedule's fires within a test's patience
     )
     async with serving(api) as url:
         yield lambda token: httpx.AsyncClient(base_url=url, headers=bearer(tokens[token]), timeout=30)
@@ -169,3 +171,32 @@ async def test_http_schedule_routes_need_their_permissions_and_name_bad_input(ht
         answers.append((await writer.delete("/schedules/never-made"), 404, "schedule_not_found"))
     for answer, status, code in answers:
         assert (answer.status_code, answer.json()["error"]["code"]) == (status, code), answer.text
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ({"every": "99999999999d"}, "longer than 100 years"),
+        ({"every": "9" * 39 + "s"}, "longer than 100 years"),
+        ({"cron": "0 0 31 2 *"}, "never fires"),
+        ({"every": "30s"}, "more often than once every 1 min"),
+        ({"cron": "* * * * *"}, None),
+        ({"every": "1m"}, None),
+    ],
+)
+async def test_http_refuses_a_schedule_out_of_bounds_as_invalid_schedule(
+    client: Client, task_queue: str, agent: str, body: dict[str, str], problem: str | None
+) -> None:
+    tokens = make_tokens(writer=["schedules:*"])
+    runs = ChamviClient(client, task_queue=task_queue)
+    schedule_id = unique("bounds")
+    api = create_api(tokens=list(tokens.values()), managed=None, runs=runs, agents=[agent])  # 1 min at least
+    async with serving(api) as url, httpx.AsyncClient(base_url=url, headers=bearer(tokens["writer"])) as http:
+        answer = await http.post("/schedules", json={"agent": agent, "id": schedule_id, **body})
+        if problem is None:
+            await http.delete(f"/schedules/{schedule_id}")
+    if problem is None:
+        assert answer.status_code == 201, answer.text
+    else:
+        assert (answer.status_code, answer.json()["error"]["code"]) == (422, "invalid_schedule"), answer.text
+        assert problem in answer.json()["error"]["message"]

@@ -28,7 +28,9 @@ from chamvi import (
     tool,
 )
 from chamvi.http import Token, create_api
+from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, OpenAIProvider
+from chamvi.runtime import local_plugin
 from tests.polling import eventually
 from tests.support.http_api import bearer, make_tokens, serving
 from tests.support.openai_server import Hold, OpenAIServer, Reasoning, StreamError, stream, text, tool_call
@@ -63,17 +65,19 @@ def app_for(server: OpenAIServer, *, streaming: bool = True) -> App:
 
 def listened_api(
     server: OpenAIServer, chamvi: ChamviClient
-) -> tuple[App, list[RunEvent], dict[str, Token], FastAPI]:
-    """The app (its deltas heard in order) and an API in the same process, as in ``chamvi dev``."""
+) -> tuple[ChamviPlugin, list[RunEvent], dict[str, Token], FastAPI]:
+    """The app's worker plugin (its deltas heard in order) and an API in the same process, as in
+    ``chamvi dev``."""
     app = app_for(server)
     heard: list[RunEvent] = []
     app.on("run.delta", heard.append)
     tokens = make_tokens(reader=["runs:read"])
+    plugin = local_plugin(app)
     return (
-        app,
+        plugin,
         heard,
         tokens,
-        create_api(tokens=list(tokens.values()), managed=None, runs=chamvi, events=app.events),
+        create_api(tokens=list(tokens.values()), managed=None, runs=chamvi, events=plugin.runtime.events),
     )
 
 

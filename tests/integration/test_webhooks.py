@@ -31,11 +31,11 @@ from chamvi import (
     define_agent,
     tool,
 )
-from chamvi.constants import WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER
+from chamvi.constants import WEBHOOK_DELIVERY_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER
 from chamvi.http import create_api
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
-from chamvi.webhooks import signature, signed_headers, webhook_channel
+from chamvi.webhooks import legacy_signature, signature, signed_headers, webhook_channel
 from tests.polling import eventually, until_status
 from tests.support.http_api import bearer, make_tokens, serving
 
@@ -104,6 +104,7 @@ def make_app(receiver_url: str, suffix: str) -> tuple[App, dict[str, str]]:
         "replier": f"replier-{suffix}",
         "forwarder": f"forwarder-{suffix}",
         "refuser": f"refuser-{suffix}",
+        "legacy": f"legacy-{suffix}",
     }
     channel = names["channel"]
     models = ModelRegistry()
@@ -131,7 +132,10 @@ def make_app(receiver_url: str, suffix: str) -> tuple[App, dict[str, str]]:
                 name=names["audit"],
                 model="scripted/done",
                 instructions="Audit.",
-                channels=[ChannelSubscription(channel, id="all")],
+                channels=[
+                    ChannelSubscription(channel, id="all"),
+                    ChannelSubscription(names["legacy"], id="legacy"),
+                ],
             ),
             define_agent(
                 name=names["replier"],
@@ -160,7 +164,8 @@ def make_app(receiver_url: str, suffix: str) -> tuple[App, dict[str, str]]:
                 url=receiver_url,
                 body_limit=2048,
                 address_of=lambda payload: f"ticket-{payload['ticket']}" if "ticket" in payload else None,
-            )
+            ),
+            webhook_channel(names["legacy"], secret=SECRET, legacy_signatures=True),
         ],
     )
     return app, names
@@ -257,9 +262,96 @@ async def test_a_validly_signed_delivery_outside_the_window_answers_409(stack: S
         stack,
         body,
         "d-old",
-        **{WEBHOOK_TIMESTAMP_HEADER: str(old), WEBHOOK_SIGNATURE_HEADER: signature(SECRET, old, body)},
+        **{
+            WEBHOOK_TIMESTAMP_HEADER: str(old),
+            WEBHOOK_SIGNATURE_HEADER: signature(SECRET, old, "d-old", body),
+        },
     )
     assert (response.status_code, response.json()["error"]["code"]) == (409, "stale_delivery")
+
+
+async def test_a_captured_delivery_sent_again_under_new_delivery_ids_starts_nothing(stack: Stack) -> None:
+    body = event("ticket.created")
+    captured = signed_headers(SECRET, body, delivery="d-captured")
+    path = f"/channels/{stack.names['channel']}/events"
+    async with stack.http() as http:
+        first = await http.post(path, content=body, headers=captured)
+        replays = [
+            await http.post(path, content=body, headers={**captured, WEBHOOK_DELIVERY_HEADER: f"d-new-{n}"})
+            for n in range(3)
+        ]
+    assert first.status_code == 202
+    assert [(r.status_code, r.json()["error"]["code"]) for r in replays] == [(401, "invalid_signature")] * 3
+
+
+async def test_a_signature_that_leaves_the_delivery_id_out_is_refused_unless_the_channel_takes_legacy_ones(
+    stack: Stack,
+) -> None:
+    body = event("ticket.created")
+    stamp = int(time.time())
+    legacy = {
+        WEBHOOK_TIMESTAMP_HEADER: str(stamp),
+        WEBHOOK_SIGNATURE_HEADER: legacy_signature(SECRET, stamp, body),
+        WEBHOOK_DELIVERY_HEADER: "d-legacy",
+    }
+    async with stack.http() as http:
+        refused = await http.post(f"/channels/{stack.names['channel']}/events", content=body, headers=legacy)
+        path = f"/channels/{stack.names['legacy']}/events"
+        first = await http.post(path, content=body, headers=legacy)
+        invented = {**legacy, WEBHOOK_DELIVERY_HEADER: "d-invented"}
+        replayed = await http.post(path, content=body, headers=invented)
+    assert (refused.status_code, refused.json()["error"]["code"]) == (401, "invalid_signature")
+    assert "leaves the delivery id unsigned" in refused.json()["error"]["message"]
+    # a legacy signature is its own idempotency key: the same signature answers the earlier runs
+    assert (first.status_code, replayed.status_code) == (202, 200)
+    assert [r["run_id"] for r in first.json()["runs"]] == [r["run_id"] for r in replayed.json()["runs"]]
+    assert first.json()["delivery"] == replayed.json()["delivery"] != "d-legacy"
+
+
+DEEP = b'{"type": "ticket.created", "ticket": 7, "x": ' + b"[" * 500 + b"]" * 500 + b"}"
+INVALID = (422, "validation_error")
+NOW = "now"
+
+
+@pytest.mark.parametrize(
+    ("body", "delivery", "stamp", "signed", "answer"),
+    [
+        (DEEP, "d-deep", NOW, True, INVALID),
+        (b'{"type": "ticket.created", "ticket": 7, "x": "\\ud800"}', "d-surrogate", NOW, True, INVALID),
+        (b'{"type": "ticket.created", "ticket": 7, "x": NaN}', "d-nan", NOW, True, INVALID),
+        (b'{"type": "ticket.created", "ticket": "' + b"7" * 300 + b'"}', "d-address", NOW, True, INVALID),
+        (event("ticket.created"), "d" * 256, NOW, True, INVALID),
+        (event("ticket.created"), "d.dotted", NOW, True, INVALID),
+        (b"nope", "d-not-json", NOW, True, INVALID),
+        (event("ticket.created"), "d-huge-stamp", "9" * 400, True, (409, "stale_delivery")),
+        (event("ticket.created"), "d-huge-bad", "9" * 400, False, (401, "invalid_signature")),
+        (event("ticket.created"), "d-negative", "-5", True, (401, "invalid_signature")),
+    ],
+    ids=[
+        "json-500-deep",
+        "lone-surrogate",
+        "nan",
+        "address-over-255",
+        "delivery-over-255",
+        "delivery-with-a-dot",
+        "not-json",
+        "400-digit-timestamp-signed",
+        "400-digit-timestamp-unsigned",
+        "negative-timestamp",
+    ],
+)
+async def test_an_edge_input_answers_as_post_runs_would_never_500(
+    stack: Stack, body: bytes, delivery: str, stamp: str, signed: bool, answer: tuple[int, str]
+) -> None:
+    stamp = str(int(time.time())) if stamp == NOW else stamp
+    sent = {
+        WEBHOOK_TIMESTAMP_HEADER: stamp,
+        WEBHOOK_SIGNATURE_HEADER: signature(SECRET, stamp, delivery, body) if signed else "v2=" + "0" * 64,
+        WEBHOOK_DELIVERY_HEADER: delivery,
+    }
+    async with stack.http() as http:
+        response = await http.post(f"/channels/{stack.names['channel']}/events", content=body, headers=sent)
+    assert (response.status_code, response.json()["error"]["code"]) == answer, response.text
 
 
 async def test_a_body_over_the_channels_limit_answers_413(stack: Stack) -> None:
@@ -292,9 +384,10 @@ async def test_a_reply_to_a_receiver_answering_500_then_200_is_delivered_once_wi
         {"address": "ticket-42", "title": "Re: your ticket", "body": "We are on it.", "key": next(iter(keys))}
     ]
     headers, body, _ = stack.receiver.received[-1]
+    assert headers[WEBHOOK_DELIVERY_HEADER.lower()] == next(iter(keys))
     assert hmac.compare_digest(
         headers[WEBHOOK_SIGNATURE_HEADER.lower()],
-        signature(SECRET, headers[WEBHOOK_TIMESTAMP_HEADER.lower()], body),
+        signature(SECRET, headers[WEBHOOK_TIMESTAMP_HEADER.lower()], next(iter(keys)), body),
     )
 
 

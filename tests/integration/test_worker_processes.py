@@ -128,6 +128,32 @@ async def test_a_put_in_an_effect_tool_retried_after_a_crash_stores_once(
     assert [s.output for s in run.steps if s.kind == "tool"] == [f"{run_id}.0000", f"{run_id}.0001"]
 
 
+async def test_a_worker_killed_in_the_middle_of_a_put_leaves_nothing_behind_once_the_put_is_redone(
+    chamvi: ChamviClient, spawn_worker, tmp_path: Path
+) -> None:
+    folder = tmp_path / "data" / "artifacts"
+    first = spawn_worker()
+    run_id = (await chamvi.dispatch("bulk")).run_id
+
+    async def writing() -> list[Path] | None:
+        partial = [p for p in folder.glob("*/*") if "#" in p.name and p.stat().st_size > 0]
+        return partial or None
+
+    await _until_event(tmp_path / "events.txt", "bulk-put-started")
+    partial = await eventually(writing, "the put's temporary file", seconds=90)
+    first.send_signal(signal.SIGKILL)  # halfway through the bytes
+    first.wait()
+    assert all(p.exists() for p in partial)
+
+    spawn_worker()
+    run = await asyncio.wait_for(chamvi.wait(run_id), timeout=120)
+
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert sorted(p.name for p in folder.glob("*/*")) == ["0000", "0000.json"]
+    stored = await ArtifactStore.local(folder).list(run_id)
+    assert [(a.id, a.size) for a in stored] == [(f"{run_id}.0000", 300_000_000)]
+
+
 async def test_an_effect_mcp_tool_is_applied_once_across_a_killed_worker(
     chamvi: ChamviClient, spawn_worker, tmp_path: Path
 ) -> None:

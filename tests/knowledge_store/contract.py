@@ -274,8 +274,37 @@ def knowledge_store_contract(make_store: StoreFactory) -> dict[str, ContractTest
             assert summary.description and summary.template
             await store.create("faq", "late-parcel", "My parcel is late", "Q: late?\n\nA: wait 5 days.")
             assert [p.type for p in await store.list()] == ["faq"]
-            with pytest.raises(InvalidPageError, match=r"unknown page type 'topic'.*'faq'"):
-                await store.create("topic", "x", "X", "x")
+
+    async def test_a_page_of_a_type_nobody_declared_is_kept_with_that_type(tmp_path: Path) -> None:
+        async with make_store(tmp_path, ()) as store:
+            await store.create("concept", "knots", "Knots", "Knots hold.")
+            created = await store.create("lesson", "first", "First lesson", "Tie the [knots](concept/knots).")
+            batch = await store.create_many(
+                [
+                    NewPage("lesson", "second", "Second lesson", "After [the first](lesson/first)."),
+                    NewPage("drill", "daily", "Daily drill", "Repeat [the second](lesson/second)."),
+                ]
+            )
+            assert (created, batch) == ("lesson/first", ["lesson/second", "drill/daily"])
+            assert "lesson" not in {t.name for t in store.types()}
+            listed = {p.id: p.type for p in await store.list()}
+            assert listed == {
+                "concept/knots": "concept",
+                "drill/daily": "drill",
+                "lesson/first": "lesson",
+                "lesson/second": "lesson",
+            }
+            first = await store.read("lesson/first")
+            assert first is not None and first.type == "lesson" and first.links == ["concept/knots"]
+            assert first.linked_from == ("lesson/second",)
+            knots = await store.read("concept/knots")
+            assert knots is not None and knots.linked_from == ("lesson/first",)
+            await store.edit("lesson/first", "Tie the", "Tie both")
+            assert "lesson/first" in await store.index()
+            with pytest.raises(InvalidPageError, match=r"page type 'Lesson Plan' is invalid"):
+                await store.create("Lesson Plan", "x", "X", "x")
+            with pytest.raises(PageExistsError):
+                await store.create("lesson", "first", "Again", "Again.")
 
     async def test_bad_slugs_ids_and_titles_are_refused(tmp_path: Path) -> None:
         async with make_store(tmp_path, ()) as store:

@@ -175,7 +175,9 @@ async def test_the_log_appends_agent_kit_entries_and_names_pages_that_do_not_exi
         await store.log("lint", "checked", ["gone"])
 
 
-async def test_a_page_of_an_undeclared_type_is_written_in_place_but_none_is_created(tmp_path: Path) -> None:
+async def test_a_page_of_an_undeclared_type_is_written_in_place_and_more_are_created_beside_it(
+    tmp_path: Path,
+) -> None:
     store = agent_kit_wiki(tmp_path)
     await store.edit("lesson/first", "Tie a", "First tie a")
     text = (tmp_path / "lessons" / "first.md").read_text()
@@ -183,12 +185,14 @@ async def test_a_page_of_an_undeclared_type_is_written_in_place_but_none_is_crea
     assert "First tie a [bowline](../concepts/bowline.md)" in text
     await store.create("concept", "sheet-bend", "Sheet bend", "Joins two ropes; see [lesson](lesson/first).")
     assert "[lesson](../lessons/first.md)" in (tmp_path / "concepts" / "sheet-bend.md").read_text()
-    with pytest.raises(
-        InvalidPageError,
-        match="unknown page type 'lesson': this knowledge base has 'summary', 'concept', 'entity', "
-        "'synthesis', 'preference', 'topic', 'note'",
-    ):
-        await store.create("lesson", "second", "Second lesson", "More knots.")
+
+    # a type is a label: a new page of it goes beside the pages of that type already there
+    await store.create("lesson", "second", "Second lesson", "After [the first](lesson/first), more knots.")
+    second = (tmp_path / "lessons" / "second.md").read_text()
+    assert second.startswith("---\ntype: lesson\ntitle: Second lesson\n")
+    assert "After [the first](first.md), more knots." in second
+    read = await store.read("lesson/second")
+    assert read is not None and read.type == "lesson" and read.links == ["lesson/first"]
     with pytest.raises(InvalidPageError, match="field 'type' is the page's type"):
         await store.edit("concept/bowline", "A loop", "A loop", {"type": "lesson"})
 

@@ -14,6 +14,7 @@ import pytest
 
 from chamvi.knowledge_store import (
     FileKnowledgeStore,
+    InvalidPageError,
     KnowledgeStore,
     LinkRef,
     NewPage,
@@ -349,3 +350,24 @@ async def test_an_overview_that_is_no_regular_file_is_reported_never_waited_on(t
     assert (await store.check()).problems == [problem]
     with pytest.raises(PageFormatError, match=problem):
         await store.overview()
+
+
+async def test_a_page_of_an_undeclared_type_gets_a_folder_named_after_it_unless_another_type_owns_it(
+    tmp_path: Path,
+) -> None:
+    store = FileKnowledgeStore(tmp_path, clock=fixed_clock)
+    await store.create("concept", "knots", "Knots", "Knots hold.")
+    await store.create("lesson", "first", "First lesson", "Tie the [knots](concept/knots).")
+    written = (tmp_path / "lesson" / "first.md").read_text()
+    assert written.startswith("---\ntype: lesson\ntitle: First lesson\n")
+    assert "Tie the [knots](../concepts/knots.md)." in written
+    # the next store over the folder, of whatever app, reads it as a lesson
+    listed = [(p.id, p.type) for p in await FileKnowledgeStore(tmp_path).list()]
+    assert listed == [("concept/knots", "concept"), ("lesson/first", "lesson")]
+    assert (await store.check()).problems == []
+
+    noted = FileKnowledgeStore(tmp_path, page_types=[PageType("note", "A note.", folder="notebook")])
+    for taken, owner in (("concepts", "concept"), ("summaries", "summary"), ("notebook", "note")):
+        with pytest.raises(InvalidPageError, match=rf"its folder {taken}/ is where '{owner}' pages live"):
+            await noted.create(taken, "x", "X", "x")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["concepts", "lesson"]

@@ -126,8 +126,11 @@ async def test_create_without_content_answers_the_template_and_writes_nothing(tm
     answer = await use(tools, "knowledge_create", type="summary", slug="paper", title="Paper")
     assert "Page type 'summary'" in answer and "## Key points" in answer
     assert await store.list() == []
-    with pytest.raises(Exception, match="unknown page type 'topic'"):
-        await use(tools, "knowledge_create", type="topic", slug="x")
+    undeclared = await use(tools, "knowledge_create", type="topic", slug="x")
+    assert "Page type 'topic' is not one of this knowledge base's types, so it has no template" in undeclared
+    assert await store.list() == []
+    with pytest.raises(Exception, match="page type 'Topic!' is invalid"):
+        await use(tools, "knowledge_create", type="Topic!", slug="x")
     assert (
         await use(tools, "knowledge_create", type="concept", slug="a", title="A", content="Aa.")
         == "Created concept/a."

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
@@ -68,6 +69,14 @@ def crash() -> str:
     """The server dies in the middle of this call."""
     _note("events.txt", "crash-started")
     os.kill(os.getpid(), signal.SIGKILL)
+    return "unreachable"
+
+
+@server.tool()
+async def hang() -> str:
+    """The server never answers this call (it stays up, as a stuck server does)."""
+    _note("events.txt", "hang-started")
+    await anyio.sleep(3600)
     return "unreachable"
 
 

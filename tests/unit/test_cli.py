@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import socket
 import threading
 from pathlib import Path
@@ -16,6 +17,7 @@ from qdrant_client import AsyncQdrantClient, QdrantClient
 from chamvi.cli import cli
 from chamvi.constants import SEARCH_ATTRIBUTES
 from chamvi.dev import DevServerConfig, search_attribute_specs
+from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.lifecycle import boot_collections
 from chamvi.models.knowledge import CollectionMeta
@@ -492,3 +494,59 @@ def test_check_warns_that_a_store_folder_a_running_worker_holds_was_not_read(
         holder.close()
     assert result.exit_code == 0, result.output
     assert result.stderr.startswith("warning: the knowledge store was not read: another process")
+
+
+def test_managed_routes_come_from_the_app_then_the_environment_then_the_command_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from chamvi import App
+    from chamvi.cli._serving import managed_routes
+    from chamvi.knowledge.collections import ManagedRoutes
+    from chamvi.settings import Settings
+
+    app = App(agents=[], managed=ManagedRoutes(base_path="/kb", max_body_bytes=8192))
+    assert managed_routes(App(agents=[]), Settings()) == ManagedRoutes()
+    assert managed_routes(app, Settings()) == ManagedRoutes(True, "/kb", 8192)
+    env = Settings.from_env(
+        {
+            "CHAMVI_KNOWLEDGE_ROUTES": "false",
+            "CHAMVI_KNOWLEDGE_BASE_PATH": "/docs-kb",
+            "CHAMVI_KNOWLEDGE_BODY_LIMIT": "4194304",
+        }
+    )
+    assert managed_routes(app, env) == ManagedRoutes(False, "/docs-kb", 4_194_304)
+    flag = env.with_overrides(knowledge_routes=True, knowledge_base_path="/wiki")
+    assert managed_routes(app, flag) == ManagedRoutes(True, "/wiki", 4_194_304)
+    with pytest.raises(ChamviValidationError, match="CHAMVI_KNOWLEDGE_BODY_LIMIT='lots'"):
+        Settings.from_env({"CHAMVI_KNOWLEDGE_BODY_LIMIT": "lots"})
+    with pytest.raises(ChamviValidationError, match="CHAMVI_KNOWLEDGE_ROUTES='perhaps'"):
+        Settings.from_env({"CHAMVI_KNOWLEDGE_ROUTES": "perhaps"})
+
+
+@pytest.mark.parametrize(
+    ("routes", "problem"),
+    [
+        ({"base_path": "kb"}, "base_path 'kb' must be '' or start with '/'"),
+        ({"base_path": "/kb/"}, "must be '' or start with '/' and not end with '/'"),
+        ({"base_path": "/runs/kb"}, "base_path '/runs/kb' is below /runs, which the API serves itself"),
+        ({"max_body_bytes": 0}, "max_body_bytes must be a positive number of bytes, not 0"),
+    ],
+)
+def test_managed_routes_refuse_a_base_path_or_body_limit_they_cannot_take(
+    routes: dict[str, object], problem: str
+) -> None:
+    from chamvi.knowledge.collections import ManagedRoutes
+
+    with pytest.raises(InvalidAgentDefinitionError, match=re.escape(problem)):
+        ManagedRoutes(**routes)  # type: ignore[arg-type]
+
+
+def test_chamvi_api_refuses_a_bad_knowledge_base_path_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    tokens = [{"value": "s3cret-value", "id": "ops", "permissions": ["*"]}]
+    monkeypatch.setenv("CHAMVI_TOKENS", json.dumps(tokens))
+    monkeypatch.setenv("QDRANT_URL", "http://127.0.0.1:1")
+    result = invoke("api", "--knowledge-base-path", "/schedules")
+    assert one_line_error(result) == (
+        "Error: managed routes: base_path '/schedules' is below /schedules, which the API serves itself: "
+        "choose another, e.g. '/knowledge'"
+    )

@@ -149,6 +149,21 @@ def test_the_worker_and_the_api_share_the_s3_artifact_store_whose_bucket_is_made
     assert "minio-data" in compose["volumes"]
 
 
+def test_the_worker_and_the_api_share_the_approval_secret_and_the_workers_link_to_the_api(
+    services: dict[str, Any],
+) -> None:
+    worker, api = environment(services["worker"]), environment(services["api"])
+    keys = ("CHAMVI_APPROVAL_SECRET", "CHAMVI_DATA")
+    assert {k: worker[k] for k in keys} == {k: api[k] for k in keys}
+    assert worker["CHAMVI_APPROVAL_SECRET"] == "${CHAMVI_APPROVAL_SECRET:-}"  # from the host, if set
+    # else the secret one of them generates in the data folder, on the volume both mount
+    assert (
+        services["api"]["volumes"] == services["worker"]["volumes"] == [f"worker-data:{api['CHAMVI_DATA']}"]
+    )
+    port = services["api"]["ports"][0].rsplit(":", 1)[1]
+    assert default_of(worker["CHAMVI_PUBLIC_URL"]) == f"http://localhost:{port}"
+
+
 def test_the_worker_environment(services: dict[str, Any]) -> None:
     env = environment(services["worker"])
     assert env["TEMPORAL_ADDRESS"] == "temporal:7233"

@@ -18,6 +18,7 @@ from chamvi import (
     mcp_tools,
     require_tool_permission,
 )
+from chamvi.app_runtime import AppRuntime
 from chamvi.errors import InvalidAppError
 from chamvi.models import Invoker, ToolCall, ToolRequest, TriggerEnvelope
 from chamvi.tool_runner import ToolRunner
@@ -53,6 +54,10 @@ def test_a_bad_mcp_server_declaration_names_its_problem(options: dict[str, Any],
         mcp_server(**options)
     assert problem in raised.value.message
 
+
+
+def runner(app: App) -> ToolRunner:
+    return ToolRunner(AppRuntime(app))
 
 def test_an_agent_using_an_undeclared_mcp_server_fails_the_boot_naming_the_declared_ones() -> None:
     agent = define_agent(name="a", model="local/demo", instructions="x", tools=mcp_tools("github"))
@@ -106,7 +111,7 @@ async def test_an_mcp_tool_the_agent_does_not_use_is_not_allowed_and_no_server_i
     agent: str, tool: str, server: str | None
 ) -> None:
     app = _app(tools=["create_issue"])
-    result = await ToolRunner(app).run(_request(agent, tool, server), InMemoryRun(), asyncio.Event())
+    result = await runner(app).run(_request(agent, tool, server), InMemoryRun(), asyncio.Event())
     assert result.status == "error" and result.error is not None
     assert result.error.code == "tool_not_allowed"
 
@@ -114,13 +119,13 @@ async def test_an_mcp_tool_the_agent_does_not_use_is_not_allowed_and_no_server_i
 async def test_a_recorded_mcp_effect_is_answered_from_the_record_without_calling_the_server() -> None:
     app = _app(effects={"create_issue": EffectSpec(effect_key=lambda args, ctx: f"issue:{args.title}")})
     run = InMemoryRun(effects={"issue:Crash": {"number": 7}})
-    result = await ToolRunner(app).run(_request("clerk", "create_issue", title="Crash"), run, asyncio.Event())
+    result = await runner(app).run(_request("clerk", "create_issue", title="Crash"), run, asyncio.Event())
     assert (result.status, result.output) == ("ok", {"number": 7})
     assert run.asked == ["issue:Crash"]
 
 
 async def test_an_unreachable_mcp_server_is_a_tool_error_naming_it() -> None:
-    result = await ToolRunner(_app()).run(_request("clerk", "create_issue"), InMemoryRun(), asyncio.Event())
+    result = await runner(_app()).run(_request("clerk", "create_issue"), InMemoryRun(), asyncio.Event())
     assert result.status == "error" and result.error is not None
     assert result.error.code == "mcp_server_unavailable"
     assert (
@@ -138,7 +143,7 @@ async def test_require_tool_permission_covers_mcp_tools_by_their_names(
 ) -> None:
     app = _app(tool_policy=require_tool_permission())
     invoker = Invoker(id="u1", kind="user", permissions=permissions)
-    result = await ToolRunner(app).run(
+    result = await runner(app).run(
         _request("clerk", "create_issue", invoker=invoker), InMemoryRun(), asyncio.Event()
     )
     assert result.error is not None and result.error.code == code  # allowed: the call reaches for the server

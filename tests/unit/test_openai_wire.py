@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, datetime
 
 import pytest
 from openai.types.chat import ChatCompletion
 
-from chamvi.errors import ProviderHTTPError
-from chamvi.models import Artifact, Message, ToolCall
+from chamvi.errors import ArtifactNotFoundError, ProviderHTTPError
+from chamvi.models import Artifact, FilePart, ImagePart, Message, TextPart, ToolCall
 from chamvi.providers import AttachedFile, ChatRequest, OpenAIProvider, ToolSchema
 from chamvi.providers.openai import (
     INVALID_JSON_KEY,
@@ -274,3 +275,162 @@ def test_without_attachments_the_first_message_stays_a_string() -> None:
     assert to_wire_messages(ChatRequest(run_id="r", agent="a", step=0, messages=messages)) == [
         {"role": "user", "content": "Trigger"}
     ]
+
+
+# ---- content parts ------------------------------------------------------------------------
+
+PNG_BYTES = b"\x89PNG\r\n\x1a\n-tiny"
+
+
+def artifact(index: int, media_type: str, filename: str | None = None) -> Artifact:
+    return Artifact(
+        id=f"r.{index:04d}", run_id="r", media_type=media_type, filename=filename, size=9, sha256=""
+    )
+
+
+def data_url(media_type: str, data: bytes) -> str:
+    return f"data:{media_type};base64,{base64.b64encode(data).decode()}"
+
+
+def test_a_user_message_of_parts_goes_out_as_image_file_audio_and_text_parts() -> None:
+    chart, terms, voice = (
+        artifact(1, "image/png", "chart.png"),
+        artifact(2, "application/pdf", "terms.pdf"),
+        artifact(3, "audio/wav"),
+    )
+    message = Message(
+        role="user",
+        parts=[
+            TextPart(text="Look:"),
+            FilePart(artifact=chart),
+            ImagePart(url="https://example.com/ok.png", provider_options={"openai": {"detail": "low"}}),
+            FilePart(artifact=terms),
+            FilePart(artifact=voice),
+            FilePart(media_type="text/csv", data=b"a,b\n1,2", filename="rows.csv"),
+            FilePart(media_type="application/zip", url="https://example.com/all.zip", filename="all.zip"),
+        ],
+    )
+    request = ChatRequest(
+        run_id="r",
+        agent="a",
+        step=0,
+        messages=[message],
+        files={chart.id: PNG_BYTES, terms.id: b"%PDF", voice.id: b"RIFF"},
+    )
+
+    assert to_wire_message(message, request) == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "Look:"},
+            {"type": "image_url", "image_url": {"url": data_url("image/png", PNG_BYTES)}},
+            {"type": "image_url", "image_url": {"url": "https://example.com/ok.png", "detail": "low"}},
+            {
+                "type": "file",
+                "file": {"filename": "terms.pdf", "file_data": data_url("application/pdf", b"%PDF")},
+            },
+            {
+                "type": "input_audio",
+                "input_audio": {"data": base64.b64encode(b"RIFF").decode(), "format": "wav"},
+            },
+            {"type": "text", "text": "rows.csv (text/csv):\na,b\n1,2"},
+            {"type": "text", "text": "all.zip (application/zip): https://example.com/all.zip"},
+        ],
+    }
+
+
+def test_provider_options_for_openai_reach_the_message_and_the_part_and_others_are_ignored() -> None:
+    message = Message(
+        role="user",
+        parts=[
+            TextPart(
+                text="The policy.",
+                provider_options={
+                    "openai": {"prompt_cache_breakpoint": {"mode": "explicit"}},
+                    "anthropic": {"x": 1},
+                },
+            )
+        ],
+        provider_options={"openai": {"name": "example_user"}, "anthropic": {"cache_control": {}}},
+    )
+
+    assert to_wire_message(message) == {
+        "role": "user",
+        "content": [{"type": "text", "text": "The policy.", "prompt_cache_breakpoint": {"mode": "explicit"}}],
+        "name": "example_user",
+    }
+
+
+def test_an_assistant_message_of_parts_goes_out_as_its_text_parts() -> None:
+    message = Message.model_validate({"role": "assistant", "content": [{"type": "text", "text": "Ready."}]})
+    assert to_wire_message(message) == {"role": "assistant", "content": [{"type": "text", "text": "Ready."}]}
+
+
+def test_the_files_of_tool_results_follow_the_steps_tool_messages_as_one_user_message() -> None:
+    chart = artifact(1, "image/png", "chart.png")
+    messages = [
+        Message(role="user", content="Trigger"),
+        Message(
+            role="assistant", tool_calls=[ToolCall(id="c1", name="render"), ToolCall(id="c2", name="add")]
+        ),
+        Message(
+            role="tool",
+            tool_call_id="c1",
+            name="render",
+            parts=[TextPart(text="The chart:"), FilePart(artifact=chart)],
+        ),
+        Message(role="tool", tool_call_id="c2", name="add", content="3"),
+        Message(role="assistant", content="Done."),
+    ]
+
+    wire = to_wire_messages(
+        ChatRequest(run_id="r", agent="a", step=1, messages=messages, files={chart.id: PNG_BYTES})
+    )
+
+    assert [w["role"] for w in wire] == ["user", "assistant", "tool", "tool", "user", "assistant"]
+    assert wire[2] == {
+        "role": "tool",
+        "tool_call_id": "c1",
+        "content": "The chart:\n[chart.png (image/png): attached below]",
+    }
+    assert wire[4]["content"] == [
+        {"type": "text", "text": "Files of the result of tool call c1:"},
+        {"type": "image_url", "image_url": {"url": data_url("image/png", PNG_BYTES)}},
+    ]
+
+
+def test_attachments_go_to_the_runs_first_user_message_not_to_an_instructions_one() -> None:
+    messages = [
+        Message(role="system", content="Be brief."),
+        Message(role="user", content="An example."),
+        Message(role="assistant", content="Noted."),
+        Message(role="user", content="Trigger"),
+    ]
+    files = [attached("image/png", PNG_BYTES, "dot.png")]
+
+    wire = to_wire_messages(
+        ChatRequest(run_id="r", agent="a", step=0, messages=messages, attachments=files, transcript_start=3)
+    )
+
+    assert wire[1] == {"role": "user", "content": "An example."}
+    assert wire[3]["content"] == [
+        {"type": "text", "text": "Trigger"},
+        {"type": "image_url", "image_url": {"url": data_url("image/png", PNG_BYTES)}},
+    ]
+
+
+def test_a_part_whose_artifact_was_not_read_for_the_call_is_artifact_not_found() -> None:
+    message = Message(role="user", parts=[FilePart(artifact=artifact(7, "application/pdf"))])
+    with pytest.raises(ArtifactNotFoundError, match=r"'r\.0007'"):
+        to_wire_message(message, REQUEST)
+
+
+def test_the_leading_system_messages_are_the_instructions_of_a_provider_that_takes_them_apart() -> None:
+    messages = [
+        Message(role="system", content="One."),
+        Message(role="system", content="Two."),
+        Message(role="user", content="Hi"),
+        Message(role="system", content="Later."),
+    ]
+    system, rest = ChatRequest(run_id="r", agent="a", step=0, messages=messages).system_prefix()
+    assert system == ["One.", "Two."]
+    assert [m.content for m in rest] == ["Hi", "Later."]

@@ -1,7 +1,13 @@
 import pytest
 
 from chamvi.models import Invoker, TriggerEnvelope
-from chamvi.permissions import PolicyRun, has_permission, matches_permission, require_tool_permission
+from chamvi.permissions import (
+    PolicyRun,
+    has_narrowed_permission,
+    has_permission,
+    matches_permission,
+    require_tool_permission,
+)
 
 
 @pytest.mark.parametrize(
@@ -31,3 +37,18 @@ def test_require_tool_permission_checks_the_invoker_and_refuses_runs_without_one
     assert not policy("deploy", nobody)
     assert require_tool_permission(without_invoker="allow")("deploy", nobody)
     assert has_permission(["a:b", "c:*"], "c:d")
+
+
+@pytest.mark.parametrize(
+    ("granted", "expected"),
+    [
+        ("artifacts:read:support", True),
+        ("artifacts:*:support", True),
+        ("artifacts:read", False),  # covers it outright: no narrowing
+        ("artifacts:read:support:x", False),
+        ("artifacts:write:support", False),
+        ("runs:read:support", False),
+    ],
+)
+def test_a_permission_narrows_another_by_one_more_segment(granted: str, expected: bool) -> None:
+    assert has_narrowed_permission([granted], "artifacts:read") is expected

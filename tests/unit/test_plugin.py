@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, PayloadCodec
@@ -12,8 +13,10 @@ from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi import App, ChamviPlugin
+from chamvi.errors import ChamviValidationError
 from chamvi.lifecycle import memory_index
 from chamvi.plugin import SANDBOX_PASSTHROUGH
+from chamvi.settings import Settings
 
 
 class Reversing(PayloadCodec):
@@ -46,3 +49,13 @@ def test_the_sandbox_passes_the_shared_kernel_through_and_an_unsandboxed_runner_
     assert "chamvi.workflows" not in runner.restrictions.passthrough_modules
     unsandboxed = UnsandboxedWorkflowRunner()
     assert configure(unsandboxed) is unsandboxed
+
+
+def test_the_cap_on_runs_at_once_comes_from_the_plugin_then_chamvi_max_runs_then_four() -> None:
+    app = App(agents=[])
+    assert ChamviPlugin(app, index=memory_index()).slots.limit == 4
+    from_env = Settings.from_env({"CHAMVI_MAX_RUNS": "8"})
+    assert ChamviPlugin(app, index=memory_index(), settings=from_env).slots.limit == 8
+    assert ChamviPlugin(app, index=memory_index(), settings=from_env, max_runs=2).slots.limit == 2
+    with pytest.raises(ChamviValidationError, match=r"CHAMVI_MAX_RUNS='none' is not a positive number"):
+        Settings.from_env({"CHAMVI_MAX_RUNS": "none"})

@@ -10,7 +10,14 @@ from chamvi import App, define_agent
 from chamvi.errors import AgentNotFoundError, InvalidScheduleError
 from chamvi.models import ScheduledDispatch
 from chamvi.providers import ModelRegistry, ScriptedModel, reply
-from chamvi.schedules import define_schedule, parse_every, scheduled_run_input, validate_cron
+from chamvi.schedules import (
+    check_min_interval,
+    define_schedule,
+    parse_every,
+    scheduled_run_input,
+    shortest_gap,
+    validate_cron,
+)
 
 
 def app() -> App:
@@ -106,3 +113,55 @@ def test_a_misspelt_option_is_named() -> None:
     options: dict = {"every": "1h", "crn": "@daily"}
     with pytest.raises(InvalidScheduleError, match=r"unknown schedule option\(s\) crn: use cron, every"):
         define_schedule("digest", **options)
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        ({"every": "99999999999d"}, "longer than 100 years"),
+        ({"every": "9" * 5000 + "s"}, "longer than 100 years"),
+        ({"every": "36501d"}, "longer than 100 years"),
+        ({"every": timedelta(days=999_999_999)}, "longer than 100 years"),
+        ({"cron": "0 0 31 2 *"}, "never fires"),
+        ({"cron": "0 0 30 2 *"}, "never fires"),
+        ({"cron": "0 0 31 4,6,9,11 *"}, "never fires"),
+        ({"cron": "0 0 31 2 1"}, "never fires"),
+        ({"cron": "0 0 */40 2 *"}, None),  # the 1st
+        ({"cron": "0 0 29 2 *"}, None),  # leap years
+        ({"cron": "0 0 13 * fri"}, None),  # Friday the 13th: both must match, and some day does
+        ({"cron": "0 0 31 * *"}, None),
+        ({"every": "36500d"}, None),
+    ],
+)
+def test_a_schedule_that_overflows_or_never_fires_is_refused(options: dict, problem: str | None) -> None:
+    if problem is None:
+        define_schedule("digest", **options)
+        return
+    with pytest.raises(InvalidScheduleError, match=problem):
+        define_schedule("digest", **options)
+
+
+@pytest.mark.parametrize(
+    ("options", "gap"),
+    [
+        ({"every": "90s"}, timedelta(seconds=90)),
+        ({"cron": "* * * * *"}, timedelta(minutes=1)),
+        ({"cron": "*/15 8-17 * * 1-5"}, timedelta(minutes=15)),
+        ({"cron": "0,59 0 * * *"}, timedelta(minutes=59)),
+        ({"cron": "30 23 * * *"}, timedelta(days=1)),
+        ({"cron": "0 0,23 * * *"}, timedelta(hours=1)),  # 23:00, then 00:00 the next day
+        ({"cron": "@hourly"}, timedelta(hours=1)),
+        ({"cron": "@daily"}, timedelta(days=1)),
+    ],
+)
+def test_the_shortest_gap_between_fires_is_read_off_the_spec(options: dict, gap: timedelta) -> None:
+    assert shortest_gap(define_schedule("digest", **options)) == gap
+
+
+def test_a_schedule_firing_more_often_than_the_minimum_interval_is_refused() -> None:
+    with pytest.raises(InvalidScheduleError, match="every 1 s is more often than once every 1 min"):
+        check_min_interval(define_schedule("digest", every="1s"), timedelta(minutes=1))
+    often = r"fires as often as every 1 min.*CHAMVI_SCHEDULE_MIN_INTERVAL"
+    with pytest.raises(InvalidScheduleError, match=often):
+        check_min_interval(define_schedule("digest", cron="* * * * *"), timedelta(minutes=5))
+    check_min_interval(define_schedule("digest", every="5m"), timedelta(minutes=5))

@@ -62,8 +62,10 @@ async def test_a_page_of_large_values_stops_before_it_outgrows_one_payload() -> 
 
 async def test_an_upsert_is_validated_naming_the_field_and_stores_nothing(state: AgentStateAccess) -> None:
     refunds = state.collection("refunds")
-    with pytest.raises(ChamviValidationError, match=r"^invalid item for state collection 'refunds': amount"):
+    refused_item = r"^invalid item for state collection 'refunds': amount"
+    with pytest.raises(ChamviValidationError, match=refused_item) as refused:
         await refunds.upsert("A-1", {"customer": "ada", "amount": "a lot"})
+    assert [(i.path, i.where) for i in refused.value.issues] == [(("amount",), "amount")]
     assert await refunds.get("A-1") is None
 
 
@@ -134,5 +136,5 @@ def test_state_collections_get_three_tools_and_their_names_are_checked() -> None
 def test_a_tool_context_built_by_hand_has_no_state_and_says_so() -> None:
     ctx = ToolContext.__new__(ToolContext)
     ctx.state_access = None
-    with pytest.raises(InvalidInputError, match="this ToolContext has no agent state"):
+    with pytest.raises(InvalidInputError, match="this context has no agent state"):
         _ = ctx.state

@@ -25,6 +25,7 @@ from chamvi import (
     inject,
     tool,
 )
+from chamvi.app_runtime import AppRuntime
 from chamvi.channels import ChannelMessage, console_channel
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
 from chamvi.errors import (
@@ -88,7 +89,7 @@ def request(name: str, arguments: dict[str, Any], **extra: Any) -> ToolRequest:
 
 async def call(app: App, req: ToolRequest, run: InMemoryRun | None = None) -> ToolResult:
     run = run or InMemoryRun()
-    result = await ToolRunner(app).run(req, run, asyncio.Event())
+    result = await ToolRunner(AppRuntime(app)).run(req, run, asyncio.Event())
     run.effects.update(result.effects)
     return result
 
@@ -185,6 +186,21 @@ async def test_a_tool_the_agent_does_not_offer_and_a_bad_input_are_tool_errors_n
     bad = await call(clerk(refund), request("refund", {"order": 1}))
     assert bad.error is not None and bad.error.code == "validation_error"
     assert "invalid input for 'refund'" in bad.error.message
+    assert [(i.path, i.code) for i in bad.error.issues or []] == [
+        (("order_id",), "missing"),
+        (("order",), "extra_forbidden"),
+    ]
+
+
+async def test_a_before_hook_that_rewrites_the_input_into_an_invalid_one_is_a_validation_error() -> None:
+    def before(info: ToolCallInfo, ctx: ToolContext) -> dict[str, Any]:
+        return {"order_id": ["not", "a", "string"]}
+
+    app = clerk(refund, hooks=AgentHooks(before_tool_execution=before))
+    result = await call(app, request("refund", {"order_id": "A-1"}))
+    assert result.error is not None and result.error.code == "validation_error"
+    assert "before_tool_execution rewrote the input of 'refund'" in result.error.message
+    assert [(i.path, i.code) for i in result.error.issues or []] == [(("order_id",), "string_type")]
 
 
 async def test_a_fatal_tool_error_fails_the_run_and_a_result_can_taint_it() -> None:
@@ -386,6 +402,8 @@ def test_a_tools_context_entry_is_checked_and_its_value_never_quoted() -> None:
     stated = "tools_context for 'crm_lookup' does not match its context schema: api_key:"
     assert stated in rejected.value.message
     assert "12345" not in rejected.value.message
+    assert [(i.path, i.code) for i in rejected.value.issues] == [(("api_key",), "string_type")]
+    assert "12345" not in repr(rejected.value.issues)
     with pytest.raises(InvalidAgentDefinitionError, match="names 'crm', which is none of its tools"):
         agent_with({"crm": {}}, crm_lookup)
     with pytest.raises(InvalidAgentDefinitionError, match="'send_mail', a tool that declares no context"):

@@ -2,6 +2,9 @@
 // Plain JavaScript against the API it is served by: the list polls GET /runs?status=waiting, a
 // watched run follows GET /runs/{id}/events (Server-Sent Events, read with fetch so the token
 // travels in the Authorization header and never in a URL or a log).
+// Opened from a channel's approval link (#answer=<approval token>), it shows that one approval and
+// answers it through POST /approvals/view and /approvals/answer, with the approval token in the body:
+// a fragment never reaches the server, so the token is in no access log.
 "use strict";
 
 (() => {
@@ -364,6 +367,106 @@
     return event;
   }
 
+  // ---- one approval, opened from its link -------------------------------------------------
+
+  const ANSWER_FRAGMENT = "#answer=";
+  let approvalToken = null;
+
+  async function byToken(path, body) {
+    // the approval token is the permission; a bearer token only names the approver
+    const send = (withBearer) => {
+      const headers = { "Content-Type": "application/json" };
+      if (withBearer) headers.Authorization = `Bearer ${token}`;
+      return fetch(API + path, { method: "POST", headers, body: JSON.stringify(body) });
+    };
+    let response = await send(Boolean(token));
+    if (response.status === 401 && token) {
+      sessionStorage.removeItem(TOKEN_KEY); // a forgotten bearer token: answer as the token's holder
+      token = null;
+      response = await send(false);
+    }
+    const data = await response.json().catch(() => null);
+    if (response.ok) return data;
+    const error = data && data.error;
+    throw new ApiError(
+      response.status,
+      error ? error.code : `http_${response.status}`,
+      error ? error.message : `${response.status} ${response.statusText}`,
+    );
+  }
+
+  function showRefusal(element, error) {
+    element.textContent = error.message;
+    element.dataset.code = error.code || "";
+  }
+
+  async function openApproval(candidate) {
+    approvalToken = candidate;
+    $("login").hidden = true;
+    $("main").hidden = true;
+    $("by-token").hidden = false;
+    $("token-card").hidden = true;
+    $("token-done").hidden = true;
+    const status = $("token-status");
+    status.textContent = "Loading the approval...";
+    try {
+      const view = await byToken("/approvals/view", { token: candidate });
+      const card = $("token-card");
+      card.querySelector(".question").textContent =
+        view.title || `Allow tool ${view.tool} of agent ${view.agent} to go on?`;
+      card.querySelector(".body").textContent = view.body || "";
+      card.querySelector(".body").hidden = !view.body;
+      card.querySelector(".tool").textContent = view.tool;
+      card.querySelector(".agent").textContent = view.agent;
+      card.querySelector(".deadline").textContent = deadline(view.until);
+      card.querySelector(".answer-error").textContent = "";
+      card.querySelectorAll("button").forEach((button) => { button.disabled = false; });
+      card.hidden = false;
+      status.textContent = "";
+      delete status.dataset.code;
+    } catch (error) {
+      showRefusal(status, error);
+    }
+  }
+
+  async function answerApproval(approved) {
+    const card = $("token-card");
+    const buttons = card.querySelectorAll("button");
+    const problem = card.querySelector(".answer-error");
+    const reason = card.querySelector(".reason").value.trim();
+    buttons.forEach((button) => { button.disabled = true; });
+    problem.textContent = "";
+    try {
+      await byToken("/approvals/answer", { token: approvalToken, approved, reason: reason || null });
+    } catch (error) {
+      showRefusal(problem, error);
+      // a used, stale or expired token stays refused: only another failure is worth a retry
+      if (!["approval_not_pending", "approval_token_expired", "approval_token_invalid"].includes(error.code)) {
+        buttons.forEach((button) => { button.disabled = false; });
+      }
+      return;
+    }
+    card.hidden = true;
+    $("token-done").textContent = approved ? "Approved: the run goes on." : "Denied: the run goes on without it.";
+    $("token-done").hidden = false;
+    // the used token leaves the address bar and this tab's history entry
+    history.replaceState(null, "", location.pathname + location.search);
+  }
+
+  function approvalFromFragment() {
+    if (!location.hash.startsWith(ANSWER_FRAGMENT)) return null;
+    return decodeURIComponent(location.hash.slice(ANSWER_FRAGMENT.length)).trim() || null;
+  }
+
+  $("token-answer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    answerApproval(Boolean(event.submitter && event.submitter.value === "approve"));
+  });
+  window.addEventListener("hashchange", () => {
+    const candidate = approvalFromFragment();
+    if (candidate) openApproval(candidate);
+  });
+
   // ---- start ------------------------------------------------------------------------------
 
   $("login-form").addEventListener("submit", (event) => {
@@ -372,6 +475,8 @@
     $("token").value = "";
   });
   $("logout").addEventListener("click", () => logout(""));
-  if (token) login(token);
+  const opened = approvalFromFragment();
+  if (opened) openApproval(opened);
+  else if (token) login(token);
   else logout("");
 })();

@@ -19,7 +19,6 @@ import asyncio
 import hashlib
 import importlib.resources
 import importlib.util
-import os
 import shutil
 import tempfile
 import threading
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from chamvi.errors import ModelNotFoundError, ProviderUnavailableError
+from chamvi.settings import hf_hub_offline
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 """The model files shipped with chamvi (tokenizers and configs; the weights come from packages)."""
@@ -77,7 +77,7 @@ _lock = threading.Lock()
 
 
 def _offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in {"1", "TRUE", "YES", "ON"}
+    return hf_hub_offline()
 
 
 def _onnx_path(model: LocalModel) -> Path:

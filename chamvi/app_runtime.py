@@ -1,0 +1,226 @@
+"""``AppRuntime``: what one worker holds while it serves an App, so that the App stays a definition.
+
+``ChamviPlugin`` builds one per plugin and hands it to the activities, the tool runner, the state
+views and (in ``chamvi dev``) the HTTP API: the worker's state store and knowledge searcher (as
+provided values over the App's own), its event hub (the App's declared listeners and error hook, and
+the streams that follow runs in this process), its run slots (``chamvi.run_slots``), its artifact
+store, and the tool sets its agents' factories built for the runs it serves. Two workers built from
+one App hold two of these and share nothing but the App's declarations.
+
+Outside a worker, ``AppRuntime(app)`` runs tools over an in-memory artifact store and no state store
+(``ctx.state`` refuses), which is what unit tests and ``wrap_tools_for_run`` need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from weakref import WeakKeyDictionary
+
+from chamvi.agent_revisions import AgentRevisionStore, ObjectRevisionStore
+from chamvi.agents import Agent, RunTools
+from chamvi.app import App, agent_spec
+from chamvi.approval_tokens import ApprovalTokens
+from chamvi.artifacts import ArtifactStore
+from chamvi.channels import ChannelAccess
+from chamvi.context import Provided
+from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
+from chamvi.models import AgentSpec
+from chamvi.permissions import PolicyRun
+from chamvi.run_context import Approvals, EffectLedger, RunContext
+from chamvi.run_events import EventHub
+from chamvi.run_slots import DEFAULT_MAX_RUNS, RunSlots
+from chamvi.runtime_agents import RuntimeAgents
+from chamvi.state import STATE_STORE, AgentStateAccess, StateStore
+from chamvi.tool_factory import FactoryArtifacts, ToolFactoryContext
+from chamvi.tools import Tool
+
+TOOL_SETS_KEPT = 256
+"""Runs whose factory-built tool sets a worker keeps (the least recently used go first)."""
+
+_SERVING: ContextVar[AppRuntime | None] = ContextVar("chamvi.serving", default=None)
+_LATEST: WeakKeyDictionary[App, AppRuntime] = WeakKeyDictionary()
+"""The runtime that opened its stores last, per App: kept beside the App, never in it."""
+
+
+def _revisions_in(artifacts: ArtifactStore) -> ObjectRevisionStore:
+    return ObjectRevisionStore(artifacts.store, artifacts.location)
+
+
+def serving(app: App) -> AppRuntime | None:
+    """The runtime serving ``app`` in this process, if any.
+
+    The one running the current tool call, else the one of this process that opened its stores
+    last; None in a process that serves no worker of it. For code written beside the App that
+    needs a worker's own instances (``chamvi.knowledge_store.searcher_of``); with two workers of
+    one App in a process, a tool call gets its own worker's.
+    """
+    runtime = _SERVING.get()
+    if runtime is not None and runtime.app is app:
+        return runtime
+    return _LATEST.get(app)
+
+
+async def _nothing_recorded(key: str) -> tuple[bool, None]:
+    return False, None
+
+
+class AppRuntime:
+    """One worker's holdings for ``app`` (see the module).
+
+    Args:
+        app: the definition served.
+        artifacts: where ``ctx.artifacts`` keeps files; by default this process's memory.
+        max_runs: the most runs executing at once in this worker (``chamvi.run_slots``).
+        approval_tokens: signs the approval tokens channel requests carry; None: they carry none.
+        revisions: where runtime agents' revisions live; by default the artifact store's object store
+            (``chamvi.agent_revisions``), the one every process of the deployment shares.
+
+    Raises:
+        InvalidAppError: ``max_runs`` is not a positive whole number.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        *,
+        artifacts: ArtifactStore | None = None,
+        max_runs: int = DEFAULT_MAX_RUNS,
+        approval_tokens: ApprovalTokens | None = None,
+        revisions: AgentRevisionStore | None = None,
+    ) -> None:
+        self.app = app
+        self.artifacts = artifacts or ArtifactStore.memory()
+        self._own_revisions = revisions is None
+        self.agents = RuntimeAgents(app, revisions or _revisions_in(self.artifacts))
+        """The agents this worker serves: the App's, and those defined at runtime (their revisions)."""
+        self.provided = Provided(parent=app.provided)
+        """What tools inject: chamvi's own keys for this worker, over the App's values."""
+        self.events = EventHub(app.listeners, app.errors)
+        """This worker's run events: the App's listeners (their failures to the App's ``on_error``),
+        and the streams that follow runs here."""
+        self.slots = RunSlots(max_runs)
+        """The run slots this worker's model, extract and tool calls take."""
+        self.state: StateStore | None = None
+        """The agents' state store, once the worker opened it (none outside a worker)."""
+        self.approval_tokens: ApprovalTokens | None = approval_tokens
+        """Signs the tokens (and links) the approval requests sent through channels carry."""
+        self._tool_sets: OrderedDict[str, RunTools] = OrderedDict()
+
+    def open(self, *, state: StateStore, search: KnowledgeSearch, artifacts: ArtifactStore) -> None:
+        """Takes the stores a worker opened (again for each worker the plugin configures)."""
+        self.state = state
+        self.artifacts = artifacts
+        if self._own_revisions:
+            self.agents.use(_revisions_in(artifacts))
+        self.provided.set(STATE_STORE, state)
+        self.provided.set(KNOWLEDGE_SEARCH, search)
+        _LATEST[self.app] = self
+
+    @property
+    def search(self) -> KnowledgeSearch | None:
+        """The knowledge searcher of this worker, once opened."""
+        return self.provided.get(KNOWLEDGE_SEARCH)
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Marks the block (a tool call) as served by this runtime, for :func:`serving`."""
+        token = _SERVING.set(self)
+        try:
+            yield
+        finally:
+            _SERVING.reset(token)
+
+    def state_of(self, agent: Agent) -> AgentStateAccess | None:
+        """``ctx.state`` of ``agent`` over this worker's store (none before it opened one)."""
+        if self.state is None:
+            return None
+        return AgentStateAccess(self.state, agent.name, agent.state.collections)
+
+    def run_tools(self, agent: Agent, run: PolicyRun) -> RunTools:
+        """The run's tools and their configuration, built once per run and worker by a tool factory.
+
+        Every activity of the run (describe, model, tool calls) asks here, so a factory runs once per
+        run on each worker that serves it rather than at every step.
+
+        Raises:
+            ChamviError: the factory failed (see ``Agent.build_tools``).
+        """
+        if agent.tool_factory is None:
+            return RunTools(agent.tools, agent.tools_context)
+        key = f"{agent.name}\0{run.run_id}"
+        built = self._tool_sets.get(key)
+        if built is None:
+            built = agent.build_tools(self._factory_context(agent, run))
+            self._tool_sets[key] = built
+            while len(self._tool_sets) > TOOL_SETS_KEPT:
+                self._tool_sets.popitem(last=False)
+        self._tool_sets.move_to_end(key)
+        return built
+
+    def tools_for(self, agent: Agent, run: PolicyRun) -> Mapping[str, Tool]:
+        """The run's tools by name (see :meth:`run_tools`)."""
+        return self.run_tools(agent, run).tools
+
+    def spec(self, name: str, run: PolicyRun) -> AgentSpec:
+        """The serialisable description of ``name`` (in code) for ``run``, with what its factory built.
+
+        Raises:
+            AgentNotFoundError: the app serves no such agent.
+            ChamviError: the factory failed, before any model call of the run.
+        """
+        agent = self.app.agent(name)
+        return agent_spec(self.app, agent, self.tools_for(agent, run))
+
+    async def describe(self, name: str, run: PolicyRun | None) -> AgentSpec:
+        """The spec a new run of ``name`` starts on: the App's agent, else its latest runtime revision.
+
+        The spec carries a runtime agent's revision, which the run then passes to each of its calls.
+        Without ``run`` (a check before a dispatch), a factory builds nothing.
+
+        Raises:
+            AgentNotFoundError: neither the App nor a live runtime revision has the name.
+            ChamviValidationError: the latest revision names what the App no longer serves.
+            ChamviError: the factory failed, before any model call of the run.
+        """
+        agent = await self.agents.current(name)
+        tools = self.tools_for(agent, run) if run is not None else agent.tools
+        return agent_spec(self.app, agent, tools)
+
+    async def agent(self, name: str, revision: int | None) -> Agent:
+        """The agent a call of a run asks for: in code (``revision`` None), else that revision.
+
+        Raises:
+            AgentNotFoundError: the App has no such agent, or the store no such revision.
+        """
+        return await self.agents.agent(name, revision)
+
+    def _factory_context(self, agent: Agent, run: PolicyRun) -> ToolFactoryContext:
+        """The factory's tool context: the run, its state, files and channels; no send from it."""
+        # a factory runs outside any tool call: no step, no call id, nothing recorded or approved
+        outside = RunContext(
+            run_id=run.run_id,
+            agent=run.agent,
+            trigger=run.trigger,
+            cancellation=asyncio.Event(),
+            step=-1,
+            tool_call_id="",
+        )
+        channels = ChannelAccess(
+            self.app.channels,
+            outside,
+            EffectLedger(_nothing_recorded),
+            Approvals(),
+            on_tainted=agent.trust.on_tainted,
+            in_tool_call=False,
+        )
+        return ToolFactoryContext(
+            run=run,
+            channels=channels,
+            artifacts=FactoryArtifacts(self.artifacts, run.run_id),
+            provided=self.provided,
+            state_access=self.state_of(agent),
+        )
