@@ -10,17 +10,16 @@ touch the same point and a retried write overwrites itself. Its payload is ``{ke
 updated_at, effect}``; ``effect`` is the effect key of the tool call that wrote it, so a call redone
 after a crash finds its own write (``already_applied``).
 
-Listing a page is a vector query, not a scroll. Each point's one-dimensional vector is its write
-time, in seconds since :data:`EPOCH`, and the collection ranks by dot product: asking with ``[1.0]``
-answers the most recently written items first, ``offset`` and ``limit`` cut the page. qdrant-client's
-local mode scores every point with one numpy product and sorts the scores (3 to 5 ms at 100 000
-items), where its scroll sorts every point id in Python for each page (200 ms and more), and a
-payload filter tests each point in Python (over a second); ``bench/state.py`` measures both. A Qdrant
-server answers the same query exactly (``exact=True``: a brute-force pass over 4-byte vectors, not
-the approximate graph). A vector is a float32, whose 24 bits keep the write time to 4 seconds in
-2026 and to 8 seconds until 2029: writes closer together than that rank as equals, in an order that
-is fixed for a given state (in local mode, a few such writes come latest first), so paging stays
-consistent, but "newest first" is only as fine as that.
+Listing a page reads the points in the order of ``updated_at``, newest first, through a datetime
+payload index (a Qdrant ``order_by``; ``offset`` and ``limit`` cut the page). Qdrant Edge and a
+server walk the index; a collection written before it had one gets it on its first listing here.
+This replaces what qdrant-client's local mode forced, which had no payload indexes, sorted every
+point id in Python for each page of a scroll and tested a payload filter point by point in Python:
+a page was then a vector query whose one-dimensional vector held the write time (a dot product with
+``[1.0]``), which a float32 kept to 4 seconds, so writes closer together came in an order of their
+own. The datetime index keeps microseconds. Points still carry that vector (seconds since
+:data:`EPOCH`): a collection needs a vector, and an earlier version reading the same server still
+lists them.
 """
 
 from __future__ import annotations
@@ -41,7 +40,7 @@ from chamvi.vectors.client import ClientStore
 
 _NAMESPACE = uuid.UUID("5e0c2f3a-6b1d-4c7e-9a8f-2d4b6e1c3a57")
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
-_NEWEST_FIRST = [1.0]
+_ORDER = "updated_at"
 
 
 def state_point_id(agent: str, collection: str | None, key: str) -> str:
@@ -72,6 +71,7 @@ class StateStore:
         self.prefix = prefix
         self._existing: set[str] = set()
         self._creating = asyncio.Lock()
+        self._indexed: set[str] = set()
 
     def qdrant_collection(self, agent: str, collection: str | None = None) -> str:
         """Where an agent's key-value entries (no ``collection``) or one of its collections live."""
@@ -92,8 +92,10 @@ class StateStore:
         async with self._creating:  # one create per name in this process
             if await self._exists(name):
                 return
-            await self.vectors.create(name, 1, "dot")  # a concurrent create elsewhere is no error
+            # a concurrent create elsewhere is no error
+            await self.vectors.create(name, 1, "dot", {_ORDER: "datetime"})
             self._existing.add(name)
+            self._indexed.add(name)
 
     async def put(
         self, agent: str, collection: str | None, key: str, value: Any, *, effect: str | None = None
@@ -144,22 +146,24 @@ class StateStore:
         offset: int = 0,
         where: Mapping[str, str | int | bool] | None = None,
     ) -> StatePage:
-        """A page of items, most recently written first (see the module docstring for why a query).
+        """A page of items, most recently written first (in the order of a payload index).
 
-        ``where`` keeps the items whose value has these fields equal to these values (a payload filter:
-        fast on a Qdrant server, a pass over every item in local mode).
+        ``where`` keeps the items whose value has these fields equal to these values (a payload
+        filter, tested in Qdrant's engine: values hold any fields, so none of them is indexed).
         """
         name = self.qdrant_collection(agent, collection)
         if not await self._exists(name):
             return StatePage()
         query_filter = Where(must=tuple(Match(f"value.{f}", v) for f, v in where.items())) if where else None
-        found = await self.vectors.search(
+        if name not in self._indexed:
+            await self.vectors.index_payload(name, _ORDER, "datetime")
+            self._indexed.add(name)
+        found = await self.vectors.ordered(
             name,
-            _NEWEST_FIRST,
+            _ORDER,
             where=query_filter,
             limit=limit + 1,  # one more tells whether a next page exists
             offset=offset,
-            exact=True,
         )
         items: list[StateItem] = []
         size = 0

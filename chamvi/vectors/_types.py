@@ -179,6 +179,31 @@ class VectorStore(Protocol):
         """
         ...
 
+    async def ordered(
+        self,
+        name: str,
+        key: str,
+        *,
+        limit: int,
+        offset: int = 0,
+        where: Where | None = None,
+        descending: bool = True,
+        payload: bool | Sequence[str] = True,
+    ) -> list[Record]:
+        """The ``limit`` points after ``offset`` in the order of payload field ``key`` (``order_by``).
+
+        ``key`` needs a payload index of a range type (``index_payload``: ``integer``, ``float`` or
+        ``datetime``); a point without the field is left out.
+        """
+        ...
+
+    async def index_payload(self, name: str, key: str, kind: FieldType) -> None:
+        """Adds a payload index on ``key`` to an existing collection unless it has one.
+
+        ``create`` makes them for a new collection; this is for one created before it asked for them.
+        """
+        ...
+
     async def alias(self, alias: str) -> str | None:
         """The collection ``alias`` points at, or None."""
         ...

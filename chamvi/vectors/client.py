@@ -235,6 +235,40 @@ class ClientStore:
         )
         return [Scored(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
 
+    async def ordered(
+        self,
+        name: str,
+        key: str,
+        *,
+        limit: int,
+        offset: int = 0,
+        where: Where | None = None,
+        descending: bool = True,
+        payload: bool | Sequence[str] = True,
+    ) -> list[Record]:
+        """A page in the order of payload field ``key`` (local mode sorts the matching points in Python)."""
+        await self._check(name)
+        direction = models.Direction.DESC if descending else models.Direction.ASC
+        order = models.OrderBy(key=key, direction=direction)
+        result = await self.client.query_points(
+            name,
+            query=models.OrderByQuery(order_by=order),
+            query_filter=client_filter(where),
+            limit=limit,
+            offset=offset or None,
+            with_payload=_selector(payload),
+        )
+        return [Record(str(p.id), dict(p.payload or {})) for p in result.points]
+
+    async def index_payload(self, name: str, key: str, kind: FieldType) -> None:
+        """Adds the payload index unless the collection's schema has it (local mode has none: a no-op)."""
+        await self._check(name)
+        if self.local:
+            return
+        info = await self.client.get_collection(name)
+        if key not in (info.payload_schema or {}):
+            await self.client.create_payload_index(name, key, _SCHEMAS[kind], wait=True)
+
     async def alias(self, alias: str) -> str | None:
         """The collection the alias points at."""
         for found in (await self.client.get_aliases()).aliases:

@@ -414,6 +414,42 @@ class EdgeStore:
 
         return await self._run(search)
 
+    async def ordered(
+        self,
+        name: str,
+        key: str,
+        *,
+        limit: int,
+        offset: int = 0,
+        where: Where | None = None,
+        descending: bool = True,
+        payload: bool | Sequence[str] = True,
+    ) -> list[Record]:
+        """A page in the order of payload field ``key``, read through its range index."""
+        direction = qe.Direction.Desc if descending else qe.Direction.Asc
+        request = qe.QueryRequest(
+            limit=limit,
+            offset=offset or None,
+            query=qe.OrderBy(key, direction),
+            filter=edge_filter(where),
+            with_payload=selector(payload),
+        )
+
+        def ordered() -> list[Record]:
+            points = self._get(name).shard.query(request)
+            return [Record(_uuid(p.id), dict(p.payload or {})) for p in points]
+
+        return await self._run(ordered)
+
+    async def index_payload(self, name: str, key: str, kind: FieldType) -> None:
+        """Adds the payload index to the shard unless its schema has it (an optimization copy gets it too)."""
+
+        def index() -> None:
+            if key not in self._get(name).shard.info().payload_schema:
+                self._update(name, qe.UpdateOperation.create_field_index(key, _SCHEMAS[kind]))
+
+        await self._run(index)
+
     # ---- aliases -------------------------------------------------------------------------------
 
     async def alias(self, alias: str) -> str | None:

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -153,6 +154,32 @@ async def test_a_dot_product_collection_ranks_by_the_largest_product(store: Vect
     await store.upsert("s", [Point(_pid(i), [float(t)], {"key": f"k{i}"}) for i, t in enumerate([5, 50, 20])])
     hits = await store.search("s", [1.0], limit=3, exact=True)
     assert [h.payload["key"] for h in hits] == ["k1", "k2", "k0"]
+
+
+def _stamp(microseconds: int) -> str:
+    return (datetime(2026, 1, 1, tzinfo=UTC) + timedelta(microseconds=microseconds)).isoformat()
+
+
+async def test_an_ordered_page_follows_a_datetime_index_to_the_microsecond(store: VectorStore) -> None:
+    await store.create("s", 1, "dot", {"at": "datetime"})
+    order = [3, 1, 2, 5, 4, 0]  # written out of order, 300 microseconds apart
+    await store.upsert(
+        "s", [Point(_pid(n), [1.0], {"at": _stamp(n * 300), "n": n, "odd": n % 2 == 1}) for n in order]
+    )
+    page = await store.ordered("s", "at", limit=3, offset=1)
+    assert [r.payload["n"] for r in page] == [4, 3, 2]
+    oldest = await store.ordered("s", "at", limit=2, descending=False, payload=["n"])
+    assert [r.payload for r in oldest] == [{"n": 0}, {"n": 1}]
+    odd = await store.ordered("s", "at", limit=5, where=Where(must=(Match("odd", True),)))
+    assert [r.payload["n"] for r in odd] == [5, 3, 1]
+
+
+async def test_a_payload_index_added_to_a_filled_collection_orders_what_it_held(store: VectorStore) -> None:
+    await store.create("s", 1, "dot")
+    await store.upsert("s", [Point(_pid(n), [1.0], {"at": _stamp(n), "n": n}) for n in (2, 0, 1)])
+    await store.index_payload("s", "at", "datetime")
+    await store.index_payload("s", "at", "datetime")  # asked again: nothing to do
+    assert [r.payload["n"] for r in await store.ordered("s", "at", limit=5)] == [2, 1, 0]
 
 
 async def test_an_alias_switches_in_one_step_and_follows_no_dropped_collection(store: VectorStore) -> None:
