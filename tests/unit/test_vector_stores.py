@@ -9,8 +9,8 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime, timedelta
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
