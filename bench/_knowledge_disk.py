@@ -1,9 +1,11 @@
-"""Section 5 of ``knowledge.py``: passes over Qdrant's local mode on disk, as ``chamvi dev`` runs it.
+"""Section 5 of ``knowledge.py``: passes over the embedded store on disk, as ``chamvi dev`` runs it.
 
 Kept apart from ``knowledge.py`` (which measures through Temporal) because it needs no server: it
-calls ``Indexer.run_pass`` over a folder of generated markdown files, once with the store on disk in a
-temporary folder (``AsyncQdrantClient(path=...)``) and once with ``:memory:``, and times a first
-index, a no-op re-sync and a re-sync after 1 % of the files were edited, 1 % deleted and 1 % added.
+calls ``Indexer.run_pass`` over a folder of generated markdown files, with Qdrant Edge in a temporary
+folder (the embedded default), qdrant-client's local mode on disk (``path=``, the default before) and
+in memory, and times a first index, a no-op re-sync and a re-sync after 1 % of the files were
+edited, 1 % deleted and 1 % added. Then LangChain and LlamaIndex make the same passes when the
+``bench`` extra installed them (``_peers.py``); a ratio against a peer is printed only then.
 
 Local mode on disk stores every point it writes as one SQLite transaction, so what a pass writes,
 not what it reads, decides its time there: the section prints the embedding calls and the registry
@@ -19,9 +21,11 @@ import shutil
 import statistics
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import _peers
 from _common import ratio, table
 from qdrant_client import AsyncQdrantClient
 
@@ -203,9 +207,7 @@ async def bench_disk(count: int, repeats: int) -> None:
                 None,
             ]
         )
-        rows.append(
-            [f"{run.store}: second pass", run.second.seconds, run.second.stats.embedding_calls, None, None]
-        )
+        rows.append([f"{run.store}: second pass", run.second.seconds, run.second.stats.embedding_calls, None])
         rows.append(
             [
                 f"{run.store}: no-op re-sync",
@@ -239,10 +241,52 @@ async def bench_disk(count: int, repeats: int) -> None:
         "Embedding calls of the "
         f"first index: {disk.first.stats.embedding_calls} for {disk.passages:,} passages (ceil(passages / "
         f"{BATCH_SIZE}) = {expected}).\n"
-        "  No peer column: this run measured no LangChain or LlamaIndex pass, and a ratio against\n"
-        "  another machine's times says nothing. '/ no-op or / read': the no-op against reading and\n"
-        "  hashing the files (target within 1.20x), the 1 %+1 %+1 % re-sync against the no-op (<= 3.00x)."
+        "  '/ no-op or / read': the no-op against reading and hashing the files (target within 1.20x),\n"
+        "  the 1 %+1 %+1 % re-sync against the no-op (<= 3.00x)."
     )
+    print_peers(runs[0], count, repeats)
+
+
+def print_peers(edge: Run, count: int, repeats: int) -> None:
+    """The same passes by LangChain and LlamaIndex in this run, and ratios against Qdrant Edge's only."""
+    missing = _peers.available()
+    if missing is not None:
+        print(f"  Peers: not measured in this run ({missing}), so no ratio against them is printed.")
+        return
+    measured = []
+    for passes in (_peers.langchain_passes, _peers.llamaindex_passes):
+        work = Path(tempfile.mkdtemp(prefix="chamvi-bench-peer-"))
+        try:
+            root = work / "docs"
+            root.mkdir()
+            write_corpus(root, count)
+            with warnings.catch_warnings():  # their local-mode and SHA-1 notices
+                warnings.simplefilter("ignore", UserWarning)
+                measured.append(passes(root, work, lambda root=root: change_corpus(root, count)))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    ours = {
+        "first index": edge.first.seconds,
+        "no-op re-sync": statistics.median(p.seconds for p in edge.noop),
+        "1 %+1 %+1 % re-sync": edge.changed.seconds,
+    }
+    rows = [
+        [
+            kind,
+            seconds,
+            *(getattr(run, field) for run in measured),
+            *(ratio(getattr(run, field), seconds) for run in measured),
+        ]
+        for (kind, seconds), field in zip(ours.items(), ("first", "noop", "changed"), strict=True)
+    ]
+    names = [run.peer for run in measured]
+    print(
+        f"\n   Peers on the same {count:,} files in this run (vectors in qdrant-client local mode on disk,\n"
+        "   records in memory; see bench/_peers.py), against edge above; their no-op is one pass, not a "
+        f"median of {repeats}"
+    )
+    print(table(["pass", "edge s", *(f"{n} s" for n in names), *(f"{n} / edge" for n in names)], rows))
+    print("  Above 1.00x the peer took longer than chamvi's pass.")
 
 
 def _read_again(second: Pass) -> int:
