@@ -235,8 +235,9 @@ async def bench_disk(count: int, repeats: int) -> None:
     print(table(["pass", "s", "embedding calls", "/ no-op or / read"], rows))
     expected = math.ceil(disk.passages / BATCH_SIZE)
     print(
-        "  second pass: the files the first one read within 2 s of their writing (as git, their times\n"
-        f"  cannot tell yet) are read again and take their version: {_read_again(disk.second):,} on disk.\n"
+        "  second pass: the files the first one read within 2 s of their writing (as git, their\n"
+        f"  times cannot tell yet) are read again and take their version: {_read_again(disk.second):,} "
+        f"with {disk.store}.\n"
         f"  read + hash the {count:,} files through folder(), median before each no-op: {disk.read:.2f} s. "
         "Embedding calls of the "
         f"first index: {disk.first.stats.embedding_calls} for {disk.passages:,} passages (ceil(passages / "

@@ -1,7 +1,8 @@
 """A data folder that local mode wrote is carried over to Qdrant Edge on first start, losing nothing.
 
-Two folders: ``tests/fixtures/local-mode-data.tar.gz``, written by the last release that used local
-mode, and one this checkout's local-mode path writes now (``make_local_mode_data.write``).
+Two folders: ``tests/fixtures/local-mode-data.tar.gz``, written by the current release (main at
+f52216c), the last that uses local mode, and one this checkout's local-mode path writes now
+(``make_local_mode_data.write``).
 """
 
 from __future__ import annotations
