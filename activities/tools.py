@@ -79,4 +79,3 @@ class ToolActivities:
         access = _TemporalRunAccess(request.run_id, self._triggers, self._max_runs)
         async with heartbeating() as cancellation, self.slots.slot(request.run_id):
             return await self.runner.run(request, access, cancellation)
-

@@ -79,9 +79,7 @@ def parse_cron(cron: str) -> CronFields:
     if len(fields) != len(_FIELDS):
         raise InvalidScheduleError(f"cron {cron!r} has {len(fields)} fields: {HELP}")
     values = [_field(cron, value, *spec) for value, spec in zip(fields, _FIELDS, strict=True)]
-    parsed = CronFields(
-        values[0], values[1], values[2], values[3], frozenset(day % 7 for day in values[4])
-    )
+    parsed = CronFields(values[0], values[1], values[2], values[3], frozenset(day % 7 for day in values[4]))
     if not _some_day(parsed):
         both = len(parsed.weekdays) < 7
         weekdays = " on those days of the week (Temporal needs both to match)" if both else ""

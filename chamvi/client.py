@@ -191,7 +191,13 @@ def validate_run_input(run_input: RunInput) -> None:
     """
     _check_agent_name(run_input.agent)
     for field in (
-        "trigger", "channel", "subscription", "address", "idempotency_key", "concurrency_key", "event"
+        "trigger",
+        "channel",
+        "subscription",
+        "address",
+        "idempotency_key",
+        "concurrency_key",
+        "event",
     ):
         _check_key(field, getattr(run_input, field))
     try:

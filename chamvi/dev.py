@@ -48,7 +48,6 @@ _TYPE_NAMES = {
 }
 
 
-
 def search_attribute_specs(keys: Sequence[SearchAttributeKey[Any]] = SEARCH_ATTRIBUTES) -> list[str]:
     """``Name=Type`` for every search attribute, as Temporal's CLI spells them."""
     return [f"{key.name}={_TYPE_NAMES[key.indexed_value_type]}" for key in keys]

@@ -256,6 +256,8 @@ class PermissionDeniedError(ChamviError):
     """A token may use a route but not on this thing: ``artifacts:read:<agent>``, another agent's run."""
 
     code = "forbidden"
+
+
 class IdleTimeoutError(ChamviError):
     """``idle()`` gave up: runs were still in progress when its timeout ran out."""
 
@@ -496,7 +498,6 @@ class BackgroundError(ChamviError):
         super().__init__(message)
         self.source = source
         self.cause = cause
-
 
 
 class DevStackError(ChamviError):

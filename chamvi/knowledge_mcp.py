@@ -118,9 +118,7 @@ def _writing(fn: Callable[..., Any]) -> Callable[..., Any]:
         caller = _CALLER.get()
         if not _may_write(caller):
             assert caller is not None
-            raise ToolError(
-                f"token {caller.id!r} lacks the permission {WRITE_PERMISSION!r} this tool needs"
-            )
+            raise ToolError(f"token {caller.id!r} lacks the permission {WRITE_PERMISSION!r} this tool needs")
         return await fn(*args, **kwargs)
 
     return call

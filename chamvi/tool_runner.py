@@ -307,8 +307,7 @@ async def _call(
             )
             if not decision.approved:
                 raise ToolDeniedError(
-                    f"{tool.name!r} was denied: "
-                    f"{decision.reason or 'the run is tainted and nobody approved'}"
+                    f"{tool.name!r} was denied: {decision.reason or 'the run is tainted and nobody approved'}"
                 )
         output = await (_run_effect(tool, arguments, ctx) if tool.effect else tool.invoke(arguments, ctx))
         if hooks.after_tool_execution is not None:

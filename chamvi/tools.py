@@ -422,6 +422,4 @@ def effect_tool(
     spec = EffectSpec(effect_key=effect_key, already_applied=already_applied)
     if fn is not None:
         return _build_tool(fn, name=None, description=None, effect=spec, trust=trust)
-    return lambda f: _build_tool(
-        f, name=name, description=description, effect=spec, trust=trust, retry=retry
-    )
+    return lambda f: _build_tool(f, name=name, description=description, effect=spec, trust=trust, retry=retry)

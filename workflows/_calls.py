@@ -95,4 +95,3 @@ async def call_activity(
             summary=summary,
         )
     )
-

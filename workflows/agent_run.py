@@ -105,6 +105,7 @@ class AgentRunWorkflow:
 
     Its queries and search attributes are how the CLI, the HTTP API and the Temporal UI see a run.
     """
+
     def __init__(self) -> None:
         self._input: RunInput | None = None
         self._spec: AgentSpec | None = None

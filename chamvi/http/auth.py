@@ -52,7 +52,6 @@ _PERMISSION = re.compile(r"[^\s:]+(:[^\s:]+)*")
 _FIELDS = ("value", "id", "permissions", "name")
 
 
-
 @dataclass(frozen=True)
 class Token:
     """A static bearer token and the principal it stands for."""

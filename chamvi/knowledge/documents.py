@@ -15,7 +15,6 @@ _ID_REPR_CHARS = 80
 _FIELDS = frozenset({"id", "content", "title", "source", "metadata", "version"})
 
 
-
 @dataclass(frozen=True)
 class Document:
     """One document of a collection, identified by a stable ``id`` within it."""

@@ -86,7 +86,7 @@ async def test_runs_watch_prints_the_models_text_as_written_and_each_step_and_ap
     assert watched.stdout == "Deployed 1.2 to prod.\n"
     lines = watched.stderr.splitlines()
     assert lines[0] == f"run {run_id} started"
-    assert lines[1] == "step 0: calls deploy({\"version\": \"1.2\"})"
+    assert lines[1] == 'step 0: calls deploy({"version": "1.2"})'
     assert lines[2].startswith("waiting for approval 0:call_1:0: Deploy 1.2? (tool deploy, until 20")
     assert lines[2].endswith(f"answer with `chamvi approve {run_id}` or `--deny`")
     assert lines[3:] == ["approved 0:call_1:0 (ship it): the run goes on", "step 0: deploy -> deployed 1.2"]

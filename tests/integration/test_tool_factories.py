@@ -245,4 +245,3 @@ def test_sending_or_putting_from_the_factory_outside_a_tool_call_is_an_invalid_r
     runtime = AppRuntime(App(agents=[agent], channels=[console_channel()]))
     with pytest.raises(InvalidRunStateError, match="from the tools factory"):
         runtime.run_tools(agent, PolicyRun("r", "desk", TriggerEnvelope(channel="console")))
-

@@ -55,9 +55,9 @@ def test_a_bad_mcp_server_declaration_names_its_problem(options: dict[str, Any],
     assert problem in raised.value.message
 
 
-
 def runner(app: App) -> ToolRunner:
     return ToolRunner(AppRuntime(app))
+
 
 def test_an_agent_using_an_undeclared_mcp_server_fails_the_boot_naming_the_declared_ones() -> None:
     agent = define_agent(name="a", model="local/demo", instructions="x", tools=mcp_tools("github"))
