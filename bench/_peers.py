@@ -66,6 +66,18 @@ def _timed(call: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
+def _three_passes(
+    peer: str, one_pass: Callable[[], Any], change: Callable[[], object], client: Any
+) -> PeerRun:
+    """A first index, a no-op, then one after ``change``, as ``_knowledge_disk.measure`` makes them."""
+    first = _timed(one_pass)
+    noop = _timed(one_pass)
+    change()
+    changed = _timed(one_pass)
+    client.close()
+    return PeerRun(peer, first, noop, changed)
+
+
 def _local_mode(folder: Path) -> Any:
     from qdrant_client import QdrantClient
 
@@ -109,12 +121,7 @@ def langchain_passes(root: Path, work: Path, change: Callable[[], object]) -> Pe
             batch_size=64,
         )
 
-    first = _timed(one_pass)
-    noop = _timed(one_pass)
-    change()
-    changed = _timed(one_pass)
-    client.close()
-    return PeerRun(PEERS[0], first, noop, changed)
+    return _three_passes(PEERS[0], one_pass, change, client)
 
 
 def llamaindex_passes(root: Path, work: Path, change: Callable[[], object]) -> PeerRun:
@@ -154,9 +161,4 @@ def llamaindex_passes(root: Path, work: Path, change: Callable[[], object]) -> P
     def one_pass() -> None:
         pipeline.run(documents=[Document(text=text, id_=rel) for rel, text in _files(root)])
 
-    first = _timed(one_pass)
-    noop = _timed(one_pass)
-    change()
-    changed = _timed(one_pass)
-    client.close()
-    return PeerRun(PEERS[1], first, noop, changed)
+    return _three_passes(PEERS[1], one_pass, change, client)
