@@ -1,9 +1,11 @@
-"""Section 5 of ``knowledge.py``: passes over Qdrant's local mode on disk, as ``chamvi dev`` runs it.
+"""Section 5 of ``knowledge.py``: passes over the embedded store on disk, as ``chamvi dev`` runs it.
 
 Kept apart from ``knowledge.py`` (which measures through Temporal) because it needs no server: it
-calls ``Indexer.run_pass`` over a folder of generated markdown files, once with the store on disk in a
-temporary folder (``AsyncQdrantClient(path=...)``) and once with ``:memory:``, and times a first
-index, a no-op re-sync and a re-sync after 1 % of the files were edited, 1 % deleted and 1 % added.
+calls ``Indexer.run_pass`` over a folder of generated markdown files, with Qdrant Edge in a temporary
+folder (the embedded default), qdrant-client's local mode on disk (``path=``, the default before) and
+in memory, and times a first index, a no-op re-sync and a re-sync after 1 % of the files were
+edited, 1 % deleted and 1 % added. Then LangChain and LlamaIndex make the same passes when the
+``bench`` extra installed them (``_peers.py``); a ratio against a peer is printed only then.
 
 Local mode on disk stores every point it writes as one SQLite transaction, so what a pass writes,
 not what it reads, decides its time there: the section prints the embedding calls and the registry
@@ -19,10 +21,11 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Sequence
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import _peers
 from _common import ratio, table
 from qdrant_client import AsyncQdrantClient
 
@@ -38,17 +41,13 @@ from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import BATCH_SIZE, Indexer
 from chamvi.models.knowledge import PassStats
+from chamvi.vectors import VectorStore
+from chamvi.vectors.client import ClientStore
+from chamvi.vectors.edge import EdgeStore
 
 MODEL = "bench/digest-32"
 NAME = "disk"
 
-PEERS = {
-    "first index": {"LangChain index()": 13.9, "LlamaIndex pipeline": 21.8},
-    "no-op re-sync": {"LangChain index()": 3.0, "LlamaIndex pipeline": 1.2},
-    "1 %+1 %+1 % re-sync": {"LangChain index()": 3.6, "LlamaIndex pipeline": 20.7},
-}
-"""Seconds the peers took for 10 000 documents on disk, as issue 15 measured them (another machine)."""
-PEER_DOCUMENTS = 10_000
 
 _WORDS = (
     *("durable", "agent", "workflow", "history", "worker", "crash", "resume", "collection", "document"),
@@ -158,11 +157,14 @@ async def measure(store: str, count: int, repeats: int) -> Run:
         root = work / "docs"
         root.mkdir()
         write_corpus(root, count)
-        if store == "disk":
-            client = AsyncQdrantClient(path=str(work / "qdrant"))
+        vectors: VectorStore
+        if store == "edge":  # the embedded default, as `chamvi dev` runs it
+            vectors = EdgeStore(work / "qdrant-edge")
+        elif store == "disk":  # qdrant-client local mode on disk, the default before Qdrant Edge
+            vectors = ClientStore(AsyncQdrantClient(path=str(work / "qdrant")))
         else:
-            client = AsyncQdrantClient(location=":memory:")
-        indexer = Indexer(KnowledgeIndex(client), embedders())
+            vectors = ClientStore(AsyncQdrantClient(location=":memory:"))
+        indexer = Indexer(KnowledgeIndex(vectors), embedders())
         first = await _one(indexer, root)
         if first.stats.embedded != count:
             raise RuntimeError(f"the first pass over {store} embedded {first.stats}, expected {count:,}")
@@ -186,37 +188,31 @@ async def measure(store: str, count: int, repeats: int) -> Run:
             raise RuntimeError(
                 f"the re-sync over {store} found {stats}, expected {edited}+{added}, {deleted}"
             )
-        await client.close()
+        await vectors.close()
         return Run(store, first, second, noop, changed, passages, statistics.median(reads))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 async def bench_disk(count: int, repeats: int) -> None:
-    runs = [await measure(store, count, repeats) for store in ("disk", "memory")]
-    peers = count == PEER_DOCUMENTS  # the peers' figures are for that many documents only
+    runs = [await measure(store, count, repeats) for store in ("edge", "disk", "memory")]
     rows = []
     for run in runs:
         noop = statistics.median(p.seconds for p in run.noop)
-        best = {k: min(v.values()) for k, v in PEERS.items()}
         rows.append(
             [
                 f"{run.store}: first index",
                 run.first.seconds,
                 run.first.stats.embedding_calls,
-                ratio(best["first index"], run.first.seconds) if peers and run.store == "disk" else None,
                 None,
             ]
         )
-        rows.append(
-            [f"{run.store}: second pass", run.second.seconds, run.second.stats.embedding_calls, None, None]
-        )
+        rows.append([f"{run.store}: second pass", run.second.seconds, run.second.stats.embedding_calls, None])
         rows.append(
             [
                 f"{run.store}: no-op re-sync",
                 noop,
                 run.noop[0].stats.embedding_calls,
-                ratio(best["no-op re-sync"], noop) if peers and run.store == "disk" else None,
                 ratio(noop, run.read),
             ]
         )
@@ -225,42 +221,74 @@ async def bench_disk(count: int, repeats: int) -> None:
                 f"{run.store}: 1 %+1 %+1 % re-sync",
                 run.changed.seconds,
                 run.changed.stats.embedding_calls,
-                ratio(best["1 %+1 %+1 % re-sync"], run.changed.seconds)
-                if peers and run.store == "disk"
-                else None,
                 ratio(run.changed.seconds, noop),
             ]
         )
     disk = runs[0]
     print(
         f"\n5. The embedded default: Indexer.run_pass over a folder of {count:,} generated markdown files "
-        f"({disk.passages:,} passages, {MODEL}),\n   Qdrant local mode on disk (path=, a temporary "
-        f"folder, what `chamvi dev` uses) and in memory; no-op: median of {repeats} after the second pass"
+        f"({disk.passages:,} passages, {MODEL}),\n   edge: Qdrant Edge in a temporary folder "
+        f"(what `chamvi dev` uses); disk: qdrant-client local mode on disk (the default before);\n"
+        f"   memory: local mode in memory;"
+        f"   no-op: median of {repeats} after the second pass"
     )
-    print(table(["pass", "s", "embedding calls", "fastest peer / this", "/ no-op or / read"], rows))
+    print(table(["pass", "s", "embedding calls", "/ no-op or / read"], rows))
     expected = math.ceil(disk.passages / BATCH_SIZE)
     print(
-        "  second pass: the files the first one read within 2 s of their writing (as git, their times\n"
-        f"  cannot tell yet) are read again and take their version: {_read_again(disk.second):,} on disk.\n"
+        "  second pass: the files the first one read within 2 s of their writing (as git, their\n"
+        f"  times cannot tell yet) are read again and take their version: {_read_again(disk.second):,} "
+        f"with {disk.store}.\n"
         f"  read + hash the {count:,} files through folder(), median before each no-op: {disk.read:.2f} s. "
         "Embedding calls of the "
         f"first index: {disk.first.stats.embedding_calls} for {disk.passages:,} passages (ceil(passages / "
         f"{BATCH_SIZE}) = {expected}).\n"
-        "  fastest peer / this: the fastest of LangChain index() (SQLite record manager, cleanup='full')\n"
-        "  and LlamaIndex's IngestionPipeline (docstore, UPSERTS_AND_DELETE) for the same pass, as\n"
-        f"  issue 15 measured them on another machine: {_peers()}.\n"
-        "  Above 1.00x is faster than that peer; the no-op target is 2.00x. '/ no-op or / read': the\n"
-        "  no-op against reading and hashing the files, the 1 %+1 %+1 % re-sync against the no-op\n"
-        "  (target <= 3.00x)."
+        "  '/ no-op or / read': the no-op against reading and hashing the files (target within 1.20x),\n"
+        "  the 1 %+1 %+1 % re-sync against the no-op (<= 3.00x)."
     )
+    print_peers(runs[0], count, repeats)
+
+
+def print_peers(edge: Run, count: int, repeats: int) -> None:
+    """The same passes by LangChain and LlamaIndex in this run, and ratios against Qdrant Edge's only."""
+    missing = _peers.available()
+    if missing is not None:
+        print(f"  Peers: not measured in this run ({missing}), so no ratio against them is printed.")
+        return
+    measured = []
+    for passes in (_peers.langchain_passes, _peers.llamaindex_passes):
+        work = Path(tempfile.mkdtemp(prefix="chamvi-bench-peer-"))
+        try:
+            root = work / "docs"
+            root.mkdir()
+            write_corpus(root, count)
+            with warnings.catch_warnings():  # their local-mode and SHA-1 notices
+                warnings.simplefilter("ignore", UserWarning)
+                measured.append(passes(root, work, lambda root=root: change_corpus(root, count)))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    ours = {
+        "first index": edge.first.seconds,
+        "no-op re-sync": statistics.median(p.seconds for p in edge.noop),
+        "1 %+1 %+1 % re-sync": edge.changed.seconds,
+    }
+    rows = [
+        [
+            kind,
+            seconds,
+            *(getattr(run, field) for run in measured),
+            *(ratio(getattr(run, field), seconds) for run in measured),
+        ]
+        for (kind, seconds), field in zip(ours.items(), ("first", "noop", "changed"), strict=True)
+    ]
+    names = [run.peer for run in measured]
+    print(
+        f"\n   Peers on the same {count:,} files in this run (vectors in qdrant-client local mode on disk,\n"
+        "   records in memory; see bench/_peers.py), against edge above; their no-op is one pass, not a "
+        f"median of {repeats}"
+    )
+    print(table(["pass", "edge s", *(f"{n} s" for n in names), *(f"{n} / edge" for n in names)], rows))
+    print("  Above 1.00x the peer took longer than chamvi's pass.")
 
 
 def _read_again(second: Pass) -> int:
     return second.stats.unchanged - second.stats.not_read
-
-
-def _peers() -> str:
-    parts: Sequence[str] = [
-        f"{kind} {', '.join(f'{peer} {s:g} s' for peer, s in peers.items())}" for kind, peers in PEERS.items()
-    ]
-    return "; ".join(parts)

@@ -42,7 +42,7 @@ from typing import Any
 from _common import leave, ratio, table, temporal_cli_version
 from _knowledge_disk import bench_disk
 from _server import dev_server, machine, options, temporal_path
-from qdrant_client import AsyncQdrantClient, models
+from qdrant_client import AsyncQdrantClient
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
@@ -69,6 +69,7 @@ from chamvi.knowledge.search import KnowledgeSearch
 from chamvi.models.knowledge import DocumentEntry
 from chamvi.runtime import build_worker
 from chamvi.starters import request_sync
+from chamvi.vectors import Point
 
 LOCAL = "local/all-minilm-l6-v2"
 HASH = "test/hash-64"
@@ -559,10 +560,8 @@ async def bench_search(plan: Plan, client: Client, task_queue: str, app: App, st
             started = time.perf_counter()
             vector = (await embedder.embed([query]))[0]
             embedded = time.perf_counter() - started
-            points = await store.client.query_points(collection, query=vector, limit=TOP_K, with_payload=True)
-            found = [
-                (str(p.payload["document"]), int(p.payload["index"])) for p in points.points if p.payload
-            ]
+            points = await store.vectors.search(collection, vector, limit=TOP_K)
+            found = [(str(p.payload["document"]), int(p.payload["index"])) for p in points if p.payload]
             return found, embedded
 
         for query in queries[:5]:  # warm-up
@@ -751,8 +750,8 @@ async def qdrant_alone(store: KnowledgeIndex, embedder: Embedder, count: int, sa
         # each document's registry entry rides on its passage, as the pass writes it
         await client.upsert(
             passages,
-            points=[
-                models.PointStruct(
+            [
+                Point(
                     id=point_id(d.id, "0"),
                     vector=vector,
                     payload={

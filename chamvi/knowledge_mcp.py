@@ -13,7 +13,7 @@ names, descriptions and input schemas (``knowledge_store_tools`` and ``knowledge
   first (MCP elicitation), and retires nothing when the client cannot ask anyone;
 - ``knowledge_search`` over the chosen collections, through each collection workflow's ``search``
   update (:class:`~chamvi.knowledge.remote.CollectionSearch`): the worker that holds Qdrant searches,
-  so this server opens no index and runs beside a worker in local mode.
+  so this server opens no index and runs beside a worker on the embedded store.
 
 Every tool is published with its annotations (the readers ``readOnlyHint``; ``_edit``,
 ``_rewrite``, ``_supersede`` and ``_retire`` ``destructiveHint``; none reaches outside the wiki and

@@ -18,8 +18,11 @@ and the worker says in one line how to move it.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
+import shutil
+import tempfile
 
 from qdrant_client import AsyncQdrantClient
 from temporalio.api.enums.v1 import TaskQueueType
@@ -39,17 +42,25 @@ from chamvi.models.knowledge import CollectionStatus, SyncSignal
 from chamvi.on_error import ErrorHook
 from chamvi.settings import Settings
 from chamvi.starters import request_sync
+from chamvi.vectors import StoreBusyError
+from chamvi.vectors.client import ClientStore
+from chamvi.vectors.edge import EdgeStore
+from chamvi.vectors.migrate import is_local_mode_folder, migrate_local_folder
 
 log = logging.getLogger("chamvi.knowledge")
 
 
 # qdrant-client's local mode locks its folder; a second client raises RuntimeError with this text
 _QDRANT_FOLDER_TAKEN = "already accessed by another instance"
+EDGE_FOLDER = "qdrant-edge"
+"""The embedded default's folder under the data folder: Qdrant Edge shards (``chamvi.vectors.edge``)."""
+LOCAL_MODE_FOLDER = "qdrant"
+"""Where earlier versions kept qdrant-client's local mode; carried over to Qdrant Edge on first start."""
 
 
 def index_location(settings: Settings) -> str:
     """Where the knowledge index lives, for messages: the Qdrant URL or the local folder."""
-    return settings.qdrant_url or str(settings.data / "qdrant")
+    return settings.qdrant_url or str(settings.data / EDGE_FOLDER)
 
 
 def _one_line(error: BaseException) -> str:
@@ -57,43 +68,70 @@ def _one_line(error: BaseException) -> str:
 
 
 def open_index(settings: Settings) -> KnowledgeIndex:
-    """The knowledge index: the Qdrant server at ``QDRANT_URL``, else local mode in ``DATA/qdrant``.
+    """The knowledge index: the Qdrant server at ``QDRANT_URL``, else Qdrant Edge in ``DATA/qdrant-edge``.
 
-    Local mode allows one process per folder: the worker (and, in ``chamvi dev``, the API) own it.
+    The embedded store allows one process per folder: the worker (and, in ``chamvi dev``, the API)
+    own it. A ``DATA/qdrant`` folder that an earlier version wrote in qdrant-client's local mode is
+    carried over first (``chamvi.vectors.migrate``), once.
 
     Raises:
-        IndexUnavailableError: local mode and another process holds the folder, or the index cannot
-            be opened at all.
+        IndexUnavailableError: another process holds the folder, or the index cannot be opened at all.
     """
+    location = index_location(settings)
     try:
         if settings.qdrant_url:
-            client = AsyncQdrantClient(url=settings.qdrant_url)
-        else:
-            path = settings.data / "qdrant"
-            path.mkdir(parents=True, exist_ok=True)
-            client = AsyncQdrantClient(path=str(path))
+            return KnowledgeIndex(
+                ClientStore(AsyncQdrantClient(url=settings.qdrant_url)), prefix=settings.qdrant_prefix
+            )
+        root = settings.data / EDGE_FOLDER
+        legacy = settings.data / LOCAL_MODE_FOLDER
+        if not root.exists() and is_local_mode_folder(legacy):
+            location = str(legacy)  # an earlier version's process may hold it
+            migrate_local_folder(legacy, root)
+            location = str(root)
+        return KnowledgeIndex(EdgeStore(root), prefix=settings.qdrant_prefix)
     except Exception as error:
-        if _QDRANT_FOLDER_TAKEN in str(error):
-            raise IndexUnavailableError(
-                f"another process (a `chamvi dev` or `chamvi worker`) uses the Qdrant folder "
-                f"{index_location(settings)}: stop it, pass another --data, or set QDRANT_URL to a Qdrant "
-                "server to run several processes"
-            ) from None
-        raise IndexUnavailableError(
-            f"cannot open the knowledge store at {index_location(settings)}: {_one_line(error)}"
-        ) from None
-    return KnowledgeIndex(client, prefix=settings.qdrant_prefix)
+        raise _unavailable(error, location) from None
+
+
+def legacy_index(settings: Settings) -> KnowledgeIndex:
+    """The local-mode folder an earlier version wrote, opened as it is (read-only use: ``chamvi check``).
+
+    Raises:
+        IndexUnavailableError: another process holds the folder.
+    """
+    folder = settings.data / LOCAL_MODE_FOLDER
+    try:
+        client = AsyncQdrantClient(path=str(folder))
+    except Exception as error:
+        raise _unavailable(error, str(folder)) from None
+    return KnowledgeIndex(ClientStore(client), prefix=settings.qdrant_prefix)
+
+
+def _unavailable(error: BaseException, location: str) -> IndexUnavailableError:
+    if isinstance(error, StoreBusyError) or _QDRANT_FOLDER_TAKEN in str(error):
+        return IndexUnavailableError(
+            f"another process (a `chamvi dev` or `chamvi worker`) uses the Qdrant folder {location}: "
+            "stop it, pass another --data, or set QDRANT_URL to a Qdrant server to run several processes"
+        )
+    return IndexUnavailableError(f"cannot open the knowledge store at {location}: {_one_line(error)}")
 
 
 def memory_index() -> KnowledgeIndex:
-    """An in-memory index: for apps without collections, tests and benchmarks."""
-    return KnowledgeIndex(AsyncQdrantClient(location=":memory:"))
+    """A throwaway index for apps without collections, tests and benchmarks (``:memory:``).
+
+    Qdrant Edge has no in-memory mode: this is an Edge store in a temporary folder, deleted when the
+    index is closed or the process exits, so tests run the embedded default's own engine.
+    """
+    folder = tempfile.mkdtemp(prefix="chamvi-edge-")
+    atexit.register(shutil.rmtree, folder, True)
+    return KnowledgeIndex(EdgeStore(folder, temporary=True))
 
 
 async def close_index(index: KnowledgeIndex) -> None:
-    """Closes the index's client; a failing close must not hide why the worker stops."""
+    """Closes the index's store; a failing close must not hide why the worker stops."""
     with contextlib.suppress(Exception):
-        await index.client.close()
+        await index.vectors.close()
 
 
 async def check_index(app: App, index: KnowledgeIndex, location: str = "the knowledge store") -> None:

@@ -134,7 +134,7 @@ class ChamviPlugin(SimplePlugin):
     Args:
         app: the app to serve.
         index: the knowledge index (Qdrant); by default opened from ``settings``: ``QDRANT_URL``, else
-            Qdrant's local mode in the data folder.
+            the embedded Qdrant Edge store in the data folder.
         settings: where the default index and artifact store live; ``Settings.from_env()`` when
             not given.
         artifacts: the artifact store (attachments, ``ctx.artifacts``); by default opened from

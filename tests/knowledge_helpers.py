@@ -8,7 +8,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from qdrant_client import AsyncQdrantClient
 from temporalio.client import Client, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
@@ -21,6 +20,7 @@ from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.embedders.hashing import HashEmbedder
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.search import KnowledgeSearch
+from chamvi.lifecycle import memory_index
 from chamvi.models.knowledge import CollectionMeta, CollectionState
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, ScriptedModel, ScriptedTurn, reply
@@ -92,7 +92,8 @@ def searcher(app: App) -> KnowledgeSearch:
 
 
 def new_store() -> KnowledgeIndex:
-    return KnowledgeIndex(AsyncQdrantClient(location=":memory:"))
+    """A throwaway index on the embedded default's engine (Qdrant Edge in a temporary folder)."""
+    return memory_index()
 
 
 @asynccontextmanager

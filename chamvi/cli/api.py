@@ -38,8 +38,8 @@ def api(
 ) -> None:
     """Serve the HTTP API (OpenAPI at /openapi.json, docs at /docs) until SIGINT/SIGTERM.
 
-    Needs CHAMVI_TOKENS (bearer tokens and their permissions) and QDRANT_URL: Qdrant's local mode
-    allows one process per folder, which a worker holds (`chamvi dev` serves the API beside its
+    Needs CHAMVI_TOKENS (bearer tokens and their permissions) and QDRANT_URL: the embedded store
+    (Qdrant Edge) allows one process per folder, which a worker holds (`chamvi dev` serves the API beside its
     worker instead).
     """
     try:
@@ -52,7 +52,7 @@ def api(
         raise click.ClickException(error.message) from None
     if not settings.qdrant_url:
         raise click.ClickException(
-            "chamvi api needs QDRANT_URL: Qdrant's local mode allows one process per folder and the "
+            "chamvi api needs QDRANT_URL: the embedded store allows one process per folder and the "
             "worker holds it (`chamvi dev` serves the API beside its worker)"
         )
     app = load_app_or_fail(app_ref)

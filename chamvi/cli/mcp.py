@@ -2,7 +2,7 @@
 
 A wiki folder (``--kb``) is opened in this process, as ``chamvi kb`` opens it; collections
 (``--collection``) are searched through their workflows' ``search`` update, so the worker that holds
-Qdrant searches and this process needs Temporal only (in local mode Qdrant allows one process per
+Qdrant searches and this process needs Temporal only (the embedded store allows one process per
 folder, and that process is the worker).
 """
 

@@ -32,7 +32,15 @@ from chamvi.dev import DEFAULT_PORT, DevServer, DevServerConfig
 from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
 from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.knowledge import KnowledgeCollection, Source
-from chamvi.lifecycle import check_index, close_index, index_location, open_index
+from chamvi.lifecycle import (
+    EDGE_FOLDER,
+    LOCAL_MODE_FOLDER,
+    check_index,
+    close_index,
+    index_location,
+    legacy_index,
+    open_index,
+)
 from chamvi.mcp import classify
 from chamvi.schedules import describe_interval
 from chamvi.settings import Settings, openai_credentials, publish_data_folder
@@ -175,13 +183,14 @@ def dev(
 
 @click.command()
 @app_option
-@data_option("Folder for local state: Qdrant in local mode (unless QDRANT_URL), the example's outbox.")
+@data_option("Folder for local state: Qdrant Edge (unless QDRANT_URL), the example's outbox.")
 @temporal_options()
 @max_runs_option
 def worker(app_ref: str, data: Path, settings: Settings, max_runs: int | None) -> None:
     """Run a worker for the app until SIGINT/SIGTERM; run as many replicas as you like.
 
-    Several workers need a Qdrant server (QDRANT_URL): Qdrant's local mode allows one process per folder.
+    Several workers need a Qdrant server (QDRANT_URL): the embedded store (Qdrant Edge) allows one
+    process per folder.
     """
     data = data.resolve()
     publish_data_folder(data)
@@ -231,17 +240,22 @@ def _check_store(app: App, data: Path, problems: list[str], warnings: list[str])
     """Reads the knowledge store as a worker's boot does, never writing to it or embedding.
 
     A declared collection the store holds as a managed one fails a worker's boot, so it is a problem
-    here too. Qdrant's local mode allows one process per folder: a folder a running worker holds is
-    not read (that worker checked it as it started), which is a warning.
+    here too. The embedded store (Qdrant Edge) allows one process per folder: a folder a running
+    worker holds is not read (that worker checked it as it started), which is a warning.
     """
     if not app.collections:
         return
     settings = build_settings(None, None, None, data=data.resolve())
-    if not settings.qdrant_url and not (settings.data / "qdrant").is_dir():
-        return  # nothing stored yet: the first worker creates it
     location = index_location(settings)
     try:
-        index = open_index(settings)
+        if settings.qdrant_url or (settings.data / EDGE_FOLDER).is_dir():
+            index = open_index(settings)
+        elif (settings.data / LOCAL_MODE_FOLDER).is_dir():
+            # read as an earlier version left it: the next worker carries it over to Qdrant Edge
+            location = str(settings.data / LOCAL_MODE_FOLDER)
+            index = legacy_index(settings)
+        else:
+            return  # nothing stored yet: the first worker creates it
     except IndexUnavailableError as error:
         warnings.append(f"the knowledge store was not read: {error.message}")
         return
@@ -315,7 +329,7 @@ def _check_skills(app: App, data: Path, problems: list[str]) -> dict[str, list[s
 
 @click.command()
 @app_option
-@data_option("Folder for local state, where the knowledge store (Qdrant in local mode) is read.")
+@data_option("Folder for local state, where the knowledge store (the embedded Qdrant Edge store) is read.")
 @click.option(
     "--mcp/--no-mcp",
     "contact_mcp",

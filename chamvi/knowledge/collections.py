@@ -13,6 +13,7 @@ from chamvi.names import validate_agent_name
 from chamvi.provider_objects import is_embedder
 
 MIN_RESYNC = timedelta(minutes=1)
+MAX_EMBEDDING_CONCURRENCY = 32
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,8 @@ class KnowledgeCollection:
     sources: tuple[Source, ...]
     resync: timedelta | None = None
     trusted: bool | None = None
+    embedding_concurrency: int | None = None
+    """Embedding calls a pass keeps in flight at once (None: the indexer's default, 4)."""
     embedder: Embedder | None = None
     """The embedding model object given as ``model=``, which the App registers under ``model``."""
 
@@ -47,6 +50,7 @@ def knowledge_collection(
     sources: Sequence[Source],
     resync: timedelta | None = None,
     trusted: bool | None = None,
+    embedding_concurrency: int | None = None,
 ) -> KnowledgeCollection:
     """A collection fed by ``sources`` and embedded by ``model`` (e.g. ``local/all-minilm-l6-v2``).
 
@@ -54,7 +58,9 @@ def knowledge_collection(
     names the collection's generation, and another ref re-embeds the collection).
 
     ``resync`` re-reads the sources that long after the last pass (at least one minute), once per
-    interval however many workers run.
+    interval however many workers run. ``embedding_concurrency`` is how many embedding calls (of
+    64 passages each) a pass keeps in flight at once, 1 to 32 (default 4): lower it for a provider
+    with a tight rate limit, or 1 for a local model that gains nothing from it.
     """
     try:
         validate_agent_name(name)
@@ -80,8 +86,23 @@ def knowledge_collection(
         raise InvalidAgentDefinitionError(
             f"collection {name!r}: resync must be at least one minute, got {resync!r}"
         )
+    if embedding_concurrency is not None and (
+        isinstance(embedding_concurrency, bool)
+        or not isinstance(embedding_concurrency, int)
+        or not 1 <= embedding_concurrency <= MAX_EMBEDDING_CONCURRENCY
+    ):
+        raise InvalidAgentDefinitionError(
+            f"collection {name!r}: embedding_concurrency must be a whole number from 1 to "
+            f"{MAX_EMBEDDING_CONCURRENCY}, got {embedding_concurrency!r}"
+        )
     return KnowledgeCollection(
-        name=name, model=model, sources=tuple(sources), resync=resync, trusted=trusted, embedder=embedder
+        name=name,
+        model=model,
+        sources=tuple(sources),
+        resync=resync,
+        trusted=trusted,
+        embedding_concurrency=embedding_concurrency,
+        embedder=embedder,
     )
 
 

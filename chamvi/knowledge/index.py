@@ -24,15 +24,16 @@ from __future__ import annotations
 import base64
 import functools
 import uuid
-import warnings
 import zlib
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from qdrant_client import AsyncQdrantClient, models
+from qdrant_client import AsyncQdrantClient
 
 from chamvi.models.knowledge import CollectionMeta, DocumentEntry, DocumentListHeader
+from chamvi.vectors import IsEmpty, Match, MatchAny, Point, VectorStore, Where
+from chamvi.vectors.client import ClientStore
 
 _NAMESPACE = uuid.UUID("0b5c7e36-1f0a-4c61-9d52-6a3f4f0e8d21")
 _PLACEHOLDER = [1.0]
@@ -83,34 +84,37 @@ class StoredEntry:
     stamped: bool
 
 
-def _stamped(*conditions: models.Condition) -> models.Filter:
-    return models.Filter(
-        must=list(conditions) or None,
-        must_not=[models.IsEmptyCondition(is_empty=models.PayloadField(key=_STAMP))],
-    )
+def _stamped(*conditions: Match) -> Where:
+    return Where(must=conditions, must_not=(IsEmpty(_STAMP),))
 
 
-def _untrusted(key: str) -> models.FieldCondition:
-    return models.FieldCondition(key=key, match=models.MatchValue(value=False))
+def _untrusted(key: str) -> Match:
+    return Match(key, False)
 
 
-def _document_filter(document_ids: Sequence[str]) -> models.Filter:
-    return models.Filter(
-        must=[models.FieldCondition(key="document", match=models.MatchAny(any=list(document_ids)))]
-    )
+def _document_filter(document_ids: Sequence[str]) -> Where:
+    return Where(must=(MatchAny("document", tuple(document_ids)),))
 
 
 class KnowledgeIndex:
     """Qdrant as the knowledge store: the one place that knows the naming rule of the module docstring.
 
     Args:
-        client: the Qdrant client; local mode and a server both work.
+        vectors: the storage (``chamvi.vectors``): Qdrant Edge in a folder, or qdrant-client for a
+            server; a bare ``AsyncQdrantClient`` is wrapped in a ``ClientStore``.
         prefix: starts every Qdrant collection and alias name, so several apps can share one Qdrant.
     """
 
-    def __init__(self, client: AsyncQdrantClient, prefix: str = "chamvi") -> None:
-        self.client = client
+    def __init__(self, vectors: VectorStore | AsyncQdrantClient, prefix: str = "chamvi") -> None:
+        self.vectors: VectorStore = (
+            ClientStore(vectors) if isinstance(vectors, AsyncQdrantClient) else vectors
+        )
         self.prefix = prefix
+
+    @property
+    def client(self) -> VectorStore:
+        """The storage, under the name callers used before it was a protocol (agent state shares it)."""
+        return self.vectors
 
     # ---- names ----------------------------------------------------------------------------
 
@@ -133,35 +137,28 @@ class KnowledgeIndex:
         return f"{self.prefix}__meta"
 
     async def _ensure_payload_collection(self, collection: str) -> None:
-        if not await self.client.collection_exists(collection):
-            await self.client.create_collection(
-                collection, vectors_config=models.VectorParams(size=1, distance=models.Distance.COSINE)
-            )
+        if not await self.vectors.exists(collection):
+            await self.vectors.create(collection, 1, "cosine")
 
     # ---- collection meta ------------------------------------------------------------------
 
     async def meta(self, name: str) -> CollectionMeta | None:
         """The stored meta of a collection, or None for a collection never indexed (or deleted)."""
-        if not await self.client.collection_exists(self._meta):
+        if not await self.vectors.exists(self._meta):
             return None
-        points = await self.client.retrieve(self._meta, ids=[point_id("meta", name)], with_payload=True)
+        points = await self.vectors.retrieve(self._meta, [point_id("meta", name)])
         return CollectionMeta.model_validate(points[0].payload) if points else None
 
     async def save_meta(self, meta: CollectionMeta) -> None:
         """Stores ``meta`` where every process reads it, replacing the previous one."""
         await self._ensure_payload_collection(self._meta)
-        await self.client.upsert(
-            self._meta,
-            points=[
-                models.PointStruct(
-                    id=point_id("meta", meta.name), vector=_PLACEHOLDER, payload=meta.model_dump(mode="json")
-                )
-            ],
+        await self.vectors.upsert(
+            self._meta, [Point(point_id("meta", meta.name), _PLACEHOLDER, meta.model_dump(mode="json"))]
         )
 
     async def all_meta(self) -> list[CollectionMeta]:
         """The meta of every collection this store knows, declared or managed, orphaned ones included."""
-        if not await self.client.collection_exists(self._meta):
+        if not await self.vectors.exists(self._meta):
             return []
         return [CollectionMeta.model_validate(p) async for p in self._scroll_payloads(self._meta)]
 
@@ -172,12 +169,8 @@ class KnowledgeIndex:
         for generation in generations:
             await self.delete_generation(name, generation)
         for collection in (self._registry(name), self._list(name)):
-            if await self.client.collection_exists(collection):
-                await self.client.delete_collection(collection)
-        if await self.client.collection_exists(self._meta):
-            await self.client.delete(
-                self._meta, points_selector=models.PointIdsList(points=[point_id("meta", name)])
-            )
+            await self.vectors.drop(collection)
+        await self.vectors.delete(self._meta, [point_id("meta", name)])
 
     # ---- generations ----------------------------------------------------------------------
 
@@ -187,42 +180,24 @@ class KnowledgeIndex:
         Idempotent, so a pass retried after a crash can call it again.
         """
         collection = self.generation_collection(name, generation)
-        if not await self.client.collection_exists(collection):
-            await self.client.create_collection(
-                collection,
-                vectors_config=models.VectorParams(size=dimensions, distance=models.Distance.COSINE),
-            )
-            with warnings.catch_warnings():  # local mode has no payload indexes and warns; a server uses it
-                warnings.simplefilter("ignore", UserWarning)
-                await self.client.create_payload_index(
-                    collection, "document", models.PayloadSchemaType.KEYWORD
-                )
+        if not await self.vectors.exists(collection):
+            await self.vectors.create(collection, dimensions, "cosine", {"document": "keyword"})
 
     async def generation_exists(self, name: str, generation: int) -> bool:
         """Whether the generation's collection exists (a pass checks it before writing into it)."""
-        return await self.client.collection_exists(self.generation_collection(name, generation))
+        return await self.vectors.exists(self.generation_collection(name, generation))
 
     async def switch_alias(self, name: str, generation: int) -> None:
         """Points the alias at ``generation`` in one operation: searches never see a half state."""
-        alias = self.alias(name)
-        operations: list[Any] = []
-        aliases = await self.client.get_aliases()
-        if any(a.alias_name == alias for a in aliases.aliases):
-            operations.append(models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=alias)))
-        operations.append(
-            models.CreateAliasOperation(
-                create_alias=models.CreateAlias(
-                    collection_name=self.generation_collection(name, generation), alias_name=alias
-                )
-            )
-        )
-        await self.client.update_collection_aliases(change_aliases_operations=operations)
+        await self.vectors.set_alias(self.alias(name), self.generation_collection(name, generation))
+
+    async def optimize(self, name: str, generation: int) -> None:
+        """Asks for the generation's search index to be built in the background (Edge; a server does it)."""
+        await self.vectors.optimize(self.generation_collection(name, generation))
 
     async def delete_generation(self, name: str, generation: int) -> None:
         """Drops a generation's collection once searches no longer read it; a missing one is not an error."""
-        collection = self.generation_collection(name, generation)
-        if await self.client.collection_exists(collection):
-            await self.client.delete_collection(collection)
+        await self.vectors.drop(self.generation_collection(name, generation))
 
     # ---- passages -------------------------------------------------------------------------
 
@@ -261,23 +236,17 @@ class KnowledgeIndex:
             }
             if p.index == 0 and p.document in stamps:
                 payload[_STAMP] = stamps.pop(p.document)
-            points.append(
-                models.PointStruct(
-                    id=point_id(p.document, str(p.index)), vector=list(vector), payload=payload
-                )
-            )
+            points.append(Point(point_id(p.document, str(p.index)), vector, payload))
         if stamps:
             raise ValueError(f"entries of documents without a passage 0 here: {sorted(stamps)!r}")
         if points:
-            await self.client.upsert(collection, points=points)
+            await self.vectors.upsert(collection, points)
 
     async def unstamp(self, name: str, generation: int, document_ids: Sequence[str]) -> None:
         """Removes the entries kept on these documents' first passages (their passages stay)."""
         collection = self.generation_collection(name, generation)
-        if document_ids and await self.client.collection_exists(collection):
-            await self.client.delete_payload(
-                collection, keys=[_STAMP], points=[point_id(d, "0") for d in document_ids]
-            )
+        if document_ids:
+            await self.vectors.delete_payload(collection, [point_id(d, "0") for d in document_ids], [_STAMP])
 
     async def delete_passage_points(self, name: str, generation: int, passages: Mapping[str, range]) -> None:
         """Deletes passages by point id: no scan, whatever the collection's size.
@@ -289,31 +258,25 @@ class KnowledgeIndex:
 
     async def delete_points(self, name: str, generation: int, ids: Sequence[str]) -> None:
         """Deletes passages by their point ids (see ``passage_ids``)."""
-        collection = self.generation_collection(name, generation)
-        if ids and await self.client.collection_exists(collection):
-            points: list[models.ExtendedPointId] = list(ids)
-            await self.client.delete(collection, points_selector=models.PointIdsList(points=points))
+        await self.vectors.delete(self.generation_collection(name, generation), ids)
 
     async def delete_passages(self, name: str, generation: int, document_ids: Sequence[str]) -> None:
         """Removes every passage of these documents by filter (documents gone, or moved elsewhere)."""
-        collection = self.generation_collection(name, generation)
-        if document_ids and await self.client.collection_exists(collection):
-            await self.client.delete(
-                collection, points_selector=models.FilterSelector(filter=_document_filter(document_ids))
+        if document_ids:
+            await self.vectors.delete_where(
+                self.generation_collection(name, generation), _document_filter(document_ids)
             )
 
     async def count_passages(self, name: str, generation: int) -> int:
         """How many passages a generation holds (0 when it does not exist), counted exactly."""
         collection = self.generation_collection(name, generation)
-        if not await self.client.collection_exists(collection):
+        if not await self.vectors.exists(collection):
             return 0
-        return (await self.client.count(collection, exact=True)).count
+        return await self.vectors.count(collection)
 
     async def search(self, name: str, generation: int, vector: Sequence[float], limit: int) -> list[Hit]:
         """The ``limit`` passages of a generation nearest to ``vector``, best first."""
-        result = await self.client.query_points(
-            self.generation_collection(name, generation), query=list(vector), limit=limit, with_payload=True
-        )
+        result = await self.vectors.search(self.generation_collection(name, generation), vector, limit=limit)
         return [
             Hit(
                 collection=name,
@@ -324,8 +287,8 @@ class KnowledgeIndex:
                 title=p.payload.get("title"),
                 source=p.payload.get("source"),
             )
-            for p in result.points
-            if p.payload is not None
+            for p in result
+            if p.payload
         ]
 
     # ---- registry -------------------------------------------------------------------------
@@ -333,10 +296,8 @@ class KnowledgeIndex:
     async def entry(self, name: str, document_id: str) -> DocumentEntry | None:
         """The registry entry of one document, or None when the collection never had it."""
         registry = self._registry(name)
-        if await self.client.collection_exists(registry):
-            points = await self.client.retrieve(
-                registry, ids=[point_id("doc", document_id)], with_payload=True
-            )
+        if await self.vectors.exists(registry):
+            points = await self.vectors.retrieve(registry, [point_id("doc", document_id)])
             if points:
                 return DocumentEntry.model_validate(points[0].payload)
         for generation in await self._generations(name):
@@ -351,12 +312,12 @@ class KnowledgeIndex:
         Entries kept on passages are read from the current generation's.
         """
         registry = self._registry(name)
-        if await self.client.collection_exists(registry):
+        if await self.vectors.exists(registry):
             async for payload in self._scroll_payloads(registry):
                 yield DocumentEntry.model_validate(payload)
         meta = await self.meta(name)
         collection = self.generation_collection(name, meta.generation) if meta and meta.generation else None
-        if collection and await self.client.collection_exists(collection):
+        if collection and await self.vectors.exists(collection):
             async for payload in self._scroll_payloads(collection, _stamped(), [_STAMP]):
                 yield DocumentEntry.model_validate(payload[_STAMP])
 
@@ -369,15 +330,10 @@ class KnowledgeIndex:
         """
         registry = self._registry(name)
         found: dict[str, StoredEntry] = {}
-        if document_ids and await self.client.collection_exists(registry):
-            points = await self.client.retrieve(
-                registry,
-                ids=[point_id("doc", d) for d in document_ids],
-                with_payload=True,
-                with_vectors=False,
-            )
+        if document_ids and await self.vectors.exists(registry):
+            points = await self.vectors.retrieve(registry, [point_id("doc", d) for d in document_ids])
             for p in points:
-                if p.payload is not None:
+                if p.payload:
                     entry = DocumentEntry.model_validate(p.payload)
                     found[entry.id] = StoredEntry(entry, stamped=False)
         missing = [d for d in document_ids if d not in found]
@@ -392,7 +348,7 @@ class KnowledgeIndex:
         The caller may delete a page's points before asking for the next.
         """
         registry = self._registry(name)
-        if not await self.client.collection_exists(registry):
+        if not await self.vectors.exists(registry):
             return
         page: list[str] = []
         async for payload in self._scroll_payloads(registry, None, ["id"]):
@@ -411,12 +367,12 @@ class KnowledgeIndex:
         The caller may delete a page's points before asking for the next.
         """
         collection = self.generation_collection(name, generation)
-        if not await self.client.collection_exists(collection):
+        if not await self.vectors.exists(collection):
             return
-        offset: Any = None
+        offset: str | None = None
         while True:
-            points, offset = await self.client.scroll(
-                collection, limit=_SCROLL_PAGE, offset=offset, with_payload=False, with_vectors=False
+            points, offset = await self.vectors.scroll(
+                collection, limit=_SCROLL_PAGE, offset=offset, payload=False
             )
             if points:
                 yield [str(p.id) for p in points]
@@ -427,10 +383,8 @@ class KnowledgeIndex:
         """The document of each of these passages (by point id); ids no longer stored are left out."""
         if not ids:
             return {}
-        points = await self.client.retrieve(
-            self.generation_collection(name, generation), ids=list(ids), with_payload=["document"]
-        )
-        return {str(p.id): str(p.payload["document"]) for p in points if p.payload}
+        points = await self.vectors.retrieve(self.generation_collection(name, generation), ids, ["document"])
+        return {p.id: str(p.payload["document"]) for p in points if p.payload}
 
     async def count_entries(self, name: str, generation: int | None, *, untrusted: bool = False) -> int:
         """How many documents the collection has; ``untrusted`` counts only those marked untrusted.
@@ -442,13 +396,13 @@ class KnowledgeIndex:
         """
         count = 0
         registry = self._registry(name)
-        if await self.client.collection_exists(registry):
-            condition = models.Filter(must=[_untrusted("trusted")]) if untrusted else None
-            count += (await self.client.count(registry, count_filter=condition, exact=True)).count
+        if await self.vectors.exists(registry):
+            condition = Where(must=(_untrusted("trusted"),)) if untrusted else None
+            count += await self.vectors.count(registry, condition)
         collection = self.generation_collection(name, generation) if generation is not None else None
-        if collection and await self.client.collection_exists(collection):
+        if collection and await self.vectors.exists(collection):
             stamped = _stamped(_untrusted(f"{_STAMP}.trusted")) if untrusted else _stamped()
-            count += (await self.client.count(collection, count_filter=stamped, exact=True)).count
+            count += await self.vectors.count(collection, stamped)
         return count
 
     async def _generations(self, name: str) -> list[int]:
@@ -459,14 +413,9 @@ class KnowledgeIndex:
         self, name: str, generation: int, document_ids: Sequence[str]
     ) -> dict[str, DocumentEntry]:
         collection = self.generation_collection(name, generation)
-        if not await self.client.collection_exists(collection):
+        if not await self.vectors.exists(collection):
             return {}
-        points = await self.client.retrieve(
-            collection,
-            ids=[point_id(d, "0") for d in document_ids],
-            with_payload=[_STAMP],
-            with_vectors=False,
-        )
+        points = await self.vectors.retrieve(collection, [point_id(d, "0") for d in document_ids], [_STAMP])
         entries = [
             DocumentEntry.model_validate(p.payload[_STAMP])
             for p in points
@@ -485,42 +434,33 @@ class KnowledgeIndex:
         collection = self.generation_collection(name, generation)
         for entry, stamped in entries:
             if stamped:
-                await self.client.set_payload(
+                await self.vectors.set_payload(
                     collection,
-                    payload={_STAMP: entry.model_dump(mode="json", exclude_none=True)},
-                    points=[point_id(entry.id, "0")],
+                    [point_id(entry.id, "0")],
+                    {_STAMP: entry.model_dump(mode="json", exclude_none=True)},
                 )
 
     async def put_entries(self, name: str, entries: Iterable[DocumentEntry]) -> None:
         """Creates or replaces these documents' registry entries."""
         registry = self._registry(name)
-        points = [
-            models.PointStruct(
-                id=point_id("doc", e.id), vector=_PLACEHOLDER, payload=e.model_dump(mode="json")
-            )
-            for e in entries
-        ]
+        points = [Point(point_id("doc", e.id), _PLACEHOLDER, e.model_dump(mode="json")) for e in entries]
         if points:
             await self._ensure_payload_collection(registry)
-            await self.client.upsert(registry, points=points)
+            await self.vectors.upsert(registry, points)
 
     async def delete_entries(self, name: str, document_ids: Sequence[str]) -> None:
         """Removes these documents from the registry (their passages are deleted separately)."""
-        registry = self._registry(name)
-        if document_ids and await self.client.collection_exists(registry):
-            await self.client.delete(
-                registry,
-                points_selector=models.PointIdsList(points=[point_id("doc", d) for d in document_ids]),
-            )
+        if document_ids:
+            await self.vectors.delete(self._registry(name), [point_id("doc", d) for d in document_ids])
 
     # ---- document list --------------------------------------------------------------------
 
     async def list_header(self, name: str) -> DocumentListHeader | None:
         """The header of the collection's document list, or None when it has none yet."""
         collection = self._list(name)
-        if not await self.client.collection_exists(collection):
+        if not await self.vectors.exists(collection):
             return None
-        points = await self.client.retrieve(collection, ids=[point_id("header")], with_payload=True)
+        points = await self.vectors.retrieve(collection, [point_id("header")])
         return DocumentListHeader.model_validate(points[0].payload) if points else None
 
     async def put_list_header(self, name: str, header: DocumentListHeader) -> None:
@@ -530,9 +470,9 @@ class KnowledgeIndex:
     async def list_page(self, name: str, page: str) -> list[str] | None:
         """The document ids of one page of the list, or None when no such page is stored."""
         collection = self._list(name)
-        if not await self.client.collection_exists(collection):
+        if not await self.vectors.exists(collection):
             return None
-        points = await self.client.retrieve(collection, ids=[point_id("page", page)], with_payload=["ids"])
+        points = await self.vectors.retrieve(collection, [point_id("page", page)], ["ids"])
         if not points or not points[0].payload:
             return None
         return zlib.decompress(base64.b64decode(points[0].payload["ids"])).decode().split("\0")
@@ -549,43 +489,38 @@ class KnowledgeIndex:
     async def list_pages(self, name: str) -> list[str]:
         """The name of every page stored, current or left by a pass that did not finish."""
         collection = self._list(name)
-        if not await self.client.collection_exists(collection):
+        if not await self.vectors.exists(collection):
             return []
         pages = self._scroll_payloads(collection, None, ["page"])
         return [str(p["page"]) async for p in pages if "page" in p]
 
     async def delete_list_pages(self, name: str, pages: Sequence[str]) -> None:
         """Deletes pages of the list by name (those the header no longer names)."""
-        collection = self._list(name)
-        if pages and await self.client.collection_exists(collection):
-            ids: list[models.ExtendedPointId] = [point_id("page", p) for p in pages]
-            await self.client.delete(collection, points_selector=models.PointIdsList(points=ids))
+        if pages:
+            await self.vectors.delete(self._list(name), [point_id("page", p) for p in pages])
 
     async def _put_list_point(self, name: str, point: str, payload: dict[str, Any]) -> None:
         collection = self._list(name)
         await self._ensure_payload_collection(collection)
-        await self.client.upsert(
-            collection, points=[models.PointStruct(id=point, vector=_PLACEHOLDER, payload=payload)]
-        )
+        await self.vectors.upsert(collection, [Point(point, _PLACEHOLDER, payload)])
 
     async def _scroll_payloads(
         self,
         collection: str,
-        condition: models.Filter | None = None,
+        condition: Where | None = None,
         fields: list[str] | None = None,
     ) -> AsyncIterator[dict[str, Any]]:
-        offset: Any = None
+        offset: str | None = None
         while True:
-            points, offset = await self.client.scroll(
+            points, offset = await self.vectors.scroll(
                 collection,
-                scroll_filter=condition,
+                where=condition,
                 limit=_SCROLL_PAGE,
                 offset=offset,
-                with_payload=fields if fields is not None else True,
-                with_vectors=False,
+                payload=fields if fields is not None else True,
             )
             for point in points:
-                if point.payload is not None:
+                if point.payload:
                     yield point.payload
             if offset is None:
                 return

@@ -24,9 +24,22 @@ from typing import Literal
 
 from temporalio.common import RetryPolicy
 
-from chamvi.errors import InvalidAppError, InvalidDocumentError, KnowledgePassError, ProviderHTTPError
+from chamvi.errors import (
+    InvalidAppError,
+    InvalidDocumentError,
+    KnowledgePassError,
+    ProviderHTTPError,
+    ProviderUnavailableError,
+)
 from chamvi.knowledge._listing import DocumentList
 from chamvi.knowledge._seen import SeenIds
+from chamvi.knowledge._window import (
+    EMBEDDING_CONCURRENCY,
+    MAX_RATE_LIMIT_WAIT,
+    RATE_LIMIT_RETRIES,
+    EmbeddingWindow,
+    RatePause,
+)
 from chamvi.knowledge.chunking import CHUNKER_VERSION, chunk
 from chamvi.knowledge.collections import KnowledgeCollection
 from chamvi.knowledge.documents import Document, content_hash, validate_item
@@ -99,6 +112,9 @@ class _Pass:
     """The point id of every passage the target holds for the documents read (8 bytes each)."""
     listing: DocumentList | None = None
     """The document list of a declared collection (a managed one has none)."""
+    window: EmbeddingWindow = field(default_factory=lambda: EmbeddingWindow(EMBEDDING_CONCURRENCY))
+    """The embedding calls in flight (``chamvi.knowledge._window``)."""
+    pause: RatePause = field(default_factory=RatePause)
 
     def holds(
         self, document: str, passages: int, trusted: bool, registered: bool, *, new: bool = False
@@ -124,14 +140,34 @@ class _Batch:
 
     items: list[_Pending] = field(default_factory=list)
     vectors: list[list[float]] = field(default_factory=list)
+    requested: int = 0
+    """How many leading passages were sent to be embedded (landed in ``vectors``, or in flight)."""
+    passages: int = 0
+    """How many passages ``items`` hold (kept, not summed: a batch is asked after every item)."""
+
+    def __post_init__(self) -> None:
+        self.passages = sum(len(i.passages) for i in self.items)
+
+    def add(self, item: _Pending) -> None:
+        """Queues one more document for embedding."""
+        self.items.append(item)
+        self.passages += len(item.passages)
+
+    def take(self, done: int, embedded: int) -> None:
+        """Drops the ``done`` leading documents, written with their ``embedded`` passages."""
+        del self.items[:done]
+        del self.vectors[:embedded]
+        self.requested -= embedded
+        self.passages -= embedded
+
+    def clear(self) -> list[_Pending]:
+        """Empties the batch, answering the documents it held."""
+        items, self.items, self.vectors, self.requested, self.passages = self.items, [], [], 0, 0
+        return items
 
     @property
-    def passages(self) -> int:
-        return sum(len(i.passages) for i in self.items)
-
-    @property
-    def unembedded(self) -> int:
-        return self.passages - len(self.vectors)
+    def unrequested(self) -> int:
+        return self.passages - self.requested
 
 
 LOOKUP_CHUNK = 256
@@ -217,6 +253,9 @@ class Indexer:
         batch_size: passages per embedding call.
         call_timeout: seconds one embedding call may take before it is retried.
         retry: the retry policy of one embedding call, applied inside the pass.
+        concurrency: embedding calls in flight at once in a pass, where the collection does not
+            say (``knowledge_collection(embedding_concurrency=)``; managed collections use this).
+        rate_limit_retries: times one call is tried again after a 429, beyond ``retry``.
     """
 
     def __init__(
@@ -227,12 +266,16 @@ class Indexer:
         batch_size: int = BATCH_SIZE,
         call_timeout: float = CALL_TIMEOUT_SECONDS,
         retry: RetryPolicy = DEFAULT_EMBEDDING_RETRY,
+        concurrency: int = EMBEDDING_CONCURRENCY,
+        rate_limit_retries: int = RATE_LIMIT_RETRIES,
     ) -> None:
         self.store = store
         self.embedders = embedders
         self.batch_size = batch_size
         self.call_timeout = call_timeout
         self.retry = retry
+        self.concurrency = concurrency
+        self.rate_limit_retries = rate_limit_retries
 
     async def run_pass(
         self,
@@ -273,6 +316,22 @@ class Indexer:
         await self.store.save_meta(meta)
         stats = PassStats()
         run = _Pass(name, target, embedder, stats, listing=await DocumentList.open(self.store, meta, target))
+        run.window = EmbeddingWindow(collection.embedding_concurrency or self.concurrency)
+        try:
+            return await self._read(collection, meta, run, progress, cancellation)
+        finally:
+            await run.window.close()
+
+    async def _read(
+        self,
+        collection: KnowledgeCollection,
+        meta: CollectionMeta,
+        run: _Pass,
+        progress: Callable[[PassStats], None],
+        cancellation: asyncio.Event | None,
+    ) -> CollectionMeta:
+        """The rest of ``run_pass``: read, embed, delete what is gone, switch, settle."""
+        name, target, embedder, stats = collection.name, run.target, run.embedder, run.stats
         reading = _Reading(run)
         incomplete = False
         for source in collection.sources:
@@ -384,8 +443,8 @@ class Indexer:
                     revised.append((entry.model_copy(update={"version": document.version}), stored.stamped))
                 continue
             known = _known(entry, stored.stamped) if stored is not None and entry is not None else None
-            reading.batch.items.append(_Pending(document, digest, trusted, chunk(document.content), known))
-            if reading.batch.unembedded >= self.batch_size:
+            reading.batch.add(_Pending(document, digest, trusted, chunk(document.content), known))
+            if reading.batch.unrequested >= self.batch_size:
                 await self._flush(run, reading.batch)
                 progress(run.stats)
         reading.waiting.clear()
@@ -472,28 +531,32 @@ class Indexer:
         await self.store.save_meta(meta)
         stats = PassStats()
         run = _Pass(name, target, embedder, stats, managed=True)
-        batch = _Batch()
-        async for entry in self.store.entries(name):
-            stats.read += 1
-            if entry.status != "pending" and entry.generation == target:
-                stats.unchanged += 1
-                continue
-            document = Document(entry.id, entry.content or "", entry.title, entry.source, entry.metadata)
-            batch.items.append(_Pending(document, entry.hash, False, chunk(document.content), _known(entry)))
-            if batch.unembedded >= self.batch_size:
-                await self._flush(run, batch)
-                progress(stats)
-        await self._flush(run, batch, final=True)
-        progress(stats)
-        if await self.store.meta(name) is None:
-            # deleted over REST during the pass: saving the meta now would bring the collection back
+        run.window = EmbeddingWindow(self.concurrency)
+        try:
+            batch = _Batch()
+            async for entry in self.store.entries(name):
+                stats.read += 1
+                if entry.status != "pending" and entry.generation == target:
+                    stats.unchanged += 1
+                    continue
+                document = Document(entry.id, entry.content or "", entry.title, entry.source, entry.metadata)
+                batch.add(_Pending(document, entry.hash, False, chunk(document.content), _known(entry)))
+                if batch.unrequested >= self.batch_size:
+                    await self._flush(run, batch)
+                    progress(stats)
+            await self._flush(run, batch, final=True)
+            progress(stats)
+            if await self.store.meta(name) is None:
+                # deleted over REST during the pass: saving the meta now would bring the collection back
+                if target != meta.generation:
+                    await self.store.delete_generation(name, target)
+                return None
             if target != meta.generation:
-                await self.store.delete_generation(name, target)
-            return None
-        if target != meta.generation:
-            await self._switch(meta, target, model, embedder)
-        meta.trusted = False  # whoever holds knowledge:write decides what it says
-        return await self._settle(meta, run)
+                await self._switch(meta, target, model, embedder)
+            meta.trusted = False  # whoever holds knowledge:write decides what it says
+            return await self._settle(meta, run)
+        finally:
+            await run.window.close()
 
     async def _settle(self, meta: CollectionMeta, run: _Pass, documents: int | None = None) -> CollectionMeta:
         meta.status = CollectionStatus.READY
@@ -506,6 +569,8 @@ class Indexer:
         meta.error = None
         meta.next_attempt = None
         await self.store.save_meta(meta)
+        if meta.generation is not None:
+            await self.store.optimize(meta.name, meta.generation)
         return meta
 
     async def _target_generation(self, meta: CollectionMeta, model: str) -> int:
@@ -538,8 +603,28 @@ class Indexer:
         if previous is not None and previous != target:
             await self.store.delete_generation(meta.name, previous)
 
-    async def _embed(self, embedder: Embedder, texts: list[str]) -> list[list[float]]:
-        return await call_with_retry(lambda: self._embed_once(embedder, texts), self.retry)
+    async def _embed(
+        self, embedder: Embedder, texts: list[str], pause: RatePause | None = None
+    ) -> list[list[float]]:
+        """One embedding call under the retry policy; a 429 waits (the whole pass with it) and tries again."""
+        limited = 0
+        while True:
+            if pause is not None:
+                await pause.wait()
+            try:
+                return await call_with_retry(lambda: self._embed_once(embedder, texts), self.retry)
+            except ProviderUnavailableError as error:
+                if error.status != 429 or limited >= self.rate_limit_retries:
+                    raise
+                limited += 1
+                delay = error.retry_after
+                if delay is None:
+                    delay = min(2.0 ** (limited - 1), MAX_RATE_LIMIT_WAIT)
+                log.info("knowledge: the embedding provider is rate limiting: waiting %.1f s", delay)
+                if pause is None:
+                    await asyncio.sleep(delay)
+                else:
+                    pause.hold(delay)
 
     async def _embed_once(self, embedder: Embedder, texts: list[str]) -> list[list[float]]:
         try:
@@ -550,28 +635,54 @@ class Indexer:
             ) from None
 
     async def _flush(self, run: _Pass, batch: _Batch, *, final: bool = False) -> None:
-        """Embeds passages in calls of exactly ``batch_size``, then writes the documents fully embedded.
+        """Sends passages in calls of exactly ``batch_size``, writing each document once fully embedded.
 
-        The rest wait in ``batch`` for the next call. So a pass makes ceil(passages / batch_size)
-        calls (with a hosted API each call costs latency and rate limit); ``final`` embeds the
-        remainder too, in one shorter call.
+        Up to ``run.window.size`` calls are in flight (``chamvi.knowledge._window``); their vectors
+        land in the order the calls were sent. The rest of the passages wait in ``batch`` for the
+        next call. So a pass makes ceil(passages / batch_size) calls (with a hosted API each call
+        costs latency and rate limit); ``final`` sends the remainder too, in one shorter call, and
+        lands every call.
         """
-        if not batch.items:
-            return
-        texts = [text for item in batch.items for text in item.passages][len(batch.vectors) :]
-        upto = len(texts) if final else len(texts) - len(texts) % self.batch_size
         try:
-            batch.vectors.extend(await self._embed_all(run.embedder, texts[:upto], run.stats))
+            await self._send(run, batch, final)
         except ProviderHTTPError as error:
             if not error.input_refused:
                 raise
-            items, batch.items, batch.vectors = batch.items, [], []
+            await run.window.close()
+            items = batch.clear()
             if len(items) == 1:
                 await self._fail(run, items[0], str(error))
                 return
             for item in items:  # find the documents the provider refuses, one by one
                 await self._flush(run, _Batch([item]), final=True)
-            return
+
+    async def _send(self, run: _Pass, batch: _Batch, final: bool) -> None:
+        texts = [text for item in batch.items for text in item.passages][batch.requested :]
+        upto = len(texts) if final else len(texts) - len(texts) % self.batch_size
+        for start in range(0, upto, self.batch_size):
+            while run.window.full:
+                if not run.window.ready:
+                    await run.window.wait()
+                while run.window.ready:
+                    await self._land(run, batch)
+            part = texts[start : start + self.batch_size]
+            run.window.send(self._embed(run.embedder, part, run.pause))
+            batch.requested += len(part)
+            # written once the next call is on its way, so the window stays full meanwhile
+            await self._write_embedded(run, batch)
+        while final and len(run.window):
+            await self._land(run, batch)
+            await self._write_embedded(run, batch)
+        if final:  # documents without passages after the last call: no call lands to write them
+            await self._write_embedded(run, batch)
+
+    async def _land(self, run: _Pass, batch: _Batch) -> None:
+        """Takes the oldest call's vectors (``_write_embedded`` writes the documents they complete)."""
+        batch.vectors.extend(await run.window.land())
+        run.stats.embedding_calls += 1
+
+    async def _write_embedded(self, run: _Pass, batch: _Batch) -> None:
+        """Writes the leading documents of ``batch`` whose passages all have their vectors."""
         done = 0
         embedded = 0
         for item in batch.items:
@@ -581,8 +692,7 @@ class Indexer:
             done += 1
         if done:
             await self._write(run, batch.items[:done], batch.vectors[:embedded])
-            del batch.items[:done]
-            del batch.vectors[:embedded]
+            batch.take(done, embedded)
 
     async def _write(self, run: _Pass, written: list[_Pending], vectors: list[list[float]]) -> None:
         """Writes embedded documents: passages and their entries together, one upsert per batch.
@@ -655,15 +765,6 @@ class Indexer:
             if entry is not None and entry.hash == item.hash:
                 current.append(item)
         return current
-
-    async def _embed_all(self, embedder: Embedder, texts: list[str], stats: PassStats) -> list[list[float]]:
-        if not texts:
-            return []
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            vectors.extend(await self._embed(embedder, texts[start : start + self.batch_size]))
-            stats.embedding_calls += 1
-        return vectors
 
     async def _fail(self, run: _Pass, item: _Pending, error: str) -> None:
         """Records a document the provider refused (400/413/422), so it fails alone, not the pass.

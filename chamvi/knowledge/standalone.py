@@ -11,7 +11,7 @@ asks for exactly one more pass after it (never a parallel one); a failed pass is
 collection with the time of its next attempt, reported to ``on_error`` (else logged as ``knowledge
 error``) and tried again after 5 s, doubling up to 5 min per failure in a row. The same
 :class:`~chamvi.knowledge.indexing.Indexer` and :class:`~chamvi.knowledge.search.KnowledgeSearch` do
-the work, over the same index (Qdrant's local mode in the data folder, or ``QDRANT_URL``), so an app
+the work, over the same index (Qdrant Edge in the data folder, or ``QDRANT_URL``), so an app
 started later over the same index finds every collection ready and embeds nothing again.
 
 What the worker's Temporal workflows add, this does not: the backoff and the resync clock live in
@@ -71,7 +71,7 @@ class Knowledge:
 
     Args:
         collections: the collections, declared with ``knowledge_collection(...)``, unique by name.
-        settings: where the index is (``QDRANT_URL``, else Qdrant's local mode in ``<data>/qdrant``);
+        settings: where the index is (``QDRANT_URL``, else Qdrant Edge in ``<data>/qdrant-edge``);
             ``Settings.from_env()`` when neither this nor ``index`` is given.
         index: an index to use instead (left open by ``stop()``).
         embedders: extra embedding providers or exact refs, on top of ``openai/...``,

@@ -10,17 +10,16 @@ touch the same point and a retried write overwrites itself. Its payload is ``{ke
 updated_at, effect}``; ``effect`` is the effect key of the tool call that wrote it, so a call redone
 after a crash finds its own write (``already_applied``).
 
-Listing a page is a vector query, not a scroll. Each point's one-dimensional vector is its write
-time, in seconds since :data:`EPOCH`, and the collection ranks by dot product: asking with ``[1.0]``
-answers the most recently written items first, ``offset`` and ``limit`` cut the page. qdrant-client's
-local mode scores every point with one numpy product and sorts the scores (3 to 5 ms at 100 000
-items), where its scroll sorts every point id in Python for each page (200 ms and more), and a
-payload filter tests each point in Python (over a second); ``bench/state.py`` measures both. A Qdrant
-server answers the same query exactly (``exact=True``: a brute-force pass over 4-byte vectors, not
-the approximate graph). A vector is a float32, whose 24 bits keep the write time to 4 seconds in
-2026 and to 8 seconds until 2029: writes closer together than that rank as equals, in an order that
-is fixed for a given state (in local mode, a few such writes come latest first), so paging stays
-consistent, but "newest first" is only as fine as that.
+Listing a page reads the points in the order of ``updated_at``, newest first, through a datetime
+payload index (a Qdrant ``order_by``; ``offset`` and ``limit`` cut the page). Qdrant Edge and a
+server walk the index; a collection written before it had one gets it on its first listing here.
+This replaces what qdrant-client's local mode forced, which had no payload indexes, sorted every
+point id in Python for each page of a scroll and tested a payload filter point by point in Python:
+a page was then a vector query whose one-dimensional vector held the write time (a dot product with
+``[1.0]``), which a float32 kept to 4 seconds, so writes closer together came in an order of their
+own. The datetime index keeps microseconds. Points still carry that vector (seconds since
+:data:`EPOCH`): a collection needs a vector, and an earlier version reading the same server still
+lists them.
 """
 
 from __future__ import annotations
@@ -32,15 +31,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic_core import to_json
-from qdrant_client import AsyncQdrantClient, models
+from qdrant_client import AsyncQdrantClient
 
 from chamvi.constants import STATE_PAGE_MAX_BYTES
 from chamvi.models.state import StateItem, StatePage
+from chamvi.vectors import Match, Point, VectorStore, Where
+from chamvi.vectors.client import ClientStore
 
 _NAMESPACE = uuid.UUID("5e0c2f3a-6b1d-4c7e-9a8f-2d4b6e1c3a57")
 EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
-_NEWEST_FIRST = [1.0]
-_EXACT = models.SearchParams(exact=True)
+_ORDER = "updated_at"
 
 
 def state_point_id(agent: str, collection: str | None, key: str) -> str:
@@ -59,19 +59,19 @@ class StateStore:
     """Reads and writes agent state; values are JSON data here (``chamvi.state.access`` types them).
 
     Args:
-        client: the Qdrant client (the knowledge index's: local mode or a server).
+        vectors: the storage (the knowledge index's: Qdrant Edge, or qdrant-client for a server); a
+            bare ``AsyncQdrantClient`` is wrapped in a ``ClientStore``.
         prefix: starts every Qdrant collection name, as for the knowledge index.
     """
 
-    def __init__(self, client: AsyncQdrantClient, prefix: str = "chamvi") -> None:
-        self.client = client
+    def __init__(self, vectors: VectorStore | AsyncQdrantClient, prefix: str = "chamvi") -> None:
+        self.vectors: VectorStore = (
+            ClientStore(vectors) if isinstance(vectors, AsyncQdrantClient) else vectors
+        )
         self.prefix = prefix
         self._existing: set[str] = set()
         self._creating = asyncio.Lock()
-        options = client.init_options
-        local = options.get("path") is not None or options.get("location") == ":memory:"
-        # local mode always searches exactly, and warns when asked to
-        self._search_params = None if local else _EXACT
+        self._indexed: set[str] = set()
 
     def qdrant_collection(self, agent: str, collection: str | None = None) -> str:
         """Where an agent's key-value entries (no ``collection``) or one of its collections live."""
@@ -81,7 +81,7 @@ class StateStore:
     async def _exists(self, name: str) -> bool:
         if name in self._existing:
             return True
-        if await self.client.collection_exists(name):
+        if await self.vectors.exists(name):
             self._existing.add(name)
             return True
         return False
@@ -92,15 +92,10 @@ class StateStore:
         async with self._creating:  # one create per name in this process
             if await self._exists(name):
                 return
-            try:
-                await self.client.create_collection(
-                    name, vectors_config=models.VectorParams(size=1, distance=models.Distance.DOT)
-                )
-            except Exception:
-                # another worker created it between the check and the create: that is all we wanted
-                if not await self.client.collection_exists(name):
-                    raise
+            # a concurrent create elsewhere is no error
+            await self.vectors.create(name, 1, "dot", {_ORDER: "datetime"})
             self._existing.add(name)
+            self._indexed.add(name)
 
     async def put(
         self, agent: str, collection: str | None, key: str, value: Any, *, effect: str | None = None
@@ -110,15 +105,8 @@ class StateStore:
         await self._ensure(name)
         now = datetime.now(UTC)
         payload = {"key": key, "value": value, "updated_at": now.isoformat(), "effect": effect}
-        await self.client.upsert(
-            name,
-            points=[
-                models.PointStruct(
-                    id=state_point_id(agent, collection, key),
-                    vector=[(now - EPOCH).total_seconds()],
-                    payload=payload,
-                )
-            ],
+        await self.vectors.upsert(
+            name, [Point(state_point_id(agent, collection, key), [(now - EPOCH).total_seconds()], payload)]
         )
         return StateItem(key=key, value=value, updated_at=now)
 
@@ -127,7 +115,7 @@ class StateStore:
         if not await self._exists(name):
             return None
         point = state_point_id(agent, collection, key)
-        points = await self.client.retrieve(name, ids=[point], with_payload=True)
+        points = await self.vectors.retrieve(name, [point])
         return dict(points[0].payload or {}) if points else None
 
     async def get(self, agent: str, collection: str | None, key: str) -> StateItem | None:
@@ -144,9 +132,8 @@ class StateStore:
         """Removes ``key``; answers whether it was there."""
         if await self._payload(agent, collection, key) is None:
             return False
-        await self.client.delete(
-            self.qdrant_collection(agent, collection),
-            points_selector=models.PointIdsList(points=[state_point_id(agent, collection, key)]),
+        await self.vectors.delete(
+            self.qdrant_collection(agent, collection), [state_point_id(agent, collection, key)]
         )
         return True
 
@@ -159,42 +146,34 @@ class StateStore:
         offset: int = 0,
         where: Mapping[str, str | int | bool] | None = None,
     ) -> StatePage:
-        """A page of items, most recently written first (see the module docstring for why a query).
+        """A page of items, most recently written first (in the order of a payload index).
 
-        ``where`` keeps the items whose value has these fields equal to these values (a payload filter:
-        fast on a Qdrant server, a pass over every item in local mode).
+        ``where`` keeps the items whose value has these fields equal to these values (a payload
+        filter, tested in Qdrant's engine: values hold any fields, so none of them is indexed).
         """
         name = self.qdrant_collection(agent, collection)
         if not await self._exists(name):
             return StatePage()
-        query_filter = (
-            models.Filter(
-                must=[
-                    models.FieldCondition(key=f"value.{field}", match=models.MatchValue(value=value))
-                    for field, value in where.items()
-                ]
-            )
-            if where
-            else None
-        )
-        found = await self.client.query_points(
+        query_filter = Where(must=tuple(Match(f"value.{f}", v) for f, v in where.items())) if where else None
+        if name not in self._indexed:
+            await self.vectors.index_payload(name, _ORDER, "datetime")
+            self._indexed.add(name)
+        found = await self.vectors.ordered(
             name,
-            query=_NEWEST_FIRST,
-            query_filter=query_filter,
+            _ORDER,
+            where=query_filter,
             limit=limit + 1,  # one more tells whether a next page exists
             offset=offset,
-            with_payload=True,
-            search_params=self._search_params,
         )
         items: list[StateItem] = []
         size = 0
-        for point in found.points[:limit]:
+        for point in found[:limit]:
             item = _item(point.payload)
             size += len(to_json(item.value))
             if items and size > STATE_PAGE_MAX_BYTES:
                 break  # a page crosses Temporal as one payload: the rest is the next page
             items.append(item)
-        more = len(items) < len(found.points)
+        more = len(items) < len(found)
         return StatePage(items=items, next_offset=offset + len(items) if more else None)
 
     async def count(self, agent: str, collection: str | None) -> int:
@@ -202,4 +181,4 @@ class StateStore:
         name = self.qdrant_collection(agent, collection)
         if not await self._exists(name):
             return 0
-        return (await self.client.count(name, exact=True)).count
+        return await self.vectors.count(name)

@@ -30,6 +30,7 @@ from tests.support.embedding_server import (
     unused_port,
     vectors,
 )
+from tests.support.scripted_server import Answer
 
 
 @pytest.fixture
@@ -155,6 +156,19 @@ async def test_an_answer_with_the_wrong_number_of_vectors_is_an_error(server: Em
         await provider_for(server).embedder("m").embed(["a", "b"])
 
 
+@pytest.mark.parametrize(
+    "body",
+    [{"object": "list"}, {"data": [{"index": 0}]}, {"data": [{"index": 0, "embedding": "AAAA"}]}],
+)
+async def test_an_answer_that_is_not_an_embeddings_list_is_a_transient_error(
+    server: EmbeddingServer, body: dict[str, object]
+) -> None:
+    server.add(Answer(200, body))
+
+    with pytest.raises(RuntimeError, match="answered"):
+        await provider_for(server).embedder("m").embed(["a"])
+
+
 async def test_the_default_registry_reaches_the_server_named_by_openai_base_url_without_a_key(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -174,7 +188,7 @@ async def test_the_default_registry_reaches_the_server_named_by_openai_base_url_
 async def test_the_apps_embedding_policy_retries_a_rate_limited_call_inside_the_pass(
     server: EmbeddingServer,
 ) -> None:
-    """By default a 429 fails the pass (its backoff retries it whole); a policy retries the call itself."""
+    """Without rate-limit retries a 429 fails the pass (its backoff retries it whole); a policy retries it."""
     registry = EmbeddingRegistry()
     registry.register("openai/m", provider_for(server).embedder("m"))
 
@@ -184,12 +198,13 @@ async def test_the_apps_embedding_policy_retries_a_rate_limited_call_inside_the_
     collection = knowledge_collection("limited", model="openai/m", sources=[define_source(documents=one)])
     server.add(rate_limited("0"))
     with pytest.raises(ProviderUnavailableError, match="429"):
-        await Indexer(KnowledgeIndex(AsyncQdrantClient(location=":memory:")), registry).run_pass(collection)
+        store = KnowledgeIndex(AsyncQdrantClient(location=":memory:"))
+        await Indexer(store, registry, rate_limit_retries=0).run_pass(collection)
 
     server.add(rate_limited("0"), rate_limited("0"), hashed())
     patient = RetryPolicy(maximum_attempts=3, initial_interval=timedelta(milliseconds=10))
     index = KnowledgeIndex(AsyncQdrantClient(location=":memory:"))
-    meta = await Indexer(index, registry, retry=patient).run_pass(collection)
+    meta = await Indexer(index, registry, retry=patient, rate_limit_retries=0).run_pass(collection)
 
     assert meta.status == "ready" and meta.last_stats is not None and meta.last_stats.embedded == 1
     assert len(server.requests) == 4 and server.pending == 0

@@ -127,8 +127,14 @@ async def test_a_model_change_survives_a_worker_restart_in_the_middle_of_its_pas
     store, old = await indexed_once(client, task_queue, name, "test/old")
     stalling = StallingEmbedder(ref="test/new")
     app = app_for(name, old, stalling, model="test/new")
+
+    async def first_batch_landed() -> bool | None:
+        # the calls of a pass are in flight together: the second one stalls before the first is written
+        written = await store.count_passages(name, 2) == 64
+        return True if written and stalling.active else None
+
     async with knowledge_worker(client, app, store, task_queue, graceful=timedelta(0)):
-        await eventually(stalling.embedding, "the second batch of the re-embed starting")
+        await eventually(first_batch_landed, "the first batch of the re-embed written, the second stalling")
     # the worker is gone mid-pass; searches still read generation 1
     assert (await searcher(app).search([name], "passage number 7", top_k=1)).matches[0].document == "doc-7"
     resumed = CountingEmbedder(ref="test/new")

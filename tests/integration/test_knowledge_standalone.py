@@ -15,6 +15,7 @@ from chamvi import Knowledge
 from chamvi.errors import BackgroundError, InvalidRunStateError, NotFoundError, ProviderUnavailableError
 from chamvi.knowledge import folder, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
+from chamvi.lifecycle import EDGE_FOLDER
 from chamvi.models.knowledge import CollectionStatus
 from chamvi.settings import Settings
 from tests.knowledge_helpers import CountingEmbedder
@@ -43,7 +44,7 @@ def knowledge(tmp_path: Path, embedder: CountingEmbedder, **options: object) -> 
     return Knowledge([collection], settings=settings, embedders=registry, **options)  # type: ignore[arg-type]
 
 
-async def test_a_pass_indexes_the_folder_into_qdrant_on_disk_and_the_next_process_embeds_nothing(
+async def test_a_pass_indexes_the_folder_into_qdrant_edge_on_disk_and_the_next_process_embeds_nothing(
     tmp_path: Path,
 ) -> None:
     first = CountingEmbedder()
@@ -53,7 +54,7 @@ async def test_a_pass_indexes_the_folder_into_qdrant_on_disk_and_the_next_proces
     assert meta.status == CollectionStatus.READY and meta.documents == 3
     assert meta.last_stats is not None and meta.last_stats.embedded == 3
     assert [m.document for m in found.matches] == ["refunds.md"]
-    assert (tmp_path / "data" / "qdrant").is_dir()
+    assert (tmp_path / "data" / EDGE_FOLDER).is_dir()
 
     again = CountingEmbedder()
     async with knowledge(tmp_path, again) as reopened:

@@ -40,7 +40,7 @@ from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
 from chamvi.runtime import build_worker, connect
 from chamvi.settings import Settings
-from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, reader_app
+from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, reader_app, wait_for_meta
 from tests.polling import eventually, until_status
 from tests.support.http_api import bearer, make_tokens, serving
 from tests.support.openai_server import OpenAIServer, error, text, tool_call
@@ -357,7 +357,9 @@ async def test_a_knowledge_pass_and_a_search_have_their_spans_and_the_pass_its_d
     app = reader_app(collection, embedder, turns=turns)
     chamvi = ChamviClient(client, task_queue=task_queue)
     with trace.get_tracer("tests").start_as_current_span("caller") as root:
-        async with knowledge_worker(client, app, new_store(), task_queue):
+        store = new_store()
+        async with knowledge_worker(client, app, store, task_queue):
+            await wait_for_meta(store, name, "ready")  # a search before the first pass ends is refused
             run = await chamvi.wait((await chamvi.dispatch("reader")).run_id)
             page = await metrics_page(settings)
     assert run.status == RunStatus.COMPLETED

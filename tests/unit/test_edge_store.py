@@ -1,0 +1,114 @@
+"""Qdrant Edge's side of the store: the catalog, and the index built in a child process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+
+import numpy as np
+
+from chamvi.vectors import Point
+from chamvi.vectors.edge import CATALOG, EdgeStore
+
+
+def _points(start: int, end: int, dimensions: int = 16) -> list[Point]:
+    rng = np.random.default_rng(start)
+    vectors = rng.standard_normal((end - start, dimensions)).astype(np.float32)
+    return [
+        Point(str(uuid.uuid5(uuid.NAMESPACE_OID, str(i))), vectors[i - start].tolist(), {"index": i})
+        for i in range(start, end)
+    ]
+
+
+async def building(root: Path, points: int, threshold: int = 100) -> EdgeStore:
+    """A store whose collection ``c`` holds ``points`` points and has asked for its index."""
+    store = EdgeStore(root, index_threshold=threshold)
+    await store.create("c", 16, "cosine")
+    await store.upsert("c", _points(0, points))
+    await store.optimize("c")
+    return store
+
+
+async def test_the_index_is_built_on_a_copy_and_writes_made_meanwhile_are_kept(tmp_path: Path) -> None:
+    store = await building(tmp_path / "edge", 3000)
+    # while the child process builds the index: writes and searches go on here
+    later = _points(3000, 3100)
+    await store.upsert("c", later)
+    await store.delete("c", [p.id for p in _points(0, 10)])
+    assert len(await store.search("c", [1.0] * 16, limit=5)) == 5
+    await store.optimized()
+    catalog = json.loads((tmp_path / "edge" / CATALOG).read_text())
+    assert catalog["collections"]["c"] == 1
+    assert [p.name for p in (tmp_path / "edge" / "collections" / "c").iterdir()] == ["shard-1"]
+    assert await store.count("c") == 3090
+    probe = later[50]
+    (best,) = await store.search("c", probe.vector, limit=1)
+    assert best.id == probe.id
+    await store.close()
+    again = EdgeStore(tmp_path / "edge")
+    assert await again.count("c") == 3090
+    await again.close()
+
+
+async def test_a_small_collection_is_left_to_brute_force(tmp_path: Path) -> None:
+    store = await building(tmp_path / "edge", 200, threshold=1000)
+    await store.optimized()
+    assert json.loads((tmp_path / "edge" / CATALOG).read_text())["collections"]["c"] == 0
+    await store.close()
+
+
+async def test_dropping_a_collection_mid_build_stops_it_and_leaves_no_folder(tmp_path: Path) -> None:
+    store = await building(tmp_path / "edge", 3000)
+    await asyncio.sleep(0.05)
+    await store.drop("c")
+    await store.optimized()
+    assert not await store.exists("c")
+    assert list((tmp_path / "edge" / "collections").iterdir()) == []
+    await store.close()
+
+
+async def test_closing_mid_build_keeps_the_shard_as_it_was_and_removes_the_copy(tmp_path: Path) -> None:
+    store = await building(tmp_path / "edge", 3000)
+    await asyncio.sleep(0.05)
+    await store.upsert("c", _points(3000, 3010))
+    await store.close()
+    again = EdgeStore(tmp_path / "edge")
+    assert await again.count("c") == 3010
+    assert [p.name for p in (tmp_path / "edge" / "collections" / "c").iterdir()] == ["shard-0"]
+    await again.close()
+
+
+async def test_leftover_folders_of_an_interrupted_create_are_removed_on_open(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path / "edge")
+    await store.create("c", 4, "cosine")
+    await store.close()
+    (tmp_path / "edge" / "collections" / "ghost" / "shard-0").mkdir(parents=True)
+    (tmp_path / "edge" / "collections" / "c" / "shard-7").mkdir()
+    again = EdgeStore(tmp_path / "edge")
+    assert sorted(p.name for p in (tmp_path / "edge" / "collections").iterdir()) == ["c"]
+    assert [p.name for p in (tmp_path / "edge" / "collections" / "c").iterdir()] == ["shard-0"]
+    await again.close()
+
+
+async def test_a_search_of_an_indexed_collection_answers_the_exact_cosine_of_each_point(
+    tmp_path: Path,
+) -> None:
+    # large enough for Edge to search the index's int8 copies rather than scan the originals
+    points = _points(0, 12_000, dimensions=384)
+    store = EdgeStore(tmp_path / "edge", index_threshold=100)
+    await store.create("c", 384, "cosine")
+    for start in range(0, len(points), 1000):
+        await store.upsert("c", points[start : start + 1000])
+    await store.optimize("c")
+    await store.optimized()
+    stored = {p.id: np.array(p.vector) for p in points}
+    query = np.array(_points(90_000, 90_001, dimensions=384)[0].vector)
+    hits = await store.search("c", query.tolist(), limit=5)
+    assert len(hits) == 5
+    for hit in hits:  # rescored with the original vectors, not the int8 copies the index searched
+        vector = stored[hit.id]
+        cosine = float(vector @ query / (np.linalg.norm(vector) * np.linalg.norm(query)))
+        assert abs(hit.score - cosine) < 1e-5
+    await store.close()
