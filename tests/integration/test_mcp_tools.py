@@ -251,7 +251,8 @@ async def test_a_hung_mcp_server_is_a_tool_error_naming_it_within_one_timeout_an
     model = ScriptedModel([call("hang"), call("lookup", topic="refunds"), reply("The handbook hangs.")])
     app = one_agent_app(server, model)
     if bound == "tool-timeout":
-        app.timeouts = ActivityTimeouts(tool=timedelta(seconds=8), tool_heartbeat=timedelta(seconds=4))
+        # a heartbeat timeout a loaded machine keeps: a missed heartbeat would retry the call (hang twice)
+        app.timeouts = ActivityTimeouts(tool=timedelta(seconds=12), tool_heartbeat=timedelta(seconds=8))
     try:
         async with running_worker(app):
             run = await chamvi.wait((await chamvi.dispatch("mcp")).run_id)
