@@ -57,15 +57,20 @@ class AgentRunSpans(WorkflowInboundInterceptor):
         info = workflow.info()
         if info.workflow_type != "AgentRun":
             return await super().execute_workflow(input)
-        failure: BaseException | None = None
+        conversation = conversation_id(input.args[0]) if input.args else None
         try:
-            return await super().execute_workflow(input)
-        except BaseException as error:
-            failure = error
+            result = await super().execute_workflow(input)
+        except GeneratorExit:
+            # evicted from the worker's cache (a shutdown, a full cache): the run has not ended, and
+            # no workflow API answers while the coroutine is being closed
             raise
-        finally:
+        except BaseException as error:
             if not workflow.unsafe.is_replaying():
-                _report(info, failure, conversation_id(input.args[0]) if input.args else None)
+                _report(info, error, conversation)
+            raise
+        if not workflow.unsafe.is_replaying():
+            _report(info, None, conversation)
+        return result
 
 
 def _report(info: workflow.Info, failure: BaseException | None, conversation: str | None) -> None:
