@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 
@@ -10,6 +11,7 @@ from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 
 from chamvi import App, ChamviClient
+from chamvi.cli.knowledge import _pass_progress
 from chamvi.constants import (
     KNOWLEDGE_ID_PREFIX,
     KNOWLEDGE_PASS_WORKFLOW,
@@ -18,7 +20,7 @@ from chamvi.constants import (
     MEMO_KNOWLEDGE_PASS_STATS,
 )
 from chamvi.knowledge import define_source, knowledge_collection
-from chamvi.models.knowledge import PassResult
+from chamvi.models.knowledge import PassResult, PassStats
 from tests.knowledge_helpers import (
     CountingEmbedder,
     collection_state,
@@ -130,3 +132,20 @@ async def test_a_collection_that_made_its_passes_as_activities_moves_over_keepin
     assert moved.status == WorkflowExecutionStatus.COMPLETED
     assert state.meta is not None and (state.meta.generation, state.meta.next_generation) == (1, 2)
     assert embedder.calls == calls  # nothing embedded again
+
+
+async def test_the_running_pass_reports_its_counts_through_its_own_workflows_activity(
+    client: Client, task_queue: str, name: str
+) -> None:
+    store, embedder = new_store(), CountingEmbedder(gate=asyncio.Event())
+    async with knowledge_worker(client, app_for(name, embedder), store, task_queue):
+        await eventually(embedder.embedding, "the pass embedding")
+
+        async def progress() -> PassStats | None:
+            return await _pass_progress(client, name)  # what `chamvi knowledge sync --wait` shows
+
+        stats = await eventually(progress, "the running pass's heartbeat")
+        assert embedder.gate is not None
+        embedder.gate.set()
+        await wait_for_meta(store, name, "ready")
+    assert isinstance(stats, PassStats) and stats.embedded == 0  # reported before the gate opened
