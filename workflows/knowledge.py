@@ -1,7 +1,8 @@
 """Knowledge collections on Temporal: one long-lived workflow per collection runs passes one at a time.
 
 ``knowledge:<name>`` waits for a sync request (at boot, from its resync Schedule, from ``chamvi
-knowledge sync`` or the API), runs one pass as an activity, and keeps the result for queries.
+knowledge sync`` or the API), runs one pass as a child workflow (``KnowledgePass``, see
+``knowledge_pass``), and keeps the result for queries.
 Requests that arrive during a pass set one flag: exactly one more pass follows, never a parallel
 one. The flag is also the workflow's memo ``queued``, which a requester reads first: while it is set
 a request adds nothing, so a stream of PUTs during a long pass or a backoff costs a signal or two,
@@ -24,6 +25,12 @@ leaves none, needs no id of its own, reaches the queue that serves the collectio
 for a collection that does not run. Adding an update handler changes no recorded history, so runs
 saved before it replay unchanged; each search adds its events and its result to the collection's
 history, so the run starts afresh after ``SEARCHES_BEFORE_CONTINUE_AS_NEW`` of them.
+
+Passes became child workflows behind the patch ``knowledge-pass-workflow``: a recorded pass replays as
+the activity it was. Since ``patched`` answers once per run, a run that made a pass as an activity
+would go on making them until it continues as new; it continues as new before its first live pass
+instead (``knowledge-pass-workflow-move-<n>``), so an older collection moves over at its next pass,
+with its generation, backoff and resync in the new run's input.
 """
 
 from __future__ import annotations

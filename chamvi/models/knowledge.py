@@ -178,8 +178,8 @@ class CollectionState(BaseModel):
     next_resync: datetime | None = None
     """When the sources are read again unasked: ``resync`` after the last successful pass."""
     pass_id: str | None = None
-    """The workflow id of the running or the last pass (``knowledge-pass:<name>:<chain>:<n>``);
-    None before the first, and for passes made as activities (runs recorded before pass workflows)."""
+    """The workflow id of the running pass, or of the last one this run of the collection's workflow
+    made (``knowledge-pass:<name>:<chain>:<n>``); None before, and for passes made as activities."""
 
 
 class SyncRequest(BaseModel):
