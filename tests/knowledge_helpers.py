@@ -8,12 +8,19 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from temporalio.client import Client, WorkflowQueryFailedError
+from temporalio.client import Client, WorkflowExecution, WorkflowQueryFailedError
 from temporalio.service import RPCError
+from temporalio.worker import PatchActivationInput, Worker
 
 from chamvi import App, define_agent
 from chamvi.app_runtime import serving
-from chamvi.constants import KNOWLEDGE_ID_PREFIX, QUERY_KNOWLEDGE_STATE
+from chamvi.constants import (
+    KNOWLEDGE_ID_PREFIX,
+    KNOWLEDGE_PASS_ID_PREFIX,
+    KNOWLEDGE_PASS_WORKFLOW,
+    PATCH_KNOWLEDGE_PASS_WORKFLOW,
+    QUERY_KNOWLEDGE_STATE,
+)
 from chamvi.knowledge import knowledge_tools
 from chamvi.knowledge.collections import KnowledgeCollection
 from chamvi.knowledge.embedders import EmbeddingRegistry
@@ -109,6 +116,38 @@ async def knowledge_worker(
     async with build_worker(client, plugin, task_queue=task_queue, graceful_shutdown_timeout=graceful):
         await plugin.collections_started()
         yield
+
+
+def before_pass_workflows(patch: PatchActivationInput) -> bool:
+    """A worker's patch decision that makes it run collections as chamvi did before pass workflows.
+
+    Both pass-workflow patches (the pass as a child, the move before a live pass) stay off, so a
+    collection makes its passes as activities and records no marker: the history chamvi recorded then.
+    """
+    return not patch.patch_id.startswith(PATCH_KNOWLEDGE_PASS_WORKFLOW)
+
+
+@asynccontextmanager
+async def knowledge_worker_before_pass_workflows(
+    client: Client, app: App, store: KnowledgeIndex, task_queue: str
+) -> AsyncIterator[None]:
+    """:func:`knowledge_worker` as it ran before passes were workflows of their own."""
+    plugin = ChamviPlugin(app, index=store)
+    async with Worker(
+        client, task_queue=task_queue, plugins=[plugin], patch_activation_callback=before_pass_workflows
+    ):
+        await plugin.collections_started()
+        yield
+
+
+async def pass_workflows(client: Client, name: str) -> list[WorkflowExecution]:
+    """The pass workflows of a collection, oldest first."""
+    query = (
+        f'WorkflowType = "{KNOWLEDGE_PASS_WORKFLOW}" '
+        f'AND WorkflowId STARTS_WITH "{KNOWLEDGE_PASS_ID_PREFIX}{name}:"'
+    )
+    found = [execution async for execution in client.list_workflows(query)]
+    return sorted(found, key=lambda execution: execution.start_time)
 
 
 async def collection_state(client: Client, name: str) -> CollectionState:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         KnowledgeSearchWorkflow,
         KnowledgeSyncRequestWorkflow,
     )
+    from .knowledge_pass import KnowledgePassWorkflow
     from .scheduled_run import ScheduledRunWorkflow
     from .state_list import AgentStateListWorkflow
 
@@ -31,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "KnowledgeCollectionWorkflow": "knowledge",
     "KnowledgeSyncRequestWorkflow": "knowledge",
     "KnowledgeSearchWorkflow": "knowledge",
+    "KnowledgePassWorkflow": "knowledge_pass",
     "AgentStateListWorkflow": "state_list",
     "ScheduledRunWorkflow": "scheduled_run",
     "ConversationWorkflow": "conversation",
@@ -66,6 +68,7 @@ __all__ = [
     "ConcurrencyLockWorkflow",
     "ConversationWorkflow",
     "KnowledgeCollectionWorkflow",
+    "KnowledgePassWorkflow",
     "KnowledgeSearchWorkflow",
     "KnowledgeSyncRequestWorkflow",
     "ScheduledRunWorkflow",

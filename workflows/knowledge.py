@@ -1,7 +1,8 @@
 """Knowledge collections on Temporal: one long-lived workflow per collection runs passes one at a time.
 
 ``knowledge:<name>`` waits for a sync request (at boot, from its resync Schedule, from ``chamvi
-knowledge sync`` or the API), runs one pass as an activity, and keeps the result for queries.
+knowledge sync`` or the API), runs one pass as a child workflow (``KnowledgePass``, see
+``knowledge_pass``), and keeps the result for queries.
 Requests that arrive during a pass set one flag: exactly one more pass follows, never a parallel
 one. The flag is also the workflow's memo ``queued``, which a requester reads first: while it is set
 a request adds nothing, so a stream of PUTs during a long pass or a backoff costs a signal or two,
@@ -24,6 +25,12 @@ leaves none, needs no id of its own, reaches the queue that serves the collectio
 for a collection that does not run. Adding an update handler changes no recorded history, so runs
 saved before it replay unchanged; each search adds its events and its result to the collection's
 history, so the run starts afresh after ``SEARCHES_BEFORE_CONTINUE_AS_NEW`` of them.
+
+Passes became child workflows behind the patch ``knowledge-pass-workflow``: a recorded pass replays as
+the activity it was. Since ``patched`` answers once per run, a run that made a pass as an activity
+would go on making them until it continues as new; it continues as new before its first live pass
+instead (``knowledge-pass-workflow-move-<n>``), so an older collection moves over at its next pass,
+with its generation, backoff and resync in the new run's input.
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+
+from .knowledge_pass import pass_activity, pass_failure, pass_workflow_id
 
 with workflow.unsafe.imports_passed_through():
     from chamvi import constants as c
@@ -43,15 +52,13 @@ with workflow.unsafe.imports_passed_through():
         CollectionMeta,
         CollectionState,
         PassRequest,
+        PassResult,
         SearchRequest,
         SyncRequest,
         SyncSignal,
     )
-    from chamvi.retry import PASS_HEARTBEAT_TIMEOUT, SEARCH_FAILURES, backoff, non_retryable
+    from chamvi.retry import SEARCH_FAILURES, backoff, non_retryable
 
-# one attempt per activity: the workflow owns the backoff so its state shows the error and the
-# time of the next attempt; a timer holds across workers and restarts
-PASS_ATTEMPTS = RetryPolicy(maximum_attempts=1)
 CONFIGURATION_ERRORS = ("invalid_agent_definition", "invalid_app")
 PASSES_BEFORE_CONTINUE_AS_NEW = 100
 SYNC_REQUESTS_BEFORE_CONTINUE_AS_NEW = 2_000
@@ -138,24 +145,42 @@ class KnowledgeCollectionWorkflow:
         while True:
             await self._wait_for_request()
             if self._requested:
-                await self._pass(collection.name)
+                if self._moves_to_pass_workflows():
+                    await self._continue_as_new(collection)
+                await self._pass(collection)
             if (
                 (self._state.passes >= PASSES_BEFORE_CONTINUE_AS_NEW and not self._requested)
                 or self._sync_requests >= SYNC_REQUESTS_BEFORE_CONTINUE_AS_NEW
                 or self._searches_due()
             ):
-                if not workflow.all_handlers_finished():  # a search under way answers first
-                    await workflow.wait_condition(workflow.all_handlers_finished)
-                workflow.continue_as_new(
-                    CollectionInput(
-                        name=collection.name,
-                        sync=self._requested,
-                        meta=self._state.meta,
-                        failures=self._state.failures,
-                        resync=self._resync,
-                        last_success=self._state.last_success,
-                    )
-                )
+                await self._continue_as_new(collection)
+
+    def _moves_to_pass_workflows(self) -> bool:
+        """Whether a run that made its passes as activities starts afresh before its next pass.
+
+        ``patched`` answers once per patch id and run: a run whose history has a pass as an activity
+        keeps that answer to its end, so it continues as new (its next run makes pass workflows)
+        before the first pass it makes live. The move's patch id names the pass it comes before,
+        since a replay asks it before each pass the history made as an activity (and is told False).
+        """
+        return not workflow.patched(c.PATCH_KNOWLEDGE_PASS_WORKFLOW) and workflow.patched(
+            f"{c.PATCH_KNOWLEDGE_PASS_WORKFLOW_MOVE}-{self._state.passes}"
+        )
+
+    async def _continue_as_new(self, collection: CollectionInput) -> None:
+        if not workflow.all_handlers_finished():  # a search under way answers first
+            await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(
+            CollectionInput(
+                name=collection.name,
+                sync=self._requested,
+                meta=self._state.meta,
+                failures=self._state.failures,
+                resync=self._resync,
+                last_success=self._state.last_success,
+                pass_count=collection.pass_count + self._state.passes,
+            )
+        )
 
     def _next_resync(self) -> datetime | None:
         if self._resync is None or self._state.last_success is None:
@@ -181,28 +206,26 @@ class KnowledgeCollectionWorkflow:
             self._requested = True
             self._set_queued(True)
 
-    async def _pass(self, name: str) -> None:
+    async def _pass(self, collection: CollectionInput) -> None:
         """One pass, and on failure the backoff before the next attempt (which stays requested)."""
+        name = collection.name
         self._requested = False
         self._set_queued(False)
         self._state.running = True
         retry_in: timedelta | None = None
+        request = PassRequest(name=name, failures=self._state.failures)
         try:
-            self._state.meta = await workflow.execute_activity(
-                c.ACTIVITY_KNOWLEDGE_PASS,
-                PassRequest(name=name, failures=self._state.failures),
-                result_type=CollectionMeta,
-                start_to_close_timeout=timedelta(hours=24),
-                heartbeat_timeout=PASS_HEARTBEAT_TIMEOUT,
-                retry_policy=PASS_ATTEMPTS,
-                summary=f"pass over {name}",
-            )
+            if workflow.patched(c.PATCH_KNOWLEDGE_PASS_WORKFLOW):
+                number = collection.pass_count + self._state.passes + 1
+                self._state.meta = await self._pass_workflow(request, number)
+            else:  # as runs recorded before pass workflows made it
+                self._state.meta = await pass_activity(request)
             self._state.error = None
             self._state.failures = 0
             self._state.next_attempt = None
             self._state.last_success = workflow.now()
             self._state.next_resync = self._next_resync()
-        except ActivityError as error:
+        except (ActivityError, ChildWorkflowError) as error:
             retry_in = self._failed(name, error)
         finally:
             self._state.running = False
@@ -220,15 +243,33 @@ class KnowledgeCollectionWorkflow:
                 self._backing_off = False
                 self._skip_backoff = False
 
-    def _failed(self, name: str, error: ActivityError) -> timedelta | None:
+    async def _pass_workflow(self, request: PassRequest, number: int) -> CollectionMeta:
+        """Runs the pass as the child workflow ``knowledge-pass:<name>:<chain>:<number>``."""
+        info = workflow.info()
+        pass_id = pass_workflow_id(request.name, info.first_execution_run_id, number)
+        self._state.pass_id = pass_id
+        result: PassResult = await workflow.execute_child_workflow(
+            c.KNOWLEDGE_PASS_WORKFLOW,
+            request,
+            id=pass_id,
+            result_type=PassResult,
+            memo={c.MEMO_KNOWLEDGE_PASS_COLLECTION: request.name},
+            static_summary=f"pass {number} over {request.name}",
+            static_details=(
+                f"Indexing pass {number} of knowledge collection `{request.name}`, "
+                f"started by `{info.workflow_id}`"
+            ),
+        )
+        return result.meta
+
+    def _failed(self, name: str, error: ActivityError | ChildWorkflowError) -> timedelta | None:
         """Stores the failure, and says when the next attempt comes.
 
         After 5 s doubling to 5 min per failure in a row, or, for a configuration error, with the
         next sync request (None).
         """
-        cause = error.cause
-        self._state.error = cause.message if isinstance(cause, ApplicationError) else str(cause or error)
-        if isinstance(cause, ApplicationError) and cause.type in CONFIGURATION_ERRORS:
+        self._state.error, kind = pass_failure(error)
+        if kind in CONFIGURATION_ERRORS:
             self._state.next_attempt = None
             workflow.logger.error("knowledge error: collection %r: %s", name, self._state.error)
             return None

@@ -181,22 +181,20 @@ def list_collections(as_json: bool, settings: Settings) -> None:
             click.echo(line)
 
 
-def _stats_line(stats: PassStats) -> str:
-    text = (
-        f"{stats.read} read, {stats.unchanged} unchanged, {stats.embedded} embedded "
-        f"({stats.passages} passages), {stats.deleted} deleted, {stats.skipped} skipped, "
-        f"{stats.failed} failed, {stats.embedding_calls} embedding call(s)"
-    )
-    if stats.incomplete:
-        text += f"; incomplete read: {'; '.join(stats.incomplete)}"
-    return text
-
-
 async def _pass_progress(client: Client, name: str) -> PassStats | None:
-    """The counts the running pass last reported (its activity heartbeats them)."""
+    """The counts the running pass last reported (its activity heartbeats them).
+
+    The activity runs in the pass's own workflow, a child of the collection's; a collection run
+    recorded before pass workflows runs it itself.
+    """
     with contextlib.suppress(Exception):
         description = await client.get_workflow_handle(c.KNOWLEDGE_ID_PREFIX + name).describe()
-        for pending in description.raw_description.pending_activities:
+        raw = description.raw_description
+        for child in raw.pending_children:
+            if child.workflow_type_name == c.KNOWLEDGE_PASS_WORKFLOW:
+                pass_run = client.get_workflow_handle(child.workflow_id, run_id=child.run_id or None)
+                raw = (await pass_run.describe()).raw_description
+        for pending in raw.pending_activities:
             if pending.activity_type.name == c.ACTIVITY_KNOWLEDGE_PASS and pending.heartbeat_details.payloads:
                 details = await client.data_converter.decode(pending.heartbeat_details.payloads, [PassStats])
                 return details[0] if isinstance(details[0], PassStats) else None
@@ -294,7 +292,7 @@ def sync_collection(name: str, wait_for_it: bool, as_json: bool, settings: Setti
                 f"{meta.documents} documents, {meta.passages} passages"
             )
             if meta.last_stats is not None:
-                click.echo(f"pass: {_stats_line(meta.last_stats)}")
+                click.echo(f"pass: {meta.last_stats.line()}")
     if state.error is not None:
         retry = f" (next attempt at {when(state.next_attempt)})" if state.next_attempt else ""
         raise click.ClickException(f"the pass over {name!r} failed: {short(state.error, 500)}{retry}")

@@ -44,6 +44,17 @@ class PassStats(BaseModel):
     embedding_calls: int = 0
     incomplete: list[str] = Field(default_factory=list)
 
+    def line(self) -> str:
+        """The counts in one line, as ``chamvi knowledge sync`` prints them and a pass workflow shows them."""
+        text = (
+            f"{self.read} read, {self.unchanged} unchanged, {self.embedded} embedded "
+            f"({self.passages} passages), {self.deleted} deleted, {self.skipped} skipped, "
+            f"{self.failed} failed, {self.embedding_calls} embedding call(s)"
+        )
+        if self.incomplete:
+            text += f"; incomplete read: {'; '.join(self.incomplete)}"
+        return text
+
 
 class CollectionMeta(BaseModel):
     """The state of one knowledge collection: its generations, model, chunker and last pass."""
@@ -123,6 +134,8 @@ class CollectionInput(BaseModel):
     """The collection's ``resync``, as the last worker to start declared it."""
     last_success: datetime | None = None
     """When the last successful pass ended: the next resync is due ``resync`` after it."""
+    pass_count: int = 0
+    """Passes the runs before this one made (a run continues as new): numbers the pass workflows."""
 
 
 class SyncSignal(BaseModel):
@@ -142,6 +155,13 @@ class PassRequest(BaseModel):
     """Failed passes in a row before this one: sets the backoff if this one fails too."""
 
 
+class PassResult(BaseModel):
+    """Result of the ``KnowledgePass`` workflow: the pass's counts and the collection after it."""
+
+    stats: PassStats
+    meta: CollectionMeta
+
+
 class CollectionState(BaseModel):
     """What the collection workflow answers to the ``state`` query."""
 
@@ -157,6 +177,9 @@ class CollectionState(BaseModel):
     """When the last successful pass ended (workflow time)."""
     next_resync: datetime | None = None
     """When the sources are read again unasked: ``resync`` after the last successful pass."""
+    pass_id: str | None = None
+    """The workflow id of the running pass, or of the last one this run of the collection's workflow
+    made (``knowledge-pass:<name>:<chain>:<n>``); None before, and for passes made as activities."""
 
 
 class SyncRequest(BaseModel):

@@ -77,7 +77,14 @@ from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call,
 from chamvi.providers.scripted import Turn
 from chamvi.runtime import build_worker, local_plugin
 from chamvi.skills import skill
-from tests.knowledge_helpers import wait_for_meta, wait_for_passes
+from tests.knowledge_helpers import (
+    collection_state,
+    knowledge_worker,
+    knowledge_worker_before_pass_workflows,
+    pass_workflows,
+    wait_for_meta,
+    wait_for_passes,
+)
 from tests.polling import eventually, until_status
 from tests.support.openai_server import OpenAIServer, StreamError, stream
 
@@ -258,6 +265,49 @@ async def _record_knowledge_timing(
             await wait_for_passes(env.client, "timed", 2)
         await wait_for_passes(env.client, "timed", 3, seconds=150)
     recorded["knowledge-timing"] = KNOWLEDGE_ID_PREFIX + "timed"
+
+
+_passes_fail: list[bool] = [True, False]  # popped from the end: the second pass fails
+
+
+async def _passes_pages() -> AsyncIterator[dict[str, str]]:
+    if _passes_fail and _passes_fail.pop():
+        raise RuntimeError("page 1 answered 503")
+    yield {"id": "refunds", "content": "Refunds are paid within 14 days."}
+
+
+async def _record_knowledge_passes(
+    env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]
+) -> None:
+    """Passes as workflows: a collection indexed by a worker from before them (its pass an activity)
+    moves over with the next worker's start request (the run continues as new), whose first pass
+    workflow fails and backs off, the next one finishes, and a sync request makes one more."""
+    source = define_source(documents=_passes_pages)
+    app = App(agents=[], collections=[knowledge_collection("moved", model="test/hash-16", sources=[source])])
+    store = KnowledgeIndex(AsyncQdrantClient(location=":memory:"))
+    async with knowledge_worker_before_pass_workflows(env.client, app, store, task_queue):
+        await wait_for_passes(env.client, "moved", 1)
+        first_run = (await env.client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + "moved").describe()).run_id
+    async with knowledge_worker(env.client, app, store, task_queue):
+
+        async def moved_and_passed() -> bool | None:
+            state = await collection_state(env.client, "moved")
+            return True if state.passes >= 2 and not state.running and state.error is None else None
+
+        await eventually(moved_and_passed, "the moved collection's second pass workflow", seconds=60)
+        await ChamviClient(env.client, task_queue=task_queue).sync_knowledge("moved")
+        await wait_for_passes(env.client, "moved", 3)
+
+        async def three_passes() -> list[str] | None:
+            ids = [execution.id for execution in await pass_workflows(env.client, "moved")]
+            return ids if len(ids) == 3 else None
+
+        failed, passed, _ = await eventually(three_passes, "three pass workflows listed")
+    recorded["knowledge-pass-move"] = KNOWLEDGE_ID_PREFIX + "moved"
+    RUN_IDS["knowledge-pass-move"] = first_run
+    recorded["knowledge-pass-collection"] = KNOWLEDGE_ID_PREFIX + "moved"
+    recorded["knowledge-pass-failed"] = failed
+    recorded["knowledge-pass"] = passed
 
 
 async def _record_agent_checks(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
@@ -624,6 +674,11 @@ RECORDERS: list[tuple[tuple[str, ...], str, Recorder]] = [
     (("agent-check", "agent-check-unknown"), "", _record_agent_checks),
     (("knowledge-collection", "knowledge-sync", "knowledge-search"), "-knowledge", _record_knowledge),
     (("knowledge-timing",), "-timing", _record_knowledge_timing),
+    (
+        ("knowledge-pass-move", "knowledge-pass-collection", "knowledge-pass-failed", "knowledge-pass"),
+        "-passes",
+        _record_knowledge_passes,
+    ),
     (("mcp",), "-mcp", _record_mcp),
     (("mcp-files",), "-mcp-files", _record_mcp_files),
     (("stream-broken", "stream-incomplete"), "-streams", _record_streams),

@@ -13,12 +13,13 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
+from temporalio.client import WorkflowExecution, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi import ChamviClient, RunStatus
 from chamvi.artifacts import ArtifactStore
-from chamvi.models.knowledge import CollectionState, CollectionStatus
-from tests.knowledge_helpers import collection_state
+from chamvi.models.knowledge import CollectionState, CollectionStatus, PassResult
+from tests.knowledge_helpers import collection_state, pass_workflows
 from tests.polling import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -190,12 +191,18 @@ async def test_a_graceful_shutdown_drains_the_tool_call_in_flight(
     assert events.read_text().count("drain-started") == 1
 
 
-async def test_a_pass_on_a_killed_worker_is_taken_up_and_finished_by_the_next_worker(
+async def test_a_pass_workflow_on_a_killed_worker_fails_and_the_next_pass_workflow_finishes_the_generation(
     chamvi: ChamviClient, spawn_worker, tmp_path: Path
 ) -> None:
     name = f"killed-{uuid.uuid4().hex[:8]}"
     first = spawn_worker("tests.apps.indexing:app", CHAMVI_TEST_COLLECTION=name)
     await _until_event(tmp_path / "events.txt", "embed-started")
+
+    async def running_pass() -> WorkflowExecution | None:
+        found = await pass_workflows(chamvi.client, name)
+        return found[0] if len(found) == 1 and found[0].status == WorkflowExecutionStatus.RUNNING else None
+
+    running = await eventually(running_pass, "the pass running as a workflow of its own")
     first.send_signal(signal.SIGKILL)  # mid-pass: its heartbeats stop, nothing reports the end
     first.wait()
 
@@ -209,6 +216,28 @@ async def test_a_pass_on_a_killed_worker_is_taken_up_and_finished_by_the_next_wo
     state = await eventually(finished, f"the next worker finishing the pass over {name!r}")
     assert state.meta is not None and state.meta.documents == 5
     assert state.passes == 2 and state.error is None  # the lost pass, then the one that finished
+    # the generation the lost pass began is the one the next pass finished: no other was started
+    assert (state.meta.generation, state.meta.next_generation) == (1, 2)
+
+    async def both_closed() -> list[WorkflowExecution] | None:
+        found = await pass_workflows(chamvi.client, name)
+        return (
+            found
+            if [p.status for p in found if p.status != WorkflowExecutionStatus.RUNNING]
+            == [
+                WorkflowExecutionStatus.FAILED,
+                WorkflowExecutionStatus.COMPLETED,
+            ]
+            else None
+        )
+
+    lost, resumed = await eventually(both_closed, f"the lost and the finished pass workflows of {name!r}")
+    assert lost.id == running.id and resumed.id.endswith(":2") and state.pass_id == resumed.id
+    with pytest.raises(WorkflowFailureError) as raised:
+        await chamvi.client.get_workflow_handle(lost.id).result()
+    assert "Heartbeat" in str(raised.value.cause)
+    result = await chamvi.client.get_workflow_handle(resumed.id, result_type=PassResult).result()
+    assert result.meta.generation == 1 and result.stats.read == 5
 
 
 async def test_a_worker_killed_inside_a_state_upsert_writes_the_item_once(
