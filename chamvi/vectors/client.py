@@ -15,6 +15,8 @@ from typing import Any
 from qdrant_client import AsyncQdrantClient, models
 
 from chamvi.vectors._types import (
+    RRF_K,
+    SPARSE_VECTOR,
     CollectionNotFoundError,
     Condition,
     Distance,
@@ -24,6 +26,7 @@ from chamvi.vectors._types import (
     Point,
     Record,
     Scored,
+    SparseVector,
     Where,
 )
 
@@ -62,9 +65,21 @@ def _selector(payload: bool | Sequence[str]) -> bool | list[str]:
 
 
 def _vector(raw: Any) -> list[float] | None:
+    if isinstance(raw, dict):  # with a sparse vector beside it, the dense one is named ""
+        raw = raw.get("")
     if raw is None:
         return None
     return [float(x) for x in raw]
+
+
+def _sparse(sparse: SparseVector) -> models.SparseVector:
+    return models.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+
+
+def _point_vector(point: Point) -> Any:
+    if point.sparse is None:
+        return list(point.vector)
+    return {"": list(point.vector), SPARSE_VECTOR: _sparse(point.sparse)}
 
 
 class ClientStore:
@@ -100,14 +115,25 @@ class ClientStore:
         return sorted(c.name for c in (await self.client.get_collections()).collections)
 
     async def create(
-        self, name: str, size: int, distance: Distance, indexes: Mapping[str, FieldType] | None = None
+        self,
+        name: str,
+        size: int,
+        distance: Distance,
+        indexes: Mapping[str, FieldType] | None = None,
+        *,
+        sparse: bool = False,
     ) -> None:
         """Creates the collection and its payload indexes unless it exists (a concurrent create is fine)."""
         if await self.client.collection_exists(name):
             return
+        sparse_config = (
+            {SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)} if sparse else None
+        )
         try:
             await self.client.create_collection(
-                name, vectors_config=models.VectorParams(size=size, distance=_DISTANCES[distance])
+                name,
+                vectors_config=models.VectorParams(size=size, distance=_DISTANCES[distance]),
+                sparse_vectors_config=sparse_config,
             )
         except Exception:
             # another process created it between the check and the create: that is all we wanted
@@ -135,7 +161,7 @@ class ClientStore:
         await self.client.upsert(
             name,
             points=[
-                models.PointStruct(id=p.id, vector=list(p.vector), payload=dict(p.payload)) for p in points
+                models.PointStruct(id=p.id, vector=_point_vector(p), payload=dict(p.payload)) for p in points
             ],
         )
 
@@ -232,6 +258,58 @@ class ClientStore:
             offset=offset or None,
             with_payload=_selector(payload),
             search_params=_EXACT if exact and not self.local else None,
+        )
+        return [Scored(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
+
+    async def sparse_search(
+        self,
+        name: str,
+        sparse: SparseVector,
+        *,
+        limit: int,
+        where: Where | None = None,
+        payload: bool | Sequence[str] = True,
+    ) -> list[Scored]:
+        """The points best scored by their sparse vectors."""
+        await self._check(name)
+        result = await self.client.query_points(
+            name,
+            query=_sparse(sparse),
+            using=SPARSE_VECTOR,
+            query_filter=client_filter(where),
+            limit=limit,
+            with_payload=_selector(payload),
+        )
+        return [Scored(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
+
+    async def hybrid_search(
+        self,
+        name: str,
+        vector: Sequence[float],
+        sparse: SparseVector,
+        *,
+        limit: int,
+        candidates: int,
+        where: Where | None = None,
+        min_score: float | None = None,
+        payload: bool | Sequence[str] = True,
+    ) -> list[Scored]:
+        """Both rankings in one Query API request, fused by Qdrant's RRF."""
+        await self._check(name)
+        condition = client_filter(where)
+        result = await self.client.query_points(
+            name,
+            prefetch=[
+                models.Prefetch(
+                    query=list(vector), filter=condition, limit=candidates, score_threshold=min_score
+                ),
+                models.Prefetch(
+                    query=_sparse(sparse), using=SPARSE_VECTOR, filter=condition, limit=candidates
+                ),
+            ],
+            query=models.RrfQuery(rrf=models.Rrf(k=RRF_K)),
+            limit=limit,
+            with_payload=_selector(payload),
         )
         return [Scored(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
 
