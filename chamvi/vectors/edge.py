@@ -88,6 +88,7 @@ _QUANTIZED = qe.SearchParams(
     quantization=qe.QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING)
 )
 _EXACT = qe.SearchParams(exact=True)
+_RRF: Any = qe.Fusion.Rrf(k=RRF_K)  # the stub types the query as Fusion, not its Rrf subclass
 
 
 def vector_params(size: int, distance: Distance) -> qe.EdgeVectorParams:
@@ -476,7 +477,7 @@ class EdgeStore:
                     filter=condition,
                 ),
             ],
-            query=qe.Fusion.Rrf(k=RRF_K),
+            query=_RRF,
             with_payload=selector(payload),
         )
         return await self._run(self._query, name, request)
