@@ -198,11 +198,13 @@ class TimedStore(KnowledgeIndex):
         passages: Sequence[Passage],
         vectors: Sequence[Sequence[float]],
         entries: Iterable[DocumentEntry] = (),
+        *,
+        sparse: bool = False,
     ) -> None:
         start = time.perf_counter()
         self._writing = True
         try:
-            await super().write_passages(name, generation, passages, vectors, entries)
+            await super().write_passages(name, generation, passages, vectors, entries, sparse=sparse)
         finally:
             self._writing = False
             self.seconds["write_passages"] += time.perf_counter() - start
