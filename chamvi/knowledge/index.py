@@ -85,15 +85,6 @@ class StoredEntry:
     stamped: bool
 
 
-def hybrid_candidates(limit: int) -> int:
-    """How many passages each ranking of a hybrid search offers the fusion for ``limit`` results.
-
-    Four times the results, at least 20: a passage ranked low by one side and high by the other
-    needs to be among both sides' candidates to gain from the fusion (``bench/knowledge.py``).
-    """
-    return max(20, 4 * limit)
-
-
 def _stamped(*conditions: Match) -> Where:
     return Where(must=conditions, must_not=(IsEmpty(_STAMP),))
 
@@ -308,8 +299,9 @@ class KnowledgeIndex:
     ) -> list[Hit]:
         """The ``limit`` passages of a generation nearest to ``vector``, best first.
 
-        With ``sparse`` (a hybrid generation), the dense and the BM25 ranking fused by RRF: the
-        scores are then fused ones, and ``min_score`` a cosine floor on the dense side only.
+        With ``sparse`` (a hybrid generation), the dense ranking fused with BM25's decisive head
+        (``chamvi.vectors._fusion``), in the fused order; scores are cosines either way, and
+        ``min_score`` drops passages below it.
         """
         collection = self.generation_collection(name, generation)
         if sparse is None or not sparse.indices:
@@ -322,7 +314,6 @@ class KnowledgeIndex:
                 vector,
                 sparse,
                 limit=limit,
-                candidates=hybrid_candidates(limit),
                 min_score=min_score,
             )
         return self._hits(name, result)

@@ -63,9 +63,9 @@ class KnowledgeSearch:
 
     A hybrid collection (``CollectionMeta.sparse``) ranks its passages by the dense and the BM25
     ranking fused (RRF); a search over several collections of which any is hybrid then merges their
-    rankings by rank (each collection's first, then each one's second, ...), since fused scores and
-    cosines do not compare. ``min_score`` is a cosine floor: on a hybrid collection it binds the
-    dense side only, so a passage BM25 found stays.
+    rankings by rank (each collection's first, then each one's second, ...), since a fused order is
+    not a cosine order. A match's score is its cosine similarity in every mode, and ``min_score``
+    drops matches below it in every mode.
     """
 
     store: KnowledgeIndex

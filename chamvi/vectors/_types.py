@@ -21,10 +21,11 @@ Scalar = str | int | bool
 SPARSE_VECTOR = "bm25"
 """The name of a collection's sparse vector (``create(sparse=True)``); the dense one stays unnamed, so
 a collection without a sparse vector is laid out as before. Stored in Qdrant: never renamed."""
-RRF_K = 60
+RRF_K = 2
 """The ``k`` of reciprocal rank fusion (``hybrid_search``): a point's fused score is the sum of
-``1 / (k + rank)`` over the rankings that found it. 60 is the value of the original paper (Cormack et
-al., 2009) and what ``bench/knowledge.py`` measured for the default; Qdrant's own default is 2."""
+``1 / (k + rank)`` over the rankings that found it. Qdrant's own default; the paper's 60 lets a point
+ranked fair by both sides outrank the one each side ranks first, which ``bench/knowledge.py``
+measured as exact identifiers lost."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,13 @@ class SparseVector:
 
     indices: Sequence[int]
     values: Sequence[float]
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """The cosine similarity of two dense vectors (0 when either is all zeros)."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norms = sum(x * x for x in a) ** 0.5 * sum(y * y for y in b) ** 0.5
+    return dot / norms if norms else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,16 +240,16 @@ class VectorStore(Protocol):
         sparse: SparseVector,
         *,
         limit: int,
-        candidates: int,
         where: Where | None = None,
         min_score: float | None = None,
         payload: bool | Sequence[str] = True,
     ) -> list[Scored]:
-        """The dense and the sparse ranking of ``candidates`` points each, fused by RRF (``RRF_K``).
+        """The dense ranking of ``limit`` points fused with the sparse ranking's decisive head.
 
-        Qdrant's own fusion (a query with two prefetches), so one request. A score is the fused
-        one, not a cosine; ``min_score`` is a cosine floor on the dense candidates only, so a point
-        the sparse ranking found is kept whatever its cosine. Only for a collection with ``sparse=True``.
+        One request holding both queries; the fusion is ``chamvi.vectors._fusion.fuse`` (RRF, the
+        same on every store). Each score is the cosine of the point's dense vector to ``vector``,
+        as ``search`` answers it; ``min_score`` drops points below it, whichever ranking found them.
+        Only for a collection created with ``sparse=True``.
         """
         ...
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from qdrant_client import AsyncQdrantClient, models
 
+from chamvi.vectors._fusion import decisive, fuse
 from chamvi.vectors._types import (
-    RRF_K,
     SPARSE_VECTOR,
     CollectionNotFoundError,
     Condition,
@@ -28,6 +28,7 @@ from chamvi.vectors._types import (
     Scored,
     SparseVector,
     Where,
+    cosine,
 )
 
 _DISTANCES = {"cosine": models.Distance.COSINE, "dot": models.Distance.DOT}
@@ -289,29 +290,39 @@ class ClientStore:
         sparse: SparseVector,
         *,
         limit: int,
-        candidates: int,
         where: Where | None = None,
         min_score: float | None = None,
         payload: bool | Sequence[str] = True,
     ) -> list[Scored]:
-        """Both rankings in one Query API request, fused by Qdrant's RRF."""
+        """Both queries in one batch request, fused here."""
         await self._check(name)
         condition = client_filter(where)
-        result = await self.client.query_points(
+        dense, best = await self.client.query_batch_points(
             name,
-            prefetch=[
-                models.Prefetch(
-                    query=list(vector), filter=condition, limit=candidates, score_threshold=min_score
+            requests=[
+                models.QueryRequest(
+                    query=list(vector), filter=condition, limit=limit, with_payload=_selector(payload)
                 ),
-                models.Prefetch(
-                    query=_sparse(sparse), using=SPARSE_VECTOR, filter=condition, limit=candidates
+                models.QueryRequest(
+                    query=_sparse(sparse),
+                    using=SPARSE_VECTOR,
+                    filter=condition,
+                    limit=2,
+                    with_payload=_selector(payload),
+                    with_vector=[""],
                 ),
             ],
-            query=models.RrfQuery(rrf=models.Rrf(k=RRF_K)),
-            limit=limit,
-            with_payload=_selector(payload),
         )
-        return [Scored(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
+        ranked = [Scored(str(p.id), float(p.score), dict(p.payload or {})) for p in dense.points]
+        head = None
+        if decisive([p.score for p in best.points]):
+            top = best.points[0]
+            head = Scored(
+                str(top.id),
+                cosine(vector, _vector(top.vector) or [0.0] * len(vector)),
+                dict(top.payload or {}),
+            )
+        return fuse(ranked, head, limit, min_score)
 
     async def ordered(
         self,

@@ -49,8 +49,8 @@ from typing import Any, TypeVar
 import qdrant_edge as qe
 
 from chamvi.vectors._edge_filters import edge_filter, selector
+from chamvi.vectors._fusion import decisive, fuse
 from chamvi.vectors._types import (
-    RRF_K,
     SPARSE_VECTOR,
     CollectionNotFoundError,
     Distance,
@@ -61,6 +61,7 @@ from chamvi.vectors._types import (
     SparseVector,
     StoreBusyError,
     Where,
+    cosine,
 )
 
 log = logging.getLogger("chamvi.vectors")
@@ -88,7 +89,6 @@ _QUANTIZED = qe.SearchParams(
     quantization=qe.QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING)
 )
 _EXACT = qe.SearchParams(exact=True)
-_RRF: Any = qe.Fusion.Rrf(k=RRF_K)  # the stub types the query as Fusion, not its Rrf subclass
 
 
 def vector_params(size: int, distance: Distance) -> qe.EdgeVectorParams:
@@ -454,33 +454,38 @@ class EdgeStore:
         sparse: SparseVector,
         *,
         limit: int,
-        candidates: int,
         where: Where | None = None,
         min_score: float | None = None,
         payload: bool | Sequence[str] = True,
     ) -> list[Scored]:
-        """Both rankings in one query, fused by Edge's RRF (the filter applies to both prefetches)."""
+        """Both queries in one Edge batch (one pass over the segments), fused here."""
         condition = edge_filter(where)
-        request = qe.QueryRequest(
-            limit=limit,
-            prefetches=[
-                qe.Prefetch(
-                    limit=candidates,
+        batch = qe.QueryBatchRequest(
+            [
+                qe.QueryRequest(
+                    limit=limit,
                     query=qe.Query.Nearest(list(vector)),
                     filter=condition,
+                    with_payload=selector(payload),
                     params=_QUANTIZED,
-                    score_threshold=min_score,
                 ),
-                qe.Prefetch(
-                    limit=candidates,
+                qe.QueryRequest(
+                    limit=2,
                     query=qe.Query.Nearest(_edge_sparse(sparse), using=SPARSE_VECTOR),
                     filter=condition,
+                    with_payload=selector(payload),
+                    with_vector=[""],
                 ),
-            ],
-            query=_RRF,
-            with_payload=selector(payload),
+            ]
         )
-        return await self._run(self._query, name, request)
+
+        def hybrid() -> list[Scored]:
+            dense, best = self._get(name).shard.query_batch(batch)
+            ranked = [Scored(_uuid(p.id), float(p.score), dict(p.payload or {})) for p in dense]
+            head = _cosine_scored(best[0], vector) if decisive([p.score for p in best]) else None
+            return fuse(ranked, head, limit, min_score)
+
+        return await self._run(hybrid)
 
     def _query(self, name: str, request: qe.QueryRequest) -> list[Scored]:
         points = self._get(name).shard.query(request)
@@ -667,6 +672,13 @@ class EdgeStore:
             shard.shard.flush()
             shard.shard.close()
         self._shards.clear()
+
+
+def _cosine_scored(point: qe.ScoredPoint, vector: Sequence[float]) -> Scored:
+    dense: Any = point.vector
+    if isinstance(dense, dict):
+        dense = dense.get("")
+    return Scored(_uuid(point.id), cosine(vector, dense or [0.0] * len(vector)), dict(point.payload or {}))
 
 
 def _edge_sparse(sparse: SparseVector) -> qe.SparseVector:

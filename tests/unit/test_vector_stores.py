@@ -183,17 +183,22 @@ async def test_a_sparse_search_finds_the_one_point_holding_a_rare_term(store: Ve
     )
 
 
-async def test_a_hybrid_search_fuses_the_dense_and_the_sparse_ranking(store: VectorStore) -> None:
+async def test_a_hybrid_search_puts_a_decisive_sparse_match_among_the_dense_ranking(
+    store: VectorStore,
+) -> None:
     await _hybrid_collection(store)
     dense = await store.search("h", [1.0, 0.0, 0.0], limit=3)
-    assert 7 not in [s.payload["index"] for s in dense]
-    fused = await store.hybrid_search("h", [1.0, 0.0, 0.0], _term(42), limit=3, candidates=8)
-    indexes = [s.payload["index"] for s in fused]
-    # first in one ranking and last in the other beats second-and-absent
-    assert indexes[0] in (0, 7) and 7 in indexes[:2]
-    assert all(0 < s.score < 1 for s in fused)  # fused scores (1/(k + rank) summed), not cosines
-    floor = await store.hybrid_search("h", [1.0, 0.0, 0.0], _term(42), limit=8, candidates=8, min_score=0.99)
-    assert sorted(s.payload["index"] for s in floor) == [0, 7]  # the cosine floor binds the dense side only
+    assert [s.payload["index"] for s in dense] == [0, 1, 2]
+    fused = await store.hybrid_search("h", [1.0, 0.0, 0.0], _term(42), limit=3)
+    # BM25's best (the only point with term 42) leads its second by far: first, then the dense order
+    assert [s.payload["index"] for s in fused] == [7, 0, 1]
+    by_index = {s.payload["index"]: s.score for s in fused}
+    assert by_index[0] == pytest.approx(1.0, abs=1e-4)  # scores are cosines, in the fused order
+    assert by_index[7] == pytest.approx(1 / (1 + 49) ** 0.5, abs=1e-4)
+    floor = await store.hybrid_search("h", [1.0, 0.0, 0.0], _term(42), limit=8, min_score=0.7)
+    assert sorted(s.payload["index"] for s in floor) == [0, 1]  # a cosine floor, whichever side found it
+    common = await store.hybrid_search("h", [1.0, 0.0, 0.0], _term(1), limit=3)
+    assert [s.payload["index"] for s in common] == [0, 1, 2]  # a term every point holds: dense stands
     (record,) = await store.retrieve("h", [_pid(7)], vectors=True)
     assert record.vector is not None and len(record.vector) == 3
 
