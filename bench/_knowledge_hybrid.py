@@ -4,8 +4,9 @@ No Temporal: ``Indexer.run_pass`` writes one hybrid collection (a dense vector a
 passage, in one generation) on Qdrant Edge in a temporary folder, embedded by the local model chamvi
 ships (``local/all-minilm-l6-v2``). Over that one collection, each query is ranked three ways: the
 dense vectors alone (``VectorStore.search``), BM25 alone (``sparse_search``) and both fused
-(``hybrid_search``, what ``knowledge_search`` does on a hybrid collection: ``chamvi.vectors._fusion``). A query's known item is the
-one passage written to answer it; recall@5 is the share of queries whose item is in the first five.
+(``hybrid_search``, what ``knowledge_search`` does on a hybrid collection: ``chamvi.vectors._fusion``).
+A query's known item is the one passage written to answer it; recall@5 is the share of queries whose
+item is in the first five.
 
 The corpus (generated, seeded): incident notes, each naming one identifier (an error code, a SKU, a
 command-line flag or a function name) in sentences that are otherwise alike, and policy facts, each
