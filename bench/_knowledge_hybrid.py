@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from _common import ratio, table
 
 from chamvi.knowledge import Document, Source, default_embedding_registry, define_source, knowledge_collection
+from chamvi.knowledge.collections import SearchMode
 from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
@@ -186,7 +187,8 @@ async def bench_hybrid(passages: int, repeats: int) -> None:
     try:
         indexer = Indexer(store, registry, concurrency=1)
         started = time.perf_counter()
-        for name, search in (("hybrid", "hybrid"), ("dense", "dense")):
+        modes: tuple[SearchMode, ...] = ("hybrid", "dense")
+        for name, search in zip(modes, modes, strict=True):
             declared = knowledge_collection(name, model=LOCAL, sources=[_listed(documents)], search=search)
             await indexer.run_pass(declared)
         print(f"   indexed both in {time.perf_counter() - started:.1f} s (the model ran once per passage)")
