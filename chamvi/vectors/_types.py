@@ -63,6 +63,8 @@ class Record:
     id: str
     payload: dict[str, Any]
     vector: list[float] | None = None
+    sparse: SparseVector | None = None
+    """Its sparse vector, when vectors were asked for and the collection has them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,6 +73,17 @@ def _vector(raw: Any) -> list[float] | None:
     return [float(x) for x in raw]
 
 
+def _record(point: models.Record, vectors: bool) -> Record:
+    sparse = None
+    if vectors and isinstance(point.vector, dict):
+        terms = point.vector.get(SPARSE_VECTOR)
+        if isinstance(terms, models.SparseVector):
+            sparse = SparseVector(list(terms.indices), list(terms.values))
+    return Record(
+        str(point.id), dict(point.payload or {}), _vector(point.vector) if vectors else None, sparse
+    )
+
+
 def _sparse(sparse: SparseVector) -> models.SparseVector:
     return models.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
 
@@ -176,9 +187,7 @@ class ClientStore:
         points = await self.client.retrieve(
             name, ids=list(ids), with_payload=_selector(payload), with_vectors=vectors
         )
-        return [
-            Record(str(p.id), dict(p.payload or {}), _vector(p.vector) if vectors else None) for p in points
-        ]
+        return [_record(p, vectors) for p in points]
 
     async def delete(self, name: str, ids: Sequence[str]) -> None:
         """Deletes the points under ``ids``."""
@@ -233,9 +242,7 @@ class ClientStore:
             with_payload=_selector(payload),
             with_vectors=vectors,
         )
-        records = [
-            Record(str(p.id), dict(p.payload or {}), _vector(p.vector) if vectors else None) for p in points
-        ]
+        records = [_record(p, vectors) for p in points]
         return records, str(after) if after is not None else None
 
     async def search(

@@ -693,6 +693,12 @@ def _edge_vector(point: Point) -> Any:
 
 def _record(raw: qe.Record, vectors: bool) -> Record:
     vector: Any = raw.vector if vectors else None  # the unnamed dense vector: a list of floats
+    sparse: SparseVector | None = None
     if isinstance(vector, dict):  # with a sparse vector beside it, Edge names the dense one ""
+        terms = vector.get(SPARSE_VECTOR)
+        if terms is not None:
+            sparse = SparseVector(list(terms.indices), list(terms.values))
         vector = vector.get("")
-    return Record(_uuid(raw.id), dict(raw.payload or {}), [float(x) for x in vector] if vector else None)
+    return Record(
+        _uuid(raw.id), dict(raw.payload or {}), [float(x) for x in vector] if vector else None, sparse
+    )

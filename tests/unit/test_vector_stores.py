@@ -201,6 +201,7 @@ async def test_a_hybrid_search_puts_a_decisive_sparse_match_among_the_dense_rank
     assert [s.payload["index"] for s in common] == [0, 1, 2]  # a term every point holds: dense stands
     (record,) = await store.retrieve("h", [_pid(7)], vectors=True)
     assert record.vector is not None and len(record.vector) == 3
+    assert record.sparse is not None and sorted(record.sparse.indices) == [1, 42]  # read back to copy it
 
 
 async def test_a_dot_product_collection_ranks_by_the_largest_product(store: VectorStore) -> None:
