@@ -201,7 +201,11 @@ def knowledge_store_tools(
         if page_id == OVERVIEW:
             return "Rewrote the overview." if _same(await store.overview(), content) else None
         page = await _maybe_read(page_id)
-        if page is not None and not getattr(args, "fields", None) and _same(page.content, content):
+        if (
+            page is not None
+            and not getattr(args, "fields", None)
+            and _same(without_notice(page, page.content), without_notice(page, content))
+        ):
             return f"Rewrote {page_id}."
         return None
 
