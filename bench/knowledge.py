@@ -41,6 +41,7 @@ from typing import Any
 
 from _common import leave, ratio, table, temporal_cli_version
 from _knowledge_disk import bench_disk
+from _knowledge_hybrid import bench_hybrid
 from _server import dev_server, machine, options, temporal_path
 from qdrant_client import AsyncQdrantClient
 from temporalio.api.enums.v1 import EventType
@@ -95,6 +96,9 @@ class Plan:
     disk_documents: int
     """Files in the folder that section 5 indexes on disk and in memory."""
     disk_repeats: int
+    hybrid_passages: int = 5_000
+    """Passages of section 6's known-item set (hybrid search against dense and BM25 alone)."""
+    hybrid_repeats: int = 3
 
 
 FULL = Plan(
@@ -116,6 +120,8 @@ QUICK = Plan(
     memory_samples=(1_000, 5_000, 10_000),
     disk_documents=2_000,
     disk_repeats=1,
+    hybrid_passages=1_000,
+    hybrid_repeats=1,
 )
 RESYNC_CHARS = 150
 MEMORY_CHARS = 150
@@ -198,11 +204,13 @@ class TimedStore(KnowledgeIndex):
         passages: Sequence[Passage],
         vectors: Sequence[Sequence[float]],
         entries: Iterable[DocumentEntry] = (),
+        *,
+        sparse: bool = False,
     ) -> None:
         start = time.perf_counter()
         self._writing = True
         try:
-            await super().write_passages(name, generation, passages, vectors, entries)
+            await super().write_passages(name, generation, passages, vectors, entries, sparse=sparse)
         finally:
             self._writing = False
             self.seconds["write_passages"] += time.perf_counter() - start
@@ -962,6 +970,7 @@ async def main(plan: Plan, quick: bool) -> None:
             await bench_search(plan, client, task_queue, app, store)
     bench_memory(plan)
     await bench_disk(plan.disk_documents, plan.disk_repeats)
+    await bench_hybrid(plan.hybrid_passages, plan.hybrid_repeats)
     print(f"\nTotal {time.perf_counter() - started:.1f} s.")
 
 
@@ -976,6 +985,11 @@ def _parse() -> argparse.Namespace:
     parser.add_argument(
         "--disk-only", action="store_true", help="only section 5 (passes on disk and in memory, no Temporal)"
     )
+    parser.add_argument(
+        "--hybrid-only",
+        action="store_true",
+        help="only section 6 (hybrid search recall and latency, no Temporal)",
+    )
     return parser.parse_args()
 
 
@@ -989,6 +1003,10 @@ if __name__ == "__main__":
     if arguments.disk_only:
         plan = QUICK if arguments.quick else FULL
         asyncio.run(bench_disk(plan.disk_documents, plan.disk_repeats))
+        leave()
+    if arguments.hybrid_only:
+        plan = QUICK if arguments.quick else FULL
+        asyncio.run(bench_hybrid(plan.hybrid_passages, plan.hybrid_repeats))
         leave()
     asyncio.run(main(QUICK if arguments.quick else FULL, arguments.quick))
     leave()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Literal, get_args
 
 from chamvi.errors import InvalidAgentDefinitionError
 from chamvi.knowledge.embedders import Embedder
@@ -12,6 +13,13 @@ from chamvi.knowledge.sources import Source
 from chamvi.names import validate_agent_name
 from chamvi.provider_objects import is_embedder
 
+SearchMode = Literal["dense", "hybrid"]
+"""How ``knowledge_search`` ranks a collection: by cosine similarity of dense vectors alone, or by
+those and BM25 over the passages' words, fused (``docs/knowledge/hybrid-search.md``)."""
+DEFAULT_SEARCH: SearchMode = "hybrid"
+"""The mode of a collection that does not say, for every generation written from now on: chosen by
+``bench/knowledge.py`` (hybrid finds the exact identifiers dense misses and loses no paraphrase).
+A generation written before keeps its mode until the collection declares one or re-embeds."""
 MIN_RESYNC = timedelta(minutes=1)
 MAX_EMBEDDING_CONCURRENCY = 32
 
@@ -30,6 +38,8 @@ class KnowledgeCollection:
     """Embedding calls a pass keeps in flight at once (None: the indexer's default, 4)."""
     embedder: Embedder | None = None
     """The embedding model object given as ``model=``, which the App registers under ``model``."""
+    search: SearchMode | None = None
+    """How searches rank it; None: ``DEFAULT_SEARCH`` for a new generation, the current one's mode kept."""
 
     def source_trusted(self, source: Source) -> bool:
         """The collection's ``trusted`` overrides its sources'; sources are trusted by default."""
@@ -51,6 +61,7 @@ def knowledge_collection(
     resync: timedelta | None = None,
     trusted: bool | None = None,
     embedding_concurrency: int | None = None,
+    search: SearchMode | None = None,
 ) -> KnowledgeCollection:
     """A collection fed by ``sources`` and embedded by ``model`` (e.g. ``local/all-minilm-l6-v2``).
 
@@ -61,6 +72,10 @@ def knowledge_collection(
     interval however many workers run. ``embedding_concurrency`` is how many embedding calls (of
     64 passages each) a pass keeps in flight at once, 1 to 32 (default 4): lower it for a provider
     with a tight rate limit, or 1 for a local model that gains nothing from it.
+
+    ``search`` is ``"hybrid"`` (dense vectors and BM25, fused) or ``"dense"``; changing it writes a
+    new generation, like another model. Left out, a new collection (or a re-embed) gets
+    ``DEFAULT_SEARCH`` and an indexed one keeps the mode its generation has.
     """
     try:
         validate_agent_name(name)
@@ -95,6 +110,10 @@ def knowledge_collection(
             f"collection {name!r}: embedding_concurrency must be a whole number from 1 to "
             f"{MAX_EMBEDDING_CONCURRENCY}, got {embedding_concurrency!r}"
         )
+    if search is not None and search not in get_args(SearchMode):
+        raise InvalidAgentDefinitionError(
+            f"collection {name!r}: search must be 'hybrid' or 'dense', got {search!r}"
+        )
     return KnowledgeCollection(
         name=name,
         model=model,
@@ -103,6 +122,7 @@ def knowledge_collection(
         trusted=trusted,
         embedding_concurrency=embedding_concurrency,
         embedder=embedder,
+        search=search,
     )
 
 

@@ -31,8 +31,9 @@ from typing import Any
 
 from qdrant_client import AsyncQdrantClient
 
+from chamvi.knowledge.sparse import passage_vectors
 from chamvi.models.knowledge import CollectionMeta, DocumentEntry, DocumentListHeader
-from chamvi.vectors import IsEmpty, Match, MatchAny, Point, VectorStore, Where
+from chamvi.vectors import IsEmpty, Match, MatchAny, Point, Scored, SparseVector, VectorStore, Where
 from chamvi.vectors.client import ClientStore
 
 _NAMESPACE = uuid.UUID("0b5c7e36-1f0a-4c61-9d52-6a3f4f0e8d21")
@@ -174,14 +175,19 @@ class KnowledgeIndex:
 
     # ---- generations ----------------------------------------------------------------------
 
-    async def ensure_generation(self, name: str, generation: int, dimensions: int) -> None:
+    async def ensure_generation(
+        self, name: str, generation: int, dimensions: int, *, sparse: bool = False
+    ) -> None:
         """Creates the generation's collection for vectors of ``dimensions``, unless it exists.
 
+        ``sparse``: a hybrid generation, whose passages keep a BM25 sparse vector beside the dense one.
         Idempotent, so a pass retried after a crash can call it again.
         """
         collection = self.generation_collection(name, generation)
         if not await self.vectors.exists(collection):
-            await self.vectors.create(collection, dimensions, "cosine", {"document": "keyword"})
+            await self.vectors.create(
+                collection, dimensions, "cosine", {"document": "keyword"}, sparse=sparse
+            )
 
     async def generation_exists(self, name: str, generation: int) -> bool:
         """Whether the generation's collection exists (a pass checks it before writing into it)."""
@@ -208,6 +214,8 @@ class KnowledgeIndex:
         passages: Sequence[Passage],
         vectors: Sequence[Sequence[float]],
         entries: Iterable[DocumentEntry] = (),
+        *,
+        sparse: bool = False,
     ) -> None:
         """Writes passages, overwriting the ones a previous version of their document left.
 
@@ -221,12 +229,17 @@ class KnowledgeIndex:
             vectors: one vector per passage, in the same order.
             entries: registry entries kept on their document's passage 0, which ``passages`` must
                 hold; the caller deletes any registry point these documents had.
+            sparse: a hybrid generation: each passage gets its BM25 sparse vector too (computed
+                here, from its text: ``chamvi.knowledge.sparse``).
         """
         collection = self.generation_collection(name, generation)
         # without its empty fields: local mode copies the payload on every read of the entry
         stamps = {e.id: e.model_dump(mode="json", exclude_none=True) for e in entries}
         points = []
-        for p, vector in zip(passages, vectors, strict=True):
+        sparse_vectors: list[SparseVector | None] = (
+            list(passage_vectors([p.text for p in passages])) if sparse else [None] * len(passages)
+        )
+        for p, vector, terms in zip(passages, vectors, sparse_vectors, strict=True):
             payload: dict[str, Any] = {
                 "document": p.document,
                 "index": p.index,
@@ -236,7 +249,7 @@ class KnowledgeIndex:
             }
             if p.index == 0 and p.document in stamps:
                 payload[_STAMP] = stamps.pop(p.document)
-            points.append(Point(point_id(p.document, str(p.index)), vector, payload))
+            points.append(Point(point_id(p.document, str(p.index)), vector, payload, terms))
         if stamps:
             raise ValueError(f"entries of documents without a passage 0 here: {sorted(stamps)!r}")
         if points:
@@ -274,9 +287,44 @@ class KnowledgeIndex:
             return 0
         return await self.vectors.count(collection)
 
-    async def search(self, name: str, generation: int, vector: Sequence[float], limit: int) -> list[Hit]:
-        """The ``limit`` passages of a generation nearest to ``vector``, best first."""
-        result = await self.vectors.search(self.generation_collection(name, generation), vector, limit=limit)
+    async def search(
+        self,
+        name: str,
+        generation: int,
+        vector: Sequence[float],
+        limit: int,
+        *,
+        sparse: SparseVector | None = None,
+        min_score: float | None = None,
+    ) -> list[Hit]:
+        """The ``limit`` passages of a generation nearest to ``vector``, best first.
+
+        With ``sparse`` (a hybrid generation), the dense ranking fused with BM25's decisive head
+        (``chamvi.vectors._fusion``), in the fused order; scores are cosines either way, and
+        ``min_score`` drops passages below it.
+        """
+        collection = self.generation_collection(name, generation)
+        if sparse is None or not sparse.indices:
+            result = await self.vectors.search(collection, vector, limit=limit)
+            if min_score is not None:
+                result = [p for p in result if p.score >= min_score]
+        else:
+            result = await self.vectors.hybrid_search(
+                collection,
+                vector,
+                sparse,
+                limit=limit,
+                min_score=min_score,
+            )
+        return self._hits(name, result)
+
+    async def sparse_search(self, name: str, generation: int, sparse: SparseVector, limit: int) -> list[Hit]:
+        """The ``limit`` passages of a hybrid generation best scored by BM25 alone (for measuring)."""
+        collection = self.generation_collection(name, generation)
+        return self._hits(name, await self.vectors.sparse_search(collection, sparse, limit=limit))
+
+    @staticmethod
+    def _hits(name: str, result: Sequence[Scored]) -> list[Hit]:
         return [
             Hit(
                 collection=name,

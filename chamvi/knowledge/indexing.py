@@ -41,11 +41,12 @@ from chamvi.knowledge._window import (
     RatePause,
 )
 from chamvi.knowledge.chunking import CHUNKER_VERSION, chunk
-from chamvi.knowledge.collections import KnowledgeCollection
+from chamvi.knowledge.collections import DEFAULT_SEARCH, KnowledgeCollection, SearchMode
 from chamvi.knowledge.documents import Document, content_hash, validate_item
 from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex, Passage, point_id
 from chamvi.knowledge.sources import SourceContext
+from chamvi.knowledge.sparse import SPARSE_ENCODER
 from chamvi.models.knowledge import CollectionMeta, CollectionStatus, DocumentEntry, PassStats
 from chamvi.retry import DEFAULT_EMBEDDING_RETRY, call_with_retry
 
@@ -107,6 +108,8 @@ class _Pass:
     embedder: Embedder
     stats: PassStats
     managed: bool = False
+    sparse: bool = False
+    """The target is a hybrid generation: passages are written with their BM25 vectors too."""
     tally: _Tally = field(default_factory=_Tally)
     expected: SeenIds = field(default_factory=SeenIds)
     """The point id of every passage the target holds for the documents read (8 bytes each)."""
@@ -201,6 +204,16 @@ def _entry(
         updated_at=now,
         version=item.document.version,
     )
+
+
+def _sparse_for(search: SearchMode) -> int | None:
+    """The sparse encoder version a generation of this mode is written with (None: dense only)."""
+    return SPARSE_ENCODER if search == "hybrid" else None
+
+
+def _sparse_of(meta: CollectionMeta, generation: int) -> int | None:
+    """The sparse encoder version of ``generation``: the one searches read, or the one being built."""
+    return meta.building_sparse if generation == meta.building else meta.sparse
 
 
 def _known(entry: DocumentEntry, stamped: bool = False) -> _Known:
@@ -303,7 +316,7 @@ class Indexer:
         if meta.kind == "managed":
             raise InvalidAppError(f"collection {name!r} is a managed collection: the code cannot declare it")
         embedder = self.embedders.resolve(collection.model)
-        target = await self._target_generation(meta, collection.model)
+        target = await self._target_generation(meta, collection.model, collection.search)
         if meta.status == CollectionStatus.ORPHANED:
             meta.status = CollectionStatus.READY if meta.generation is not None else CollectionStatus.PENDING
         if meta.generation is not None and target != meta.generation:
@@ -316,6 +329,7 @@ class Indexer:
         await self.store.save_meta(meta)
         stats = PassStats()
         run = _Pass(name, target, embedder, stats, listing=await DocumentList.open(self.store, meta, target))
+        run.sparse = _sparse_of(meta, target) is not None
         run.window = EmbeddingWindow(collection.embedding_concurrency or self.concurrency)
         try:
             return await self._read(collection, meta, run, progress, cancellation)
@@ -530,7 +544,7 @@ class Indexer:
             meta.status = CollectionStatus.STALE
         await self.store.save_meta(meta)
         stats = PassStats()
-        run = _Pass(name, target, embedder, stats, managed=True)
+        run = _Pass(name, target, embedder, stats, managed=True, sparse=_sparse_of(meta, target) is not None)
         run.window = EmbeddingWindow(self.concurrency)
         try:
             batch = _Batch()
@@ -573,14 +587,27 @@ class Indexer:
             await self.store.optimize(meta.name, meta.generation)
         return meta
 
-    async def _target_generation(self, meta: CollectionMeta, model: str) -> int:
-        """The generation this pass writes; an abandoned one is deleted, its number never reused."""
-        if meta.generation is not None and meta.model == model and meta.chunker == CHUNKER_VERSION:
+    async def _target_generation(
+        self, meta: CollectionMeta, model: str, search: SearchMode | None = None
+    ) -> int:
+        """The generation this pass writes; an abandoned one is deleted, its number never reused.
+
+        A generation fits when its model, chunker and search mode are the ones asked for; a
+        ``search`` of None takes the mode of a fitting generation, whichever it is, and gives a new
+        one ``DEFAULT_SEARCH``. So a collection indexed before hybrid search keeps its generation.
+        """
+
+        def fits(model_: str | None, chunker: int | None, sparse: int | None) -> bool:
+            if model_ != model or chunker != CHUNKER_VERSION:
+                return False
+            if search is None:
+                return sparse in (None, SPARSE_ENCODER)
+            return sparse == _sparse_for(search)
+
+        if meta.generation is not None and fits(meta.model, meta.chunker, meta.sparse):
             target = meta.generation
-        elif (
-            meta.building is not None
-            and meta.building_model == model
-            and meta.building_chunker == CHUNKER_VERSION
+        elif meta.building is not None and fits(
+            meta.building_model, meta.building_chunker, meta.building_sparse
         ):
             return meta.building
         else:
@@ -590,16 +617,18 @@ class Indexer:
         meta.building = None if target == meta.generation else target
         meta.building_model = None if meta.building is None else model
         meta.building_chunker = None if meta.building is None else CHUNKER_VERSION
+        meta.building_sparse = None if meta.building is None else _sparse_for(search or DEFAULT_SEARCH)
         return target
 
     async def _switch(self, meta: CollectionMeta, target: int, model: str, embedder: Embedder) -> None:
+        sparse = _sparse_of(meta, target)
         if not await self.store.generation_exists(meta.name, target):
             probe = await self._embed(embedder, ["dimension probe"])
-            await self.store.ensure_generation(meta.name, target, len(probe[0]))
+            await self.store.ensure_generation(meta.name, target, len(probe[0]), sparse=sparse is not None)
         await self.store.switch_alias(meta.name, target)
         previous = meta.generation
-        meta.generation, meta.model, meta.chunker = target, model, CHUNKER_VERSION
-        meta.building = meta.building_model = meta.building_chunker = None
+        meta.generation, meta.model, meta.chunker, meta.sparse = target, model, CHUNKER_VERSION, sparse
+        meta.building = meta.building_model = meta.building_chunker = meta.building_sparse = None
         if previous is not None and previous != target:
             await self.store.delete_generation(meta.name, previous)
 
@@ -701,7 +730,7 @@ class Indexer:
         write); a managed one, or one without passages, in the registry.
         """
         if vectors:
-            await self.store.ensure_generation(run.name, run.target, len(vectors[0]))
+            await self.store.ensure_generation(run.name, run.target, len(vectors[0]), sparse=run.sparse)
         items = await self._still_current(run, written) if run.managed else written
         if run.listing is not None and any(item.previous is None for item in items):
             await run.listing.touch()
@@ -719,7 +748,9 @@ class Indexer:
         entries = [_entry(run, item, "ready", len(item.passages), now) for item in items]
         stamped = [e for e in entries if not run.managed and e.passages]
         await self.store.delete_passage_points(run.name, run.target, self._outgrown(run, items))
-        await self.store.write_passages(run.name, run.target, passages, kept_vectors, stamped)
+        await self.store.write_passages(
+            run.name, run.target, passages, kept_vectors, stamped, sparse=run.sparse
+        )
         await self.store.put_entries(run.name, [e for e in entries if run.managed or not e.passages])
         # a document's entry is in one place only: drop the registry points the stamps replace
         replaced = [

@@ -22,6 +22,7 @@ from chamvi.errors import (
 )
 from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry
 from chamvi.knowledge.index import Hit, KnowledgeIndex
+from chamvi.knowledge.sparse import query_vector
 from chamvi.models.knowledge import CollectionMeta, CollectionStatus
 from chamvi.names import validate_agent_name
 from chamvi.retry import DEFAULT_EMBEDDING_RETRY, call_with_retry
@@ -58,7 +59,14 @@ class SearchResult(BaseModel):
 
 @dataclass
 class KnowledgeSearch:
-    """Embeds the query once per model and ranks passages by cosine similarity across collections."""
+    """Embeds the query once per model and ranks passages by cosine similarity across collections.
+
+    A hybrid collection (``CollectionMeta.sparse``) ranks its passages by the dense and the BM25
+    ranking fused (RRF); a search over several collections of which any is hybrid then merges their
+    rankings by rank (each collection's first, then each one's second, ...), since a fused order is
+    not a cosine order. A match's score is its cosine similarity in every mode, and ``min_score``
+    drops matches below it in every mode.
+    """
 
     store: KnowledgeIndex
     embedders: EmbeddingRegistry
@@ -105,6 +113,8 @@ class KnowledgeSearch:
             assert meta.model is not None
             by_model.setdefault(meta.model, []).append(meta)
         hits: list[Hit] = []
+        ranks: list[int] = []
+        sparse = query_vector(query) if any(m.sparse is not None for m in metas) else None
         for model, group in by_model.items():
             try:
                 embedder = self.embedders.resolve(model)
@@ -118,13 +128,24 @@ class KnowledgeSearch:
             vector = (await call_with_retry(functools.partial(self._embed, embedder, query), self.retry))[0]
             for meta in group:
                 assert meta.generation is not None
-                hits.extend(await self.store.search(meta.name, meta.generation, vector, top_k))
-        hits.sort(key=lambda h: h.score, reverse=True)
+                found = await self.store.search(
+                    meta.name,
+                    meta.generation,
+                    vector,
+                    top_k,
+                    sparse=sparse if meta.sparse is not None else None,
+                    min_score=min_score,
+                )
+                hits.extend(found)
+                ranks.extend(range(len(found)))
+        if sparse is None:
+            hits.sort(key=lambda h: h.score, reverse=True)
+        else:
+            order = sorted(range(len(hits)), key=lambda i: (ranks[i], -hits[i].score))
+            hits = [hits[i] for i in order]
         result = SearchResult(untrusted=any(not m.trusted for m in metas))
         chars = 0
         for hit in hits:
-            if min_score is not None and hit.score < min_score:
-                continue
             if len(result.matches) >= top_k:
                 break
             if chars + len(hit.text) > MAX_CHARS:

@@ -315,3 +315,26 @@ class CheckReport:
     @property
     def clean(self) -> bool:
         return not (self.broken_links or self.orphans or self.retired_links or self.problems)
+
+
+def with_notice(page: KnowledgePage) -> str:
+    """The content as ``read`` answers it: a superseded or retired page's notice on top, as on disk.
+
+    agent-kit's own store reads a page's body back whole, notice included, so a model reading a
+    replaced page sees where to go before anything the page says.
+    """
+    notice = page.notice
+    if notice is None:
+        return page.content
+    return f"{notice}\n\n{page.content}" if page.content else f"{notice}\n"
+
+
+def without_notice(page: KnowledgePage, content: str) -> str:
+    """``content`` without the page's notice on top (a rewrite of what ``read`` answered).
+
+    The store writes the notice itself, above the heading.
+    """
+    notice = page.notice
+    if notice is not None and content.startswith(notice):
+        return content[len(notice) :].lstrip("\n")
+    return content

@@ -96,6 +96,8 @@ from chamvi.knowledge_store._types import (
     PageType,
     SearchHit,
     resolve_page_types,
+    with_notice,
+    without_notice,
 )
 
 T = TypeVar("T")
@@ -189,7 +191,10 @@ class FileKnowledgeStore:
         entry = snapshot.pages.get(page_id)
         if entry is None:
             return None
-        return replace(entry.page, linked_from=linked_from(_pages(snapshot).values(), page_id))
+        page = entry.page
+        return replace(
+            page, content=with_notice(page), linked_from=linked_from(_pages(snapshot).values(), page_id)
+        )
 
     async def pages(self) -> builtins.list[KnowledgePage]:
         """Every live page, read in one pass over the folder (``linked_from`` left empty).
@@ -396,7 +401,7 @@ class FileKnowledgeStore:
     def _rewrite(self, page_id: str, content: str, fields: FieldChanges | None) -> None:
         snapshot = self._layout.scan()
         page = self._writable(snapshot, page_id)
-        new_content = _content(content)
+        new_content = _content(without_notice(page, content))
         check_links(new_content, snapshot.exists, before=page.content)
         self._save(snapshot, page, new_content, fields, ingest=True)
 

@@ -23,7 +23,7 @@ from chamvi.errors import (
     PageStatusError,
 )
 from chamvi.knowledge_store._rules import type_of_new_page
-from chamvi.knowledge_store._types import RETIRED, SUPERSEDED, FieldValue, KnowledgePage
+from chamvi.knowledge_store._types import RETIRED, SUPERSEDED, FieldValue, KnowledgePage, without_notice
 from chamvi.knowledge_store.protocol import KnowledgeStore
 from chamvi.tools import Tool, ToolContext, approve, effect_tool, tool
 
@@ -56,7 +56,8 @@ def format_page(page: KnowledgePage) -> str:
         shown = "; ".join(f"{k}: {', '.join(v) if isinstance(v, list) else v}" for k, v in fields.items())
         lines.append(f"fields: {shown}")
     lines.append("linked from: " + (", ".join(page.linked_from) if page.linked_from else "no page"))
-    return "\n".join([*lines, "", page.content.rstrip(), ""])
+    # the notice once, under the status, whether the store's content holds it on top or not
+    return "\n".join([*lines, "", without_notice(page, page.content).rstrip(), ""])
 
 
 def _same(a: str, b: str) -> bool:
@@ -200,7 +201,11 @@ def knowledge_store_tools(
         if page_id == OVERVIEW:
             return "Rewrote the overview." if _same(await store.overview(), content) else None
         page = await _maybe_read(page_id)
-        if page is not None and not getattr(args, "fields", None) and _same(page.content, content):
+        if (
+            page is not None
+            and not getattr(args, "fields", None)
+            and _same(without_notice(page, page.content), without_notice(page, content))
+        ):
             return f"Rewrote {page_id}."
         return None
 

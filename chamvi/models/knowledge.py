@@ -66,11 +66,16 @@ class CollectionMeta(BaseModel):
     model: str | None = None
     """The model of the generation searches read."""
     chunker: int | None = None
+    sparse: int | None = None
+    """The sparse encoder version of the generation searches read (``chamvi.knowledge.sparse``): a
+    hybrid generation keeps a BM25 vector beside each dense one. None: dense only (every generation
+    written before hybrid search)."""
     generation: int | None = None
     building: int | None = None
     """A generation being written for ``building_model`` while searches read ``generation``."""
     building_model: str | None = None
     building_chunker: int | None = None
+    building_sparse: int | None = None
     managed_model: str | None = None
     """A managed collection's model: set at creation, changed by a sync when the default changed."""
     next_generation: int = 1

@@ -1,6 +1,8 @@
 """Where chamvi keeps vectors and payloads: one storage protocol, Qdrant Edge or qdrant-client behind it."""
 
 from chamvi.vectors._types import (
+    RRF_K,
+    SPARSE_VECTOR,
     CollectionNotFoundError,
     Condition,
     Distance,
@@ -11,12 +13,15 @@ from chamvi.vectors._types import (
     Point,
     Record,
     Scored,
+    SparseVector,
     StoreBusyError,
     VectorStore,
     Where,
 )
 
 __all__ = [
+    "RRF_K",
+    "SPARSE_VECTOR",
     "CollectionNotFoundError",
     "Condition",
     "Distance",
@@ -27,6 +32,7 @@ __all__ = [
     "Point",
     "Record",
     "Scored",
+    "SparseVector",
     "StoreBusyError",
     "VectorStore",
     "Where",

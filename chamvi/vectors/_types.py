@@ -18,14 +18,42 @@ FieldType = Literal["keyword", "integer", "float", "bool", "datetime"]
 """The payload index types a collection can ask for (``VectorStore.create``'s ``indexes``)."""
 Scalar = str | int | bool
 
+SPARSE_VECTOR = "bm25"
+"""The name of a collection's sparse vector (``create(sparse=True)``); the dense one stays unnamed, so
+a collection without a sparse vector is laid out as before. Stored in Qdrant: never renamed."""
+RRF_K = 2
+"""The ``k`` of reciprocal rank fusion (``hybrid_search``): a point's fused score is the sum of
+``1 / (k + rank)`` over the rankings that found it. Qdrant's own default; the paper's 60 lets a point
+ranked fair by both sides outrank the one each side ranks first, which ``bench/knowledge.py``
+measured as exact identifiers lost."""
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    """A sparse vector: the weights of a few dimensions (token ids) out of 2^32, the rest zero."""
+
+    indices: Sequence[int]
+    values: Sequence[float]
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """The cosine similarity of two dense vectors (0 when either is all zeros)."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    norms = sum(x * x for x in a) ** 0.5 * sum(y * y for y in b) ** 0.5
+    return dot / norms if norms else 0.0
+
 
 @dataclass(frozen=True, slots=True)
 class Point:
-    """A point to write: a stable id (a UUID string), its vector and its payload."""
+    """A point to write: a stable id (a UUID string), its vector and its payload.
+
+    ``sparse`` is its sparse vector, for a collection created with one (``create(sparse=True)``).
+    """
 
     id: str
     vector: Sequence[float]
     payload: Mapping[str, Any]
+    sparse: SparseVector | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +63,8 @@ class Record:
     id: str
     payload: dict[str, Any]
     vector: list[float] | None = None
+    sparse: SparseVector | None = None
+    """Its sparse vector, when vectors were asked for and the collection has them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,9 +140,20 @@ class VectorStore(Protocol):
         ...
 
     async def create(
-        self, name: str, size: int, distance: Distance, indexes: Mapping[str, FieldType] | None = None
+        self,
+        name: str,
+        size: int,
+        distance: Distance,
+        indexes: Mapping[str, FieldType] | None = None,
+        *,
+        sparse: bool = False,
     ) -> None:
-        """Creates collection ``name`` for vectors of ``size`` with payload indexes; an existing one stays."""
+        """Creates collection ``name`` for vectors of ``size`` with payload indexes; an existing one stays.
+
+        ``sparse`` gives its points a sparse vector too (``SPARSE_VECTOR``), whose weights Qdrant
+        multiplies by each dimension's inverse document frequency (the IDF modifier) as it searches:
+        the term-frequency half of BM25 is written, the IDF half kept current by Qdrant.
+        """
         ...
 
     async def drop(self, name: str) -> None:
@@ -176,6 +217,41 @@ class VectorStore(Protocol):
         """The ``limit`` points nearest to ``vector`` after skipping ``offset``, best first.
 
         ``exact`` ranks every point (no approximate index), for rankings that must be exact.
+        """
+        ...
+
+    async def sparse_search(
+        self,
+        name: str,
+        sparse: SparseVector,
+        *,
+        limit: int,
+        where: Where | None = None,
+        payload: bool | Sequence[str] = True,
+    ) -> list[Scored]:
+        """The ``limit`` points whose sparse vectors score highest against ``sparse`` (BM25), best first.
+
+        Only for a collection created with ``sparse=True``.
+        """
+        ...
+
+    async def hybrid_search(
+        self,
+        name: str,
+        vector: Sequence[float],
+        sparse: SparseVector,
+        *,
+        limit: int,
+        where: Where | None = None,
+        min_score: float | None = None,
+        payload: bool | Sequence[str] = True,
+    ) -> list[Scored]:
+        """The dense ranking of ``limit`` points fused with the sparse ranking's decisive head.
+
+        One request holding both queries; the fusion is ``chamvi.vectors._fusion.fuse`` (RRF, the
+        same on every store). Each score is the cosine of the point's dense vector to ``vector``,
+        as ``search`` answers it; ``min_score`` drops points below it, whichever ranking found them.
+        Only for a collection created with ``sparse=True``.
         """
         ...
 

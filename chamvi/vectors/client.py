@@ -14,7 +14,9 @@ from typing import Any
 
 from qdrant_client import AsyncQdrantClient, models
 
+from chamvi.vectors._fusion import decisive, fuse
 from chamvi.vectors._types import (
+    SPARSE_VECTOR,
     CollectionNotFoundError,
     Condition,
     Distance,
@@ -24,7 +26,9 @@ from chamvi.vectors._types import (
     Point,
     Record,
     Scored,
+    SparseVector,
     Where,
+    cosine,
 )
 
 _DISTANCES = {"cosine": models.Distance.COSINE, "dot": models.Distance.DOT}
@@ -62,9 +66,32 @@ def _selector(payload: bool | Sequence[str]) -> bool | list[str]:
 
 
 def _vector(raw: Any) -> list[float] | None:
+    if isinstance(raw, dict):  # with a sparse vector beside it, the dense one is named ""
+        raw = raw.get("")
     if raw is None:
         return None
     return [float(x) for x in raw]
+
+
+def _record(point: models.Record, vectors: bool) -> Record:
+    sparse = None
+    if vectors and isinstance(point.vector, dict):
+        terms = point.vector.get(SPARSE_VECTOR)
+        if isinstance(terms, models.SparseVector):
+            sparse = SparseVector(list(terms.indices), list(terms.values))
+    return Record(
+        str(point.id), dict(point.payload or {}), _vector(point.vector) if vectors else None, sparse
+    )
+
+
+def _sparse(sparse: SparseVector) -> models.SparseVector:
+    return models.SparseVector(indices=list(sparse.indices), values=list(sparse.values))
+
+
+def _point_vector(point: Point) -> Any:
+    if point.sparse is None:
+        return list(point.vector)
+    return {"": list(point.vector), SPARSE_VECTOR: _sparse(point.sparse)}
 
 
 class ClientStore:
@@ -100,14 +127,25 @@ class ClientStore:
         return sorted(c.name for c in (await self.client.get_collections()).collections)
 
     async def create(
-        self, name: str, size: int, distance: Distance, indexes: Mapping[str, FieldType] | None = None
+        self,
+        name: str,
+        size: int,
+        distance: Distance,
+        indexes: Mapping[str, FieldType] | None = None,
+        *,
+        sparse: bool = False,
     ) -> None:
         """Creates the collection and its payload indexes unless it exists (a concurrent create is fine)."""
         if await self.client.collection_exists(name):
             return
+        sparse_config = (
+            {SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)} if sparse else None
+        )
         try:
             await self.client.create_collection(
-                name, vectors_config=models.VectorParams(size=size, distance=_DISTANCES[distance])
+                name,
+                vectors_config=models.VectorParams(size=size, distance=_DISTANCES[distance]),
+                sparse_vectors_config=sparse_config,
             )
         except Exception:
             # another process created it between the check and the create: that is all we wanted
@@ -135,7 +173,7 @@ class ClientStore:
         await self.client.upsert(
             name,
             points=[
-                models.PointStruct(id=p.id, vector=list(p.vector), payload=dict(p.payload)) for p in points
+                models.PointStruct(id=p.id, vector=_point_vector(p), payload=dict(p.payload)) for p in points
             ],
         )
 
@@ -149,9 +187,7 @@ class ClientStore:
         points = await self.client.retrieve(
             name, ids=list(ids), with_payload=_selector(payload), with_vectors=vectors
         )
-        return [
-            Record(str(p.id), dict(p.payload or {}), _vector(p.vector) if vectors else None) for p in points
-        ]
+        return [_record(p, vectors) for p in points]
 
     async def delete(self, name: str, ids: Sequence[str]) -> None:
         """Deletes the points under ``ids``."""
@@ -206,9 +242,7 @@ class ClientStore:
             with_payload=_selector(payload),
             with_vectors=vectors,
         )
-        records = [
-            Record(str(p.id), dict(p.payload or {}), _vector(p.vector) if vectors else None) for p in points
-        ]
+        records = [_record(p, vectors) for p in points]
         return records, str(after) if after is not None else None
 
     async def search(
@@ -234,6 +268,68 @@ class ClientStore:
             search_params=_EXACT if exact and not self.local else None,
         )
         return [Scored(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
+
+    async def sparse_search(
+        self,
+        name: str,
+        sparse: SparseVector,
+        *,
+        limit: int,
+        where: Where | None = None,
+        payload: bool | Sequence[str] = True,
+    ) -> list[Scored]:
+        """The points best scored by their sparse vectors."""
+        await self._check(name)
+        result = await self.client.query_points(
+            name,
+            query=_sparse(sparse),
+            using=SPARSE_VECTOR,
+            query_filter=client_filter(where),
+            limit=limit,
+            with_payload=_selector(payload),
+        )
+        return [Scored(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
+
+    async def hybrid_search(
+        self,
+        name: str,
+        vector: Sequence[float],
+        sparse: SparseVector,
+        *,
+        limit: int,
+        where: Where | None = None,
+        min_score: float | None = None,
+        payload: bool | Sequence[str] = True,
+    ) -> list[Scored]:
+        """Both queries in one batch request, fused here."""
+        await self._check(name)
+        condition = client_filter(where)
+        dense, best = await self.client.query_batch_points(
+            name,
+            requests=[
+                models.QueryRequest(
+                    query=list(vector), filter=condition, limit=limit, with_payload=_selector(payload)
+                ),
+                models.QueryRequest(
+                    query=_sparse(sparse),
+                    using=SPARSE_VECTOR,
+                    filter=condition,
+                    limit=2,
+                    with_payload=_selector(payload),
+                    with_vector=[""],
+                ),
+            ],
+        )
+        ranked = [Scored(str(p.id), float(p.score), dict(p.payload or {})) for p in dense.points]
+        head = None
+        if decisive([p.score for p in best.points]):
+            top = best.points[0]
+            head = Scored(
+                str(top.id),
+                cosine(vector, _vector(top.vector) or [0.0] * len(vector)),
+                dict(top.payload or {}),
+            )
+        return fuse(ranked, head, limit, min_score)
 
     async def ordered(
         self,

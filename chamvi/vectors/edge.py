@@ -49,15 +49,19 @@ from typing import Any, TypeVar
 import qdrant_edge as qe
 
 from chamvi.vectors._edge_filters import edge_filter, selector
+from chamvi.vectors._fusion import decisive, fuse
 from chamvi.vectors._types import (
+    SPARSE_VECTOR,
     CollectionNotFoundError,
     Distance,
     FieldType,
     Point,
     Record,
     Scored,
+    SparseVector,
     StoreBusyError,
     Where,
+    cosine,
 )
 
 log = logging.getLogger("chamvi.vectors")
@@ -266,17 +270,28 @@ class EdgeStore:
         return sorted(self._catalog.collections)
 
     async def create(
-        self, name: str, size: int, distance: Distance, indexes: Mapping[str, FieldType] | None = None
+        self,
+        name: str,
+        size: int,
+        distance: Distance,
+        indexes: Mapping[str, FieldType] | None = None,
+        *,
+        sparse: bool = False,
     ) -> None:
         """Creates the shard, its payload indexes, then names it in the catalog; an existing one stays."""
-        await self._run(self._create, name, size, distance, dict(indexes or {}))
+        await self._run(self._create, name, size, distance, dict(indexes or {}), sparse)
 
-    def _create(self, name: str, size: int, distance: Distance, indexes: dict[str, FieldType]) -> None:
+    def _create(
+        self, name: str, size: int, distance: Distance, indexes: dict[str, FieldType], sparse: bool
+    ) -> None:
         if name in self._catalog.collections:
             return
         path = self._shard_path(name, 0)
         shutil.rmtree(path, ignore_errors=True)  # a create cut short before the catalog named it
-        config = qe.EdgeConfig(vectors=vector_params(size, distance))
+        sparse_vectors = (
+            {SPARSE_VECTOR: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)} if sparse else None
+        )
+        config = qe.EdgeConfig(vectors=vector_params(size, distance), sparse_vectors=sparse_vectors)
         shard = qe.EdgeShard.create(str(path), config)
         for key, kind in indexes.items():
             shard.update(qe.UpdateOperation.create_field_index(key, _SCHEMAS[kind]))
@@ -313,7 +328,7 @@ class EdgeStore:
             await self._run(self._upsert, name, points)
 
     def _upsert(self, name: str, points: Sequence[Point]) -> None:
-        edge_points = [qe.Point(p.id, list(p.vector), dict(p.payload)) for p in points]
+        edge_points = [qe.Point(p.id, _edge_vector(p), dict(p.payload)) for p in points]
         self._update(name, qe.UpdateOperation.upsert_points(edge_points))
 
     async def retrieve(
@@ -413,6 +428,68 @@ class EdgeStore:
             return [Scored(_uuid(p.id), float(p.score), dict(p.payload or {})) for p in points]
 
         return await self._run(search)
+
+    async def sparse_search(
+        self,
+        name: str,
+        sparse: SparseVector,
+        *,
+        limit: int,
+        where: Where | None = None,
+        payload: bool | Sequence[str] = True,
+    ) -> list[Scored]:
+        """The points best scored by their sparse vectors (always exact: Edge's sparse index is inverted)."""
+        request = qe.QueryRequest(
+            limit=limit,
+            query=qe.Query.Nearest(_edge_sparse(sparse), using=SPARSE_VECTOR),
+            filter=edge_filter(where),
+            with_payload=selector(payload),
+        )
+        return await self._run(self._query, name, request)
+
+    async def hybrid_search(
+        self,
+        name: str,
+        vector: Sequence[float],
+        sparse: SparseVector,
+        *,
+        limit: int,
+        where: Where | None = None,
+        min_score: float | None = None,
+        payload: bool | Sequence[str] = True,
+    ) -> list[Scored]:
+        """Both queries in one Edge batch (one pass over the segments), fused here."""
+        condition = edge_filter(where)
+        batch = qe.QueryBatchRequest(
+            [
+                qe.QueryRequest(
+                    limit=limit,
+                    query=qe.Query.Nearest(list(vector)),
+                    filter=condition,
+                    with_payload=selector(payload),
+                    params=_QUANTIZED,
+                ),
+                qe.QueryRequest(
+                    limit=2,
+                    query=qe.Query.Nearest(_edge_sparse(sparse), using=SPARSE_VECTOR),
+                    filter=condition,
+                    with_payload=selector(payload),
+                    with_vector=[""],
+                ),
+            ]
+        )
+
+        def hybrid() -> list[Scored]:
+            dense, best = self._get(name).shard.query_batch(batch)
+            ranked = [Scored(_uuid(p.id), float(p.score), dict(p.payload or {})) for p in dense]
+            head = _cosine_scored(best[0], vector) if decisive([p.score for p in best]) else None
+            return fuse(ranked, head, limit, min_score)
+
+        return await self._run(hybrid)
+
+    def _query(self, name: str, request: qe.QueryRequest) -> list[Scored]:
+        points = self._get(name).shard.query(request)
+        return [Scored(_uuid(p.id), float(p.score), dict(p.payload or {})) for p in points]
 
     async def ordered(
         self,
@@ -597,6 +674,31 @@ class EdgeStore:
         self._shards.clear()
 
 
+def _cosine_scored(point: qe.ScoredPoint, vector: Sequence[float]) -> Scored:
+    dense: Any = point.vector
+    if isinstance(dense, dict):
+        dense = dense.get("")
+    return Scored(_uuid(point.id), cosine(vector, dense or [0.0] * len(vector)), dict(point.payload or {}))
+
+
+def _edge_sparse(sparse: SparseVector) -> qe.SparseVector:
+    return qe.SparseVector(list(sparse.indices), list(sparse.values))
+
+
+def _edge_vector(point: Point) -> Any:
+    if point.sparse is None:
+        return list(point.vector)
+    return {"": list(point.vector), SPARSE_VECTOR: _edge_sparse(point.sparse)}
+
+
 def _record(raw: qe.Record, vectors: bool) -> Record:
-    vector: Any = raw.vector if vectors else None  # one unnamed dense vector: a list of floats
-    return Record(_uuid(raw.id), dict(raw.payload or {}), [float(x) for x in vector] if vector else None)
+    vector: Any = raw.vector if vectors else None  # the unnamed dense vector: a list of floats
+    sparse: SparseVector | None = None
+    if isinstance(vector, dict):  # with a sparse vector beside it, Edge names the dense one ""
+        terms = vector.get(SPARSE_VECTOR)
+        if terms is not None:
+            sparse = SparseVector(list(terms.indices), list(terms.values))
+        vector = vector.get("")
+    return Record(
+        _uuid(raw.id), dict(raw.payload or {}), [float(x) for x in vector] if vector else None, sparse
+    )

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from qdrant_client import AsyncQdrantClient, models
 
-from chamvi.vectors._types import Distance, FieldType, Point
+from chamvi.vectors._types import SPARSE_VECTOR, Distance, FieldType, Point
 from chamvi.vectors.client import ClientStore
 from chamvi.vectors.edge import EdgeStore
 
@@ -65,12 +65,13 @@ async def _copy(source: AsyncQdrantClient, target: EdgeStore) -> tuple[int, int,
         info = await source.get_collection(name)
         params = info.config.params.vectors
         assert isinstance(params, models.VectorParams), f"collection {name!r} has named vectors"
-        await target.create(name, params.size, _DISTANCES[params.distance], _indexes(name))
+        sparse = SPARSE_VECTOR in (info.config.params.sparse_vectors or {})
+        await target.create(name, params.size, _DISTANCES[params.distance], _indexes(name), sparse=sparse)
         offset: str | None = None
         copied = 0
         while True:
             page, offset = await reader.scroll(name, limit=_PAGE, offset=offset, vectors=True)
-            await target.upsert(name, [Point(r.id, r.vector or [], r.payload) for r in page])
+            await target.upsert(name, [Point(r.id, r.vector or [], r.payload, r.sparse) for r in page])
             copied += len(page)
             if offset is None:
                 break

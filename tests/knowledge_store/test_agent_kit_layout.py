@@ -101,7 +101,11 @@ async def test_an_agent_kit_wiki_lists_and_reads_its_pages_with_links_as_ids(tmp
         "topic/knots",
     )
     old = await store.read("concept/old-bowline")
-    assert old is not None and old.status == "superseded" and old.content == "The loop, as first written.\n"
+    assert old is not None and old.status == "superseded"
+    assert old.content == (  # as agent-kit reads its own file back: the notice on top
+        "> Superseded on 2026-01-05 (merged): see [Bowline](concept/bowline).\n\n"
+        "The loop, as first written.\n"
+    )
     assert old.fields["superseded_by"] == "concept/bowline"  # stored as a file path, returned as an id
     assert old.notice == "> Superseded on 2026-01-05 (merged): see [Bowline](concept/bowline)."
     lesson = await store.read("lesson/first")

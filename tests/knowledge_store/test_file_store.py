@@ -95,7 +95,13 @@ async def test_the_log_is_one_heading_per_entry_and_the_index_follows_every_chan
         "# Warranty\n" in text
     )
     page = await store.read("concept/warranty")
-    assert page is not None and page.content == "Two years.\n"  # the notice is no part of the content
+    assert page is not None and page.content == (  # read back as agent-kit's store reads it: notice on top
+        "> Superseded on 2025-03-04 (longer now): see [Warranty (2025)](concept/warranty-2025).\n\n"
+        "Two years.\n"
+    )
+    await store.rewrite("concept/warranty", page.content.replace("Two", "Three"))  # what read answered
+    again = await store.read("concept/warranty")
+    assert again is not None and again.content == page.content.replace("Two", "Three")  # one notice
     assert page.fields["superseded_by"] == "concept/warranty-2025"
     assert (
         "(superseded by [concept/warranty-2025](concepts/warranty-2025.md))"

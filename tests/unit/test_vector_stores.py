@@ -22,6 +22,7 @@ from chamvi.vectors import (
     Match,
     MatchAny,
     Point,
+    SparseVector,
     StoreBusyError,
     VectorStore,
     Where,
@@ -147,6 +148,60 @@ async def test_a_search_ranks_nearest_first_with_offset_filter_and_exact(store: 
     assert [h.payload for h in page] == [{"index": 2}, {"index": 3}]
     odd = await store.search("c", [1.0, 0.0, 0.0], limit=2, where=Where(must=(Match("document", "d1"),)))
     assert [h.payload["index"] for h in odd] == [1, 3]
+
+
+def _term(*terms: int) -> SparseVector:
+    return SparseVector(list(terms), [1.0] * len(terms))
+
+
+async def _hybrid_collection(store: VectorStore) -> None:
+    # point 0 is the dense nearest to [1, 0, 0]; only point 7 holds the rare term 42, and it is the
+    # dense farthest; term 1 is in every point, so the IDF modifier weighs it near nothing
+    await store.create("h", 3, "cosine", {"document": "keyword"}, sparse=True)
+    await store.upsert(
+        "h",
+        [
+            Point(
+                _pid(i),
+                [1.0, float(i), 0.0],
+                {"document": f"d{i % 2}", "index": i},
+                _term(1, 42) if i == 7 else _term(1),
+            )
+            for i in range(8)
+        ],
+    )
+
+
+async def test_a_sparse_search_finds_the_one_point_holding_a_rare_term(store: VectorStore) -> None:
+    await _hybrid_collection(store)
+    found = await store.sparse_search("h", _term(42), limit=3)
+    assert [s.payload["index"] for s in found] == [7]
+    both = await store.sparse_search("h", _term(1, 42), limit=8)
+    assert both[0].payload["index"] == 7 and both[0].score > both[1].score
+    assert (
+        await store.sparse_search("h", _term(42), limit=3, where=Where(must=(Match("document", "d0"),))) == []
+    )
+
+
+async def test_a_hybrid_search_puts_a_decisive_sparse_match_among_the_dense_ranking(
+    store: VectorStore,
+) -> None:
+    await _hybrid_collection(store)
+    dense = await store.search("h", [1.0, 0.0, 0.0], limit=3)
+    assert [s.payload["index"] for s in dense] == [0, 1, 2]
+    fused = await store.hybrid_search("h", [1.0, 0.0, 0.0], _term(42), limit=3)
+    # BM25's best (the only point with term 42) leads its second by far: first, then the dense order
+    assert [s.payload["index"] for s in fused] == [7, 0, 1]
+    by_index = {s.payload["index"]: s.score for s in fused}
+    assert by_index[0] == pytest.approx(1.0, abs=1e-4)  # scores are cosines, in the fused order
+    assert by_index[7] == pytest.approx(1 / (1 + 49) ** 0.5, abs=1e-4)
+    floor = await store.hybrid_search("h", [1.0, 0.0, 0.0], _term(42), limit=8, min_score=0.7)
+    assert sorted(s.payload["index"] for s in floor) == [0, 1]  # a cosine floor, whichever side found it
+    common = await store.hybrid_search("h", [1.0, 0.0, 0.0], _term(1), limit=3)
+    assert [s.payload["index"] for s in common] == [0, 1, 2]  # a term every point holds: dense stands
+    (record,) = await store.retrieve("h", [_pid(7)], vectors=True)
+    assert record.vector is not None and len(record.vector) == 3
+    assert record.sparse is not None and sorted(record.sparse.indices) == [1, 42]  # read back to copy it
 
 
 async def test_a_dot_product_collection_ranks_by_the_largest_product(store: VectorStore) -> None:
