@@ -20,7 +20,7 @@ from chamvi.constants import (
     MEMO_KNOWLEDGE_PASS_STATS,
 )
 from chamvi.knowledge import define_source, knowledge_collection
-from chamvi.models.knowledge import PassResult, PassStats
+from chamvi.models.knowledge import CollectionState, PassResult, PassStats
 from tests.knowledge_helpers import (
     CountingEmbedder,
     collection_state,
@@ -99,7 +99,13 @@ async def test_a_failed_pass_fails_its_workflow_and_the_collection_backs_off_to_
     store, embedder = new_store(), CountingEmbedder()
     async with knowledge_worker(client, app_for(name, embedder, failing=[True]), store, task_queue):
         await wait_for_meta(store, name, "ready")  # after the 5 s backoff
-        state = await collection_state(client, name)
+
+        async def second_pass_counted() -> CollectionState | None:
+            # the pass writes the ready generation before its workflow's end reaches the collection
+            state = await collection_state(client, name)
+            return state if state.passes == 2 else None
+
+        state = await eventually(second_pass_counted, "the collection counting its second pass")
     assert (state.passes, state.failures, state.error) == (2, 0, None)
     failed, passed = await listed(client, name, 2)
     assert failed.status == WorkflowExecutionStatus.FAILED
