@@ -18,7 +18,8 @@ README = ROOT / "README.md"
 
 # a fenced block, with the HTML comment right above it when there is one (`<!-- docs-test: ... -->`)
 _BLOCK = re.compile(
-    r"(?:<!--\s*docs-test:\s*(?P<marker>[^>]*?)\s*-->\s*\n)?^(?P<indent>[ ]*)```(?P<lang>[\w-]*)\n(?P<body>.*?)^(?P=indent)```",
+    r"(?:<!--\s*docs-test:\s*(?P<marker>[^>]*?)\s*-->\s*\n)?"
+    r"^(?P<indent>[ ]*)```(?P<lang>[\w-]*)\n(?P<body>.*?)^(?P=indent)```",
     re.DOTALL | re.MULTILINE,
 )
 
@@ -58,8 +59,13 @@ def blocks_of(text: str, path: Path) -> list[Block]:
     found = []
     for m in _BLOCK.finditer(text):
         indent = m.group("indent")
-        body = "".join(line[len(indent) :] if line.startswith(indent) else line for line in m.group("body").splitlines(True))
-        found.append(Block(m.group("lang"), body, path, text.count("\n", 0, m.start("indent")) + 1, m.group("marker")))
+        body = "".join(
+            line[len(indent) :] if line.startswith(indent) else line
+            for line in m.group("body").splitlines(True)
+        )
+        found.append(
+            Block(m.group("lang"), body, path, text.count("\n", 0, m.start("indent")) + 1, m.group("marker"))
+        )
     return found
 
 
@@ -75,7 +81,7 @@ def all_pages() -> list[Path]:
 
 
 def shell_block(name: str, starting: str) -> str:
-    """The one ``sh`` block of page ``name`` that holds ``starting`` (at its start, or anywhere with ``in``)."""
+    """The one ``sh`` block of page ``name`` that holds the text ``starting``."""
     (found,) = [b.body for b in blocks(name, lang="sh") if starting in b.body]
     return found
 
