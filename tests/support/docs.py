@@ -39,9 +39,14 @@ class Block:
         return f"{self.path.relative_to(ROOT)}:{self.line}"
 
 
+def path_of(name: str) -> Path:
+    """``docs/<name>``, or the README for ``"README.md"``."""
+    return README if name == "README.md" else DOCS / name
+
+
 def page(name: str) -> str:
-    """The text of ``docs/<name>``."""
-    return (DOCS / name).read_text()
+    """The text of ``docs/<name>`` (or of the README)."""
+    return path_of(name).read_text()
 
 
 def section(name: str, heading: str | None = None) -> str:
@@ -71,7 +76,7 @@ def blocks_of(text: str, path: Path) -> list[Block]:
 
 def blocks(name: str, heading: str | None = None, lang: str | None = None) -> list[Block]:
     """The blocks of a docs page or of one of its sections, of one language when ``lang`` is given."""
-    found = blocks_of(section(name, heading), DOCS / name)
+    found = blocks_of(section(name, heading), path_of(name))
     return [b for b in found if lang is None or b.lang == lang]
 
 
