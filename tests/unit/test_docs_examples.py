@@ -14,12 +14,13 @@ MkDocs shows:
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 from types import CodeType
 
 import pytest
 
-from tests.support.docs import ROOT, Block, all_pages, blocks_of
+from tests.support.docs import README, ROOT, Block, all_pages, blocks_of
 
 SECRETS = ("GITHUB_WEBHOOK_SECRET", "SLACK_SIGNING_SECRET", "STRIPE_WEBHOOK_SECRET", "ACME_SECRET")
 
@@ -64,3 +65,25 @@ def test_every_page_with_python_has_its_blocks_found() -> None:
         found = [b for b in blocks_of(text, path) if b.lang == "python"]
         fences = sum(1 for line in text.splitlines() if line.strip() == "```python")
         assert len(found) == fences, f"{path.relative_to(ROOT)}: {fences} python fences, {len(found)} read"
+
+
+def slug(heading: str) -> str:
+    """The anchor MkDocs (and GitHub) give a heading: lower case, punctuation dropped, spaces as dashes."""
+    return re.sub(r"[\s]+", "-", re.sub(r"[^\w\s-]", "", heading.strip().lower()))
+
+
+def test_the_readme_links_reach_files_and_headings_that_exist() -> None:
+    """MkDocs' strict build checks docs/'s links; the README is outside it, so it is checked here."""
+    text = README.read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    assert links
+    for link in links:
+        if link.startswith(("http://", "https://")):
+            continue
+        target, _, anchor = link.partition("#")
+        path = (ROOT / target) if target else README
+        assert path.exists(), f"README links to {link!r}: no such file"
+        if anchor:
+            lines = path.read_text().splitlines()
+            headings = [slug(line.lstrip("#")) for line in lines if line.startswith("#")]
+            assert anchor in headings, f"README links to {link!r}: no such heading in {target or 'README.md'}"
