@@ -30,7 +30,7 @@ from chamvi.errors import InvalidRunStateError, RunNotFoundError
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from tests.polling import eventually, until_status
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+TUTORIAL = Path(__file__).resolve().parents[2] / "docs" / "tutorial.md"
 
 executions: list[str] = []
 
@@ -117,9 +117,9 @@ async def test_the_approve_signal_resumes_a_run_like_the_temporal_cli_does(
 
 
 def readme_command(prefix: str) -> list[str]:
-    """The README's one-line command that starts with ``prefix``, as argv."""
-    lines = [line for line in README.read_text().splitlines() if line.startswith(prefix)]
-    assert len(lines) == 1, f"the README shows {len(lines)} commands starting {prefix!r}"
+    """The tour's one-line command (docs/tutorial.md) that starts with ``prefix``, as argv."""
+    lines = [line for line in TUTORIAL.read_text().splitlines() if line.startswith(prefix)]
+    assert len(lines) == 1, f"the tutorial shows {len(lines)} commands starting {prefix!r}"
     return shlex.split(lines[0])
 
 

@@ -406,7 +406,7 @@ def assert_the_approval_link_opens_on_this_api(api_port: int, log: Path) -> None
 
 
 def assert_the_tours_ticket_reaches_the_ticket_desk(api_port: int, address: str, env: dict[str, str]) -> None:
-    """The README's signed curl, as written but for the port, starts a ticket-desk run that completes."""
+    """The tour's signed curl (docs/tutorial.md), as written but for the port, starts a ticket-desk run."""
     script = tour_block().rstrip().replace("http://localhost:3000", f"http://127.0.0.1:{api_port}")
     sent = subprocess.run(
         ["bash", "-c", script], env=env, capture_output=True, text=True, timeout=30, check=False

@@ -30,10 +30,10 @@ from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.models import Artifact
 from chamvi.providers import AnthropicProvider, ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
-from tests.integration.test_packaging import readme_module
 from tests.support.anthropic_server import AnthropicServer
 from tests.support.anthropic_server import text as claude_text
 from tests.support.anthropic_server import tool_use as claude_tool_use
+from tests.support.docs import python_module
 from tests.support.openai_server import OpenAIServer, text, tool_call
 
 PNG = base64.b64decode(
@@ -191,7 +191,7 @@ async def test_a_tool_handing_over_an_artifact_the_store_lacks_fails_the_run_wit
 
 
 def test_the_readmes_instructions_as_messages_define_an_agent_with_an_example_image(tmp_path: Path) -> None:
-    reviewer = readme_module("## Instructions as messages", "reviewer.py", tmp_path).reviewer
+    reviewer = python_module("guides/agents.md", "reviewer.py", tmp_path).reviewer
 
     system, example, answer = reviewer.instructions
     assert (system.role, answer.content) == ("system", "Fine: no dip.")

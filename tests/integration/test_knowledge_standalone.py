@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from chamvi.models.knowledge import CollectionStatus
 from chamvi.settings import Settings
 from tests.knowledge_helpers import CountingEmbedder
 from tests.polling import eventually
+from tests.support.docs import blocks
 
 HANDBOOK = {
     "refunds.md": "# Refunds\n\nRefunds are paid within 30 days of the return.\n",
@@ -126,9 +126,9 @@ async def test_stop_aborts_a_pass_under_way_and_a_later_start_finishes_it(tmp_pa
 def test_the_readme_example_indexes_a_handbook_folder_and_prints_the_best_passages(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
-    example = next(block for block in blocks if "Knowledge([handbook]" in block)
+    (example,) = [
+        b.body for b in blocks("knowledge/collections.md", lang="python") if "Knowledge([handbook]" in b.body
+    ]
     handbook(tmp_path)
     monkeypatch.chdir(tmp_path)  # the example reads ./handbook
     env = {**os.environ, "CHAMVI_DATA": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1"}

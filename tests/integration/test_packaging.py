@@ -2,53 +2,28 @@
 
 Builds the wheel, installs it into a fresh virtual environment (its dependencies are reached through
 this environment's site-packages, so nothing is downloaded but the build backend), and runs the
-README's "Use chamvi in your own Temporal worker" files in a throwaway project that has its own
+docs page "Use chamvi in your own Temporal worker"'s files
+(``docs/guides/own-worker.md``) in a throwaway project that has its own
 ``workflows`` and ``activities`` packages, against the test session's Temporal server.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import re
 import subprocess
 import sys
 import sysconfig
 import venv
 import zipfile
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from temporalio.client import Client
 
+from tests.support.docs import python_files
+
 ROOT = Path(__file__).parents[2]
-SECTION = "## Use chamvi in your own Temporal worker"
-
-
-def readme_files(title: str = SECTION) -> dict[str, str]:
-    """The python blocks of the README section ``title``, by the path each names on its first line."""
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index(title) :]
-    section = section[: section.index("\n## ", len(title))]
-    files: dict[str, str] = {}
-    for block in re.findall(r"```python\n(.*?)```", section, re.DOTALL):
-        first, _, body = block.partition("\n")
-        assert first.startswith("# "), f"a block of the section names no file: {first!r}"
-        files[first[2:].strip()] = body
-    return files
-
-
-def readme_module(title: str, filename: str, folder: Path) -> ModuleType:
-    """The README section's only python file, written to ``folder`` and imported as a reader would."""
-    files = readme_files(title)
-    assert set(files) == {filename}
-    (folder / filename).write_text(files[filename])
-    spec = importlib.util.spec_from_file_location(f"readme_{Path(filename).stem}", folder / filename)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+PAGE = "guides/own-worker.md"
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +79,7 @@ async def test_a_project_with_its_own_workflows_and_activities_runs_chamvi_besid
     (site / "dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
 
     project = tmp_path / "project"
-    for relative, body in readme_files().items():
+    for relative, body in python_files(PAGE).items():
         path = project / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(body)

@@ -1,8 +1,8 @@
-"""The README's main example ("Agents and tools in Python"), run from the README itself so it cannot drift.
+"""The docs' main example ("Agents and tools", docs/guides/agents.md), run from the page so it cannot drift.
 
-The block is read out of README.md, loaded as the module a reader would write, and served by a worker
+The block is read out of the page, loaded as the module a reader would write, and served by a worker
 on the test's dev server; only its model is scripted (the example's ``local/demo`` ref answers what
-the test says), so the run goes where the README says it goes: a lookup, a void that waits for a
+the test says), so the run goes where the page says it goes: a lookup, a void that waits for a
 person, the console channel asking for the approval, and the void once approved.
 """
 
@@ -15,12 +15,12 @@ import pytest
 from chamvi import App, ChamviClient, RunStatus
 from chamvi.providers import ScriptedModel, call, reply
 from tests.conftest import RunningWorker
-from tests.integration.test_packaging import readme_module
 from tests.polling import until_status
+from tests.support.docs import python_module
 
 
 def readme_app(tmp_path: Path) -> App:
-    app: App = readme_module("## Agents and tools in Python", "myapp.py", tmp_path).app
+    app: App = python_module("guides/agents.md", "myapp.py", tmp_path).app
     return app
 
 

@@ -1,9 +1,8 @@
-"""The README tour's chat, run as a reader would: ``chamvi chat support`` over the example app."""
+"""The tour's chat (docs/tutorial.md), run as a reader would: ``chamvi chat support`` over the example app."""
 
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 
 import pytest
@@ -17,16 +16,14 @@ from chamvi.plugin import ChamviPlugin
 from chamvi.runtime import build_worker
 from examples.support.app import app
 from tests.knowledge_helpers import new_store, wait_for_meta
+from tests.support.docs import blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def tour_chat() -> list[str]:
     """The lines of the tour's chat block after its command: what is written, then what is answered."""
-    text = (ROOT / "README.md").read_text()
-    block = next(
-        b for b in re.findall(r"```sh\n(.*?)```", text, re.DOTALL) if b.startswith("chamvi chat support")
-    )
+    (block,) = [b.body for b in blocks("tutorial.md", lang="sh") if b.body.startswith("chamvi chat support")]
     return block.splitlines()[1:]
 
 

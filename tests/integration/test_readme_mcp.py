@@ -1,4 +1,4 @@
-"""The README's "Tools from MCP servers" files, run as a reader would run them."""
+"""The docs' "Tools from MCP servers" files (docs/guides/mcp.md), run as a reader would run them."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 
 from chamvi import App, ChamviClient, RunStatus
-from tests.integration.test_packaging import readme_files
+from tests.support.docs import python_files
 
 
 async def test_the_readme_mcp_example_searches_and_saves_a_note_through_its_server(
     chamvi: ChamviClient, running_worker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    files = readme_files("## Tools from MCP servers")
+    files = python_files("guides/mcp.md", "## Tools from MCP servers")
     assert set(files) == {"notes_server.py", "myapp.py"}
     for name, body in files.items():
         (tmp_path / name).write_text(body)

@@ -1,34 +1,28 @@
-"""The README's "Agents defined at runtime": its app and agent file, put and run as a reader would."""
+"""docs/guides/runtime-agents.md: its app and agent file, put and run as a reader would."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient, RunStatus
 from tests.conftest import RunningWorker
-from tests.integration.test_packaging import ROOT, readme_module
 from tests.support.cli import cli_on
+from tests.support.docs import blocks, python_module
 
-SECTION = "## Agents defined at runtime"
+PAGE = "guides/runtime-agents.md"
 
 
 def readme_yaml(name: str) -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index(SECTION) :]
-    section = section[: section.index("\n## ", len(SECTION))]
-    blocks = {
-        b.partition("\n")[0][2:].strip(): b for b in re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)
-    }
-    return blocks[name]
+    files = {b.body.partition("\n")[0][2:].strip(): b.body for b in blocks(PAGE, lang="yaml")}
+    return files[name]
 
 
 async def test_the_readme_runtime_agent_is_put_and_runs_on_the_readme_app(
     client: Client, task_queue: str, chamvi: ChamviClient, running_worker: RunningWorker, tmp_path: Path
 ) -> None:
-    app: App = readme_module(SECTION, "myapp.py", tmp_path).app
+    app: App = python_module(PAGE, "myapp.py", tmp_path).app
     (tmp_path / "triage.yaml").write_text(readme_yaml("triage.yaml"))
     cli = cli_on(client, task_queue)
     async with running_worker(app):

@@ -1,4 +1,4 @@
-"""The README's "Skills" section, run from the README itself so it cannot drift."""
+"""The docs' "Skills" page (docs/guides/skills.md), run from the page itself so it cannot drift."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from chamvi import App
 from chamvi.app_runtime import AppRuntime
 from chamvi.constants import TOOL_SKILL_LOAD, TOOL_SKILL_READ
-from tests.integration.test_packaging import readme_module
+from tests.support.docs import python_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,7 +18,7 @@ async def test_the_readme_skills_example_gives_the_app_skill_then_the_agents_own
     (procedure / "SKILL.md").write_text(
         (ROOT / "examples/support/skills/refund-procedure/SKILL.md").read_text()
     )
-    app: App = readme_module("## Skills", "skillsapp.py", tmp_path).app
+    app: App = python_module("guides/skills.md", "skillsapp.py", tmp_path).app
     catalog = await AppRuntime(app).skills.current(app.agent("support"))
     assert catalog is not None
     assert [s.name for s in catalog.skills] == ["customer-tone", "refund-procedure"]

@@ -1,17 +1,17 @@
-"""The README's "Agent state" file, run as a reader would run it."""
+"""The docs' "Agent state" file (docs/guides/state.md), run as a reader would run it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from chamvi import App, ChamviClient, RunStatus
-from tests.integration.test_packaging import readme_module
+from tests.support.docs import python_module
 
 
 async def test_the_readme_state_example_counts_loops_and_remembers_who_counted(
     chamvi: ChamviClient, running_worker, tmp_path: Path
 ) -> None:
-    app: App = readme_module("## Agent state", "digest.py", tmp_path).app
+    app: App = python_module("guides/state.md", "digest.py", tmp_path).app
     async with running_worker(app):
         first = await chamvi.wait((await chamvi.dispatch("digest")).run_id)
         second = await chamvi.wait((await chamvi.dispatch("digest")).run_id)

@@ -1,9 +1,8 @@
-"""The README's "Tracing" example runs as written: a refund with an approval, traced to a collector."""
+"""docs/guides/tracing.md's example runs as written: a refund with an approval, traced to a collector."""
 
 from __future__ import annotations
 
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -11,18 +10,14 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from tests.support.docs import python_files
 from tests.support.otlp_collector import Collector
 
 ROOT = Path(__file__).parents[2]
-SECTION = "## Tracing"
 
 
 def example() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index(SECTION) :]
-    section = section[: section.index("\n## ", len(SECTION))]
-    (block,) = re.findall(r"```python\n# traced_worker.py\n(.*?)```", section, re.DOTALL)
-    return str(block)
+    return python_files("guides/tracing.md")["traced_worker.py"]
 
 
 def test_the_readme_tracing_example_exports_the_run_trace_it_prints(client: Client, tmp_path: Path) -> None:

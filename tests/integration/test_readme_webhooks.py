@@ -1,11 +1,10 @@
-"""The README tour's webhook commands, run as a reader would: curl and openssl against a real stack."""
+"""The tour's webhook commands (docs/tutorial.md), run as a reader would: curl and openssl, a real stack."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 from chamvi import ChamviClient, RunStatus
 from chamvi.http import create_api
 from examples.support.app import app
+from tests.support.docs import shell_block
 from tests.support.http_api import make_tokens, serving
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,8 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def tour_block() -> str:
     """The tour's shell block that signs and sends a ticket."""
-    text = (ROOT / "README.md").read_text()
-    return next(b for b in re.findall(r"```sh\n(.*?)```", text, re.DOTALL) if "openssl dgst" in b)
+    return shell_block("tutorial.md", "openssl dgst")
 
 
 async def sh(script: str) -> tuple[int, str]:

@@ -1,16 +1,15 @@
-"""The README's "Model providers and settings" examples, run from the README so they cannot drift."""
+"""docs/guides/providers.md's examples, run from the page so they cannot drift."""
 
 from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
 
 from chamvi import App, tool
 from chamvi.settings import Settings
+from tests.support.docs import page
 
-README = (Path(__file__).parents[2] / "README.md").read_text()
-SECTION = README.split("## Model providers and settings", 1)[1].split("\n## ", 1)[0]
+SECTION = page("guides/providers.md")
 
 
 @tool

@@ -5,10 +5,8 @@ from __future__ import annotations
 import base64
 import hmac
 import json
-import re
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -30,6 +28,7 @@ from chamvi.senders import GitHubWebhooks, SlackEvents, StandardWebhooks, Stripe
 from chamvi.senders.github import github_signature, issue_address
 from chamvi.settings import Settings
 from chamvi.webhooks import webhook_channel
+from tests.support.docs import blocks
 
 WHSEC = "whsec_" + base64.b64encode(b"standard-webhooks-secret-bytes!!").decode()
 OTHER_WHSEC = "whsec_" + base64.b64encode(b"another-standard-secret-bytes!!!").decode()
@@ -339,9 +338,8 @@ def test_reply_tokens_and_api_urls_come_from_the_environment() -> None:
 
 
 def readme_blocks() -> list[str]:
-    text = (Path(__file__).parents[2] / "README.md").read_text()
-    section = text.split("## Webhooks from GitHub, Slack, Stripe")[1].split("\n## ")[0]
-    return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    heading = "## Webhooks from GitHub, Slack, Stripe and Standard Webhooks senders"
+    return [b.body for b in blocks("guides/channels.md", heading, lang="python")]
 
 
 def test_the_readmes_sender_examples_build_their_channels_and_the_custom_scheme_verifies(
