@@ -38,7 +38,7 @@ from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KnowledgeSearch
-from chamvi.knowledge.sparse import query_vector
+from chamvi.knowledge.sparse import query_vector, search_vector
 from chamvi.vectors import RRF_K
 from chamvi.vectors._fusion import DECISIVE
 from chamvi.vectors.edge import EdgeStore
@@ -213,12 +213,11 @@ async def bench_hybrid(passages: int, repeats: int) -> None:
                 )
                 timings["sparse"].append(time.perf_counter() - start)
                 start = time.perf_counter()
-                hybrid = await vectors.hybrid_search(
-                    collection,
-                    vector,
-                    query_vector(query.text),
-                    limit=TOP_K,
-                    payload=["document"],
+                terms = search_vector(query.text)  # as knowledge_search makes it: identifier-like terms
+                hybrid = (
+                    await vectors.hybrid_search(collection, vector, terms, limit=TOP_K, payload=["document"])
+                    if terms.indices
+                    else await vectors.search(collection, vector, limit=TOP_K, payload=["document"])
                 )
                 timings["hybrid"].append(time.perf_counter() - start)
                 if _ == 0:

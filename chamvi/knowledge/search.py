@@ -22,7 +22,7 @@ from chamvi.errors import (
 )
 from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry
 from chamvi.knowledge.index import Hit, KnowledgeIndex
-from chamvi.knowledge.sparse import query_vector
+from chamvi.knowledge.sparse import search_vector
 from chamvi.models.knowledge import CollectionMeta, CollectionStatus
 from chamvi.names import validate_agent_name
 from chamvi.retry import DEFAULT_EMBEDDING_RETRY, call_with_retry
@@ -114,7 +114,7 @@ class KnowledgeSearch:
             by_model.setdefault(meta.model, []).append(meta)
         hits: list[Hit] = []
         ranks: list[int] = []
-        sparse = query_vector(query) if any(m.sparse is not None for m in metas) else None
+        sparse = search_vector(query) if any(m.sparse is not None for m in metas) else None
         for model, group in by_model.items():
             try:
                 embedder = self.embedders.resolve(model)
