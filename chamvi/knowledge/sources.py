@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from chamvi.errors import InvalidAgentDefinitionError
+from chamvi.knowledge._pdf import MAX_PDF_BYTES, PDF_SUFFIX, PdfProblem, page_documents, read_pdf
 from chamvi.knowledge.documents import Document, describe_id
 
 log = logging.getLogger("chamvi.knowledge")
 
-DEFAULT_EXTENSIONS: tuple[str, ...] = (".md", ".markdown", ".mdx", ".txt")
+DEFAULT_EXTENSIONS: tuple[str, ...] = (".md", ".markdown", ".mdx", ".txt", PDF_SUFFIX)
 MAX_FILE_BYTES = 1_048_576
 MAX_PATH_CHARS = 255
 ASK_TIMEOUT_SECONDS = 120.0
@@ -55,6 +56,18 @@ async def _nothing_known(versions: list[tuple[str, str]]) -> set[str]:
     return set()
 
 
+async def _nothing_stored(ids: list[str]) -> dict[str, StoredVersion]:
+    return {}
+
+
+@dataclass(frozen=True)
+class StoredVersion:
+    """What the index keeps of a document a pass may skip: its version and its metadata."""
+
+    version: str
+    metadata: dict[str, Any] | None = None
+
+
 @dataclass
 class SourceContext:
     """Handed to a source on every pass.
@@ -69,6 +82,9 @@ class SourceContext:
             has that version; the pass counts them read and unchanged, so the source yields nothing
             for them. A source that can tell a document's version without reading it (a file's size
             and times, an ETag) asks before reading, and reads only the others.
+        stored: ``await ctx.stored([id, ...])`` answers, for the ids whose stored entry
+            ``unchanged`` would accept, its version and metadata: what a source needs to ask the other
+            side whether a document changed (an ETag for ``If-None-Match``) before it reads it.
     """
 
     cancellation: asyncio.Event = field(default_factory=asyncio.Event)
@@ -76,6 +92,7 @@ class SourceContext:
     incomplete: Callable[[str], None] = _ignore
     reasons: list[str] = field(default_factory=list)
     unchanged: Callable[[list[tuple[str, str]]], Coroutine[Any, Any, set[str]]] = _nothing_known
+    stored: Callable[[list[str]], Coroutine[Any, Any, dict[str, StoredVersion]]] = _nothing_stored
 
     def __post_init__(self) -> None:
         notify = self.incomplete
@@ -297,7 +314,11 @@ def folder(
     extensions: Iterable[str] = DEFAULT_EXTENSIONS,
     trusted: bool | None = None,
 ) -> FolderSource:
-    """Every ``.md``, ``.markdown``, ``.mdx`` and ``.txt`` file below ``path``.
+    """Every ``.md``, ``.markdown``, ``.mdx``, ``.txt`` and ``.pdf`` file below ``path``.
+
+    A PDF (up to 32 MiB) becomes one document per page, ``manual.pdf#page=2`` with the metadata
+    ``{"page": 2}``; it is parsed on every pass (content hashes keep unchanged pages from being
+    embedded again). A PDF without a text layer, encrypted or damaged is reported and skipped.
 
     ``path`` is resolved against the working directory now. Each document's id and source are its
     path relative to ``path`` (POSIX, ``guides/setup.md``); its title is the first ``# `` heading
@@ -450,6 +471,8 @@ def _walk(root: str, extensions: tuple[str, ...], ask: Ask) -> Iterator[Document
                     yield opened
                 else:
                     stack.append(_folder(rel + "/", *opened, extensions, ask))
+            elif wanted and rel.lower().endswith(PDF_SUFFIX):
+                yield from _read_pdf(here.fd, entry.name, rel)
             elif wanted and rel not in here.unchanged:
                 yield _read(here.fd, entry.name, rel, here.versions.get(rel))
     finally:
@@ -474,8 +497,9 @@ def _folder(
     racy_after = time.time_ns() - RACY_SECONDS * 1_000_000_000
     versions: dict[str, str | None] = {}
     for entry in listing:
-        if entry.name.startswith(".") or not entry.name.lower().endswith(extensions):
-            continue
+        lowered = entry.name.lower()
+        if entry.name.startswith(".") or not lowered.endswith(extensions) or lowered.endswith(PDF_SUFFIX):
+            continue  # a PDF's pages are documents of their own: it is read on every pass
         try:
             info = entry.stat(follow_symlinks=False)
         except OSError:
@@ -548,8 +572,38 @@ def _read(folder_fd: int, name: str, rel: str, version: str | None) -> Document 
     return Document(id=rel, content=text, title=title, source=rel, version=version)
 
 
-def _is_small_regular(info: os.stat_result) -> bool:
-    return stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE_BYTES
+def _is_small_regular(info: os.stat_result, limit: int = MAX_FILE_BYTES) -> bool:
+    return stat.S_ISREG(info.st_mode) and info.st_size <= limit
+
+
+def _read_pdf(folder_fd: int, name: str, rel: str) -> Iterator[Document | _Problem]:
+    """The pages of a PDF as documents ``<rel>#page=<n>``, or the problem that keeps it out."""
+    if len(rel) + 16 > MAX_PATH_CHARS:
+        yield _Problem(f"skipped {describe_id(rel)}: its relative path is too long for page ids")
+        return
+    try:
+        info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        if not _is_small_regular(info, MAX_PDF_BYTES):
+            yield _skipped(rel, "not a regular file" if not stat.S_ISREG(info.st_mode) else "over 32 MiB")
+            return
+        fd = os.open(name, _OPEN_FLAGS, dir_fd=folder_fd)
+        with os.fdopen(fd, "rb") as file:
+            data = file.read(MAX_PDF_BYTES + 1)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            yield _skipped(rel, _LINK)
+            return
+        yield _cannot(rel, "the file cannot be read", error)
+        return
+    if len(data) > MAX_PDF_BYTES:
+        yield _skipped(rel, "over 32 MiB")
+        return
+    try:
+        pdf = read_pdf(data)
+    except PdfProblem as problem:
+        yield _skipped(rel, str(problem))
+        return
+    yield from page_documents(rel, rel, pdf, rel.rpartition("/")[2])
 
 
 def _refused(rel: str, info: os.stat_result) -> _Problem:
