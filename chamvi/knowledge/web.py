@@ -101,8 +101,12 @@ class UrlsSource:
 
 @dataclass
 class _Page:
+    url: str
     documents: list[Document]
     links: list[str]
+    unchanged: list[str] = field(default_factory=list)
+    """The ids a 304 keeps, if the index holds them all at ``version``."""
+    version: str = ""
 
 
 class _Crawler:
@@ -127,9 +131,16 @@ class _Crawler:
             stored = await self.ctx.stored([i for url in wave for i in (url, url + PAGE_FRAGMENT + "1")])
 
             pages = await asyncio.gather(*(self._limited(semaphore, url, stored) for url in wave))
+            # one lookup for every 304 of the wave, not one per page
+            kept = await self.ctx.unchanged(
+                [(i, p.version) for p in pages if p is not None for i in p.unchanged]
+            )
+            again = [p.url for p in pages if p is not None and not kept.issuperset(p.unchanged)]
+            if again:
+                pages.extend(await asyncio.gather(*(self._limited(semaphore, url, {}) for url in again)))
             links: list[str] = []
             for page in pages:
-                if page is None:
+                if page is None or (page.unchanged and not kept.issuperset(page.unchanged)):
                     continue
                 for document in page.documents:
                     yield document
@@ -198,11 +209,8 @@ class _Crawler:
         status = response.status_code
         if status == 304 and known is not None:
             ids = [url] if pages == 0 else [f"{url}{PAGE_FRAGMENT}{n}" for n in range(1, pages + 1)]
-            kept = await self.ctx.unchanged([(i, known.version) for i in ids])
-            if len(kept) == len(ids):
-                links = (known.metadata or {}).get("links", []) if pages == 0 else []
-                return _Page([], [str(link) for link in links])
-            raise _Failed("answered 304 for a page the index no longer holds whole")
+            links = (known.metadata or {}).get("links", []) if pages == 0 else []
+            return _Page(url, [], [str(link) for link in links], ids, known.version)
         if status in _GONE_STATUSES:
             self.ctx.on_error(f"{url!r} answered {status}: its document is deleted")
             return None
@@ -223,7 +231,7 @@ class _Crawler:
                 raise _Refused(str(problem)) from None
             name = urlsplit(final).path.rpartition("/")[2] or final
             stamp = f"{version}{_PAGES}{len(pdf.pages)}" if version else None
-            return _Page(page_documents(url, final, pdf, name, stamp), [])
+            return _Page(url, page_documents(url, final, pdf, name, stamp), [])
         if content_type in _HTML:
             text, title, links = _html(body, response.encoding or "utf-8", final)
         elif content_type in _TEXT:
@@ -236,7 +244,7 @@ class _Crawler:
         document = Document(
             id=url, content=text, title=title or final, source=final, metadata=metadata, version=version
         )
-        return _Page([document], links)
+        return _Page(url, [document], links)
 
     async def _allowed(self, url: str) -> None:
         parts = urlsplit(url)
