@@ -31,13 +31,13 @@ class _GitFailed(Exception):
 
 
 async def _git(*args: str, stdin: bytes | None = None) -> bytes:
+    # stdin is never a terminal here, so git asks no one for a password: it fails the fetch instead
     process = await asyncio.create_subprocess_exec(
         "git",
         *args,
         stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
     )
     out, err = await process.communicate(stdin)
     if process.returncode != 0:
