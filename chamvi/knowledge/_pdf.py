@@ -17,6 +17,9 @@ from chamvi.knowledge.documents import Document
 PDF_SUFFIX = ".pdf"
 MAX_PDF_BYTES = 32 * 1_048_576
 PAGE_FRAGMENT = "#page="
+PDF_PAGES = " pages="
+"""Ends the version of a PDF's pages: ``<the file's version> pages=<count>``, so a source that finds
+page 1 unchanged knows which other pages to count unchanged without reading the file."""
 
 # pypdf logs a warning for every oddity of a file it can still read (a wrong xref offset): noise in
 # the worker's log for a document that indexes fine

@@ -18,10 +18,18 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from chamvi.errors import InvalidAgentDefinitionError
-from chamvi.knowledge._pdf import MAX_PDF_BYTES, PDF_SUFFIX, PdfProblem, page_documents, read_pdf
+from chamvi.knowledge._pdf import (
+    MAX_PDF_BYTES,
+    PAGE_FRAGMENT,
+    PDF_PAGES,
+    PDF_SUFFIX,
+    PdfProblem,
+    page_documents,
+    read_pdf,
+)
 from chamvi.knowledge.documents import Document, describe_id
 
 log = logging.getLogger("chamvi.knowledge")
@@ -279,16 +287,22 @@ class FolderSource:
         self.check()
         loop = asyncio.get_running_loop()
 
-        def ask(versions: list[tuple[str, str]]) -> set[str]:
+        def answer(asking: Coroutine[Any, Any, _T], otherwise: _T) -> _T:
             # from the walk's thread: the event loop is free while the pass awaits that thread
-            asked = asyncio.run_coroutine_threadsafe(ctx.unchanged(versions), loop)
+            asked = asyncio.run_coroutine_threadsafe(asking, loop)
             try:
                 return asked.result(timeout=ASK_TIMEOUT_SECONDS)
             except TimeoutError:  # a loop that stopped answering (a worker shutting down): read them all
                 asked.cancel()
-                return set()
+                return otherwise
 
-        walker = _walk(str(self.path), self.extensions, ask)
+        def ask(versions: list[tuple[str, str]]) -> set[str]:
+            return answer(ctx.unchanged(versions), set())
+
+        def look(ids: list[str]) -> dict[str, StoredVersion]:
+            return answer(ctx.stored(ids), {})
+
+        walker = _walk(str(self.path), self.extensions, _Asker(ask, look))
         while True:
             if ctx.cancellation.is_set():
                 ctx.incomplete("the read was cancelled")
@@ -317,8 +331,8 @@ def folder(
     """Every ``.md``, ``.markdown``, ``.mdx``, ``.txt`` and ``.pdf`` file below ``path``.
 
     A PDF (up to 32 MiB) becomes one document per page, ``manual.pdf#page=2`` with the metadata
-    ``{"page": 2}``; it is parsed on every pass (content hashes keep unchanged pages from being
-    embedded again). A PDF without a text layer, encrypted or damaged is reported and skipped.
+    ``{"page": 2}``; like a text file, it is not read again while its size and times match. A PDF
+    without a text layer, encrypted or damaged is reported and skipped.
 
     ``path`` is resolved against the working directory now. Each document's id and source are its
     path relative to ``path`` (POSIX, ``guides/setup.md``); its title is the first ``# `` heading
@@ -414,7 +428,15 @@ def _list(folder_fd: int) -> list[os.DirEntry[str]]:
         return sorted(entries, key=_sort_key)
 
 
-Ask = Callable[[list[tuple[str, str]]], set[str]]
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class _Asker:
+    """What the walk's thread asks the index: which versions it holds unchanged, what it stored."""
+
+    unchanged: Callable[[list[tuple[str, str]]], set[str]]
+    stored: Callable[[list[str]], dict[str, StoredVersion]]
 
 
 @dataclass
@@ -426,9 +448,11 @@ class _Folder:
     entries: Iterator[os.DirEntry[str]]
     versions: dict[str, str | None]
     unchanged: set[str]
+    pdf_pages: dict[str, int] = field(default_factory=dict)
+    """PDFs whose stored pages have their current version, and how many pages they had."""
 
 
-def _walk(root: str, extensions: tuple[str, ...], ask: Ask) -> Iterator[Document | _Problem]:
+def _walk(root: str, extensions: tuple[str, ...], ask: _Asker) -> Iterator[Document | _Problem]:
     """Depth first, one folder's listing at a time: memory stays flat however large the tree.
 
     Every folder below the root and every file is opened relative to its parent's descriptor and
@@ -472,7 +496,10 @@ def _walk(root: str, extensions: tuple[str, ...], ask: Ask) -> Iterator[Document
                 else:
                     stack.append(_folder(rel + "/", *opened, extensions, ask))
             elif wanted and rel.lower().endswith(PDF_SUFFIX):
-                yield from _read_pdf(here.fd, entry.name, rel)
+                pages = here.pdf_pages.get(rel)
+                ids = {f"{rel}{PAGE_FRAGMENT}{n}" for n in range(1, (pages or 0) + 1)}
+                if pages is None or not ids <= here.unchanged:
+                    yield from _read_pdf(here.fd, entry.name, rel, here.versions.get(rel), here.unchanged)
             elif wanted and rel not in here.unchanged:
                 yield _read(here.fd, entry.name, rel, here.versions.get(rel))
     finally:
@@ -485,7 +512,7 @@ def _folder(
     fd: int,
     listing: list[os.DirEntry[str]],
     extensions: tuple[str, ...],
-    ask: Ask,
+    ask: _Asker,
 ) -> _Folder:
     """A folder entered: the versions of its files, and which of them the index holds unchanged.
 
@@ -497,17 +524,37 @@ def _folder(
     racy_after = time.time_ns() - RACY_SECONDS * 1_000_000_000
     versions: dict[str, str | None] = {}
     for entry in listing:
-        lowered = entry.name.lower()
-        if entry.name.startswith(".") or not lowered.endswith(extensions) or lowered.endswith(PDF_SUFFIX):
-            continue  # a PDF's pages are documents of their own: it is read on every pass
+        if entry.name.startswith(".") or not entry.name.lower().endswith(extensions):
+            continue
         try:
             info = entry.stat(follow_symlinks=False)
         except OSError:
             continue  # the walk reports it when it comes to it
         if stat.S_ISREG(info.st_mode):
             versions[prefix + entry.name] = _version(info, racy_after)
-    known = [(rel, version) for rel, version in versions.items() if version is not None]
-    return _Folder(prefix, fd, iter(listing), versions, ask(known) if known else set())
+    known = [
+        (rel, version)
+        for rel, version in versions.items()
+        if version is not None and not rel.lower().endswith(PDF_SUFFIX)
+    ]
+    # a PDF's pages are its documents: page 1's stored version tells how many pages to ask about
+    pdfs = {rel: v for rel, v in versions.items() if v is not None and rel.lower().endswith(PDF_SUFFIX)}
+    first_pages = ask.stored([rel + PAGE_FRAGMENT + "1" for rel in pdfs]) if pdfs else {}
+    pdf_pages: dict[str, int] = {}
+    for rel, version in pdfs.items():
+        stored = first_pages.get(rel + PAGE_FRAGMENT + "1")
+        count = _pdf_pages(stored.version, version) if stored is not None else None
+        if count is not None and stored is not None:
+            pdf_pages[rel] = count
+            known.extend((f"{rel}{PAGE_FRAGMENT}{n}", stored.version) for n in range(1, count + 1))
+    unchanged = ask.unchanged(known) if known else set()
+    return _Folder(prefix, fd, iter(listing), versions, unchanged, pdf_pages)
+
+
+def _pdf_pages(stored: str, version: str) -> int | None:
+    """The page count a stored PDF page version gives, if it is of the file's current version."""
+    base, _, pages = stored.partition(PDF_PAGES)
+    return int(pages) if base == version and pages.isdigit() else None
 
 
 def _version(info: os.stat_result, racy_after: int) -> str | None:
@@ -576,8 +623,13 @@ def _is_small_regular(info: os.stat_result, limit: int = MAX_FILE_BYTES) -> bool
     return stat.S_ISREG(info.st_mode) and info.st_size <= limit
 
 
-def _read_pdf(folder_fd: int, name: str, rel: str) -> Iterator[Document | _Problem]:
-    """The pages of a PDF as documents ``<rel>#page=<n>``, or the problem that keeps it out."""
+def _read_pdf(
+    folder_fd: int, name: str, rel: str, version: str | None, unchanged: set[str]
+) -> Iterator[Document | _Problem]:
+    """The pages of a PDF as documents ``<rel>#page=<n>``, or the problem that keeps it out.
+
+    Pages the index holds ``unchanged`` (counted already) are not yielded again.
+    """
     if len(rel) + 16 > MAX_PATH_CHARS:
         yield _Problem(f"skipped {describe_id(rel)}: its relative path is too long for page ids")
         return
@@ -603,7 +655,10 @@ def _read_pdf(folder_fd: int, name: str, rel: str) -> Iterator[Document | _Probl
     except PdfProblem as problem:
         yield _skipped(rel, str(problem))
         return
-    yield from page_documents(rel, rel, pdf, rel.rpartition("/")[2])
+    stamp = f"{version}{PDF_PAGES}{len(pdf.pages)}" if version is not None else None
+    for document in page_documents(rel, rel, pdf, rel.rpartition("/")[2], stamp):
+        if document.id not in unchanged:
+            yield document
 
 
 def _refused(rel: str, info: os.stat_result) -> _Problem:

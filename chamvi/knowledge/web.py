@@ -27,7 +27,14 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import httpx
 
 from chamvi.errors import InvalidAgentDefinitionError
-from chamvi.knowledge._pdf import MAX_PDF_BYTES, PAGE_FRAGMENT, PdfProblem, page_documents, read_pdf
+from chamvi.knowledge._pdf import (
+    MAX_PDF_BYTES,
+    PAGE_FRAGMENT,
+    PDF_PAGES,
+    PdfProblem,
+    page_documents,
+    read_pdf,
+)
 from chamvi.knowledge.documents import MAX_ID_CHARS, Document
 from chamvi.knowledge.sources import SourceContext, StoredVersion, first_heading
 
@@ -39,7 +46,6 @@ _TEXT = ("text/plain", "text/markdown", "text/x-markdown")
 _PDF = "application/pdf"
 _INCOMPLETE_STATUSES = frozenset({401, 403, 408, 425, 429})
 _GONE_STATUSES = frozenset({404, 410})
-_PAGES = " pages="
 
 
 class _Refused(Exception):
@@ -230,7 +236,7 @@ class _Crawler:
             except PdfProblem as problem:
                 raise _Refused(str(problem)) from None
             name = urlsplit(final).path.rpartition("/")[2] or final
-            stamp = f"{version}{_PAGES}{len(pdf.pages)}" if version else None
+            stamp = f"{version}{PDF_PAGES}{len(pdf.pages)}" if version else None
             return _Page(url, page_documents(url, final, pdf, name, stamp), [])
         if content_type in _HTML:
             text, title, links = _html(body, response.encoding or "utf-8", final)
@@ -303,7 +309,7 @@ def _version(response: httpx.Response) -> str | None:
 
 def _parse_version(version: str) -> tuple[str | None, int]:
     """The validator of a stored version and, for a PDF, its number of pages."""
-    validator, _, pages = version.partition(_PAGES)
+    validator, _, pages = version.partition(PDF_PAGES)
     if not validator.startswith(("etag:", "modified:")):
         return None, 0
     return validator, int(pages) if pages.isdigit() else 0

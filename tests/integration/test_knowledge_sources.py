@@ -15,11 +15,12 @@ import pytest
 
 from chamvi.errors import InvalidAgentDefinitionError
 from chamvi.knowledge import folder, git, knowledge_collection, urls
+from chamvi.knowledge._pdf import PdfText, read_pdf
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.repos import GitSource
 from chamvi.knowledge.search import KnowledgeSearch
-from chamvi.knowledge.sources import SourceContext
+from chamvi.knowledge.sources import RACY_SECONDS, SourceContext
 from tests.knowledge_helpers import CountingEmbedder, new_store
 
 
@@ -207,6 +208,34 @@ async def test_a_two_page_pdf_in_a_folder_is_found_by_page(tmp_path: Path) -> No
     )
     assert found.matches[0].document == "manual.pdf#page=2"
     assert found.matches[0].source == "manual.pdf#page=2"
+
+
+async def test_an_unchanged_pdf_in_a_folder_is_not_read_again_and_a_changed_one_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_pdf(tmp_path / "manual.pdf", ["Unpack the device and charge it.", "Warranty needs the receipt."])
+    await asyncio.sleep(RACY_SECONDS + 0.2)  # older than the window in which times cannot tell
+    parsed: list[int] = []
+    original = read_pdf
+
+    def counting(data: bytes) -> PdfText:
+        parsed.append(len(data))
+        return original(data)
+
+    monkeypatch.setattr("chamvi.knowledge.sources.read_pdf", counting)
+    embedder = CountingEmbedder()
+    collection = knowledge_collection("pdfs", model=embedder.ref, sources=[folder(tmp_path)])
+    indexer = Indexer(new_store(), registry(embedder))
+    await indexer.run_pass(collection)
+    assert len(parsed) == 1
+    meta = await indexer.run_pass(collection)
+    assert len(parsed) == 1, "size and times unchanged: the PDF is not read again"
+    assert meta.last_stats is not None and meta.last_stats.unchanged == 2 and meta.documents == 2
+
+    make_pdf(tmp_path / "manual.pdf", ["Unpack the device.", "Warranty needs the receipt.", "Page three."])
+    await asyncio.sleep(RACY_SECONDS + 0.2)
+    meta = await indexer.run_pass(collection)
+    assert len(parsed) == 2 and meta.documents == 3
 
 
 async def test_a_pdf_url_is_one_document_per_page_and_a_304_keeps_them_all(
