@@ -245,7 +245,9 @@ class _Crawler:
             title, links = first_heading(text), []
         else:
             raise _Refused(f"its content type {content_type or 'is missing'!r} is not HTML, text or PDF")
-        links = [link for link in links if len(link) <= MAX_ID_CHARS] if self.source.crawl else []
+        # no crawl follows more than max_pages links, so no page keeps more
+        links = [link for link in links if len(link) <= MAX_ID_CHARS][: self.source.max_pages]
+        links = links if self.source.crawl else []
         metadata: dict[str, Any] | None = {"links": links} if self.source.crawl else None
         document = Document(
             id=url, content=text, title=title or final, source=final, metadata=metadata, version=version
@@ -273,7 +275,8 @@ class _Crawler:
         """The site's rules; None (all allowed) when it has none; a failure makes the read incomplete."""
         assert self.client is not None
         try:
-            response = await self.client.get(f"{site}/robots.txt", follow_redirects=True)
+            # not followed: a redirect could lead to an address the pages may not reach
+            response = await self.client.get(f"{site}/robots.txt")
         except httpx.HTTPError as error:
             raise _Failed(f"its site's robots.txt could not be fetched ({type(error).__name__})") from None
         if response.status_code >= 500 or response.status_code == 429:

@@ -67,6 +67,12 @@ def site() -> Iterator[Site]:
                 self._send(404, b"gone", "text/plain", None)
                 return
             status, etag, body, kind = page
+            if status in (301, 302):  # the body is where to
+                self.send_response(status)
+                self.send_header("location", body.decode())
+                self.send_header("content-length", "0")
+                self.end_headers()
+                return
             if status == 200 and self.headers.get("if-none-match") == etag:
                 self._send(304, b"", kind, etag)
                 return
@@ -178,6 +184,28 @@ async def test_a_loopback_url_is_refused_unless_allow_private(
     source = urls(["http://docs.internal.example/a"])
     assert [d async for d in source.documents(SourceContext(on_error=problems.append))] == []
     assert problems and "private or loopback" in problems[0]
+
+
+async def test_urls_follows_redirects_and_skips_unknown_types_and_bodies_over_the_limit(site: Site) -> None:
+    site.pages = {
+        "/old": (301, "", b"/new", "text/plain"),
+        "/new": (200, '"n"', b"# New home\n\nMoved here.", "text/markdown; charset=utf-8"),
+        "/loop": (302, "", b"/loop", "text/plain"),
+        "/logo.png": (200, '"l"', b"\x89PNG", "image/png"),
+        "/big": (200, '"b"', b"x" * 2048, "text/plain"),
+    }
+    problems: list[str] = []
+    ctx = SourceContext(on_error=problems.append)
+    source = urls([f"{site.base}{p}" for p in site.pages], allow_private=True, max_bytes=1024)
+    documents = [d async for d in source.documents(ctx)]
+    assert [(d.id, d.source, d.title) for d in documents] == [
+        (f"{site.base}/old", f"{site.base}/new", "New home"),
+        (f"{site.base}/new", f"{site.base}/new", "New home"),
+    ]
+    assert not ctx.is_incomplete
+    assert any("/loop" in p and "more than 5 redirects" in p for p in problems)
+    assert any("/logo.png" in p and "'image/png' is not HTML, text or PDF" in p for p in problems)
+    assert any("/big" in p and "over 1024 bytes" in p for p in problems)
 
 
 def make_pdf(path: Path, pages: list[str]) -> None:
