@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
@@ -58,7 +59,15 @@ class GitSource:
     kind: str = "git"
 
     def check(self) -> None:
-        """Nothing to check at boot without reaching the repository: :func:`git` checked the arguments."""
+        """Refuses at boot a machine without the ``git`` binary (the arguments were checked by :func:`git`).
+
+        Raises:
+            InvalidAgentDefinitionError: ``git`` is not on the PATH.
+        """
+        if shutil.which("git") is None:
+            raise InvalidAgentDefinitionError(
+                f"git({self.url!r}) needs the git binary: install git on the worker's machine"
+            )
 
     @property
     def cache_dir(self) -> Path:
@@ -83,6 +92,7 @@ class GitSource:
 
     async def documents(self, ctx: SourceContext) -> AsyncIterator[Document]:
         """Every matching file at the ref's commit; unchanged blobs are not read."""
+        self.check()
         try:
             commit = await self.resolve()
             listing = await _git(

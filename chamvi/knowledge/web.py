@@ -201,6 +201,8 @@ class _Crawler:
             except httpx.HTTPError as error:
                 raise _Failed(f"could not be fetched ({type(error).__name__}: {error})") from None
             try:
+                if not self.source.allow_private:
+                    _check_peer(response)
                 if response.is_redirect and "location" in response.headers:
                     target = urldefrag(urljoin(target, response.headers["location"]))[0]
                     continue
@@ -279,6 +281,8 @@ class _Crawler:
             response = await self.client.get(f"{site}/robots.txt")
         except httpx.HTTPError as error:
             raise _Failed(f"its site's robots.txt could not be fetched ({type(error).__name__})") from None
+        if not self.source.allow_private:
+            _check_peer(response)
         if response.status_code >= 500 or response.status_code == 429:
             raise _Failed(f"its site's robots.txt answered {response.status_code}")
         if response.status_code != 200:
@@ -364,6 +368,18 @@ async def _check_public(host: str, port: int) -> None:
                 f"{host!r} resolves to the private or loopback address {address}: "
                 "pass allow_private=True to read it"
             )
+
+
+def _check_peer(response: httpx.Response) -> None:
+    """Refuses an answer from an address that is not public, whatever the name resolved to before.
+
+    The name was checked before connecting; a DNS answer that changed since (rebinding) shows here,
+    before any byte of the body is read.
+    """
+    stream = response.extensions.get("network_stream")
+    peer = stream.get_extra_info("server_addr") if stream is not None else None
+    if isinstance(peer, tuple) and peer and _not_public(str(peer[0])):
+        raise _Refused(f"it was answered from the private or loopback address {peer[0]}")
 
 
 def urls(

@@ -6,6 +6,7 @@ import asyncio
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -67,6 +68,9 @@ def site() -> Iterator[Site]:
                 self._send(404, b"gone", "text/plain", None)
                 return
             status, etag, body, kind = page
+            if status == 0:  # too slow
+                time.sleep(1.5)
+                status = 200
             if status in (301, 302):  # the body is where to
                 self.send_response(status)
                 self.send_header("location", body.decode())
@@ -206,6 +210,33 @@ async def test_urls_follows_redirects_and_skips_unknown_types_and_bodies_over_th
     assert any("/loop" in p and "more than 5 redirects" in p for p in problems)
     assert any("/logo.png" in p and "'image/png' is not HTML, text or PDF" in p for p in problems)
     assert any("/big" in p and "over 1024 bytes" in p for p in problems)
+
+
+async def test_a_page_that_times_out_marks_the_read_incomplete(site: Site) -> None:
+    site.pages = {"/slow": (0, '"s"', b"late", "text/plain"), "/ok": (200, '"o"', b"fine", "text/plain")}
+    problems: list[str] = []
+    ctx = SourceContext(on_error=problems.append)
+    source = urls([f"{site.base}/slow", f"{site.base}/ok"], allow_private=True, timeout=0.5)
+    assert [d.id async for d in source.documents(ctx)] == [f"{site.base}/ok"]
+    assert ctx.is_incomplete and "timed out" in ctx.reasons[0]
+
+
+async def test_a_name_that_resolves_to_loopback_after_the_check_is_refused_before_its_body_is_read(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site.pages = {"/a": (200, '"a"', b"internal secrets", "text/plain")}
+    port = int(site.base.rsplit(":", 1)[1])
+    answers = iter(["93.184.215.14"])  # public for the check, then the site on loopback (rebinding)
+
+    async def rebinding(host: str, _port: int, **_: object) -> list[tuple[object, ...]]:
+        address = next(answers, "127.0.0.1")
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", rebinding)
+    problems: list[str] = []
+    source = urls([f"http://docs.example.test:{port}/a"])
+    assert [d async for d in source.documents(SourceContext(on_error=problems.append))] == []
+    assert problems and "answered from the private or loopback address 127.0.0.1" in problems[0]
 
 
 def make_pdf(path: Path, pages: list[str]) -> None:
