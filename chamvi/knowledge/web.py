@@ -46,6 +46,7 @@ _TEXT = ("text/plain", "text/markdown", "text/x-markdown")
 _PDF = "application/pdf"
 _INCOMPLETE_STATUSES = frozenset({401, 403, 408, 425, 429})
 _GONE_STATUSES = frozenset({404, 410})
+_DRAIN_BYTES = 65_536
 
 
 class _Refused(Exception):
@@ -208,6 +209,10 @@ class _Crawler:
                     continue
                 return await self._answer(url, target, response, known, pages)
             finally:
+                if not response.is_stream_consumed:
+                    # a 304, a redirect or an error page read to its end keeps the connection for
+                    # the next request; closed unread, it is dropped
+                    await _read_body(response, _DRAIN_BYTES)
                 await response.aclose()
         raise _Refused(f"more than {MAX_REDIRECTS} redirects")
 
