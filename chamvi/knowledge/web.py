@@ -38,7 +38,7 @@ from chamvi.knowledge._pdf import (
 from chamvi.knowledge.documents import MAX_ID_CHARS, Document
 from chamvi.knowledge.sources import SourceContext, StoredVersion, first_heading
 
-USER_AGENT = "chamvi-knowledge/0.1 (+https://github.com/chamvi)"
+USER_AGENT = "chamvi-knowledge/0.1"
 MAX_REDIRECTS = 5
 DEFAULT_MAX_BYTES = 5 * 1_048_576
 _HTML = ("text/html", "application/xhtml+xml")
@@ -239,14 +239,15 @@ class _Crawler:
         version = _version(response)
         if content_type == _PDF:
             try:
-                pdf = read_pdf(body)
+                # parsing and extraction run in a thread: the event loop keeps the pass's heartbeats
+                pdf = await asyncio.to_thread(read_pdf, body)
             except PdfProblem as problem:
                 raise _Refused(str(problem)) from None
             name = urlsplit(final).path.rpartition("/")[2] or final
             stamp = f"{version}{PDF_PAGES}{len(pdf.pages)}" if version else None
             return _Page(url, page_documents(url, final, pdf, name, stamp), [])
         if content_type in _HTML:
-            text, title, links = _html(body, response.encoding or "utf-8", final)
+            text, title, links = await asyncio.to_thread(_html, body, final)
         elif content_type in _TEXT:
             text = body.decode(response.encoding or "utf-8", errors="replace")
             title, links = first_heading(text), []
@@ -327,7 +328,7 @@ def _parse_version(version: str) -> tuple[str | None, int]:
     return validator, int(pages) if pages.isdigit() else 0
 
 
-def _html(body: bytes, encoding: str, base: str) -> tuple[str, str | None, list[str]]:
+def _html(body: bytes, base: str) -> tuple[str, str | None, list[str]]:
     import lxml.html
     import trafilatura
 
