@@ -298,6 +298,7 @@ _EXPORTS: dict[str, str] = {
     "effect_tool": "chamvi.tools",
     "extract": "chamvi.extraction",
     "folder": "chamvi.knowledge",
+    "git": "chamvi.knowledge",
     "has_permission": "chamvi.permissions",
     "inject": "chamvi.context",
     "is_artifact_media_type": "chamvi.artifacts",
@@ -312,6 +313,7 @@ _EXPORTS: dict[str, str] = {
     "resume": "chamvi.approval_tokens",
     "tool": "chamvi.tools",
     "try_inject": "chamvi.context",
+    "urls": "chamvi.knowledge",
     "webhook_channel": "chamvi.webhooks",
 }
 
@@ -448,6 +450,7 @@ __all__ = [
     "effect_tool",
     "extract",
     "folder",
+    "git",
     "has_permission",
     "inject",
     "is_artifact_media_type",
@@ -462,6 +465,7 @@ __all__ = [
     "resume",
     "tool",
     "try_inject",
+    "urls",
     "webhook_channel",
     "wrap_tools_for_run",
 ]

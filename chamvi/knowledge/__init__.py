@@ -8,8 +8,10 @@ from chamvi.knowledge.chunking import CHUNKER_VERSION, chunk
 from chamvi.knowledge.collections import KnowledgeCollection, knowledge_collection
 from chamvi.knowledge.documents import Document
 from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry, default_embedding_registry
+from chamvi.knowledge.repos import git
 from chamvi.knowledge.search import knowledge_tools
 from chamvi.knowledge.sources import Source, SourceContext, define_source, folder
+from chamvi.knowledge.web import urls
 from chamvi.models.knowledge import CollectionMeta, CollectionStatus
 
 __all__ = [
@@ -28,6 +30,8 @@ __all__ = [
     "default_embedding_registry",
     "define_source",
     "folder",
+    "git",
     "knowledge_collection",
     "knowledge_tools",
+    "urls",
 ]

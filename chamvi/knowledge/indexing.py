@@ -45,7 +45,7 @@ from chamvi.knowledge.collections import DEFAULT_SEARCH, KnowledgeCollection, Se
 from chamvi.knowledge.documents import Document, content_hash, validate_item
 from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex, Passage, point_id
-from chamvi.knowledge.sources import SourceContext
+from chamvi.knowledge.sources import SourceContext, StoredVersion
 from chamvi.knowledge.sparse import SPARSE_ENCODER
 from chamvi.models.knowledge import CollectionMeta, CollectionStatus, DocumentEntry, PassStats
 from chamvi.retry import DEFAULT_EMBEDDING_RETRY, call_with_retry
@@ -355,6 +355,7 @@ class Indexer:
                 on_error=functools.partial(_skip, stats, name, source.kind),
                 incomplete=functools.partial(_report, name, source.kind),
                 unchanged=functools.partial(self._unchanged, reading),
+                stored=functools.partial(self._stored, reading),
             )
             async for raw in source.documents(context):
                 try:
@@ -402,6 +403,23 @@ class Indexer:
             documents, untrusted = run.tally.documents, run.tally.untrusted
         meta.trusted = collection.is_trusted and untrusted == 0
         return await self._settle(meta, run, documents)
+
+    async def _stored(self, reading: _Reading, ids: list[str]) -> dict[str, StoredVersion]:
+        """The version and metadata of each of these documents that ``_unchanged`` would accept."""
+        run = reading.run
+        found = await self.store.find_entries(run.name, ids, run.target)
+        answer: dict[str, StoredVersion] = {}
+        for document in ids:
+            stored = found.get(document)
+            entry = stored.entry if stored is not None else None
+            if (
+                entry is not None
+                and entry.version is not None
+                and entry.generation == run.target
+                and entry.status in ("ready", "failed")
+            ):
+                answer[document] = StoredVersion(entry.version, entry.metadata)
+        return answer
 
     async def _unchanged(self, reading: _Reading, versions: list[tuple[str, str]]) -> set[str]:
         """The documents whose stored entry has this version: counted read and unchanged, unread.

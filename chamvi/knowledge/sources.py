@@ -18,14 +18,23 @@ import time
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from chamvi.errors import InvalidAgentDefinitionError
+from chamvi.knowledge._pdf import (
+    MAX_PDF_BYTES,
+    PAGE_FRAGMENT,
+    PDF_PAGES,
+    PDF_SUFFIX,
+    PdfProblem,
+    page_documents,
+    read_pdf,
+)
 from chamvi.knowledge.documents import Document, describe_id
 
 log = logging.getLogger("chamvi.knowledge")
 
-DEFAULT_EXTENSIONS: tuple[str, ...] = (".md", ".markdown", ".mdx", ".txt")
+DEFAULT_EXTENSIONS: tuple[str, ...] = (".md", ".markdown", ".mdx", ".txt", PDF_SUFFIX)
 MAX_FILE_BYTES = 1_048_576
 MAX_PATH_CHARS = 255
 ASK_TIMEOUT_SECONDS = 120.0
@@ -55,6 +64,18 @@ async def _nothing_known(versions: list[tuple[str, str]]) -> set[str]:
     return set()
 
 
+async def _nothing_stored(ids: list[str]) -> dict[str, StoredVersion]:
+    return {}
+
+
+@dataclass(frozen=True)
+class StoredVersion:
+    """What the index keeps of a document a pass may skip: its version and its metadata."""
+
+    version: str
+    metadata: dict[str, Any] | None = None
+
+
 @dataclass
 class SourceContext:
     """Handed to a source on every pass.
@@ -69,6 +90,9 @@ class SourceContext:
             has that version; the pass counts them read and unchanged, so the source yields nothing
             for them. A source that can tell a document's version without reading it (a file's size
             and times, an ETag) asks before reading, and reads only the others.
+        stored: ``await ctx.stored([id, ...])`` answers, for the ids whose stored entry
+            ``unchanged`` would accept, its version and metadata: what a source needs to ask the other
+            side whether a document changed (an ETag for ``If-None-Match``) before it reads it.
     """
 
     cancellation: asyncio.Event = field(default_factory=asyncio.Event)
@@ -76,6 +100,7 @@ class SourceContext:
     incomplete: Callable[[str], None] = _ignore
     reasons: list[str] = field(default_factory=list)
     unchanged: Callable[[list[tuple[str, str]]], Coroutine[Any, Any, set[str]]] = _nothing_known
+    stored: Callable[[list[str]], Coroutine[Any, Any, dict[str, StoredVersion]]] = _nothing_stored
 
     def __post_init__(self) -> None:
         notify = self.incomplete
@@ -262,16 +287,22 @@ class FolderSource:
         self.check()
         loop = asyncio.get_running_loop()
 
-        def ask(versions: list[tuple[str, str]]) -> set[str]:
+        def answer(asking: Coroutine[Any, Any, _T], otherwise: _T) -> _T:
             # from the walk's thread: the event loop is free while the pass awaits that thread
-            asked = asyncio.run_coroutine_threadsafe(ctx.unchanged(versions), loop)
+            asked = asyncio.run_coroutine_threadsafe(asking, loop)
             try:
                 return asked.result(timeout=ASK_TIMEOUT_SECONDS)
             except TimeoutError:  # a loop that stopped answering (a worker shutting down): read them all
                 asked.cancel()
-                return set()
+                return otherwise
 
-        walker = _walk(str(self.path), self.extensions, ask)
+        def ask(versions: list[tuple[str, str]]) -> set[str]:
+            return answer(ctx.unchanged(versions), set())
+
+        def look(ids: list[str]) -> dict[str, StoredVersion]:
+            return answer(ctx.stored(ids), {})
+
+        walker = _walk(str(self.path), self.extensions, _Asker(ask, look))
         while True:
             if ctx.cancellation.is_set():
                 ctx.incomplete("the read was cancelled")
@@ -297,7 +328,11 @@ def folder(
     extensions: Iterable[str] = DEFAULT_EXTENSIONS,
     trusted: bool | None = None,
 ) -> FolderSource:
-    """Every ``.md``, ``.markdown``, ``.mdx`` and ``.txt`` file below ``path``.
+    """Every ``.md``, ``.markdown``, ``.mdx``, ``.txt`` and ``.pdf`` file below ``path``.
+
+    A PDF (up to 32 MiB) becomes one document per page, ``manual.pdf#page=2`` with the metadata
+    ``{"page": 2}``; like a text file, it is not read again while its size and times match. A PDF
+    without a text layer, encrypted or damaged is reported and skipped.
 
     ``path`` is resolved against the working directory now. Each document's id and source are its
     path relative to ``path`` (POSIX, ``guides/setup.md``); its title is the first ``# `` heading
@@ -393,7 +428,15 @@ def _list(folder_fd: int) -> list[os.DirEntry[str]]:
         return sorted(entries, key=_sort_key)
 
 
-Ask = Callable[[list[tuple[str, str]]], set[str]]
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class _Asker:
+    """What the walk's thread asks the index: which versions it holds unchanged, what it stored."""
+
+    unchanged: Callable[[list[tuple[str, str]]], set[str]]
+    stored: Callable[[list[str]], dict[str, StoredVersion]]
 
 
 @dataclass
@@ -405,9 +448,11 @@ class _Folder:
     entries: Iterator[os.DirEntry[str]]
     versions: dict[str, str | None]
     unchanged: set[str]
+    pdf_pages: dict[str, int] = field(default_factory=dict)
+    """PDFs whose stored pages have their current version, and how many pages they had."""
 
 
-def _walk(root: str, extensions: tuple[str, ...], ask: Ask) -> Iterator[Document | _Problem]:
+def _walk(root: str, extensions: tuple[str, ...], ask: _Asker) -> Iterator[Document | _Problem]:
     """Depth first, one folder's listing at a time: memory stays flat however large the tree.
 
     Every folder below the root and every file is opened relative to its parent's descriptor and
@@ -450,6 +495,11 @@ def _walk(root: str, extensions: tuple[str, ...], ask: Ask) -> Iterator[Document
                     yield opened
                 else:
                     stack.append(_folder(rel + "/", *opened, extensions, ask))
+            elif wanted and rel.lower().endswith(PDF_SUFFIX):
+                pages = here.pdf_pages.get(rel)
+                ids = {f"{rel}{PAGE_FRAGMENT}{n}" for n in range(1, (pages or 0) + 1)}
+                if pages is None or not ids <= here.unchanged:
+                    yield from _read_pdf(here.fd, entry.name, rel, here.versions.get(rel), here.unchanged)
             elif wanted and rel not in here.unchanged:
                 yield _read(here.fd, entry.name, rel, here.versions.get(rel))
     finally:
@@ -462,7 +512,7 @@ def _folder(
     fd: int,
     listing: list[os.DirEntry[str]],
     extensions: tuple[str, ...],
-    ask: Ask,
+    ask: _Asker,
 ) -> _Folder:
     """A folder entered: the versions of its files, and which of them the index holds unchanged.
 
@@ -482,8 +532,29 @@ def _folder(
             continue  # the walk reports it when it comes to it
         if stat.S_ISREG(info.st_mode):
             versions[prefix + entry.name] = _version(info, racy_after)
-    known = [(rel, version) for rel, version in versions.items() if version is not None]
-    return _Folder(prefix, fd, iter(listing), versions, ask(known) if known else set())
+    known = [
+        (rel, version)
+        for rel, version in versions.items()
+        if version is not None and not rel.lower().endswith(PDF_SUFFIX)
+    ]
+    # a PDF's pages are its documents: page 1's stored version tells how many pages to ask about
+    pdfs = {rel: v for rel, v in versions.items() if v is not None and rel.lower().endswith(PDF_SUFFIX)}
+    first_pages = ask.stored([rel + PAGE_FRAGMENT + "1" for rel in pdfs]) if pdfs else {}
+    pdf_pages: dict[str, int] = {}
+    for rel, version in pdfs.items():
+        stored = first_pages.get(rel + PAGE_FRAGMENT + "1")
+        count = _pdf_pages(stored.version, version) if stored is not None else None
+        if count is not None and stored is not None:
+            pdf_pages[rel] = count
+            known.extend((f"{rel}{PAGE_FRAGMENT}{n}", stored.version) for n in range(1, count + 1))
+    unchanged = ask.unchanged(known) if known else set()
+    return _Folder(prefix, fd, iter(listing), versions, unchanged, pdf_pages)
+
+
+def _pdf_pages(stored: str, version: str) -> int | None:
+    """The page count a stored PDF page version gives, if it is of the file's current version."""
+    base, _, pages = stored.partition(PDF_PAGES)
+    return int(pages) if base == version and pages.isdigit() else None
 
 
 def _version(info: os.stat_result, racy_after: int) -> str | None:
@@ -548,8 +619,46 @@ def _read(folder_fd: int, name: str, rel: str, version: str | None) -> Document 
     return Document(id=rel, content=text, title=title, source=rel, version=version)
 
 
-def _is_small_regular(info: os.stat_result) -> bool:
-    return stat.S_ISREG(info.st_mode) and info.st_size <= MAX_FILE_BYTES
+def _is_small_regular(info: os.stat_result, limit: int = MAX_FILE_BYTES) -> bool:
+    return stat.S_ISREG(info.st_mode) and info.st_size <= limit
+
+
+def _read_pdf(
+    folder_fd: int, name: str, rel: str, version: str | None, unchanged: set[str]
+) -> Iterator[Document | _Problem]:
+    """The pages of a PDF as documents ``<rel>#page=<n>``, or the problem that keeps it out.
+
+    Pages the index holds ``unchanged`` (counted already) are not yielded again.
+    """
+    if len(rel) + 16 > MAX_PATH_CHARS:
+        yield _Problem(f"skipped {describe_id(rel)}: its relative path is too long for page ids")
+        return
+    try:
+        info = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+        if not _is_small_regular(info, MAX_PDF_BYTES):
+            yield _skipped(rel, "not a regular file" if not stat.S_ISREG(info.st_mode) else "over 32 MiB")
+            return
+        fd = os.open(name, _OPEN_FLAGS, dir_fd=folder_fd)
+        with os.fdopen(fd, "rb") as file:
+            data = file.read(MAX_PDF_BYTES + 1)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            yield _skipped(rel, _LINK)
+            return
+        yield _cannot(rel, "the file cannot be read", error)
+        return
+    if len(data) > MAX_PDF_BYTES:
+        yield _skipped(rel, "over 32 MiB")
+        return
+    try:
+        pdf = read_pdf(data)
+    except PdfProblem as problem:
+        yield _skipped(rel, str(problem))
+        return
+    stamp = f"{version}{PDF_PAGES}{len(pdf.pages)}" if version is not None else None
+    for document in page_documents(rel, rel, pdf, rel.rpartition("/")[2], stamp):
+        if document.id not in unchanged:
+            yield document
 
 
 def _refused(rel: str, info: os.stat_result) -> _Problem:
