@@ -7,6 +7,8 @@ from datetime import timedelta
 from temporalio.common import SearchAttributeKey
 
 TASK_QUEUE = "chamvi"
+DEFAULT_API_PORT = 3000
+"""The port of the HTTP API (`chamvi api`, `chamvi dev`)."""
 
 AGENT_RUN_WORKFLOW = "AgentRun"
 AGENT_CHECK_WORKFLOW = "AgentCheck"
@@ -65,6 +67,10 @@ PATCH_KNOWLEDGE_RESYNC_TIMER = "knowledge-resync-timer"
 """A collection's resync is a timer of its workflow, ``resync`` after the last successful pass."""
 PATCH_KNOWLEDGE_START_SKIPS_BACKOFF = "knowledge-start-skips-backoff"
 """A worker's start request ends a backoff under way: its own first attempt runs at once."""
+KNOWLEDGE_MAX_TOP_K = 20
+"""The most passages one `knowledge_search` returns."""
+KNOWLEDGE_MAX_CHARS = 20_000
+"""The most characters of passages one `knowledge_search` returns."""
 KNOWLEDGE_ID_PREFIX = "knowledge:"
 KNOWLEDGE_SCHEDULE_PREFIX = "knowledge-resync:"
 

@@ -14,16 +14,19 @@ import json
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import httpx
 
+from chamvi.cli._common import api_port_option
 from chamvi.cli._output import dump, echo_err, short
-from chamvi.cli.stack import api_port_option
-from chamvi.client import ChamviClient
-from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
+from chamvi.constants import DEFAULT_API_PORT
 from chamvi.run_events import RUN_DELTA, RunEvent
+
+if TYPE_CHECKING:
+    import httpx
+
+    from chamvi.client import ChamviClient
 
 T = TypeVar("T")
 
@@ -98,6 +101,8 @@ async def api_events(api: Api, run_id: str) -> AsyncGenerator[RunEvent, None]:
         httpx.ConnectError: no API answers at the URL (the caller falls back to Temporal).
         click.ClickException: the API refused the request (a wrong token, an unknown run).
     """
+    import httpx  # here, not at the top: it loads rich, which `chamvi runs list` does not need
+
     last: int | None = None
     attempts = 0
     headers = {"authorization": f"Bearer {api.token}", "accept": "text/event-stream"}
@@ -151,6 +156,8 @@ async def events_of(chamvi: ChamviClient, run_id: str, api: Api | None) -> Async
     # each stream is closed here, in this task, when its reader stops early: left to the garbage
     # collector, its HTTP connection would be closed from another task and fail loudly
     if api is not None:
+        import httpx
+
         async with contextlib.aclosing(api_events(api, run_id)) as stream:
             try:
                 first = await anext(stream)

@@ -20,8 +20,8 @@ from temporalio.worker import Worker
 from chamvi.app import App
 from chamvi.approval_tokens import approval_tokens
 from chamvi.cli._common import connect_or_fail
+from chamvi.constants import DEFAULT_API_PORT
 from chamvi.dev import DevServer, write_stack
-from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.http import Token, build_api
 from chamvi.http.process import ApiSocket, dev_tokens, listen
 from chamvi.knowledge.collections import ManagedRoutes

@@ -16,6 +16,7 @@ from temporalio.service import RPCError
 from chamvi.app import App
 from chamvi.cli._common import (
     F,
+    api_port_option,
     app_option,
     build_settings,
     data_option,
@@ -30,7 +31,6 @@ from chamvi.cli.skills import load_listings
 from chamvi.constants import TASK_QUEUE
 from chamvi.dev import DEFAULT_PORT, DevServer, DevServerConfig
 from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
-from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.knowledge import KnowledgeCollection, Source
 from chamvi.lifecycle import (
     EDGE_FOLDER,
@@ -46,19 +46,6 @@ from chamvi.schedules import describe_interval
 from chamvi.settings import Settings, openai_credentials, publish_data_folder
 from chamvi.skills.library import sources_of
 from chamvi.telemetry import exporting_traces
-
-
-def api_port_option(function: F) -> F:
-    """``--api-port``, read from ``CHAMVI_API_PORT``: one option so ``chamvi api`` and ``dev`` agree."""
-    return click.option(
-        "--api-port",
-        type=click.IntRange(0, 65535),
-        envvar="CHAMVI_API_PORT",
-        default=DEFAULT_API_PORT,
-        show_default=True,
-        show_envvar=True,
-        help="Port of the HTTP API.",
-    )(function)
 
 
 def max_runs_option(function: F) -> F:

@@ -10,7 +10,9 @@ from collections.abc import Iterator
 import uvicorn
 from fastapi import FastAPI
 
-DEFAULT_PORT = 3000
+from chamvi.constants import DEFAULT_API_PORT
+
+DEFAULT_PORT = DEFAULT_API_PORT
 ACCESS_LOGGER = "uvicorn.access"
 
 
