@@ -47,7 +47,9 @@ def temporal_options() -> Callable[[Callable[..., T]], Callable[..., T]]:
         def command(
             *args: Any, temporal_address: str | None, namespace: str | None, task_queue: str, **kwargs: Any
         ) -> T:
+            # a `chamvi dev` on the data folder answers for the address nothing else gave
             settings = build_settings(temporal_address, namespace, task_queue)
+            settings = beside_dev_stack(settings, settings.data)
             return function(*args, settings=settings, **kwargs)
 
         with_options = click.option(
@@ -71,7 +73,8 @@ def temporal_options() -> Callable[[Callable[..., T]], Callable[..., T]]:
             envvar="TEMPORAL_ADDRESS",
             show_envvar=True,
             metavar="HOST:PORT",
-            help="Temporal frontend [default: Temporal's profile, else localhost:7233].",
+            help="Temporal frontend [default: the `chamvi dev` running on CHAMVI_DATA, else Temporal's "
+            "profile, else localhost:7233].",
         )(with_options)
 
     return decorate
@@ -132,6 +135,26 @@ def build_settings(
         raise click.ClickException(error.message) from None
     return settings.with_overrides(
         temporal_address=temporal_address, temporal_namespace=namespace, task_queue=task_queue, **extra
+    )
+
+
+def beside_dev_stack(settings: Settings, data: Path) -> Settings:
+    """The settings, with the address, namespace and task queue of a ``chamvi dev`` running on ``data``.
+
+    Only where nothing else chose them: an address given (``--address``, ``TEMPORAL_ADDRESS``) wins,
+    and so do a namespace and a task queue other than the defaults.
+    """
+    if settings.temporal_address is not None:
+        return settings
+    from chamvi.dev import read_stack
+
+    stack = read_stack(data.resolve())
+    if stack is None:
+        return settings
+    return settings.with_overrides(
+        temporal_address=stack.get("address"),
+        temporal_namespace=settings.temporal_namespace or stack.get("namespace"),
+        task_queue=stack.get("task_queue") if settings.task_queue == TASK_QUEUE else None,
     )
 
 

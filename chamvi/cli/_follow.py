@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from chamvi.cli._common import api_port_option
 from chamvi.cli._output import dump, echo_err, short
@@ -48,7 +49,10 @@ def api_options(function: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(function)
     def command(*args: Any, api_url: str | None, token: str | None, api_port: int, **kwargs: Any) -> T:
         data = kwargs["settings"].data
-        return function(*args, api=dev_api(api_url, token, data, api_port), **kwargs)
+        # the default port is no choice: a running `chamvi dev` says where its API is
+        given = click.get_current_context().get_parameter_source("api_port") != ParameterSource.DEFAULT
+        port = api_port if given else None
+        return function(*args, api=dev_api(api_url, token, data, port), **kwargs)
 
     with_options = click.option(
         "--api",
@@ -56,8 +60,9 @@ def api_options(function: Callable[..., T]) -> Callable[..., T]:
         envvar="CHAMVI_API_URL",
         show_envvar=True,
         metavar="URL",
-        help="The HTTP API to follow the run through [default: the `chamvi dev` API of CHAMVI_DATA, "
-        "if any; else Temporal, without the model's live text].",
+        help="The HTTP API to follow the run through [default: the API of the `chamvi dev` running on "
+        "CHAMVI_DATA, else --api-port on this machine if a token is there; else Temporal, without the "
+        "model's live text].",
     )(command)
     with_options = click.option(
         "--token",
@@ -72,8 +77,10 @@ def api_options(function: Callable[..., T]) -> Callable[..., T]:
 def dev_api(api_url: str | None, token: str | None, data: Path, port: int | None) -> Api | None:
     """The API to follow through: the one given, else a ``chamvi dev`` API of this data folder.
 
-    ``chamvi dev`` keeps its generated token in ``DATA/api-token``; with neither an URL nor that
-    file, there is no API to try and the events come from Temporal.
+    A running ``chamvi dev`` records its API's URL and token file in ``DATA/dev-stack.json``; a
+    ``port`` given (``--api-port``) wins over it. Without a running stack, ``DATA/api-token`` on
+    ``port`` (default 3000). With neither an URL nor a token, there is no API to try and the events
+    come from Temporal.
     """
     if api_url is not None:
         if not token:
@@ -81,11 +88,18 @@ def dev_api(api_url: str | None, token: str | None, data: Path, port: int | None
                 "--api needs a token with runs:read: pass --token or set CHAMVI_API_TOKEN"
             )
         return Api(api_url.rstrip("/"), token)
+    from chamvi.dev import read_stack
+
+    stack = read_stack(data.resolve()) or {}
+    url = f"http://127.0.0.1:{port or DEFAULT_API_PORT}"
     saved = data / "api-token"
+    if port is None and "api_url" in stack:
+        url = stack["api_url"]
+        saved = Path(stack["token_file"]) if "token_file" in stack else saved
     value = token or (saved.read_text().strip() if saved.exists() else "")
     if not value:
         return None
-    return Api(f"http://127.0.0.1:{port or DEFAULT_API_PORT}", value)
+    return Api(url.rstrip("/"), value)
 
 
 def _event(fields: dict[str, str]) -> RunEvent:

@@ -126,6 +126,11 @@ def with_knowledge_routes(
 @api_port_option
 @knowledge_route_options
 @max_runs_option
+@click.option(
+    "--verbose",
+    is_flag=True,
+    help="Show the HTTP API's access log here [default: in DATA/api-access.log].",
+)
 def dev(
     app_ref: str,
     data: Path,
@@ -138,11 +143,14 @@ def dev(
     knowledge_base_path: str | None,
     knowledge_body_limit: int | None,
     max_runs: int | None,
+    verbose: bool,
 ) -> None:
     """Run a local Temporal dev server (SQLite in DATA, Web UI), a worker for the app and the HTTP API.
 
     The API's token comes from CHAMVI_TOKENS, else one with every permission is made and kept in
-    DATA/api-token. Ctrl-C (or SIGTERM) stops the worker, then the server; nothing is left running.
+    DATA/api-token. The stack's addresses go to DATA/dev-stack.json while it runs, where the other
+    commands find them (`runs watch`, `dispatch --follow`, `chat`, `mcp`): ports given here are given
+    once. Ctrl-C (or SIGTERM) stops the worker, then the server; nothing is left running.
     """
     data = data.resolve()
     # the app runs in this process and keeps its files (the example's outbox) in the same folder
@@ -160,7 +168,7 @@ def dev(
     log_to_terminal()
     try:
         with exporting_traces(settings, "chamvi-dev"):
-            asyncio.run(serve_dev(server, settings, app, echo=echo_err, api_port=api_port))
+            asyncio.run(serve_dev(server, settings, app, echo=echo_err, api_port=api_port, verbose=verbose))
     except ChamviError as error:
         raise click.ClickException(error.message) from None
     finally:
