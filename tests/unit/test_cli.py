@@ -24,6 +24,12 @@ from chamvi.models.knowledge import CollectionMeta
 from chamvi.runtime import load_app
 
 
+@pytest.fixture(autouse=True)
+def _data_folder_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's commands use a tmp data folder: never a `chamvi dev` running in ./.chamvi."""
+    monkeypatch.setenv("CHAMVI_DATA", str(tmp_path / "chamvi-data"))
+
+
 def invoke(*args: str) -> Result:
     """Runs the CLI in a thread of its own, so its ``asyncio.run`` never touches the test's loop."""
     results: list[Result] = []
