@@ -7,6 +7,7 @@ concurrency keys, clear errors and typed results.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -17,7 +18,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, Unpack
 
 from pydantic import ValidationError as PydanticValidationError
+from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -397,11 +400,12 @@ class ChamviClient(ConversationMethods):
                 ``ChamviError`` the app raised describing it).
         """
         _check_agent_name(agent)
+        workflow_id = f"{c.AGENT_CHECK_ID_PREFIX}{uuid.uuid4().hex}"
         try:
             await self.client.execute_workflow(
                 c.AGENT_CHECK_WORKFLOW,
                 DescribeAgentRequest(agent=agent, channel=channel),
-                id=f"{c.AGENT_CHECK_ID_PREFIX}{uuid.uuid4().hex}",
+                id=workflow_id,
                 task_queue=self.task_queue,
                 execution_timeout=timeout,
             )
@@ -410,6 +414,8 @@ class ChamviClient(ConversationMethods):
             if isinstance(cause, TemporalTimeoutError):
                 return False
             raise ChamviError(f"the worker could not describe agent {agent!r}: {cause}") from None
+        finally:
+            await self._forget(workflow_id)
         return True
 
     async def state_list(
@@ -438,6 +444,7 @@ class ChamviClient(ConversationMethods):
             StateListing,
             timeout,
             f"list the state of agent {agent!r}",
+            forget=True,
         )
 
     async def _ask_worker(
@@ -448,8 +455,12 @@ class ChamviClient(ConversationMethods):
         result_type: type[T],
         timeout: timedelta,
         what: str,
+        *,
+        forget: bool = False,
     ) -> T:
         """The answer of a short workflow a worker runs (it holds the App and the stores).
+
+        ``forget``: a question that changes nothing, whose workflow is deleted once answered.
 
         Raises:
             ChamviError: the worker's own error, by its code.
@@ -472,7 +483,23 @@ class ChamviClient(ConversationMethods):
                     f"{timeout.total_seconds():g} s: start one with `chamvi dev` or `chamvi worker`"
                 ) from None
             raise ChamviError(f"the worker could not {what}: {cause}") from None
+        finally:
+            if forget:
+                await self._forget(workflow_id)
         return result
+
+    async def _forget(self, workflow_id: str) -> None:
+        """Deletes a question's workflow once answered, so the Temporal UI's list holds runs, not checks.
+
+        Temporal removes a deleted workflow from its list within seconds (about 30 on a loaded dev
+        server). Best effort: a server that refuses the delete leaves the closed workflow to its
+        retention.
+        """
+        request = DeleteWorkflowExecutionRequest(
+            namespace=self.client.namespace, workflow_execution=WorkflowExecution(workflow_id=workflow_id)
+        )
+        with contextlib.suppress(RPCError):
+            await self.client.workflow_service.delete_workflow_execution(request)
 
     # -- agents defined at runtime (see chamvi.runtime_agents) --------------------------------------------
 
@@ -556,6 +583,8 @@ class ChamviClient(ConversationMethods):
             AgentRegistryResult,
             timeout,
             f"{request.action} agents",
+            # a put or a remove keeps its workflow: its history says who changed the agent, and when
+            forget=request.action in ("get", "list"),
         )
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:

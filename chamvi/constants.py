@@ -7,6 +7,8 @@ from datetime import timedelta
 from temporalio.common import SearchAttributeKey
 
 TASK_QUEUE = "chamvi"
+DEFAULT_API_PORT = 3000
+"""The port of the HTTP API (`chamvi api`, `chamvi dev`)."""
 
 AGENT_RUN_WORKFLOW = "AgentRun"
 AGENT_CHECK_WORKFLOW = "AgentCheck"
@@ -78,6 +80,10 @@ PATCH_KNOWLEDGE_PASS_WORKFLOW = "knowledge-pass-workflow"
 PATCH_KNOWLEDGE_PASS_WORKFLOW_MOVE = "knowledge-pass-workflow-move"
 """A run that made its passes as activities continues as new before its next one, so it moves over;
 the id ends in ``-<n>``, the passes that run made before (``knowledge-pass-workflow-move-3``)."""
+KNOWLEDGE_MAX_TOP_K = 20
+"""The most passages one `knowledge_search` returns."""
+KNOWLEDGE_MAX_CHARS = 20_000
+"""The most characters of passages one `knowledge_search` returns."""
 KNOWLEDGE_ID_PREFIX = "knowledge:"
 KNOWLEDGE_PASS_ID_PREFIX = "knowledge-pass:"
 KNOWLEDGE_SCHEDULE_PREFIX = "knowledge-resync:"

@@ -69,13 +69,33 @@ def find_temporal() -> str:
 
 
 STACK_FILE = "dev-stack.json"
-"""Where a running ``chamvi dev`` says how to reach it, in its data folder, for ``chamvi mcp``."""
+"""Where a running ``chamvi dev`` says how to reach it, in its data folder, for the other commands."""
+
+STACK_KEYS = ("address", "namespace", "task_queue", "ui", "api_url", "token_file")
+"""What the stack file holds besides the pid: Temporal's address, namespace and the task queue, the
+Temporal UI's URL, the HTTP API's URL and the file with its generated token (when one was made)."""
 
 
-def write_stack(data: Path, address: str, namespace: str, task_queue: str) -> Path:
-    """Records the running stack's Temporal address, namespace and task queue in ``data``."""
+def write_stack(
+    data: Path,
+    address: str,
+    namespace: str,
+    task_queue: str,
+    *,
+    ui: str | None = None,
+    api_url: str | None = None,
+    token_file: Path | None = None,
+) -> Path:
+    """Records the running stack's endpoints in ``data`` (see ``STACK_KEYS``)."""
     path = data / STACK_FILE
-    stack = {"address": address, "namespace": namespace, "task_queue": task_queue, "pid": os.getpid()}
+    stack: dict[str, str | int] = {"address": address, "namespace": namespace, "task_queue": task_queue}
+    if ui is not None:
+        stack["ui"] = ui
+    if api_url is not None:
+        stack["api_url"] = api_url
+    if token_file is not None:
+        stack["token_file"] = str(token_file)
+    stack["pid"] = os.getpid()
     path.write_text(json.dumps(stack) + "\n")
     return path
 
@@ -87,7 +107,7 @@ def read_stack(data: Path) -> dict[str, str] | None:
         os.kill(int(stack["pid"]), 0)  # a stack that stopped without removing the file (killed)
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return {key: str(stack[key]) for key in ("address", "namespace", "task_queue") if key in stack}
+    return {key: str(stack[key]) for key in STACK_KEYS if key in stack}
 
 
 @dataclass(frozen=True)

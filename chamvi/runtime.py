@@ -8,42 +8,16 @@ from datetime import timedelta
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.envconfig import ClientConfig
 from temporalio.worker import Worker
 
 from chamvi.app import App
 from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import ArtifactStore
+from chamvi.connection import connect as connect
 from chamvi.errors import InvalidAppError
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.lifecycle import memory_index
 from chamvi.plugin import ChamviPlugin
-from chamvi.settings import Settings
-from chamvi.telemetry import client_interceptors, temporal_runtime
-
-
-async def connect(settings: Settings, *, serving: bool = False) -> Client:
-    """A client with chamvi's data converter, honouring Temporal's own profiles and env vars.
-
-    For a ``serving`` process (a worker, the HTTP API), telemetry as the settings ask: with
-    ``metrics_address`` or ``otlp_endpoint``, its runtime exports the metrics of every worker built on
-    it; with ``otlp_endpoint``, it traces the workflows it starts (and its workers trace what they
-    run). A one-shot command (``chamvi dispatch``) exports nothing, so it never takes the metrics
-    port of the worker beside it.
-    """
-    config = ClientConfig.load_client_connect_config()
-    if settings.temporal_address:
-        config["target_host"] = settings.temporal_address
-    config.setdefault("target_host", "localhost:7233")
-    if settings.temporal_namespace:
-        config["namespace"] = settings.temporal_namespace
-    return await Client.connect(
-        **config,
-        data_converter=pydantic_data_converter,
-        runtime=temporal_runtime(settings) if serving else None,
-        interceptors=client_interceptors(settings) if serving else [],
-    )
 
 
 def load_app(ref: str) -> App:

@@ -6,7 +6,7 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import pytest
@@ -26,6 +26,35 @@ from chamvi.runtime import build_worker
 _BIN = os.path.dirname(sys.executable)
 if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
     os.environ["PATH"] = os.pathsep.join([_BIN, os.environ.get("PATH", "")])
+
+
+REPO_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".chamvi")
+"""The repository's own data folder, which a `chamvi dev` beside the suite may be using: no test opens it."""
+
+_repo_data_touches: list[str] = []
+
+
+def _guard_repo_data(event: str, args: tuple[object, ...]) -> None:
+    # an audit hook sees every file this process opens or makes, whichever library does it in Python
+    if event not in ("open", "os.mkdir", "os.rename", "os.remove", "os.rmdir", "shutil.rmtree") or not args:
+        return
+    path = args[0]
+    if isinstance(path, (str, bytes, os.PathLike)):
+        full = os.path.abspath(os.fsdecode(path))
+        if full == REPO_DATA or full.startswith(REPO_DATA + os.sep):
+            _repo_data_touches.append(f"{event} {full}")
+
+
+sys.addaudithook(_guard_repo_data)
+
+
+@pytest.fixture(autouse=True)
+def _no_test_touches_the_repos_data_folder() -> Iterator[None]:
+    """Fails the test that opens ``./.chamvi``: tests pass a tmp data folder (``Settings(data=...)``)."""
+    _repo_data_touches.clear()
+    yield
+    touched, _repo_data_touches[:] = list(_repo_data_touches), []
+    assert not touched, f"the test touched the repository's data folder: {touched[:3]}"
 
 
 @pytest_asyncio.fixture(scope="session")

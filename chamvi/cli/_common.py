@@ -9,22 +9,21 @@ import asyncio
 import functools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from temporalio.client import Client
-from temporalio.envconfig import ClientConfig
-from temporalio.service import RPCError, RPCStatusCode
 
-from chamvi.app import App
-from chamvi.approval_tokens import SECRET_FILE, ApprovalTokens
-from chamvi.approval_tokens import approval_tokens as load_approval_tokens
-from chamvi.artifacts import open_artifact_store
-from chamvi.client import ChamviClient
-from chamvi.constants import TASK_QUEUE
+from chamvi.constants import DEFAULT_API_PORT, TASK_QUEUE
 from chamvi.errors import ChamviError, RunNotFoundError
-from chamvi.runtime import connect, load_app
 from chamvi.settings import DEFAULT_APP, Settings
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+    from temporalio.service import RPCError
+
+    from chamvi.app import App
+    from chamvi.approval_tokens import ApprovalTokens
+    from chamvi.client import ChamviClient
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,7 +47,9 @@ def temporal_options() -> Callable[[Callable[..., T]], Callable[..., T]]:
         def command(
             *args: Any, temporal_address: str | None, namespace: str | None, task_queue: str, **kwargs: Any
         ) -> T:
+            # a `chamvi dev` on the data folder answers for the address nothing else gave
             settings = build_settings(temporal_address, namespace, task_queue)
+            settings = beside_dev_stack(settings, settings.data)
             return function(*args, settings=settings, **kwargs)
 
         with_options = click.option(
@@ -72,7 +73,8 @@ def temporal_options() -> Callable[[Callable[..., T]], Callable[..., T]]:
             envvar="TEMPORAL_ADDRESS",
             show_envvar=True,
             metavar="HOST:PORT",
-            help="Temporal frontend [default: Temporal's profile, else localhost:7233].",
+            help="Temporal frontend [default: the `chamvi dev` running on CHAMVI_DATA, else Temporal's "
+            "profile, else localhost:7233].",
         )(with_options)
 
     return decorate
@@ -89,6 +91,19 @@ def app_option(function: F) -> F:
         show_envvar=True,
         metavar="MODULE:ATTR",
         help="The chamvi App to serve.",
+    )(function)
+
+
+def api_port_option(function: F) -> F:
+    """``--api-port``, read from ``CHAMVI_API_PORT``: one option so ``chamvi api`` and ``dev`` agree."""
+    return click.option(
+        "--api-port",
+        type=click.IntRange(0, 65535),
+        envvar="CHAMVI_API_PORT",
+        default=DEFAULT_API_PORT,
+        show_default=True,
+        show_envvar=True,
+        help="Port of the HTTP API.",
     )(function)
 
 
@@ -123,6 +138,26 @@ def build_settings(
     )
 
 
+def beside_dev_stack(settings: Settings, data: Path) -> Settings:
+    """The settings, with the address, namespace and task queue of a ``chamvi dev`` running on ``data``.
+
+    Only where nothing else chose them: an address given (``--address``, ``TEMPORAL_ADDRESS``) wins,
+    and so do a namespace and a task queue other than the defaults.
+    """
+    if settings.temporal_address is not None:
+        return settings
+    from chamvi.dev import read_stack
+
+    stack = read_stack(data.resolve())
+    if stack is None:
+        return settings
+    return settings.with_overrides(
+        temporal_address=stack.get("address"),
+        temporal_namespace=settings.temporal_namespace or stack.get("namespace"),
+        task_queue=stack.get("task_queue") if settings.task_queue == TASK_QUEUE else None,
+    )
+
+
 # -- connecting ---------------------------------------------------------------------------------------
 
 
@@ -130,6 +165,8 @@ def temporal_target(settings: Settings) -> str:
     """The address a connection goes to, for messages."""
     if settings.temporal_address:
         return settings.temporal_address
+    from temporalio.envconfig import ClientConfig
+
     try:
         return str(ClientConfig.load_client_connect_config().get("target_host") or "localhost:7233")
     except Exception:  # a broken profile file: runtime.connect reports it
@@ -151,8 +188,10 @@ def refused(settings: Settings, error: RPCError) -> click.ClickException:
 async def connect_or_fail(settings: Settings, *, serving: bool = False) -> Client:
     """Connects to Temporal; an unreachable server is a one-line error that names the fix.
 
-    ``serving``: a worker or the API, which exports telemetry (see ``chamvi.runtime.connect``).
+    ``serving``: a worker or the API, which exports telemetry (see ``chamvi.connection.connect``).
     """
+    from chamvi.connection import connect
+
     try:
         return await connect(settings, serving=serving)
     except RuntimeError as error:
@@ -174,6 +213,12 @@ def run_with_client(
     commands leave the data folder untouched. ``approval_tokens``: the client checks approval tokens
     with the workers' secret, which must be there already (a CLI never makes one).
     """
+    # Imported here so that `chamvi --help` and the app commands do not load the client.
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from chamvi.artifacts import open_artifact_store
+    from chamvi.client import ChamviClient
+
     tokens = _approval_tokens(settings) if approval_tokens else None
 
     async def go() -> T:
@@ -204,6 +249,9 @@ def run_with_client(
 
 
 def _approval_tokens(settings: Settings) -> ApprovalTokens:
+    from chamvi.approval_tokens import SECRET_FILE
+    from chamvi.approval_tokens import approval_tokens as load_approval_tokens
+
     try:
         tokens = load_approval_tokens(settings, create=False)
     except ChamviError as error:
@@ -219,6 +267,8 @@ def _approval_tokens(settings: Settings) -> ApprovalTokens:
 
 def load_app_or_fail(ref: str) -> App:
     """Loads the app ``ref`` names; any failure, the user's module raising included, is one line."""
+    from chamvi.runtime import load_app
+
     try:
         return load_app(ref)
     except ChamviError as error:

@@ -14,16 +14,20 @@ import json
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import httpx
+from click.core import ParameterSource
 
+from chamvi.cli._common import api_port_option
 from chamvi.cli._output import dump, echo_err, short
-from chamvi.cli.stack import api_port_option
-from chamvi.client import ChamviClient
-from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
+from chamvi.constants import DEFAULT_API_PORT
 from chamvi.run_events import RUN_DELTA, RunEvent
+
+if TYPE_CHECKING:
+    import httpx
+
+    from chamvi.client import ChamviClient
 
 T = TypeVar("T")
 
@@ -45,7 +49,10 @@ def api_options(function: Callable[..., T]) -> Callable[..., T]:
     @functools.wraps(function)
     def command(*args: Any, api_url: str | None, token: str | None, api_port: int, **kwargs: Any) -> T:
         data = kwargs["settings"].data
-        return function(*args, api=dev_api(api_url, token, data, api_port), **kwargs)
+        # the default port is no choice: a running `chamvi dev` says where its API is
+        given = click.get_current_context().get_parameter_source("api_port") != ParameterSource.DEFAULT
+        port = api_port if given else None
+        return function(*args, api=dev_api(api_url, token, data, port), **kwargs)
 
     with_options = click.option(
         "--api",
@@ -53,8 +60,9 @@ def api_options(function: Callable[..., T]) -> Callable[..., T]:
         envvar="CHAMVI_API_URL",
         show_envvar=True,
         metavar="URL",
-        help="The HTTP API to follow the run through [default: the `chamvi dev` API of CHAMVI_DATA, "
-        "if any; else Temporal, without the model's live text].",
+        help="The HTTP API to follow the run through [default: the API of the `chamvi dev` running on "
+        "CHAMVI_DATA, else --api-port on this machine if a token is there; else Temporal, without the "
+        "model's live text].",
     )(command)
     with_options = click.option(
         "--token",
@@ -69,8 +77,10 @@ def api_options(function: Callable[..., T]) -> Callable[..., T]:
 def dev_api(api_url: str | None, token: str | None, data: Path, port: int | None) -> Api | None:
     """The API to follow through: the one given, else a ``chamvi dev`` API of this data folder.
 
-    ``chamvi dev`` keeps its generated token in ``DATA/api-token``; with neither an URL nor that
-    file, there is no API to try and the events come from Temporal.
+    A running ``chamvi dev`` records its API's URL and token file in ``DATA/dev-stack.json``; a
+    ``port`` given (``--api-port``) wins over it. Without a running stack, ``DATA/api-token`` on
+    ``port`` (default 3000). With neither an URL nor a token, there is no API to try and the events
+    come from Temporal.
     """
     if api_url is not None:
         if not token:
@@ -78,11 +88,18 @@ def dev_api(api_url: str | None, token: str | None, data: Path, port: int | None
                 "--api needs a token with runs:read: pass --token or set CHAMVI_API_TOKEN"
             )
         return Api(api_url.rstrip("/"), token)
+    from chamvi.dev import read_stack
+
+    stack = read_stack(data.resolve()) or {}
+    url = f"http://127.0.0.1:{port or DEFAULT_API_PORT}"
     saved = data / "api-token"
+    if port is None and "api_url" in stack:
+        url = stack["api_url"]
+        saved = Path(stack["token_file"]) if "token_file" in stack else saved
     value = token or (saved.read_text().strip() if saved.exists() else "")
     if not value:
         return None
-    return Api(f"http://127.0.0.1:{port or DEFAULT_API_PORT}", value)
+    return Api(url.rstrip("/"), value)
 
 
 def _event(fields: dict[str, str]) -> RunEvent:
@@ -98,6 +115,8 @@ async def api_events(api: Api, run_id: str) -> AsyncGenerator[RunEvent, None]:
         httpx.ConnectError: no API answers at the URL (the caller falls back to Temporal).
         click.ClickException: the API refused the request (a wrong token, an unknown run).
     """
+    import httpx  # here, not at the top: it loads rich, which `chamvi runs list` does not need
+
     last: int | None = None
     attempts = 0
     headers = {"authorization": f"Bearer {api.token}", "accept": "text/event-stream"}
@@ -151,6 +170,8 @@ async def events_of(chamvi: ChamviClient, run_id: str, api: Api | None) -> Async
     # each stream is closed here, in this task, when its reader stops early: left to the garbage
     # collector, its HTTP connection would be closed from another task and fail loudly
     if api is not None:
+        import httpx
+
         async with contextlib.aclosing(api_events(api, run_id)) as stream:
             try:
                 first = await anext(stream)

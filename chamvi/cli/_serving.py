@@ -13,6 +13,7 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from temporalio.worker import Worker
@@ -20,8 +21,8 @@ from temporalio.worker import Worker
 from chamvi.app import App
 from chamvi.approval_tokens import approval_tokens
 from chamvi.cli._common import connect_or_fail
+from chamvi.constants import DEFAULT_API_PORT
 from chamvi.dev import DevServer, write_stack
-from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.http import Token, build_api
 from chamvi.http.process import ApiSocket, dev_tokens, listen
 from chamvi.knowledge.collections import ManagedRoutes
@@ -157,6 +158,10 @@ def dev_knowledge_model(settings: Settings, app: App) -> str:
     return settings.knowledge_model or app.embedding_model or DEFAULT_EMBEDDING_MODEL
 
 
+ACCESS_LOG_FILE = "api-access.log"
+"""The HTTP API's access log in ``chamvi dev``'s data folder (unless ``--verbose``)."""
+
+
 async def _watch(server: DevServer, stop: asyncio.Event | None = None) -> None:
     """Raises when the server exits; with ``stop``, sets it first so the worker drains."""
     while True:
@@ -176,6 +181,7 @@ async def serve_dev(
     echo: Callable[[str], None],
     stop: asyncio.Event | None = None,
     api_port: int = DEFAULT_API_PORT,
+    verbose: bool = False,
 ) -> None:
     """Starts the server, waits for it, runs a worker for ``app`` and the HTTP API until SIGINT/SIGTERM.
 
@@ -194,7 +200,8 @@ async def serve_dev(
         try:
             tokens = dev_tokens(server.config.data, settings.tokens)
             await plugin.prepare()
-            await _serve_dev(server, settings, plugin, echo, stop, api_socket, tokens)
+            access_log = None if verbose else server.config.data / ACCESS_LOG_FILE
+            await _serve_dev(server, settings, plugin, echo, stop, api_socket, tokens, access_log)
         finally:
             api_socket.sock.close()
             await plugin.close()
@@ -208,8 +215,13 @@ async def _serve_dev(
     stop: asyncio.Event,
     api_socket: ApiSocket,
     tokens: tuple[list[Token], str | None],
+    access_log: Path | None,
 ) -> None:
-    """``tokens``: what ``dev_tokens`` answered, the API's tokens and the value it generated."""
+    """The stack once its ports are bound.
+
+    ``tokens``: what ``dev_tokens`` answered, the API's tokens and the value it generated;
+    ``access_log``: the file for the API's access log, None for the terminal.
+    """
     server.start()
     config = server.config
     echo(
@@ -238,10 +250,21 @@ async def _serve_dev(
         approval_tokens=plugin.runtime.approval_tokens or approval_tokens(settings),
     )
     # so that `chamvi mcp --data DATA` started by an MCP host (without TEMPORAL_ADDRESS) finds the stack
-    stack = write_stack(config.data, config.address, config.namespace, settings.task_queue)
+    # and `runs watch`, `dispatch --follow` and `chat` find its API: custom ports are given once
+    ui = f"http://localhost:{config.ui}"
+    token_file = config.data / "api-token"
+    stack = write_stack(
+        config.data,
+        config.address,
+        config.namespace,
+        settings.task_queue,
+        ui=ui,
+        api_url=api_socket.url,
+        token_file=token_file if generated is not None else None,
+    )
     watcher = asyncio.ensure_future(_watch(server, stop))
     try:
-        echo(f"Temporal UI at http://localhost:{config.ui} (namespace {config.namespace!r})")
+        echo(f"Temporal UI at {ui} (namespace {config.namespace!r})")
         echo(
             f"worker for {settings.app} on task queue {settings.task_queue!r}, "
             f"agents: {', '.join(app.agents) or 'none'} (at most {settings.max_runs} runs at once), "
@@ -249,13 +272,20 @@ async def _serve_dev(
             f"{telemetry_line(settings)} Ctrl-C to stop."
         )
         url = api_socket.url
-        echo(f"HTTP API at {url} (docs at {url}/docs, approvals page at {url}/ui)")
+        logged = f", access log in {access_log}" if access_log is not None else ""
+        echo(f"HTTP API at {url} (docs at {url}/docs, approvals page at {url}/ui{logged})")
         hooks = [name for name, channel in app.channels.items() if isinstance(channel, WebhookChannel)]
         if hooks:
             echo("webhooks at " + ", ".join(f"{url}/channels/{name}/events" for name in hooks))
         if generated is not None:
-            echo(f"API token (all permissions, in {config.data / 'api-token'}): {generated}")
-        await run_worker(worker, stop, echo, api_socket.serve(api), before_shutdown=plugin.stop_channels)
+            echo(f"API token (all permissions, in {token_file}): {generated}")
+        await run_worker(
+            worker,
+            stop,
+            echo,
+            api_socket.serve(api, access_log=access_log),
+            before_shutdown=plugin.stop_channels,
+        )
     finally:
         with contextlib.suppress(OSError):
             stack.unlink()

@@ -8,10 +8,16 @@ import click
 
 from chamvi.approval_tokens import approval_tokens
 from chamvi.artifacts import open_artifact_store
-from chamvi.cli._common import app_option, connect_or_fail, load_app_or_fail, temporal_options
+from chamvi.cli._common import (
+    api_port_option,
+    app_option,
+    connect_or_fail,
+    load_app_or_fail,
+    temporal_options,
+)
 from chamvi.cli._output import echo_err
 from chamvi.cli._serving import first_of, log_to_terminal, managed_routes, stop_on_signals
-from chamvi.cli.stack import api_port_option, knowledge_route_options, with_knowledge_routes
+from chamvi.cli.stack import knowledge_route_options, with_knowledge_routes
 from chamvi.errors import ChamviError
 from chamvi.http import build_api
 from chamvi.http.auth import required_tokens

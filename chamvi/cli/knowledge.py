@@ -15,8 +15,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from chamvi import constants as c
 from chamvi.cli._common import POLL_SECONDS, T, json_option, run_with_client, temporal_options
 from chamvi.cli._output import Spinner, columns, dump, echo_err, short, when
-from chamvi.knowledge.remote import CollectionSearch
-from chamvi.knowledge.search import MAX_CHARS, MAX_TOP_K
+from chamvi.constants import KNOWLEDGE_MAX_CHARS as MAX_CHARS
+from chamvi.constants import KNOWLEDGE_MAX_TOP_K as MAX_TOP_K
 from chamvi.models.knowledge import CollectionMeta, CollectionState, PassStats
 from chamvi.settings import Settings
 from chamvi.starters import request_sync
@@ -330,6 +330,8 @@ def search_collection(
     async def go(client: Client) -> dict[str, Any]:
         await _require_collection(client, settings, name)
         # an update of the collection's own workflow: a workflow per search would stay in the list
+        from chamvi.knowledge.remote import CollectionSearch
+
         search = CollectionSearch(client, task_queue=settings.task_queue, timeout=timeout)
         result = await search.search([name], query, top_k=top_k)
         return result.model_dump(mode="json", exclude_none=True)

@@ -14,11 +14,9 @@ from pathlib import Path
 import click
 import uvicorn
 
-from chamvi.cli._common import connect_or_fail, data_option, temporal_options
+from chamvi.cli._common import beside_dev_stack, connect_or_fail, data_option, temporal_options
 from chamvi.cli.kb import _open, kb_dir_option, root_type_option
 from chamvi.cli.knowledge import _require_collection
-from chamvi.constants import TASK_QUEUE
-from chamvi.dev import read_stack
 from chamvi.errors import ChamviError
 from chamvi.http.auth import Token, required_tokens
 from chamvi.knowledge.remote import CollectionSearch
@@ -149,22 +147,6 @@ def mcp(
             await uvicorn.Server(config).serve()
 
     asyncio.run(serve())
-
-
-def beside_dev_stack(settings: Settings, data: Path) -> Settings:
-    """The settings, with the address, namespace and task queue of a ``chamvi dev`` running on ``data``.
-
-    Only where nothing else chose them: an address given (``--address``, ``TEMPORAL_ADDRESS``) wins,
-    and so do a namespace and a task queue other than the defaults.
-    """
-    stack = read_stack(data.resolve())
-    if stack is None or settings.temporal_address is not None:
-        return settings
-    return settings.with_overrides(
-        temporal_address=stack.get("address"),
-        temporal_namespace=settings.temporal_namespace or stack.get("namespace"),
-        task_queue=stack.get("task_queue") if settings.task_queue == TASK_QUEUE else None,
-    )
 
 
 def _http_tokens(settings: Settings, host: str, hosts: tuple[str, ...]) -> list[Token]:

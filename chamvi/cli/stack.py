@@ -16,6 +16,7 @@ from temporalio.service import RPCError
 from chamvi.app import App
 from chamvi.cli._common import (
     F,
+    api_port_option,
     app_option,
     build_settings,
     data_option,
@@ -30,7 +31,6 @@ from chamvi.cli.skills import load_listings
 from chamvi.constants import TASK_QUEUE
 from chamvi.dev import DEFAULT_PORT, DevServer, DevServerConfig
 from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
-from chamvi.http import DEFAULT_PORT as DEFAULT_API_PORT
 from chamvi.knowledge import KnowledgeCollection, Source
 from chamvi.lifecycle import (
     EDGE_FOLDER,
@@ -46,19 +46,6 @@ from chamvi.schedules import describe_interval
 from chamvi.settings import Settings, openai_credentials, publish_data_folder
 from chamvi.skills.library import sources_of
 from chamvi.telemetry import exporting_traces
-
-
-def api_port_option(function: F) -> F:
-    """``--api-port``, read from ``CHAMVI_API_PORT``: one option so ``chamvi api`` and ``dev`` agree."""
-    return click.option(
-        "--api-port",
-        type=click.IntRange(0, 65535),
-        envvar="CHAMVI_API_PORT",
-        default=DEFAULT_API_PORT,
-        show_default=True,
-        show_envvar=True,
-        help="Port of the HTTP API.",
-    )(function)
 
 
 def max_runs_option(function: F) -> F:
@@ -139,6 +126,11 @@ def with_knowledge_routes(
 @api_port_option
 @knowledge_route_options
 @max_runs_option
+@click.option(
+    "--verbose",
+    is_flag=True,
+    help="Show the HTTP API's access log here [default: in DATA/api-access.log].",
+)
 def dev(
     app_ref: str,
     data: Path,
@@ -151,11 +143,14 @@ def dev(
     knowledge_base_path: str | None,
     knowledge_body_limit: int | None,
     max_runs: int | None,
+    verbose: bool,
 ) -> None:
     """Run a local Temporal dev server (SQLite in DATA, Web UI), a worker for the app and the HTTP API.
 
     The API's token comes from CHAMVI_TOKENS, else one with every permission is made and kept in
-    DATA/api-token. Ctrl-C (or SIGTERM) stops the worker, then the server; nothing is left running.
+    DATA/api-token. The stack's addresses go to DATA/dev-stack.json while it runs, where the other
+    commands find them (`runs watch`, `dispatch --follow`, `chat`, `mcp`): ports given here are given
+    once. Ctrl-C (or SIGTERM) stops the worker, then the server; nothing is left running.
     """
     data = data.resolve()
     # the app runs in this process and keeps its files (the example's outbox) in the same folder
@@ -173,7 +168,7 @@ def dev(
     log_to_terminal()
     try:
         with exporting_traces(settings, "chamvi-dev"):
-            asyncio.run(serve_dev(server, settings, app, echo=echo_err, api_port=api_port))
+            asyncio.run(serve_dev(server, settings, app, echo=echo_err, api_port=api_port, verbose=verbose))
     except ChamviError as error:
         raise click.ClickException(error.message) from None
     finally:

@@ -31,7 +31,6 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
-from chamvi.agents import validate_agent_name
 from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.conversations.store import ConversationStore
 from chamvi.errors import (
@@ -56,6 +55,7 @@ from chamvi.models.conversations import (
     conversation_workflow_id,
     turn_run_id,
 )
+from chamvi.names import validate_agent_name
 
 if TYPE_CHECKING:
     from chamvi.client import ChamviClient

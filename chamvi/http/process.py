@@ -21,9 +21,12 @@ class ApiSocket:
     sock: socket.socket
     url: str
 
-    async def serve(self, api: FastAPI) -> None:
-        """Serves ``api`` on this socket until the server is told to exit."""
-        await server(api).serve(sockets=[self.sock])
+    async def serve(self, api: FastAPI, *, access_log: Path | None = None) -> None:
+        """Serves ``api`` on this socket until the server is told to exit.
+
+        ``access_log``: a file for the access log lines instead of the terminal.
+        """
+        await server(api, access_log=access_log).serve(sockets=[self.sock])
 
 
 def listen(host: str, port: int) -> ApiSocket:

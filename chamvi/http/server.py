@@ -6,11 +6,14 @@ import contextlib
 import logging
 import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
 
-DEFAULT_PORT = 3000
+from chamvi.constants import DEFAULT_API_PORT
+
+DEFAULT_PORT = DEFAULT_API_PORT
 ACCESS_LOGGER = "uvicorn.access"
 
 
@@ -44,13 +47,19 @@ class _Server(uvicorn.Server):
 
 
 def server(
-    api: FastAPI, *, host: str = "127.0.0.1", port: int = DEFAULT_PORT, log_level: str = "info"
+    api: FastAPI,
+    *,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    log_level: str = "info",
+    access_log: Path | None = None,
 ) -> uvicorn.Server:
     """A uvicorn server for ``api`` that leaves signal handling to the process around it.
 
     Run it with ``await server(api).serve()``; set ``should_exit`` to stop it.
 
-    The access log shows paths and statuses, never headers nor query strings, so tokens stay out of it.
+    The access log shows paths and statuses, never headers nor query strings, so tokens stay out of it;
+    with ``access_log``, its lines go to that file (appended) instead of the terminal.
     """
     config = uvicorn.Config(
         api,
@@ -64,7 +73,20 @@ def server(
     )
     # after the Config, which sets up uvicorn's loggers
     _keep_query_strings_out_of_the_access_log()
+    if access_log is not None:
+        _access_log_to(access_log)
     return _Server(config)
+
+
+def _access_log_to(path: Path) -> None:
+    logger = logging.getLogger(ACCESS_LOGGER)
+    for handler in logger.handlers:
+        logger.removeHandler(handler)
+        handler.close()
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    logger.addHandler(handler)
+    logger.propagate = False
 
 
 def bind(host: str = "127.0.0.1", port: int = 0) -> socket.socket:

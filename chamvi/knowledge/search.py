@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 from temporalio.common import RetryPolicy
 
 from chamvi._spans import span
+from chamvi.constants import KNOWLEDGE_MAX_CHARS, KNOWLEDGE_MAX_TOP_K
 from chamvi.context import define_context_key, inject
 from chamvi.errors import (
     ChamviError,
@@ -28,8 +29,8 @@ from chamvi.names import validate_agent_name
 from chamvi.retry import DEFAULT_EMBEDDING_RETRY, call_with_retry
 from chamvi.tools import Tool, ToolContext, tool
 
-MAX_TOP_K = 20
-MAX_CHARS = 20_000
+MAX_TOP_K = KNOWLEDGE_MAX_TOP_K
+MAX_CHARS = KNOWLEDGE_MAX_CHARS
 QUERY_TIMEOUT_SECONDS = 60.0
 
 

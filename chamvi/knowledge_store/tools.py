@@ -224,6 +224,18 @@ def knowledge_store_tools(
         await store.log(operation, what, pages or [])
         return "Logged."
 
+    async def log_applied(_key: str, args: BaseModel) -> str | None:
+        # a log line written twice is harmless, but a redone call that finds its own line says so
+        recent = getattr(store, "recent_log", None)
+        if recent is None:
+            return None
+        try:
+            latest = await recent(1)
+        except Exception:
+            return None
+        wanted = f"{getattr(args, 'operation', '').strip()} | {getattr(args, 'what', '').strip()}"
+        return "Logged." if latest and wanted in latest[0] else None
+
     async def retire(id: str, reason: str, ctx: ToolContext) -> str:
         if not reason.strip():
             raise InvalidPageError("give a reason to retire a page: it is kept on the page")
@@ -322,6 +334,7 @@ def knowledge_store_tools(
                 "query, lint, ...), what was done in one line, and the ids of the pages it touched. "
                 f"Log once the work is done. {guide}"
             ),
+            already_applied=log_applied,
         )(log),
         tool(
             name=f"{p}_check",

@@ -176,8 +176,9 @@ def check_window(request: WebhookRequest, stamp: str, scheme: str) -> None:
         )
     age = int(request.received_at) - int(stamp)
     if abs(age) > window:
+        signed = f"{age} s ago" if age > 0 else f"{-age} s in the future"
         raise StaleDeliveryError(
-            f"the delivery was signed {age:+d} s from now, outside channel {request.channel!r}'s "
+            f"the delivery was signed {signed}, outside channel {request.channel!r}'s "
             f"{window:g} s window: a replay of an old delivery, or a sender whose clock is off"
         )
 

@@ -26,6 +26,7 @@ import json
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -83,7 +84,14 @@ async def lookup_order(order_id: str, ctx: ToolContext) -> dict[str, object]:
     return {"order_id": order_id, **order, "past_refunds": refunds}
 
 
-@effect_tool
+async def _already_refunded(key: str, args: Any, ctx: ToolContext) -> str | None:
+    # the refund's state item keeps the effect key that wrote it: a redone call finds its own write
+    if await ctx.state.collection("refunds").written_by(args.order_id) == key:
+        return f"Refunded {args.amount:.2f} on order {args.order_id}."
+    return None
+
+
+@effect_tool(already_applied=_already_refunded)
 async def refund_order(order_id: str, amount: float, ctx: ToolContext) -> str:
     """Refunds an amount on an order. A person must approve every refund."""
     decision = await approve(

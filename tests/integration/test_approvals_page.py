@@ -11,6 +11,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import httpx
@@ -86,14 +87,11 @@ class Stack:
         await page.click("#login-form button[type=submit]")
 
 
-@pytest.fixture
-async def stack(client: Client, task_queue: str) -> AsyncIterator[Stack]:
-    # the agent's name is unique to the test: the page lists every waiting run in the namespace
-    agent = f"refunder-{uuid.uuid4().hex[:8]}"
-    app = make_app(agent)
-    tokens = make_tokens(
-        approver=["runs:read", "runs:approve"], support=["runs:dispatch", "runs:read"], reader=["runs:read"]
-    )
+@asynccontextmanager
+async def page_stack(
+    client: Client, task_queue: str, app: App, tokens: dict[str, Token], agent: str
+) -> AsyncIterator[Stack]:
+    """A worker for ``app``, the runs API and a headless Chromium, for one test."""
     api = runs_api(tokens, client, task_queue, agents=list(app.agents))
     async with (
         build_worker(client, app, task_queue=task_queue),
@@ -105,6 +103,17 @@ async def stack(client: Client, task_queue: str) -> AsyncIterator[Stack]:
             yield Stack(url, tokens, agent, browser)
         finally:
             await browser.close()
+
+
+@pytest.fixture
+async def stack(client: Client, task_queue: str) -> AsyncIterator[Stack]:
+    # the agent's name is unique to the test: the page lists every waiting run in the namespace
+    agent = f"refunder-{uuid.uuid4().hex[:8]}"
+    tokens = make_tokens(
+        approver=["runs:read", "runs:approve"], support=["runs:dispatch", "runs:read"], reader=["runs:read"]
+    )
+    async with page_stack(client, task_queue, make_app(agent), tokens, agent) as running:
+        yield running
 
 
 def card_of(page: Page, run_id: str) -> Locator:
@@ -375,3 +384,57 @@ async def test_a_person_signed_in_on_the_page_who_opens_a_link_is_recorded_as_th
     decision = next(s for s in run.steps if s.kind == "wait").decision
     assert decision is not None and decision.approver is not None
     assert (decision.approver.id, decision.approver.kind, decision.approved) == ("approver", "token", False)
+
+
+@tool
+async def inventory() -> dict[str, str]:
+    """Lists the warehouse's stock: a result of forty lines."""
+    return {
+        f"item-{i:02d}": f"shelf {i}, {'a long description without spaces ' * 3}".strip() for i in range(40)
+    }
+
+
+async def test_a_long_tool_result_folds_nothing_overflows_at_1280_px_and_no_invoker_says_so(
+    client: Client, task_queue: str
+) -> None:
+    agent = f"stocker-{uuid.uuid4().hex[:8]}"
+    models = ModelRegistry()
+    script = [call("inventory", "c-1"), call("refund", "c-2", order="A-7", amount=5), reply("Done.")]
+    models.register("scripted/stocker", ScriptedModel(script))
+    app = App(
+        agents=[
+            define_agent(
+                name=agent, model="scripted/stocker", instructions="Stock.", tools=[inventory, refund]
+            )
+        ],
+        models=models,
+    )
+    tokens = make_tokens(approver=["runs:read", "runs:approve"])
+    async with page_stack(client, task_queue, app, tokens, agent) as running:
+        # dispatched by a client with no invoker (a script, a schedule of old)
+        run_id = (await ChamviClient(client, task_queue=task_queue).dispatch(agent)).run_id
+        page = await running.browser.new_page(viewport={"width": 1280, "height": 800})
+        await page.goto(f"{running.url}/ui")
+        await page.fill("#token", tokens["approver"].value)
+        await page.click("#login-form button[type=submit]")
+        card = card_of(page, run_id)
+        await expect(card).to_be_visible(timeout=PATIENCE_MS)
+        await expect(card.locator(".invoker")).to_have_text("none (started without an invoker)")
+        await card.locator("a.run").click()
+        tool_step = page.locator("#steps li[data-kind=tool]").first
+        await expect(tool_step).to_contain_text("tool inventory({})", timeout=PATIENCE_MS)
+        result = tool_step.locator(".result")
+        await expect(result).to_have_class(re.compile(r"\bfolded\b"))
+        assert (await result.inner_text()).count("item-") == 5  # the opening brace, then five items
+        await expect(tool_step.locator("button.show-all")).to_have_text("show all (42 lines)")
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1280, f"the page is {width} px wide in a 1280 px window"
+        await tool_step.locator("button.show-all").click()
+        await expect(tool_step.locator("button.show-all")).to_have_count(0)
+        assert (await result.inner_text()).count("item-") == 40
+        # the run's next event redraws its steps: the result stays unfolded
+        await card.locator("button.approve").click()
+        await expect(page.locator("#run-status")).to_have_text("completed", timeout=PATIENCE_MS)
+        assert (await result.inner_text()).count("item-") == 40
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 1280, f"the unfolded result makes the page {width} px wide"

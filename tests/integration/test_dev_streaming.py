@@ -50,17 +50,19 @@ class Output:
 def test_dispatch_follow_prints_the_text_the_model_is_still_writing_through_the_chamvi_dev_api(
     tmp_path: Path,
 ) -> None:
+    """The ports are given to `chamvi dev` once: `dispatch --follow` finds them in DATA/dev-stack.json;
+    the API's access log goes to DATA/api-access.log, not to the terminal."""
     port, ui_port, api_port = free_port(), free_port(), free_port()
     data = tmp_path / "data"
     paused = threading.Event()
     with OpenAIServer() as model_server:
         model_server.add(stream("Hel", paused, "lo from dev."))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "CHAMVI_", "OPENAI_"))}
-        env |= {"CHAMVI_DATA": str(data), "CHAMVI_API_PORT": str(api_port)}
+        env |= {"CHAMVI_DATA": str(data)}
         env["OPENAI_BASE_URL"] = model_server.url + "/v1"
         log = tmp_path / "dev.out"
         command = ["dev", "--app", "tests.support.streaming_app:app", "--port", str(port)]
-        command += ["--ui-port", str(ui_port)]
+        command += ["--ui-port", str(ui_port), "--api-port", str(api_port)]
         dev = start_dev(command, env, log)
         try:
             deadline = time.monotonic() + PATIENCE_SECONDS
@@ -68,7 +70,7 @@ def test_dispatch_follow_prints_the_text_the_model_is_still_writing_through_the_
                 assert dev.poll() is None, log.read_text()
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(0.1)
-            argv = ["dispatch", "writer", "--follow", "--address", f"localhost:{port}"]
+            argv = ["dispatch", "writer", "--follow"]
             follow = subprocess.Popen(
                 [sys.executable, "-m", "chamvi.cli", *argv],
                 cwd=ROOT,
@@ -88,6 +90,8 @@ def test_dispatch_follow_prints_the_text_the_model_is_still_writing_through_the_
                 assert run_id.startswith("run-writer-")
                 assert text == "Hello from dev."
                 assert "without the model's live text" not in errors.close()
+                assert "/events" not in log.read_text()
+                assert "GET /runs/" in (data / "api-access.log").read_text()
             except AssertionError as error:
                 detail = f"--- dispatch --follow stderr:\n{errors.text}\n--- chamvi dev:\n{log.read_text()}"
                 raise AssertionError(f"{error}\n{detail}") from None

@@ -201,6 +201,16 @@ def test_the_image_holds_what_the_package_needs() -> None:
     assert 'CMD ["chamvi", "worker"]' in dockerfile
 
 
+def test_the_image_installs_the_dependencies_before_it_copies_the_code() -> None:
+    lines = (ROOT / "deploy" / "Dockerfile").read_text().splitlines()
+    dependencies = next(i for i, line in enumerate(lines) if "pip install -r" in line)
+    code = next(i for i, line in enumerate(lines) if re.match(r"COPY .*\bchamvi\b", line))
+    assert dependencies < code
+    # only pyproject.toml is there when they install: a code change keeps their layer
+    assert [line for line in lines[:dependencies] if line.startswith("COPY")] == ["COPY pyproject.toml ./"]
+    assert any(line.strip() == "RUN pip install --no-deps ." for line in lines[code:])
+
+
 def collector_config(services: dict[str, Any]) -> dict[str, Any]:
     mounted = {v.split(":")[1]: v.split(":")[0] for v in services["otel-collector"]["volumes"]}
     command = services["otel-collector"]["command"]

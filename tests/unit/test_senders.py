@@ -362,3 +362,12 @@ def test_the_readmes_sender_examples_build_their_channels_and_the_custom_scheme_
     signature = hmac.new(b"readme-secret-0123456789", body, "sha256").hexdigest()
     verified = acme.verify({"X-Acme-Signature": signature}, body, time.time())
     assert (verified.delivery, verified.event) == ("a-1", "ticket.opened")
+
+
+def test_a_stale_timestamp_says_how_long_ago_it_was_signed_and_a_future_one_how_far_ahead() -> None:
+    channel = webhook_channel("hooks", scheme="standard-webhooks", secret=WHSEC)
+    body = b'{"type": "a"}'
+    with pytest.raises(StaleDeliveryError, match="signed 600 s ago, outside channel 'hooks'"):
+        channel.verify(standard_headers(WHSEC, "msg_1", body, at=NOW - 600), body, NOW)
+    with pytest.raises(StaleDeliveryError, match="signed 400 s in the future"):
+        channel.verify(standard_headers(WHSEC, "msg_1", body, at=NOW + 400), body, NOW)

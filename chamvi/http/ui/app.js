@@ -204,7 +204,7 @@
   }
 
   function invoker(who) {
-    if (!who) return "unknown";
+    if (!who) return "none (started without an invoker)";
     return `${who.name ? `${who.name} ` : ""}${who.id} (${who.kind})`;
   }
 
@@ -288,8 +288,9 @@
       said.textContent = step.text || "";
       item.append(said);
     } else if (step.kind === "tool") {
-      const result = step.error ? `${step.error.code}: ${step.error.message}` : text(step.output);
-      item.textContent = `tool ${step.tool}(${JSON.stringify(step.input || {})}) → ${result}`;
+      const result = step.error ? `${step.error.code}: ${step.error.message}` : shown(step.output);
+      item.textContent = `tool ${step.tool}(${JSON.stringify(step.input || {})}) → `;
+      item.append(folded(result, `${watching ? watching.runId : ""}:${step.index}`));
     } else {
       const decision = step.decision || {};
       const by = decision.approver ? ` by ${invoker(decision.approver)}` : "";
@@ -300,6 +301,43 @@
   }
 
   const text = (value) => (typeof value === "string" ? value : JSON.stringify(value));
+
+  const FOLD_LINES = 6;
+  const FOLD_CHARS = 600;
+  // the results a person unfolded stay unfolded when the run's next event redraws its steps
+  const unfolded = new Set();
+
+  // a tool result as a person reads it: short JSON on one line, longer JSON indented
+  function shown(value) {
+    const line = text(value);
+    return typeof value === "string" || line.length <= 200 ? line : JSON.stringify(value, null, 2);
+  }
+
+  // a long result shows its first lines, then "show all" (a 40-line JSON would bury the steps after it)
+  function folded(result, key) {
+    const span = document.createElement("span");
+    span.className = "result";
+    const lines = result.split("\n");
+    if ((lines.length <= FOLD_LINES && result.length <= FOLD_CHARS) || unfolded.has(key)) {
+      span.textContent = result;
+      return span;
+    }
+    span.textContent = `${lines.slice(0, FOLD_LINES).join("\n").slice(0, FOLD_CHARS)}\n…`;
+    span.classList.add("folded");
+    const more = document.createElement("button");
+    more.type = "button";
+    more.className = "show-all";
+    more.textContent = `show all (${lines.length} lines)`;
+    more.addEventListener("click", () => {
+      unfolded.add(key);
+      span.textContent = result;
+      span.classList.remove("folded");
+      more.remove();
+    });
+    const wrapper = document.createElement("span");
+    wrapper.append(span, more);
+    return wrapper;
+  }
 
   function delta(data) {
     // the model's words as it writes them, into the step they belong to (the step's record replaces them)

@@ -1,0 +1,37 @@
+"""Checking an agent before a dispatch answers at once and leaves nothing in the Temporal UI's list."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.client import Client
+
+from chamvi import App, ChamviClient, define_agent
+from chamvi import constants as c
+from chamvi.errors import AgentNotFoundError
+from tests.conftest import RunningWorker
+from tests.polling import eventually
+
+
+async def test_an_agent_check_leaves_no_workflow_in_the_list_whatever_the_worker_answers(
+    client: Client, chamvi: ChamviClient, task_queue: str, running_worker: RunningWorker
+) -> None:
+    app = App(agents=[define_agent(name="support", model="local/demo", instructions="Support.")])
+    async with running_worker(app):
+        assert await chamvi.check_agent("support") is True
+        with pytest.raises(AgentNotFoundError) as unknown:
+            await chamvi.check_agent("suport")
+    assert "\n" not in unknown.value.message and "'suport'" in unknown.value.message
+
+    query = f"WorkflowType = '{c.AGENT_CHECK_WORKFLOW}' AND TaskQueue = '{task_queue}'"
+
+    left: list[str] = []
+
+    async def none_left() -> bool | None:
+        left[:] = [f"{w.id} {w.status}" async for w in client.list_workflows(query)]
+        return True if not left else None
+
+    # Temporal takes deleted workflows off its list in the background (about 30 s on a loaded server)
+    try:
+        await eventually(none_left, "the checks' workflows gone from the list", seconds=90)
+    except AssertionError:
+        raise AssertionError(f"still listed: {left}") from None
