@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -30,6 +32,12 @@ if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
 
 REPO_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".chamvi")
 """The repository's own data folder, which a `chamvi dev` beside the suite may be using: no test opens it."""
+
+_SESSION_DATA = tempfile.mkdtemp(prefix="chamvi-tests-data-")
+os.environ["CHAMVI_DATA"] = _SESSION_DATA
+"""The data folder of every test that takes the default (``Settings.from_env()``, a plugin built without
+one, a CLI subprocess): a fresh folder of the session's, never ``./.chamvi``."""
+atexit.register(shutil.rmtree, _SESSION_DATA, ignore_errors=True)
 
 _repo_data_touches: list[str] = []
 
