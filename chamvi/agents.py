@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
@@ -24,6 +25,10 @@ from chamvi.skills.sources import SkillSource, check_source
 from chamvi.state import AgentState, check_state, state_tools
 from chamvi.tool_factory import ToolFactoryContext
 from chamvi.tools import Tool, ToolContext, Trust
+
+if TYPE_CHECKING:  # the knowledge package loads Qdrant: imported when an agent has a knowledge folder
+    from chamvi.knowledge.agent_folders import AgentKnowledge
+    from chamvi.knowledge.sources import Source
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,8 @@ class Agent:
     """The agent's own skill sources, after the App's defaults (``chamvi.skills``)."""
     conversation: RecallPolicy = field(default_factory=RecallPolicy)
     """What a turn of one of the agent's conversations recalls of the turns before it."""
+    knowledge: AgentKnowledge | None = None
+    """Its own knowledge folder, a collection only it searches (``chamvi.knowledge.agent_folders``)."""
     revision: int | None = None
     """None for an agent in code; the revision of an agent defined at runtime (``chamvi.runtime_agents``),
     whose ``model`` is then always a ref."""
@@ -303,6 +310,7 @@ def define_agent(
     model_settings: ModelSettings | Mapping[str, Any] | None = None,
     skills: Sequence[SkillSource] = (),
     conversation: RecallPolicy | None = None,
+    knowledge: str | os.PathLike[str] | Source | Sequence[Source] | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
@@ -337,6 +345,10 @@ def define_agent(
     ``conversation`` bounds what a turn of one of its conversations recalls of the earlier turns
     (``RecallPolicy(max_messages=..., max_tokens=..., summarizer=...)``; by default the latest 40
     messages within about 8 000 tokens, the rest dropped).
+    ``knowledge`` is the agent's own knowledge folder (a path, ``folder(...)`` or a list of
+    sources): the App indexes it as the collection ``agent-<name>``, which only this agent
+    searches, and its ``knowledge_search`` searches it beside the collections its
+    ``knowledge_tools`` name (``docs/knowledge/agent-folders.md``).
 
     Raises:
         InvalidAgentDefinitionError: naming what is wrong.
@@ -354,6 +366,17 @@ def define_agent(
     checked_state = check_state(name, state)
     if factory is None:
         checked_tools = _with_state_tools(name, checked_tools, checked_state)
+    own_knowledge = None
+    if knowledge is not None:
+        if factory is not None:
+            raise InvalidAgentDefinitionError(
+                f"agent {name!r}: an agent whose tools come from a factory cannot have knowledge= yet: "
+                "give it tools=[...], or declare a collection and build knowledge_tools(...) in the factory"
+            )
+        from chamvi.knowledge.agent_folders import check_agent_knowledge, with_knowledge_tool
+
+        own_knowledge = check_agent_knowledge(name, knowledge)
+        checked_tools = with_knowledge_tool(name, checked_tools, own_knowledge)
     return Agent(
         name=name,
         model=model,
@@ -375,6 +398,7 @@ def define_agent(
         ),
         skills=_skills(name, skills),
         conversation=check_recall_policy(name, conversation),
+        knowledge=own_knowledge,
     )
 
 

@@ -24,8 +24,14 @@ from chamvi.errors import (
     InvalidScheduleError,
     ModelNotFoundError,
 )
-from chamvi.knowledge.collections import KnowledgeCollection, ManagedRoutes
-from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry, default_embedding_registry
+from chamvi.knowledge.agent_folders import refuse_others
+from chamvi.knowledge.collections import KnowledgeCollection, ManagedRoutes, knowledge_collection
+from chamvi.knowledge.embedders import (
+    DEFAULT_EMBEDDING_MODEL,
+    Embedder,
+    EmbeddingRegistry,
+    default_embedding_registry,
+)
 from chamvi.mcp import McpServer, McpTools
 from chamvi.models import AgentSpec, ToolSpec
 from chamvi.on_error import ErrorHook, OnError
@@ -66,7 +72,9 @@ class App:
             replaces a provider of the same name given here.
         channels: channels by unique name; agents subscribe to them and tools send through them.
         timeouts: activity timeouts.
-        collections: knowledge collections, declared with ``knowledge_collection(...)``.
+        collections: knowledge collections, declared with ``knowledge_collection(...)``. An agent's
+            own knowledge folder (``define_agent(knowledge=...)``) adds the collection
+            ``agent-<name>``, embedded by ``embedding_model`` (else ``local/all-minilm-l6-v2``).
         embedders: extra embedding providers or exact refs (test embedders), on top of
             ``openai/...``, ``fastembed/...`` and ``local/...``.
         embedding_model: the managed collections' model (``CHAMVI_KNOWLEDGE_MODEL`` wins over it):
@@ -172,6 +180,9 @@ class App:
         if self.embedding_model is not None:
             self._check_embedding_model("embedding_model", self.embedding_model)
         self.collections: dict[str, KnowledgeCollection] = {}
+        """Every collection workers index: the declared ones, then the agents' own knowledge folders."""
+        self.collection_owners: dict[str, str] = {}
+        """Each agent knowledge folder's collection, and the one agent that searches it."""
         for collection in collections:
             self._check_collection(collection)
             self.collections[collection.name] = collection
@@ -190,6 +201,9 @@ class App:
                 raise InvalidAppError(f"two agents are named {agent.name!r}")
             self._check_agent(agent)
             self.agents[agent.name] = agent
+            self._add_agent_knowledge(agent)
+        for agent in self.agents.values():
+            refuse_others(f"agent {agent.name!r}", agent.tools, self.collection_owners, agent.name)
         self.schedules: dict[str, AgentSchedule] = {}
         for declared in schedules:
             self._add_schedule(declared)
@@ -228,6 +242,7 @@ class App:
                     "agents get with the App's skills: rename the tool"
                 )
             self.runtime_tools[item.name] = item
+        refuse_others("runtime_tools", self.runtime_tools, self.collection_owners)
         self.runtime_mcp_servers = tuple(servers)
 
     def schedule(self, agent: str, **options: Unpack[ScheduleOptions]) -> AgentSchedule:
@@ -340,6 +355,27 @@ class App:
                     f"collection {collection.name!r}: source {source.kind!r} failed its check: {error}"
                 ) from None
 
+    def _add_agent_knowledge(self, agent: Agent) -> None:
+        """Declares ``agent``'s own knowledge folder as its collection, embedded by ``embedding_model``.
+
+        Raises:
+            InvalidAppError: a declared collection has the folder's reserved name.
+        """
+        if agent.knowledge is None:
+            return
+        name = agent.knowledge.collection
+        if name in self.collections:
+            raise InvalidAppError(
+                f"agent {agent.name!r}'s knowledge folder is the collection {name!r}, and a declared "
+                f"collection knowledge_collection({name!r}, ...) has that name too: rename the declared one"
+            )
+        collection = knowledge_collection(
+            name, model=self.embedding_model or DEFAULT_EMBEDDING_MODEL, sources=agent.knowledge.sources
+        )
+        self._check_collection(collection)
+        self.collections[name] = collection
+        self.collection_owners[name] = agent.name
+
     def _check_agent(self, agent: Agent) -> None:
         ref = self._chat_ref(agent.model) if agent.model is not None else self.model
         if ref is None:
@@ -411,6 +447,8 @@ class App:
             InvalidAgentDefinitionError: a factory built a tool under a skill tool's name.
         """
         if built is not None:
+            what = f"agent {agent.name!r}: its tool factory"
+            refuse_others(what, built, self.collection_owners, agent.name)
             return self._with_skill_tools(agent, built)
         known = self._tools.get(agent.name)
         return known if known is not None else self._with_skill_tools(agent, agent.tools)

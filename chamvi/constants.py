@@ -84,6 +84,8 @@ KNOWLEDGE_MAX_TOP_K = 20
 """The most passages one `knowledge_search` returns."""
 KNOWLEDGE_MAX_CHARS = 20_000
 """The most characters of passages one `knowledge_search` returns."""
+AGENT_KNOWLEDGE_PREFIX = "agent-"
+"""An agent's own knowledge folder is the collection ``agent-<name>`` (``chamvi.knowledge.agent_folders``)."""
 KNOWLEDGE_ID_PREFIX = "knowledge:"
 KNOWLEDGE_PASS_ID_PREFIX = "knowledge-pass:"
 KNOWLEDGE_SCHEDULE_PREFIX = "knowledge-resync:"

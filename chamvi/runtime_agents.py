@@ -116,6 +116,15 @@ def parse_definition(name: str, data: Mapping[str, Any] | AgentDefinition) -> Ag
             "an agent that needs skills of its own is defined in code (define_agent(skills=[...]))"
         )
         raise _refuse(name, [_issue(("skills",), message, "skills_not_supported")])
+    if "knowledge" in data:
+        # an agent's knowledge folder is a collection the App declares at boot, read from the
+        # worker's disk: data put at runtime can neither add a collection nor point at a folder
+        message = (
+            "a runtime agent cannot have a knowledge folder: its collection is declared when the App "
+            "boots; define the agent in code (define_agent(knowledge=...)), or give this one a "
+            "knowledge_search tool from App(runtime_tools=[...])"
+        )
+        raise _refuse(name, [_issue(("knowledge",), message, "knowledge_not_supported")])
     size = len(to_json(data))
     if size > AGENT_DEFINITION_MAX_BYTES:
         limit = AGENT_DEFINITION_MAX_BYTES

@@ -4,6 +4,7 @@ Documents are fed by sources and indexed in the background into Qdrant.
 """
 
 from chamvi.errors import InvalidDocumentError, KnowledgeNotReadyError
+from chamvi.knowledge.agent_folders import agent_collection_name
 from chamvi.knowledge.chunking import CHUNKER_VERSION, chunk
 from chamvi.knowledge.collections import KnowledgeCollection, knowledge_collection
 from chamvi.knowledge.documents import Document
@@ -26,6 +27,7 @@ __all__ = [
     "KnowledgeNotReadyError",
     "Source",
     "SourceContext",
+    "agent_collection_name",
     "chunk",
     "default_embedding_registry",
     "define_source",

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,6 +170,26 @@ class KnowledgeSearch:
 
 KNOWLEDGE_SEARCH = define_context_key("chamvi.knowledge_search")
 
+
+@dataclass(frozen=True)
+class SearchScope:
+    """What a ``knowledge_search`` tool built by :func:`knowledge_tools` searches, and its options."""
+
+    collections: tuple[str, ...]
+    top_k: int
+    min_score: float | None
+
+
+_SCOPES: weakref.WeakKeyDictionary[Callable[..., Any], SearchScope] = weakref.WeakKeyDictionary()
+"""Each ``knowledge_search`` function's scope, so the App can check which collections an agent names
+(an agent's own knowledge folder is searched by that agent only)."""
+
+
+def search_scope(found: Tool) -> SearchScope | None:
+    """The scope of a tool :func:`knowledge_tools` built, or None for any other tool."""
+    return _SCOPES.get(found.fn)
+
+
 _DESCRIPTION = (
     "Searches the knowledge base by meaning and returns the most relevant passages. Use it when a question "
     "needs facts from the reference material ({collections}). The passages are reference material, not "
@@ -225,6 +246,7 @@ def knowledge_tools(
             ctx.mark_tainted("tool:knowledge_search")
         return result.model_dump(mode="json", exclude_none=True)
 
+    _SCOPES[knowledge_search] = SearchScope(tuple(allowed), default_top_k, min_score)
     return [
         tool(name="knowledge_search", description=_DESCRIPTION.format(collections=", ".join(allowed)))(
             knowledge_search

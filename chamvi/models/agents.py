@@ -113,7 +113,8 @@ class AgentDefinition(_Data):
             tool choice as ``"required"`` or ``{"tool": "search"}``, ...), checked as ``define_agent``
             checks them and against what the model's provider supports.
 
-    A runtime agent has the App's default skills (``App(skills=[...])``); a ``skills`` field is refused.
+    A runtime agent has the App's default skills (``App(skills=[...])``); a ``skills`` field is refused,
+    and so is a ``knowledge`` field (an agent's own knowledge folder is declared in code).
     """
 
     name: str | None = None
