@@ -616,7 +616,9 @@ class ChamviClient(ConversationMethods):
         return description.typed_search_attributes.get(c.SA_AGENT) or ""
 
     async def get_run(self, run_id: str) -> RunView:
-        """The run as its workflow knows it (a query); before the run's first task, from its attributes.
+        """The run as its workflow knows it (a query); when no worker answers, from its history.
+
+        A completed run then comes from its result (its steps left out); any other, from its attributes.
 
         ``calls`` are its calls in progress, from Temporal's pending activities.
         """
@@ -629,6 +631,12 @@ class ChamviClient(ConversationMethods):
             )
             return view.model_copy(update={"calls": calls})
         except (WorkflowQueryFailedError, RPCError):
+            if description.status == WorkflowExecutionStatus.COMPLETED:
+                # the result is in the history and needs no worker: the view without its steps beats
+                # one without its output when a busy or stopped worker lets the query time out
+                handle = self.client.get_workflow_handle(run_id, result_type=RunView)
+                finished: RunView = await handle.result()
+                return finished.model_copy(update={"calls": calls})
             attributes = description.typed_search_attributes
             status = _TEMPORAL_STATUS.get(description.status) or RunStatus(
                 attributes.get(c.SA_STATUS) or RunStatus.QUEUED.value

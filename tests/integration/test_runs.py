@@ -14,6 +14,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from chamvi import App, Budget, ChamviClient, FatalToolError, RunNotFoundError, RunStatus, define_agent, tool
+from chamvi import client as client_module
 from chamvi.constants import AGENT_RUN_WORKFLOW, KNOWLEDGE_COLLECTION_WORKFLOW, KNOWLEDGE_ID_PREFIX
 from chamvi.models import RunSummary, Usage
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply
@@ -253,3 +254,14 @@ async def test_model_requests_carry_the_tools_schema(chamvi: ChamviClient, runni
     async with running_worker(app_with(ScriptedModel([check]))):
         run = await chamvi.wait((await chamvi.dispatch("tester")).run_id)
     assert run.output == "add:a,b"
+
+
+async def test_a_completed_run_shows_its_output_when_no_worker_answers_the_query(
+    chamvi: ChamviClient, running_worker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with running_worker(app_with(ScriptedModel([reply("the answer")]))):
+        run_id = (await chamvi.dispatch("tester")).run_id
+        assert (await chamvi.wait(run_id)).output == "the answer"
+    monkeypatch.setattr(client_module, "QUERY_TIMEOUT", timedelta(seconds=1))  # no worker polls now
+    view = await chamvi.get_run(run_id)
+    assert (view.status, view.output, view.steps) == (RunStatus.COMPLETED, "the answer", [])
