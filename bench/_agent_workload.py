@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from _common import activity_timings, breakdown
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 
 INSTRUCTIONS = "You read pages and summarise them."
@@ -55,14 +61,47 @@ class Burst:
     """CPU seconds of the loopback model server over the burst."""
     history_bytes: int
     """The median run's history, summed over its events' encoded sizes."""
+    events: int
+    """The median run's events."""
+    tasks: int
+    """The median run's workflow tasks (completed)."""
+    parts: dict[str, tuple[float, float, float, float]]
+    """Per activity type over every run: the medians of ``_common.Breakdown`` in ms (activity wait,
+    activity run, next workflow task's wait, its run)."""
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, object]:
         return asdict(self)
 
 
-async def history_bytes(client: Client, workflow_id: str) -> int:
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
-    return sum(event.ByteSize() for event in history.events)
+def _py_spy(path: str) -> subprocess.Popen[bytes]:
+    """py-spy sampling this process (active threads only, so about where its CPU goes), from a
+    moment after it attached."""
+    command = [
+        str(Path(sys.executable).with_name("py-spy")),
+        "record",
+        "--pid",
+        str(os.getpid()),
+        "--format",
+        "raw",
+        "--rate",
+        "200",
+    ]
+    spy = subprocess.Popen([*command, "--output", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.0)
+    return spy
+
+
+async def history(client: Client, workflow_id: str) -> list[HistoryEvent]:
+    return list((await client.get_workflow_handle(workflow_id).fetch_history()).events)
+
+
+def _parts(histories: Sequence[list[HistoryEvent]]) -> dict[str, tuple[float, float, float, float]]:
+    timings = [timing for events in histories for timing in activity_timings(events)]
+    parts = {}
+    for name in sorted({timing.name for timing in timings}):
+        part = breakdown(timings, name)
+        parts[name] = (part.activity_wait, part.activity_run, part.task_wait, part.task_run)
+    return parts
 
 
 async def burst(
@@ -73,14 +112,32 @@ async def burst(
     runs: int,
     steps: int,
     others: Sequence[int],
+    profile: str | None = None,
 ) -> Burst:
     """Starts ``runs`` runs at once with ``start`` (which returns a workflow id), waits for each with
-    ``finish``, and measures wall, this process's CPU and the CPU of ``others`` (server, model) pids."""
+    ``finish``, and measures wall, this process's CPU and the CPU of ``others`` (server, model) pids.
+    With ``profile``, py-spy samples this process over the burst into that file (collapsed stacks)."""
+    spy = _py_spy(profile) if profile else None
     before = [cpu_seconds(pid) for pid in others]
     cpu, wall = time.process_time(), time.perf_counter()
     ids = await asyncio.gather(*(start() for _ in range(runs)))
     await asyncio.gather(*(finish(workflow_id) for workflow_id in ids))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     server, model = (cpu_seconds(pid) - b for pid, b in zip(others, before, strict=True))
-    sizes = [await history_bytes(client, workflow_id) for workflow_id in ids]
-    return Burst(runs, steps, wall, cpu, server, model, int(statistics.median(sizes)))
+    if spy:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(timeout=60)
+    histories = [await history(client, workflow_id) for workflow_id in ids]
+    done = EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    return Burst(
+        runs,
+        steps,
+        wall,
+        cpu,
+        server,
+        model,
+        history_bytes=int(statistics.median(sum(e.ByteSize() for e in events) for events in histories)),
+        events=int(statistics.median(len(events) for events in histories)),
+        tasks=int(statistics.median(sum(e.event_type == done for e in events) for events in histories)),
+        parts=_parts(histories),
+    )

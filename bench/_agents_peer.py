@@ -15,20 +15,26 @@ The workflow is in this module, not ``agent_peers.py``, so the sandbox imports i
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
 
-from _agent_workload import API_KEY, INSTRUCTIONS, MODEL, PROMPT, Burst, burst, page_text
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.worker import Worker
+
+# passed through: the sandbox re-imports this module for every run, and the peer should pay for its
+# own workflow code only, not for re-importing the benchmark's helpers (a user's activity modules are
+# passed through the same way)
+with workflow.unsafe.imports_passed_through():
+    from _agent_workload import API_KEY, INSTRUCTIONS, MODEL, PROMPT, Burst, burst, page_text
 
 PEER = "OpenAI Agents (temporalio)"
 WORKFLOW = "bench.AgentsPeer"
 
 try:
-    from agents import Agent, Runner, set_tracing_disabled
+    from agents import Agent, Runner
     from agents.models.openai_provider import OpenAIProvider
     from openai import AsyncOpenAI
     from temporalio.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
@@ -55,9 +61,13 @@ class AgentsPeerWorkflow:
         return str(result.final_output)
 
 
-async def measure(address: str, model_url: str, runs: int, steps: int, others: Sequence[int]) -> Burst:
+async def measure(
+    address: str, model_url: str, runs: int, steps: int, others: Sequence[int], profile: str | None
+) -> Burst:
     """One warm-up run, then ``runs`` runs at once, on a client and worker of this process's own."""
-    set_tracing_disabled(True)
+    # read by every trace provider, the ones the plugin installs per worker included (set_tracing_disabled
+    # only reaches the provider installed when it is called)
+    os.environ["OPENAI_AGENTS_DISABLE_TRACING"] = "1"
     provider = OpenAIProvider(
         openai_client=AsyncOpenAI(base_url=model_url, api_key=API_KEY, max_retries=0), use_responses=False
     )
@@ -80,4 +90,4 @@ async def measure(address: str, model_url: str, runs: int, steps: int, others: S
 
     async with Worker(client, task_queue=task_queue, workflows=[AgentsPeerWorkflow], activities=[fetch_page]):
         await finish(await start())
-        return await burst(client, start, finish, runs=runs, steps=steps, others=others)
+        return await burst(client, start, finish, runs=runs, steps=steps, others=others, profile=profile)

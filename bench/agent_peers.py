@@ -58,7 +58,9 @@ async def fetch_page(page: int) -> str:
     return page_text(page)
 
 
-async def measure_chamvi(address: str, model_url: str, plan: Plan, max_runs: int, others: list[int]) -> Burst:
+async def measure_chamvi(
+    address: str, model_url: str, plan: Plan, max_runs: int, others: list[int], profile: str | None
+) -> Burst:
     """One warm-up run, then the burst, on a client and worker of this process's own."""
     provider = OpenAIProvider(api_key=API_KEY, base_url=model_url)
     provider.stream = False  # the peer's non-streamed Runner.run sends non-streamed requests
@@ -91,7 +93,9 @@ async def measure_chamvi(address: str, model_url: str, plan: Plan, max_runs: int
 
     async with build_worker(client, plugin, task_queue=task_queue):
         await finish(await start())
-        return await burst(client, start, finish, runs=plan.runs, steps=plan.steps, others=others)
+        return await burst(
+            client, start, finish, runs=plan.runs, steps=plan.steps, others=others, profile=profile
+        )
 
 
 # ---- the parent: servers, rounds, tables ------------------------------------------------------------
@@ -115,7 +119,9 @@ def server_pid() -> int:
     raise RuntimeError("the dev server's process was not found")
 
 
-def run_side(side: str, address: str, model_url: str, plan: Plan, others: list[int]) -> Burst:
+def run_side(
+    side: str, address: str, model_url: str, plan: Plan, others: list[int], profile: str | None
+) -> Burst:
     command = [
         sys.executable,
         __file__,
@@ -131,6 +137,7 @@ def run_side(side: str, address: str, model_url: str, plan: Plan, others: list[i
         str(plan.steps),
         "--others",
         ",".join(map(str, others)),
+        *(["--profile", profile] if profile else []),
     ]
     out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
     if out.returncode != 0:
@@ -147,11 +154,15 @@ class Row:
     server_ms: float
     model_ms: float
     history: int
+    events: int
+    tasks: int
+    parts: dict[str, list[float]]
 
 
 def summarise(side: str, bursts: list[Burst]) -> Row:
     steps = bursts[0].runs * bursts[0].steps
     med = statistics.median
+    names = bursts[0].parts
     return Row(
         side=side,
         wall=med(b.wall for b in bursts),
@@ -160,10 +171,13 @@ def summarise(side: str, bursts: list[Burst]) -> Row:
         server_ms=med(b.server_cpu * 1000 / steps for b in bursts),
         model_ms=med(b.model_cpu * 1000 / steps for b in bursts),
         history=int(med(b.history_bytes for b in bursts)),
+        events=int(med(b.events for b in bursts)),
+        tasks=int(med(b.tasks for b in bursts)),
+        parts={name: [med(b.parts[name][i] for b in bursts) for i in range(4)] for name in names},
     )
 
 
-async def main(plan: Plan) -> None:
+async def main(plan: Plan, profile: str | None) -> None:
     from _agents_peer import MISSING, PEER
 
     path = temporal_path()
@@ -191,7 +205,8 @@ async def main(plan: Plan) -> None:
             bursts: dict[str, list[Burst]] = {name: [] for name in names}
             for index in range(plan.rounds):
                 for name in names if index % 2 == 0 else names[::-1]:
-                    result = await asyncio.to_thread(run_side, name, address, model_url, plan, others)
+                    spied = f"{profile}/{name.replace(' ', '-')}-{index + 1}.txt" if profile else None
+                    result = await asyncio.to_thread(run_side, name, address, model_url, plan, others, spied)
                     bursts[name].append(result)
                     print(f"  round {index + 1}: {name}: {result.wall:.2f} s", flush=True)
     finally:
@@ -207,6 +222,31 @@ async def main(plan: Plan) -> None:
         table(
             ["side", "wall s", "steps/s", "CPU ms/step", "server ms/step", "model ms/step", "history B/run"],
             [[r.side, r.wall, r.steps_per_s, r.cpu_ms, r.server_ms, r.model_ms, r.history] for r in rows],
+        )
+    )
+    print(
+        "\nWhere an activity round trip's time goes (ms, medians over every activity of the side, from\n"
+        "history timestamps): its wait for a worker, its run, then the next workflow task's wait and run."
+    )
+    print(
+        table(
+            [
+                "side / activity",
+                "act wait",
+                "act run",
+                "wf task wait",
+                "wf task run",
+                "events/run",
+                "wf tasks/run",
+            ],
+            [
+                row
+                for r in rows
+                for row in (
+                    [r.side, None, None, None, None, r.events, r.tasks],
+                    *([f"  {name}", *part, None, None] for name, part in r.parts.items()),
+                )
+            ],
         )
     )
     if MISSING:
@@ -238,10 +278,14 @@ async def side_main(arguments: argparse.Namespace) -> None:
     if arguments.side == PEER_SIDE:
         from _agents_peer import measure
 
-        result = await measure(arguments.address, arguments.model_url, plan.runs, plan.steps, others)
+        result = await measure(
+            arguments.address, arguments.model_url, plan.runs, plan.steps, others, arguments.profile
+        )
     else:
         max_runs = int(arguments.side.rsplit("=", 1)[1])
-        result = await measure_chamvi(arguments.address, arguments.model_url, plan, max_runs, others)
+        result = await measure_chamvi(
+            arguments.address, arguments.model_url, plan, max_runs, others, arguments.profile
+        )
     print(json.dumps(result.as_dict()))
 
 
@@ -250,6 +294,9 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=30, help="runs started at once (default 30)")
     parser.add_argument("--steps", type=int, default=10, help="tool steps per run (default 10)")
     parser.add_argument("--rounds", type=int, default=3, help="bursts per side (default 3)")
+    parser.add_argument(
+        "--profile", metavar="DIR", help="py-spy samples each burst into DIR/<side>-<round>.txt (collapsed)"
+    )
     parser.add_argument("--side", help=argparse.SUPPRESS)
     parser.add_argument("--address", help=argparse.SUPPRESS)
     parser.add_argument("--model-url", help=argparse.SUPPRESS)
@@ -258,7 +305,8 @@ if __name__ == "__main__":
     if arguments.side:
         asyncio.run(side_main(arguments))
     elif arguments.quick:
-        asyncio.run(main(Plan(runs=4, steps=2, rounds=1)))
+        asyncio.run(main(Plan(runs=4, steps=2, rounds=1), arguments.profile))
     else:
-        asyncio.run(main(Plan(runs=arguments.runs, steps=arguments.steps, rounds=arguments.rounds)))
+        plan = Plan(runs=arguments.runs, steps=arguments.steps, rounds=arguments.rounds)
+        asyncio.run(main(plan, arguments.profile))
     leave()
