@@ -74,7 +74,7 @@ class Burst:
 
 
 def _py_spy(path: str) -> subprocess.Popen[bytes]:
-    """py-spy sampling this process (active threads only, so about where its CPU goes), from a
+    """py-spy sampling this process (the thread holding the GIL only: where its Python CPU goes), from a
     moment after it attached."""
     command = [
         str(Path(sys.executable).with_name("py-spy")),
@@ -85,6 +85,7 @@ def _py_spy(path: str) -> subprocess.Popen[bytes]:
         "raw",
         "--rate",
         "200",
+        "--gil",
     ]
     spy = subprocess.Popen([*command, "--output", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)
