@@ -11,7 +11,7 @@ chamvi at its default per-worker cap on runs executing at once (``max_runs`` 4) 
 ``CHAMVI_MAX_RUNS``). The order of the sides reverses every round; each figure is the median over
 the rounds.
 
-Usage: ``python bench/agent_peers.py`` (about 3 minutes on 2 cores), ``--quick`` (a smoke run).
+Usage: ``python bench/agent_peers.py`` (about 4 minutes on 2 busy cores), ``--quick`` (a smoke run).
 """
 
 from __future__ import annotations
