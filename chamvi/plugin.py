@@ -23,6 +23,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from chamvi._sandbox_runner import without_payload_contexts
 from chamvi.activity_boundary import ActivityErrors
 from chamvi.agent_revisions import AgentRevisionStore
 from chamvi.app import App
@@ -327,8 +328,15 @@ class ChamviPlugin(SimplePlugin):
         ]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """Adds chamvi to the worker, and lets heartbeats carry cancellation within seconds."""
+        """Adds chamvi to the worker, and lets heartbeats carry cancellation within seconds.
+
+        Its sandbox answers the payload contexts outside the sandbox when the worker's converter has
+        no codec and no external storage to read them (``chamvi._sandbox_runner``).
+        """
         config = super().configure_worker(config)
+        runner, client = config.get("workflow_runner"), config.get("client")
+        if runner is not None and client is not None:
+            config["workflow_runner"] = without_payload_contexts(runner, client.data_converter)
         throttle = config.get("max_heartbeat_throttle_interval") or HEARTBEAT_THROTTLE
         config["max_heartbeat_throttle_interval"] = min(throttle, HEARTBEAT_THROTTLE)
         return config
