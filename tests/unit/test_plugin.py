@@ -16,7 +16,7 @@ from chamvi import App, ChamviPlugin
 from chamvi._sandbox_runner import ContextFreeSandboxedRunner, without_payload_contexts
 from chamvi.errors import ChamviValidationError
 from chamvi.lifecycle import memory_index
-from chamvi.plugin import SANDBOX_PASSTHROUGH
+from chamvi.plugin import RUN_MODULES_PASSTHROUGH, SANDBOX_PASSTHROUGH
 from chamvi.settings import Settings
 
 
@@ -47,7 +47,10 @@ def test_the_sandbox_passes_the_shared_kernel_through_and_an_unsandboxed_runner_
     runner = configure(None)
     assert isinstance(runner, SandboxedWorkflowRunner)
     assert set(SANDBOX_PASSTHROUGH) <= set(runner.restrictions.passthrough_modules)
+    # AgentRun's own modules by exact name: the other workflow modules are still imported per run
+    assert set(RUN_MODULES_PASSTHROUGH) <= set(runner.restrictions.passthrough_modules)
     assert "chamvi.workflows" not in runner.restrictions.passthrough_modules
+    assert "chamvi" not in runner.restrictions.passthrough_modules
     unsandboxed = UnsandboxedWorkflowRunner()
     assert configure(unsandboxed) is unsandboxed
 
