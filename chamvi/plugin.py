@@ -23,6 +23,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from chamvi._sandbox_runner import without_payload_contexts
 from chamvi.activity_boundary import ActivityErrors
 from chamvi.agent_revisions import AgentRevisionStore
 from chamvi.app import App
@@ -60,8 +61,21 @@ SANDBOX_PASSTHROUGH = (
 re-imported into each sandbox: it is pure data and functions (pydantic models, constants, error
 classes, digests), holds no state a workflow could change, and the pydantic models must be the same
 classes the data converter decodes into. ``pydantic`` and ``pydantic_core`` pass through already
-(temporalio's defaults). The workflow modules themselves never pass through: each run imports them
-afresh, as the sandbox intends."""
+(temporalio's defaults)."""
+
+RUN_MODULES_PASSTHROUGH = (
+    "chamvi.workflows.agent_run",
+    "chamvi.workflows._approvals",
+    "chamvi.workflows._calls",
+)
+"""``AgentRun``'s own modules, loaded once instead of imported (and, without ``.pyc`` files, compiled)
+again in every run's sandbox: about 1 ms of a 10-step run's CPU per step in ``bench/runs.py``. They
+hold no module-level state a run could change (constants, functions, classes whose state lives in
+their instances), and they stay under the replay tests of ``tests/histories``; what passes through
+is not checked by the sandbox's restrictions, so they must keep to workflow code's rules (no clock,
+no I/O, no randomness) by themselves. The other workflow modules (conversations, knowledge,
+schedules, which run far fewer workflow tasks) and a user's own are still imported afresh for each
+run, as the sandbox intends; exact names, so that nothing else under ``chamvi.workflows`` passes."""
 
 _heap_frozen = False
 
@@ -103,7 +117,9 @@ def _workflow_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
         existing = SandboxedWorkflowRunner()
     if not isinstance(existing, SandboxedWorkflowRunner):
         return existing  # an unsandboxed runner the user chose
-    restrictions = existing.restrictions.with_passthrough_modules(*SANDBOX_PASSTHROUGH)
+    restrictions = existing.restrictions.with_passthrough_modules(
+        *SANDBOX_PASSTHROUGH, *RUN_MODULES_PASSTHROUGH
+    )
     return dataclasses.replace(existing, restrictions=restrictions)
 
 
@@ -327,8 +343,15 @@ class ChamviPlugin(SimplePlugin):
         ]
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
-        """Adds chamvi to the worker, and lets heartbeats carry cancellation within seconds."""
+        """Adds chamvi to the worker, and lets heartbeats carry cancellation within seconds.
+
+        Its sandbox answers the payload contexts outside the sandbox when the worker's converter has
+        no codec and no external storage to read them (``chamvi._sandbox_runner``).
+        """
         config = super().configure_worker(config)
+        runner, client = config.get("workflow_runner"), config.get("client")
+        if runner is not None and client is not None:
+            config["workflow_runner"] = without_payload_contexts(runner, client.data_converter)
         throttle = config.get("max_heartbeat_throttle_interval") or HEARTBEAT_THROTTLE
         config["max_heartbeat_throttle_interval"] = min(throttle, HEARTBEAT_THROTTLE)
         return config

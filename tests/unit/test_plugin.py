@@ -13,9 +13,10 @@ from temporalio.worker import UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi import App, ChamviPlugin
+from chamvi._sandbox_runner import ContextFreeSandboxedRunner, without_payload_contexts
 from chamvi.errors import ChamviValidationError
 from chamvi.lifecycle import memory_index
-from chamvi.plugin import SANDBOX_PASSTHROUGH
+from chamvi.plugin import RUN_MODULES_PASSTHROUGH, SANDBOX_PASSTHROUGH
 from chamvi.settings import Settings
 
 
@@ -46,7 +47,10 @@ def test_the_sandbox_passes_the_shared_kernel_through_and_an_unsandboxed_runner_
     runner = configure(None)
     assert isinstance(runner, SandboxedWorkflowRunner)
     assert set(SANDBOX_PASSTHROUGH) <= set(runner.restrictions.passthrough_modules)
+    # AgentRun's own modules by exact name: the other workflow modules are still imported per run
+    assert set(RUN_MODULES_PASSTHROUGH) <= set(runner.restrictions.passthrough_modules)
     assert "chamvi.workflows" not in runner.restrictions.passthrough_modules
+    assert "chamvi" not in runner.restrictions.passthrough_modules
     unsandboxed = UnsandboxedWorkflowRunner()
     assert configure(unsandboxed) is unsandboxed
 
@@ -59,3 +63,18 @@ def test_the_cap_on_runs_at_once_comes_from_the_plugin_then_chamvi_max_runs_then
     assert ChamviPlugin(app, index=memory_index(), settings=from_env, max_runs=2).slots.limit == 2
     with pytest.raises(ChamviValidationError, match=r"CHAMVI_MAX_RUNS='none' is not a positive number"):
         Settings.from_env({"CHAMVI_MAX_RUNS": "none"})
+
+
+def test_only_temporalios_sandbox_without_a_codec_skips_the_payload_contexts() -> None:
+    configure = plugin().workflow_runner
+    assert callable(configure)
+    sandboxed = configure(None)
+    assert isinstance(sandboxed, SandboxedWorkflowRunner)
+    plain = plugin().configure_client({})["data_converter"]  # type: ignore[typeddict-item]
+    skipping = without_payload_contexts(sandboxed, plain)
+    assert isinstance(skipping, ContextFreeSandboxedRunner)
+    assert skipping.restrictions is sandboxed.restrictions
+    coded = dataclasses.replace(plain, payload_codec=Reversing())
+    assert without_payload_contexts(sandboxed, coded) is sandboxed
+    unsandboxed = UnsandboxedWorkflowRunner()
+    assert without_payload_contexts(unsandboxed, plain) is unsandboxed
