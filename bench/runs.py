@@ -255,7 +255,7 @@ async def bench_latency(plan: Plan, client: Client, chamvi: ChamviClient, bare_q
         "  end to end: dispatch to result over the step count; the agent's run also pays a start, a local\n"
         "  activity describing the agent and a final model call. steady state: first activity scheduled\n"
         "  to last tool call closed, from history timestamps. CPU: process time of this process (client\n"
-        "  and both workers; the server is another process). Target: step / 2 bare <= 1.20."
+        "  and both workers; the server is another process). Target: CPU step / 2 bare <= 1.15 (issue 28)."
     )
     splits = {
         name: breakdown(timings, name)
