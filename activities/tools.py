@@ -77,5 +77,9 @@ class ToolActivities:
     async def call_tool(self, request: ToolRequest) -> ToolResult:
         """One tool call of a run, in the run's slot of this worker (``chamvi.run_slots``)."""
         access = _TemporalRunAccess(request.run_id, self._triggers, self._max_runs)
-        async with heartbeating() as cancellation, self.slots.slot(request.run_id):
-            return await self.runner.run(request, access, cancellation)
+        async with heartbeating() as cancellation:
+            # the run's first call here asks the run for its trigger: a round trip through the
+            # server, made before the slot is taken so that no other run's call waits on it
+            await access.trigger()
+            async with self.slots.slot(request.run_id):
+                return await self.runner.run(request, access, cancellation)
