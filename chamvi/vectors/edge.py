@@ -71,13 +71,16 @@ T = TypeVar("T")
 CATALOG = "catalog.json"
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
 _DISTANCES = {"cosine": qe.Distance.Cosine, "dot": qe.Distance.Dot}
-_SCHEMAS = {
-    "keyword": qe.PayloadSchemaType.Keyword,
-    "integer": qe.PayloadSchemaType.Integer,
-    "float": qe.PayloadSchemaType.Float,
-    "bool": qe.PayloadSchemaType.Bool,
-    "datetime": qe.PayloadSchemaType.Datetime,
+_SCHEMAS: dict[FieldType, Any] = {
+    "keyword": qe.KeywordIndexParams(memory=qe.Memory.Cold),
+    "integer": qe.IntegerIndexParams(lookup=True, range=True, memory=qe.Memory.Cold),
+    "float": qe.FloatIndexParams(memory=qe.Memory.Cold),
+    "bool": qe.BoolIndexParams(memory=qe.Memory.Cold),
+    "datetime": qe.DatetimeIndexParams(memory=qe.Memory.Cold),
 }
+"""The payload index of each field type, on disk once its segment is indexed (``Memory.Cold``): kept in
+RAM, Edge read each index whole into the heap at every open, a map of every value (a document id
+per passage: 0.1-0.6 s of a 100 000-250 000-point shard's open), and kept it there."""
 UNINDEXED_MAX = 20_000
 """Points a shard may hold outside its HNSW index before ``optimize`` builds one: a brute-force search
 over 20 000 384-dimension points takes ~4 ms here."""

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import qdrant_edge as qe
 
-from chamvi.vectors import Point
+from chamvi.vectors import Match, Point, Where
 from chamvi.vectors.edge import CATALOG, EdgeStore
 
 
@@ -99,7 +99,7 @@ async def test_a_search_of_an_indexed_collection_answers_the_exact_cosine_of_eac
     # large enough for Edge to search the index's int8 copies rather than scan the originals
     points = _points(0, 12_000, dimensions=384)
     store = EdgeStore(tmp_path / "edge", index_threshold=100)
-    await store.create("c", 384, "cosine")
+    await store.create("c", 384, "cosine", {"index": "integer"})
     for start in range(0, len(points), 1000):
         await store.upsert("c", points[start : start + 1000])
     await store.optimize("c")
@@ -113,6 +113,12 @@ async def test_a_search_of_an_indexed_collection_answers_the_exact_cosine_of_eac
         cosine = float(vector @ query / (np.linalg.norm(vector) * np.linalg.norm(query)))
         assert abs(hit.score - cosine) < 1e-5
     await store.close()
+    # the payload index of the indexed segment is read from disk (Memory.Cold), in a fresh open too
+    again = EdgeStore(tmp_path / "edge")
+    assert await again.count("c", Where(must=(Match("index", 11_999),))) == 1
+    top = await again.ordered("c", "index", limit=3)
+    assert [r.payload["index"] for r in top] == [11_999, 11_998, 11_997]
+    await again.close()
 
 
 async def test_a_folder_whose_int8_copies_were_kept_in_ram_opens_and_serves_as_before(tmp_path: Path) -> None:
