@@ -24,9 +24,10 @@ short (a search ~1 ms, a batch of 64 points ~2 ms) and runs on one thread of the
 order; on that thread it still holds the GIL, so no call here is made large (pages and batches stay
 bounded). One call cannot be kept short: opening a shard (``EdgeShard.load``, on first use and when
 an optimized copy swaps in) holds the GIL while it reads from disk what it keeps in memory (the
-graph, the id tracker, the payload index) and its write-ahead log: 0.1-0.2 s at 100 000 points
-since the int8 copies stay on disk (``vector_params``; 1.1-2.8 s before), a stall of every thread of
-the worker for as long. So a worker opens every shard before it polls (``open_all``).
+graph, the id tracker) and its write-ahead log: 0.1-0.5 s at 100 000 points and 0.8 s at
+1 000 000 (the GIL held 0.45 s of it) since the int8 copies and payload indexes stay on disk
+(``vector_params``, ``_SCHEMAS``; 1.1-2.8 s and 3-9 s before), a stall of every thread of the
+worker for as long. So a worker opens every shard before it polls (``open_all``).
 """
 
 from __future__ import annotations
@@ -103,7 +104,7 @@ def vector_params(size: int, distance: Distance) -> qe.EdgeVectorParams:
     rescored with the originals. The int8 copies stay on disk too (``Memory.Cold``): mapped, they
     come into the page cache as searches touch them, where the kernel may drop them again. Kept in
     RAM (``Memory.Pinned``, before), Edge copied them into the heap at every open, a page fault at a
-    time: 1.2-1.9 s of a 100 000-point shard's open (38 MB), holding the GIL, against 0.1-0.2 s now
+    time: 1.2-1.9 s of a 100 000-point shard's open (38 MB), holding the GIL, against 0.1-0.4 s now
     for the whole open. Edge's default for the originals (``Memory.Cached``) reads the whole file
     into memory at every open (``MADV_POPULATE_READ``: 1.5 GB at 1 000 000 points). A segment keeps
     the placement it was built with, so a folder written before opens as it was. Payload-only
