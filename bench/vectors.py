@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import resource
 import shutil
 import statistics
@@ -126,17 +127,73 @@ async def _write(kind: str, points: int, folder: Path) -> dict[str, Any]:
     }
 
 
-async def _reopen(kind: str, folder: Path) -> dict[str, Any]:
+def _page_cache(folder: Path, warm: bool) -> None:
+    """Puts the folder's files in the page cache (warm: read through) or out of it (cold), file by file.
+
+    Edge drops its own pages when it closes a shard, so a reopen right after a close reads from disk
+    what a worker restarted later would (cold); warm is the folder as a copy just made leaves it.
+    """
+    for path in folder.rglob("*"):
+        if not path.is_file():
+            continue
+        with open(path, "rb") as file:
+            if warm:
+                while file.read(1 << 20):
+                    pass
+            else:
+                os.posix_fadvise(file.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+class _Ticker:
+    """A thread that wakes every 10 ms: its longest gap is how long a call held the GIL."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+        self._thread.start()
+
+    def _tick(self) -> None:
+        last = time.perf_counter()
+        while not self._stop.wait(0.01):
+            now = time.perf_counter()
+            self.longest = max(self.longest, now - last)
+            last = now
+
+    def stop(self) -> float:
+        self._stop.set()
+        self._thread.join()
+        return self.longest
+
+
+def _read_bytes() -> int:
+    with open("/proc/self/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("read_bytes"))
+
+
+async def _reopen(kind: str, folder: Path, cache: str) -> dict[str, Any]:
     """A worker started again on the folder: open and first search, then searches as before."""
+    _page_cache(folder, warm=cache == "warm")
     queries = _vectors(2 * 10**9, 2 * 10**9 + QUERIES)
+    ticker = _Ticker()
+    read = _read_bytes()
     started = time.perf_counter()
     store = _open(kind, folder)
+    await store.open_all()
     await store.search(COLLECTION, queries[0].tolist(), limit=5)
     reopen = time.perf_counter() - started
+    read_mb = (_read_bytes() - read) / 2**20
+    stalled = ticker.stop()
     latencies = await _latencies(store, queries)
     memory = _memory()  # the store still open: a running worker's memory
     await store.close()
-    return {"reopen_s": reopen, "p50_ms": statistics.median(latencies), "memory": memory}
+    return {
+        "reopen_s": reopen,
+        "read_mb": read_mb,
+        "stalled_s": stalled,
+        "p50_ms": statistics.median(latencies),
+        "memory": memory,
+    }
 
 
 def _child(*args: str) -> dict[str, Any]:
@@ -149,8 +206,9 @@ def _measure(kind: str, points: int, keep: bool) -> dict[str, Any]:
     folder = Path(tempfile.mkdtemp(prefix=f"chamvi-bench-{kind}-"))
     try:
         written = _child("--one", kind, "--points", str(points), "--folder", str(folder))
-        reopened = _child("--reopen", kind, "--folder", str(folder))
-        return {"write": written, "reopen": reopened}
+        cold = _child("--reopen", kind, "--folder", str(folder), "--cache", "cold")
+        warm = _child("--reopen", kind, "--folder", str(folder), "--cache", "warm")
+        return {"write": written, "reopen": cold, "warm": warm}
     finally:
         if keep:
             print(f"  kept {kind}'s folder: {folder}")
@@ -161,23 +219,22 @@ def _measure(kind: str, points: int, keep: bool) -> dict[str, Any]:
 def bench_stores(points: int, local: bool, keep: bool = False) -> None:
     kinds = ["edge", "local"] if local else ["edge"]
     results = {kind: _measure(kind, points, keep) for kind in kinds}
+    labels = {"edge": "Qdrant Edge (the default)", "local": "local mode (before)"}
     rows = []
-    for kind, label in (("edge", "Qdrant Edge (the default)"), ("local", "local mode (before)")):
-        if kind not in results:
-            continue
-        w, r = results[kind]["write"], results[kind]["reopen"]
+    for kind in kinds:
+        w, r, warm = results[kind]["write"], results[kind]["reopen"], results[kind]["warm"]
         rows.append(
             [
-                label,
+                labels[kind],
                 w["upsert_rate"],
                 w["index_s"],
                 w["p50_ms"],
                 w["p95_ms"],
                 r["reopen_s"],
+                warm["reopen_s"],
+                r["stalled_s"],
+                r["read_mb"],
                 r["p50_ms"],
-                w["memory"]["peak"],
-                r["memory"]["VmRSS"],
-                r["memory"]["RssAnon"],
             ]
         )
     if local:
@@ -190,10 +247,10 @@ def bench_stores(points: int, local: bool, keep: bool = False) -> None:
                 ratio(lo["write"]["p50_ms"], e["write"]["p50_ms"]),
                 ratio(lo["write"]["p95_ms"], e["write"]["p95_ms"]),
                 ratio(lo["reopen"]["reopen_s"], e["reopen"]["reopen_s"]),
+                ratio(lo["warm"]["reopen_s"], e["warm"]["reopen_s"]),
+                None,
+                None,
                 ratio(lo["reopen"]["p50_ms"], e["reopen"]["p50_ms"]),
-                None,
-                None,
-                None,
             ]
         )
     print(
@@ -205,24 +262,50 @@ def bench_stores(points: int, local: bool, keep: bool = False) -> None:
         "index s",
         "search p50 ms",
         "p95 ms",
-        "reopen+search s",
+        "reopen cold s",
+        "warm s",
+        "GIL held s",
+        "read MB",
         "p50 after ms",
-        "peak MB",
-        "after MB",
-        "heap MB",
     ]
     print(table(headers, rows))
-    if "edge" in results and results["edge"]["write"]["builder_mb"]:
-        print(
-            f"  Edge's index builder (a child process) peaked at "
-            f"{results['edge']['write']['builder_mb']:,.0f} MB."
-        )
     print(
         "  index s: Edge builds HNSW in a child process on a copy while the store serves searches; local\n"
-        "  mode has none. Ratios: faster is above 1.00x, both measured in this run. peak MB: the indexing\n"
-        "  process's peak resident memory. after: a worker started again on the folder (a fresh process),\n"
-        "  after its first search and 200 more (p50 after); heap MB: the part of it that is not pages of\n"
-        "  mapped files (those the kernel may drop and read again)."
+        "  mode has none. Ratios: faster is above 1.00x, both measured in this run. reopen: a worker\n"
+        "  started again on the folder (a fresh process) opens every collection and searches once, its\n"
+        "  files out of the page cache (cold, dropped file by file) or read through just before (warm);\n"
+        "  GIL held: the longest a thread ticking every 10 ms waited during the cold reopen; read MB: what\n"
+        "  it read from disk (/proc/self/io read_bytes); p50 after: 200 searches after it."
+    )
+    memory_rows = []
+    for kind in kinds:
+        w, r, warm = results[kind]["write"], results[kind]["reopen"], results[kind]["warm"]
+        for process, figures in (
+            ("the writer (its pass, the store open)", w["memory"]),
+            ("a restarted worker (cold)", r["memory"]),
+            ("a restarted worker (warm)", warm["memory"]),
+        ):
+            memory_rows.append(
+                [
+                    f"{labels[kind]}: {process}",
+                    figures["peak"],
+                    figures["VmRSS"],
+                    figures["RssAnon"],
+                    figures["RssFile"],
+                ]
+            )
+        if w["builder_mb"]:
+            memory_rows.append(
+                [f"{labels[kind]}: the index builder (a child process)", w["builder_mb"], None, None, None]
+            )
+    print(f"\n   Memory of each process, MB ({points:,} passages)")
+    print(
+        table(["process", "VmHWM (peak)", "VmRSS", "RssAnon (heap)", "RssFile (mapped files)"], memory_rows)
+    )
+    print(
+        "  VmRSS = RssAnon + RssFile (+ shared memory), read with the store open. RssFile is pages of the\n"
+        "  shard's mapped files: page cache the kernel may drop and read again; RssAnon cannot be dropped.\n"
+        "  VmHWM is the peak of the resident total; the builder's is its ru_maxrss."
     )
 
 
@@ -296,6 +379,7 @@ def main() -> None:
     parser.add_argument("--one")
     parser.add_argument("--reopen")
     parser.add_argument("--folder")
+    parser.add_argument("--cache", choices=["cold", "warm"], default="cold")
     parser.add_argument("--embedding-only", action="store_true")
     parser.add_argument("--stores-only", action="store_true")
     parser.add_argument("--keep", action="store_true", help="leave the stores' folders (printed) in place")
@@ -305,7 +389,7 @@ def main() -> None:
         print(json.dumps(asyncio.run(_write(args.one, args.points, Path(args.folder)))))
         return
     if args.reopen:
-        print(json.dumps(asyncio.run(_reopen(args.reopen, Path(args.folder)))))
+        print(json.dumps(asyncio.run(_reopen(args.reopen, Path(args.folder), args.cache))))
         return
     if not args.embedding_only:
         bench_stores(args.points, local=args.points <= 200_000, keep=args.keep)

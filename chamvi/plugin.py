@@ -260,6 +260,10 @@ class ChamviPlugin(SimplePlugin):
     async def prepare(self) -> None:
         """Loads the skills, opens the index and checks it, once; a worker's run does it if nobody did.
 
+        Every collection of the index is opened here, before the worker polls: opening one of the
+        embedded store holds the GIL for as long as it reads (0.1-9 s), which in the middle of a run
+        would stall every activity and heartbeat of the worker (``VectorStore.open_all``).
+
         Raises:
             InvalidSkillError: a bad skill (one line naming the file).
             IndexUnavailableError: the index cannot be opened or read.
@@ -271,6 +275,7 @@ class ChamviPlugin(SimplePlugin):
         await self.runtime.skills.load(artifacts=self.artifacts)
         location = index_location(self._settings) if self._settings is not None else "the knowledge store"
         await check_index(self.app, self.index, location)
+        await self.index.vectors.open_all()
         self._checked = True
 
     async def collections_started(self) -> None:

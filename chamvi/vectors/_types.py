@@ -292,6 +292,14 @@ class VectorStore(Protocol):
         """Asks for the collection's search index to be built in the background (a server does it itself)."""
         ...
 
+    async def open_all(self) -> None:
+        """Opens every collection now, so that no later call pays for it (a worker, before it polls).
+
+        The embedded store opens a collection's files on first use, and that open stalls every thread
+        of the process while it lasts (see ``EdgeStore``); a server holds its collections open already.
+        """
+        ...
+
     async def close(self) -> None:
         """Releases the store (its folder lock, its connections)."""
         ...

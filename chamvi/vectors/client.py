@@ -387,6 +387,9 @@ class ClientStore:
     async def optimize(self, name: str) -> None:
         """Nothing to do: a server indexes by itself, local mode never does."""
 
+    async def open_all(self) -> None:
+        """Nothing to do: a server holds its collections open, local mode loads them all at its start."""
+
     async def close(self) -> None:
         """Closes the client."""
         await self.client.close()

@@ -24,9 +24,10 @@ short (a search ~1 ms, a batch of 64 points ~2 ms) and runs on one thread of the
 order; on that thread it still holds the GIL, so no call here is made large (pages and batches stay
 bounded). One call cannot be kept short: opening a shard (``EdgeShard.load``, on first use and when
 an optimized copy swaps in) holds the GIL while it reads from disk what it keeps in memory (the
-int8 copies, the graph, the id tracker, the payload index) and its write-ahead log: 0.2-2.8 s at
-100 000 points and 3-9 s at 1 000 000 on this shared disk, a stall of every thread of the worker
-for as long.
+graph, the id tracker) and its write-ahead log: 0.1-0.5 s at 100 000 points and 0.8 s at
+1 000 000 (the GIL held 0.45 s of it) since the int8 copies and payload indexes stay on disk
+(``vector_params``, ``_SCHEMAS``; 1.1-2.8 s and 3-9 s before), a stall of every thread of the
+worker for as long. So a worker opens every shard before it polls (``open_all``).
 """
 
 from __future__ import annotations
@@ -71,13 +72,16 @@ T = TypeVar("T")
 CATALOG = "catalog.json"
 _NAME = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
 _DISTANCES = {"cosine": qe.Distance.Cosine, "dot": qe.Distance.Dot}
-_SCHEMAS = {
-    "keyword": qe.PayloadSchemaType.Keyword,
-    "integer": qe.PayloadSchemaType.Integer,
-    "float": qe.PayloadSchemaType.Float,
-    "bool": qe.PayloadSchemaType.Bool,
-    "datetime": qe.PayloadSchemaType.Datetime,
+_SCHEMAS: dict[FieldType, Any] = {
+    "keyword": qe.KeywordIndexParams(memory=qe.Memory.Cold),
+    "integer": qe.IntegerIndexParams(lookup=True, range=True, memory=qe.Memory.Cold),
+    "float": qe.FloatIndexParams(memory=qe.Memory.Cold),
+    "bool": qe.BoolIndexParams(memory=qe.Memory.Cold),
+    "datetime": qe.DatetimeIndexParams(memory=qe.Memory.Cold),
 }
+"""The payload index of each field type, on disk once its segment is indexed (``Memory.Cold``): kept in
+RAM, Edge read each index whole into the heap at every open, a map of every value (a document id
+per passage: 0.1-0.6 s of a 100 000-250 000-point shard's open), and kept it there."""
 UNINDEXED_MAX = 20_000
 """Points a shard may hold outside its HNSW index before ``optimize`` builds one: a brute-force search
 over 20 000 384-dimension points takes ~4 ms here."""
@@ -96,11 +100,15 @@ def vector_params(size: int, distance: Distance) -> qe.EdgeVectorParams:
 
     A collection of real vectors (a knowledge generation) keeps its float32 originals on disk, read
     as searches touch them (``Memory.Cold``), and an int8 copy of each (scalar quantization, a
-    quarter of the size) in RAM, which the HNSW index is built from and searched on; the candidates
-    are rescored with the originals. At 1 000 000 384-dimension vectors that is 0.4 GB in RAM rather
-    than 1.5 GB, and the index builds faster. Edge's default for the originals (``Memory.Cached``)
-    reads the whole file into memory whenever a shard is opened (``MADV_POPULATE_READ``: 1.5 GB at
-    1 000 000 points). Payload-only collections (one placeholder dimension) stay plain.
+    quarter of the size), which the HNSW index is built from and searched on; the candidates are
+    rescored with the originals. The int8 copies stay on disk too (``Memory.Cold``): mapped, they
+    come into the page cache as searches touch them, where the kernel may drop them again. Kept in
+    RAM (``Memory.Pinned``, before), Edge copied them into the heap at every open, a page fault at a
+    time: 1.2-1.9 s of a 100 000-point shard's open (38 MB), holding the GIL, against 0.1-0.4 s now
+    for the whole open. Edge's default for the originals (``Memory.Cached``) reads the whole file
+    into memory at every open (``MADV_POPULATE_READ``: 1.5 GB at 1 000 000 points). A segment keeps
+    the placement it was built with, so a folder written before opens as it was. Payload-only
+    collections (one placeholder dimension) stay plain.
     """
     if size <= 1:
         return qe.EdgeVectorParams(size=size, distance=_DISTANCES[distance])
@@ -109,7 +117,7 @@ def vector_params(size: int, distance: Distance) -> qe.EdgeVectorParams:
         distance=_DISTANCES[distance],
         memory=qe.Memory.Cold,
         quantization_config=qe.ScalarQuantizationConfig(
-            qe.ScalarType.Int8, quantile=0.99, memory=qe.Memory.Pinned
+            qe.ScalarType.Int8, quantile=0.99, memory=qe.Memory.Cold
         ),
     )
 
@@ -258,6 +266,16 @@ class EdgeStore:
         shard.shard.update(operation)
         if shard.journal is not None:
             shard.journal.append(operation)
+
+    async def open_all(self) -> None:
+        """Loads the shard of every collection the catalog names, one call each on the store's thread.
+
+        Each load holds the GIL for as long as it reads (``EdgeShard.load`` never releases it), so a
+        worker calls this before it polls: then no activity, heartbeat or poll of the worker stalls
+        behind a first use (``ChamviPlugin.prepare``).
+        """
+        for name in sorted(self._catalog.collections):
+            await self._run(self._open, name)
 
     # ---- collections ---------------------------------------------------------------------------
 

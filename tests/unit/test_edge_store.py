@@ -8,8 +8,9 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+import qdrant_edge as qe
 
-from chamvi.vectors import Point
+from chamvi.vectors import Match, Point, Where
 from chamvi.vectors.edge import CATALOG, EdgeStore
 
 
@@ -98,7 +99,7 @@ async def test_a_search_of_an_indexed_collection_answers_the_exact_cosine_of_eac
     # large enough for Edge to search the index's int8 copies rather than scan the originals
     points = _points(0, 12_000, dimensions=384)
     store = EdgeStore(tmp_path / "edge", index_threshold=100)
-    await store.create("c", 384, "cosine")
+    await store.create("c", 384, "cosine", {"index": "integer"})
     for start in range(0, len(points), 1000):
         await store.upsert("c", points[start : start + 1000])
     await store.optimize("c")
@@ -111,4 +112,42 @@ async def test_a_search_of_an_indexed_collection_answers_the_exact_cosine_of_eac
         vector = stored[hit.id]
         cosine = float(vector @ query / (np.linalg.norm(vector) * np.linalg.norm(query)))
         assert abs(hit.score - cosine) < 1e-5
+    await store.close()
+    # the payload index of the indexed segment is read from disk (Memory.Cold), in a fresh open too
+    again = EdgeStore(tmp_path / "edge")
+    assert await again.count("c", Where(must=(Match("index", 11_999),))) == 1
+    top = await again.ordered("c", "index", limit=3)
+    assert [r.payload["index"] for r in top] == [11_999, 11_998, 11_997]
+    await again.close()
+
+
+async def test_a_folder_whose_int8_copies_were_kept_in_ram_opens_and_serves_as_before(tmp_path: Path) -> None:
+    # the layout written before the int8 copies stayed on disk (Memory.Pinned): its segments keep
+    # their own placement, so the folder opens, searches and takes writes as it is
+    pinned = qe.EdgeVectorParams(
+        size=16,
+        distance=qe.Distance.Cosine,
+        memory=qe.Memory.Cold,
+        quantization_config=qe.ScalarQuantizationConfig(
+            qe.ScalarType.Int8, quantile=0.99, memory=qe.Memory.Pinned
+        ),
+    )
+    folder = tmp_path / "edge" / "collections" / "c" / "shard-0"
+    config = qe.EdgeConfig(vectors=pinned, optimizers=qe.EdgeOptimizersConfig(indexing_threshold=1))
+    shard = qe.EdgeShard.create(str(folder), config)
+    points = _points(0, 2000)
+    shard.update(
+        qe.UpdateOperation.upsert_points([qe.Point(p.id, list(p.vector), dict(p.payload)) for p in points])
+    )
+    shard.optimize()
+    shard.close()
+    (tmp_path / "edge" / CATALOG).write_text(json.dumps({"collections": {"c": 0}, "aliases": {"a": "c"}}))
+    assert '"pinned"' in next(folder.glob("segments/*/vector_storage/quantized.config.json")).read_text()
+    store = EdgeStore(tmp_path / "edge")
+    await store.open_all()
+    probe = points[1234]
+    (best,) = await store.search("c", probe.vector, limit=1)
+    assert best.id == probe.id
+    await store.upsert("c", _points(5000, 5001))
+    assert await store.count("c") == 2001
     await store.close()

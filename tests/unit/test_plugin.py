@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from temporalio.api.common.v1 import Payload
@@ -15,9 +16,11 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from chamvi import App, ChamviPlugin
 from chamvi._sandbox_runner import ContextFreeSandboxedRunner, without_payload_contexts
 from chamvi.errors import ChamviValidationError
+from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.lifecycle import memory_index
 from chamvi.plugin import RUN_MODULES_PASSTHROUGH, SANDBOX_PASSTHROUGH
 from chamvi.settings import Settings
+from chamvi.vectors.edge import EdgeStore
 
 
 class Reversing(PayloadCodec):
@@ -78,3 +81,20 @@ def test_only_temporalios_sandbox_without_a_codec_skips_the_payload_contexts() -
     assert without_payload_contexts(sandboxed, coded) is sandboxed
     unsandboxed = UnsandboxedWorkflowRunner()
     assert without_payload_contexts(unsandboxed, plain) is unsandboxed
+
+
+async def test_a_workers_boot_opens_every_collection_of_the_embedded_store_before_it_polls(
+    tmp_path: Path,
+) -> None:
+    # opening an Edge shard holds the GIL while it reads: done in prepare(), which run_worker awaits
+    # before it lets the worker poll, no run's activity stalls behind a first use
+    store = EdgeStore(tmp_path / "edge")
+    for name in ("a", "b"):
+        await store.create(name, 4, "cosine")
+    await store.close()
+    reopened = EdgeStore(tmp_path / "edge")
+    assert reopened._shards == {}
+    plugin = ChamviPlugin(App(agents=[]), index=KnowledgeIndex(reopened))
+    await plugin.prepare()
+    assert sorted(reopened._shards) == ["a", "b"]
+    await reopened.close()
