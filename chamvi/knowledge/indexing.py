@@ -111,8 +111,10 @@ class _Pass:
     sparse: bool = False
     """The target is a hybrid generation: passages are written with their BM25 vectors too."""
     tally: _Tally = field(default_factory=_Tally)
-    expected: SeenIds = field(default_factory=SeenIds)
-    """The point id of every passage the target holds for the documents read (8 bytes each)."""
+    expected: SeenIds | None = None
+    """The point id of every passage the target holds for the documents read (8 bytes each), kept
+    only when the document list cannot tell what is gone: the scan alone reads it, and a point id
+    per passage was most of what an unchanged document cost a no-op pass beyond its lookup."""
     listing: DocumentList | None = None
     """The document list of a declared collection (a managed one has none)."""
     window: EmbeddingWindow = field(default_factory=lambda: EmbeddingWindow(EMBEDDING_CONCURRENCY))
@@ -127,8 +129,9 @@ class _Pass:
         ``new``: the pass found no entry for it (the document list may not name it yet).
         """
         self.tally.add(passages, trusted, registered)
-        for index in range(passages):
-            self.expected.add(point_id(document, str(index)))
+        if self.expected is not None:
+            for index in range(passages):
+                self.expected.add(point_id(document, str(index)))
         if self.listing is not None:
             self.listing.record(document, new=new)
 
@@ -328,7 +331,9 @@ class Indexer:
         meta.passes += 1
         await self.store.save_meta(meta)
         stats = PassStats()
-        run = _Pass(name, target, embedder, stats, listing=await DocumentList.open(self.store, meta, target))
+        listing = await DocumentList.open(self.store, meta, target)
+        expected = None if listing.exact else SeenIds()
+        run = _Pass(name, target, embedder, stats, listing=listing, expected=expected)
         run.sparse = _sparse_of(meta, target) is not None
         run.window = EmbeddingWindow(collection.embedding_concurrency or self.concurrency)
         try:
@@ -504,15 +509,29 @@ class Indexer:
             gone = [d for d in registered if d not in seen]
             await self.store.delete_entries(run.name, gone)
             run.stats.deleted += sum(deleted.add(d) for d in gone)
+        expected = run.expected if run.expected is not None else await self._held(run, seen)
         for generation in sorted(g for g in {run.target, meta.generation} if g is not None):
             async for ids in self.store.passage_ids(run.name, generation):
-                unexpected = [i for i in ids if i not in run.expected]
+                unexpected = [i for i in ids if i not in expected]
                 documents = await self.store.passage_documents(run.name, generation, unexpected)
                 unread = {i: d for i, d in documents.items() if d not in seen}
                 await self.store.delete_points(
                     run.name, generation, list(documents if generation == run.target else unread)
                 )
                 run.stats.deleted += sum(deleted.add(d) for d in unread.values())
+
+    async def _held(self, run: _Pass, seen: SeenIds) -> SeenIds:
+        """The point ids of the passages the target holds of the documents read, from their entries.
+
+        For a scan that the pass did not keep them for (the document list was exact, but a page it
+        names is missing): every document written or found unchanged has its entry, with its count.
+        """
+        held = SeenIds()
+        async for entry in self.store.entries(run.name):
+            if entry.generation == run.target and entry.id in seen:
+                for index in range(entry.passages):
+                    held.add(point_id(entry.id, str(index)))
+        return held
 
     async def _delete_listed(self, run: _Pass, documents: list[str]) -> None:
         """Deletes listed documents the pass did not read; those without an entry are gone already.

@@ -487,7 +487,7 @@ async def test_a_list_page_gone_missing_makes_the_pass_scan_and_the_next_one_lis
     qdrant: AsyncQdrantClient, docs: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_listing, "PAGE_SIZE", 3)
-    passes, embedder, _ = await indexed(qdrant, docs, 9)
+    passes, embedder, _ = await indexed(qdrant, docs, 9, paragraphs=2)
     header, _ = await listed(passes.store)
     await passes.store.delete_list_pages(NAME, header.pages[1:2])
     (docs / "page000.md").unlink()
@@ -495,6 +495,9 @@ async def test_a_list_page_gone_missing_makes_the_pass_scan_and_the_next_one_lis
     scanned = await run(passes, docs, embedder)
     unsure = await passes.store.list_header(NAME)
     assert scanned.last_stats is not None and scanned.last_stats.deleted == 2
+    # the scan, which this pass had kept no passage ids for, kept every passage of the files left
+    assert scanned.generation is not None and passages_of(docs) > len(files(docs))
+    assert await passes.store.count_passages(NAME, scanned.generation) == passages_of(docs)
     assert unsure is not None and not unsure.clean
     relisted = await run(passes, docs, embedder)
     await holds_exactly_the_files(passes, docs, relisted)
