@@ -20,7 +20,8 @@
    each in a fresh cgroup with that limit and no swap, as a container runtime would; per process,
    whether it completed or was OOM-killed, the group's peak charge and failcnt (times it hit the
    limit), the sampled peaks of anon pages and page cache, its time and the search p50 it measured.
-   ``--unlimited-too`` runs every step first in groups without a limit, for the times beside.
+   ``--unlimited-too`` runs every step first in groups without a limit, for the times beside;
+   ``--together`` leaves the builder in the writer's group, one limit for both as in a container.
 """
 
 from __future__ import annotations
@@ -336,10 +337,18 @@ _JOIN = 'echo $$ > "$0" && exec "$@"'
 """A shell that joins the group at ``$0``, then execs the rest: the process is in it from its start."""
 
 
-def _in_group(limit_mb: int | None, step: str, *args: str) -> tuple[_Step, _Step | None]:
-    """Runs the script with ``args`` in a fresh group; a writer's index builder in a group of its own."""
+def _build_state(usage: Usage, errors: str) -> str:
+    """How the index build in a group ended, from the group's OOM kills and the writer's log."""
+    if usage.oom_kills:
+        return "OOM-killed"
+    return "failed" if "building the search index" in errors else "completed"
+
+
+def _in_group(limit_mb: int | None, step: str, *args: str, together: bool = False) -> list[_Step]:
+    """Runs the script with ``args`` in a fresh group; a writer's index builder in a group of its own
+    (``together``: left in the writer's, as in a container, the group's figures then both's)."""
     group = MemoryGroup(f"chamvi-bench-{step}", limit_mb)
-    builder = MemoryGroup("chamvi-bench-builder", limit_mb) if step == "writer" else None
+    builder = MemoryGroup("chamvi-bench-builder", limit_mb) if step == "writer" and not together else None
     seen_builder = False
     try:
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
@@ -365,43 +374,41 @@ def _in_group(limit_mb: int | None, step: str, *args: str) -> tuple[_Step, _Step
         result: dict[str, Any] | None = json.loads(lines[-1]) if code == 0 and lines else None
         usage = group.usage()
         outcome = "completed" if code == 0 else "OOM-killed" if code == -signal.SIGKILL else f"exit {code}"
-        own = _Step(step, outcome, seconds, usage, result)
-        if builder is None:
-            return own, None
-        built = builder.usage()
-        if built.oom_kills:
-            state = "OOM-killed"
-        elif "building the search index" in errors:
-            state = "failed"
-        elif not seen_builder:
-            return own, None  # too few points to index
-        else:
-            state = "completed"
-        index_s = result["index_s"] if result else None
-        return own, _Step("index builder", state, index_s, built, None)
+        if step == "writer" and together:
+            build = _build_state(usage, errors)
+            if code == 0 and build != "completed":
+                outcome += f", build {build}"
+            return [_Step("writer + index builder", outcome, seconds, usage, result)]
+        steps = [_Step(step, outcome, seconds, usage, result)]
+        if builder is not None:
+            built = builder.usage()
+            if seen_builder or built.oom_kills or "building the search index" in errors:
+                index_s = result["index_s"] if result else None
+                steps.append(_Step("index builder", _build_state(built, errors), index_s, built, None))
+        return steps
     finally:
         group.close()
         if builder is not None:
             builder.close()
 
 
-def _steps_in_groups(points: int, limit_mb: int | None, keep: bool) -> list[_Step]:
+def _steps_in_groups(points: int, limit_mb: int | None, keep: bool, together: bool) -> list[_Step]:
     """Section 3's processes in order, stopping after one that did not complete (the folder would lack it)."""
     folder = Path(tempfile.mkdtemp(prefix="chamvi-bench-edge-"))
-    steps: list[_Step] = []
     try:
-        writer, builder = _in_group(
-            limit_mb, "writer", "--one", "edge", "--points", str(points), "--folder", str(folder)
+        steps = _in_group(
+            limit_mb,
+            "writer",
+            *("--one", "edge", "--points", str(points), "--folder", str(folder)),
+            together=together,
         )
-        steps += [writer] + ([builder] if builder else [])
-        if writer.outcome != "completed":
+        if not steps[0].outcome.startswith("completed"):
             return steps
         for cache in ("cold", "warm"):
-            reopen, _ = _in_group(
+            steps += _in_group(
                 limit_mb, f"reopen-{cache}", "--reopen", "edge", "--folder", str(folder), "--cache", cache
             )
-            steps.append(reopen)
-            if reopen.outcome != "completed":
+            if steps[-1].outcome != "completed":
                 break
         return steps
     finally:
@@ -411,15 +418,15 @@ def _steps_in_groups(points: int, limit_mb: int | None, keep: bool) -> list[_Ste
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def bench_limits(points: int, limit_mb: int, unlimited_too: bool, keep: bool) -> None:
+def bench_limits(points: int, limit_mb: int, unlimited_too: bool, keep: bool, together: bool) -> None:
     """Section 3: each process under ``limit_mb`` (after the same without a limit, if asked)."""
     found = controller()
     if found is None:
         print("\n3. no cgroup memory controller on this machine: section 1 without a limit instead")
         bench_stores(points, local=False, keep=keep)
         return
-    before = {s.process: s for s in _steps_in_groups(points, None, keep)} if unlimited_too else {}
-    limited = _steps_in_groups(points, limit_mb, keep)
+    before = {s.process: s for s in _steps_in_groups(points, None, keep, together)} if unlimited_too else {}
+    limited = _steps_in_groups(points, limit_mb, keep, together)
     rows = []
     for limit, steps in (([None] * len(before), list(before.values())), ([limit_mb] * len(limited), limited)):
         for mb, step in zip(limit, steps, strict=True):
@@ -443,7 +450,8 @@ def bench_limits(points: int, limit_mb: int, unlimited_too: bool, keep: bool) ->
                     p50,
                 ]
             )
-    print(f"\n3. {points:,} passages (Qdrant Edge), each process in a memory cgroup of its own ({found[0]})")
+    shape = "the writer and its index builder in one" if together else "each process in a"
+    print(f"\n3. {points:,} passages (Qdrant Edge), {shape} memory cgroup of its own ({found[0]})")
     headers = [
         "process",
         "limit MB",
@@ -548,6 +556,11 @@ def main() -> None:
     parser.add_argument(
         "--unlimited-too", action="store_true", help="section 3: each step without a limit too"
     )
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="section 3: the index builder in the writer's group (a container)",
+    )
     args = parser.parse_args()
     if args.one:
         print(json.dumps(asyncio.run(_write(args.one, args.points, Path(args.folder)))))
@@ -556,7 +569,7 @@ def main() -> None:
         print(json.dumps(asyncio.run(_reopen(args.reopen, Path(args.folder), args.cache))))
         return
     if args.memory_limit:
-        bench_limits(args.points, args.memory_limit, args.unlimited_too, args.keep)
+        bench_limits(args.points, args.memory_limit, args.unlimited_too, args.keep, args.together)
         return
     if not args.embedding_only:
         bench_stores(args.points, local=args.points <= 200_000, keep=args.keep)
