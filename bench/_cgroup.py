@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -146,13 +147,20 @@ class MemoryGroup:
         )
 
     def close(self) -> None:
-        """Stops sampling and removes the group (its processes gone; a page-cache charge moves up)."""
+        """Stops sampling, kills what is left in the group, removes it (a page-cache charge moves up).
+
+        Left: a child of a process the limit killed, e.g. the index builder of an OOM-killed writer
+        sharing its group, orphaned and still building; a container's end would kill it too.
+        """
         self._stop.set()
         self._sampler.join()
-        for _ in range(50):
+        for _ in range(300):
             try:
                 self.path.rmdir()
                 return
-            except OSError:  # the last process still exiting
+            except OSError:  # a process still in it, or exiting
+                for pid in self.pids():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
                 time.sleep(0.1)
         self.path.rmdir()

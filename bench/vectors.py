@@ -387,9 +387,11 @@ def _in_group(limit_mb: int | None, step: str, *args: str, together: bool = Fals
                 steps.append(_Step("index builder", _build_state(built, errors), index_s, built, None))
         return steps
     finally:
-        group.close()
-        if builder is not None:
-            builder.close()
+        try:
+            group.close()
+        finally:
+            if builder is not None:
+                builder.close()
 
 
 def _steps_in_groups(points: int, limit_mb: int | None, keep: bool, together: bool) -> list[_Step]:
