@@ -4,7 +4,8 @@ Resident size counts pages of mapped files, which the kernel may drop under pres
 overstates what a process needs; a limit shows it: a process that needs more than the limit of
 memory the kernel cannot reclaim is OOM-killed, one that only reads files runs, its page cache
 reclaimed. Groups are made under the cgroup this process is in (so whatever accounts for it still
-does), cgroup v1's memory controller or v2's, whichever the machine has; swap is limited too
+does), cgroup v1's memory controller or v2's, whichever the machine has (v2's path is untested: this
+machine's v2 hierarchy has no memory controller); swap is limited too
 (``memsw`` / ``memory.swap.max``) so it hides nothing. ``memory.stat`` holds current values only,
 so a thread samples it for the peaks of anon (heap) and file (page cache) pages.
 """
@@ -77,11 +78,17 @@ class MemoryGroup:
             raise RuntimeError("no cgroup memory controller on this machine")
         self.version, parent = found
         self.path = parent / f"{name}-{os.getpid()}"
-        self.path.mkdir()
         if self.version == "v2":
             subtree = parent / "cgroup.subtree_control"
             if "memory" not in subtree.read_text().split():
-                subtree.write_text("+memory")
+                try:
+                    subtree.write_text("+memory")
+                except OSError as error:  # v2 lets no group with processes in it delegate
+                    raise RuntimeError(
+                        f"cannot enable the memory controller below {parent} ({error}): run the bench"
+                        " from a leaf of a cgroup whose subtree_control has memory"
+                    ) from error
+        self.path.mkdir()
         if limit_mb is not None:
             limit = str(limit_mb * _MB)
             if self.version == "v1":

@@ -348,9 +348,11 @@ def _in_group(limit_mb: int | None, step: str, *args: str, together: bool = Fals
     """Runs the script with ``args`` in a fresh group; a writer's index builder in a group of its own
     (``together``: left in the writer's, as in a container, the group's figures then both's)."""
     group = MemoryGroup(f"chamvi-bench-{step}", limit_mb)
-    builder = MemoryGroup("chamvi-bench-builder", limit_mb) if step == "writer" and not together else None
+    builder: MemoryGroup | None = None
     seen_builder = False
     try:
+        if step == "writer" and not together:
+            builder = MemoryGroup("chamvi-bench-builder", limit_mb)
         with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
             started = time.perf_counter()
             process = subprocess.Popen(  # the shell joins the group, then becomes the script
