@@ -13,16 +13,27 @@
     python bench/vectors.py                    # 100 000 passages, both stores; then section 2
     python bench/vectors.py --points 1000000   # Edge alone at 1 000 000 (local mode would take hours)
     python bench/vectors.py --embedding-only   # section 2 alone (--stores-only: section 1 alone)
+    python bench/vectors.py --points 250000 --memory-limit 1536 --unlimited-too   # section 3
+
+3. Under a memory limit (``--memory-limit MB``, Edge alone, instead of 1 and 2): the writer, Edge's
+   index builder (moved out of the writer's group as soon as it starts) and the reopening workers
+   each in a fresh cgroup with that limit and no swap, as a container runtime would; per process,
+   whether it completed or was OOM-killed, the group's peak charge and failcnt (times it hit the
+   limit), the sampled peaks of anon pages and page cache, its time and the search p50 it measured.
+   ``--unlimited-too`` runs every step first in groups without a limit, for the times beside;
+   ``--together`` leaves the builder in the writer's group, one limit for both as in a container.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -30,11 +41,13 @@ import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _cgroup import MemoryGroup, Usage, controller
 from _common import ratio, table
 from qdrant_client import AsyncQdrantClient
 
@@ -309,6 +322,165 @@ def bench_stores(points: int, local: bool, keep: bool = False) -> None:
     )
 
 
+@dataclass
+class _Step:
+    """One process of section 3: how it ended, its time, its group's figures, what it reported."""
+
+    process: str
+    outcome: str
+    seconds: float | None
+    usage: Usage
+    result: dict[str, Any] | None
+
+
+_JOIN = 'echo $$ > "$0" && exec "$@"'
+"""A shell that joins the group at ``$0``, then execs the rest: the process is in it from its start."""
+
+
+def _build_state(usage: Usage, errors: str) -> str:
+    """How the index build in a group ended, from the group's OOM kills and the writer's log."""
+    if usage.oom_kills:
+        return "OOM-killed"
+    return "failed" if "building the search index" in errors else "completed"
+
+
+def _in_group(limit_mb: int | None, step: str, *args: str, together: bool = False) -> list[_Step]:
+    """Runs the script with ``args`` in a fresh group; a writer's index builder in a group of its own
+    (``together``: left in the writer's, as in a container, the group's figures then both's)."""
+    group = MemoryGroup(f"chamvi-bench-{step}", limit_mb)
+    builder: MemoryGroup | None = None
+    seen_builder = False
+    try:
+        if step == "writer" and not together:
+            builder = MemoryGroup("chamvi-bench-builder", limit_mb)
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            started = time.perf_counter()
+            process = subprocess.Popen(  # the shell joins the group, then becomes the script
+                ["/bin/sh", "-c", _JOIN, str(group.path / "cgroup.procs"), sys.executable, __file__, *args],
+                stdout=out,
+                stderr=err,
+            )
+            while process.poll() is None:
+                if builder is not None:
+                    for pid in group.pids():
+                        if pid != process.pid:
+                            with contextlib.suppress(OSError):  # gone already
+                                builder.add(pid)
+                                seen_builder = True
+                time.sleep(0.01)
+            seconds = time.perf_counter() - started
+            out.seek(0)
+            err.seek(0)
+            lines, errors = out.read().strip().splitlines(), err.read()
+        code = process.returncode
+        result: dict[str, Any] | None = json.loads(lines[-1]) if code == 0 and lines else None
+        usage = group.usage()
+        outcome = "completed" if code == 0 else "OOM-killed" if code == -signal.SIGKILL else f"exit {code}"
+        if step == "writer" and together:
+            build = _build_state(usage, errors)
+            if code == 0 and build != "completed":
+                outcome += f", build {build}"
+            return [_Step("writer + index builder", outcome, seconds, usage, result)]
+        steps = [_Step(step, outcome, seconds, usage, result)]
+        if builder is not None:
+            built = builder.usage()
+            if seen_builder or built.oom_kills or "building the search index" in errors:
+                index_s = result["index_s"] if result else None
+                steps.append(_Step("index builder", _build_state(built, errors), index_s, built, None))
+        return steps
+    finally:
+        try:
+            group.close()
+        finally:
+            if builder is not None:
+                builder.close()
+
+
+def _steps_in_groups(points: int, limit_mb: int | None, keep: bool, together: bool) -> list[_Step]:
+    """Section 3's processes in order, stopping after one that did not complete (the folder would lack it)."""
+    folder = Path(tempfile.mkdtemp(prefix="chamvi-bench-edge-"))
+    try:
+        steps = _in_group(
+            limit_mb,
+            "writer",
+            *("--one", "edge", "--points", str(points), "--folder", str(folder)),
+            together=together,
+        )
+        if not steps[0].outcome.startswith("completed"):
+            return steps
+        for cache in ("cold", "warm"):
+            steps += _in_group(
+                limit_mb, f"reopen-{cache}", "--reopen", "edge", "--folder", str(folder), "--cache", cache
+            )
+            if steps[-1].outcome != "completed":
+                break
+        return steps
+    finally:
+        if keep:
+            print(f"  kept edge's folder: {folder}")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def bench_limits(points: int, limit_mb: int, unlimited_too: bool, keep: bool, together: bool) -> None:
+    """Section 3: each process under ``limit_mb`` (after the same without a limit, if asked)."""
+    found = controller()
+    if found is None:
+        print("\n3. no cgroup memory controller on this machine: section 1 without a limit instead")
+        bench_stores(points, local=False, keep=keep)
+        return
+    before = {s.process: s for s in _steps_in_groups(points, None, keep, together)} if unlimited_too else {}
+    limited = _steps_in_groups(points, limit_mb, keep, together)
+    rows = []
+    for limit, steps in (([None] * len(before), list(before.values())), ([limit_mb] * len(limited), limited)):
+        for mb, step in zip(limit, steps, strict=True):
+            unlimited = before.get(step.process) if mb is not None else None
+            p50 = step.result["p50_ms"] if step.result else None
+            rows.append(
+                [
+                    step.process,
+                    "none" if mb is None else f"{mb:,}",
+                    step.outcome,
+                    step.seconds,
+                    ratio(unlimited.seconds, step.seconds)
+                    if unlimited and unlimited.seconds and step.seconds
+                    else None,
+                    step.usage.peak_mb,
+                    step.usage.failcnt,
+                    step.usage.refault_mb,
+                    step.usage.anon_mb,
+                    step.usage.cache_mb,
+                    step.usage.mapped_mb,
+                    p50,
+                ]
+            )
+    shape = "the writer and its index builder in one" if together else "each process in a"
+    print(f"\n3. {points:,} passages (Qdrant Edge), {shape} memory cgroup of its own ({found[0]})")
+    headers = [
+        "process",
+        "limit MB",
+        "outcome",
+        "s",
+        "vs no limit",
+        "peak MB",
+        "failcnt",
+        "refault MB",
+        "anon peak MB",
+        "cache peak MB",
+        "mapped peak MB",
+        "search p50 ms",
+    ]
+    print(table(headers, rows))
+    print(
+        "  peak MB: the group's max_usage (anon + page cache charged to it); failcnt: how often a charge\n"
+        "  hit the limit (0 on kernels that no longer count it: a peak at the limit says it); refault MB:\n"
+        "  file pages read again after the kernel dropped them. anon / cache / mapped peak: memory.stat\n"
+        "  sampled every 0.2 s, each kind's own peak (anon cannot be dropped without swap; cache can,\n"
+        "  unless dirty or locked). s: the process's wall time (the builder's: the writer's wait for the\n"
+        "  index); vs no limit: the same step without a limit in this run over it (below 1.00x: slower)."
+    )
+
+
 class _Slow(BaseHTTPRequestHandler):
     delay = 0.2
     embedder = HashEmbedder(64)
@@ -384,12 +556,24 @@ def main() -> None:
     parser.add_argument("--stores-only", action="store_true")
     parser.add_argument("--keep", action="store_true", help="leave the stores' folders (printed) in place")
     parser.add_argument("--passages", type=int, default=15_000)
+    parser.add_argument("--memory-limit", type=int, metavar="MB", help="section 3 under this limit")
+    parser.add_argument(
+        "--unlimited-too", action="store_true", help="section 3: each step without a limit too"
+    )
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="section 3: the index builder in the writer's group (a container)",
+    )
     args = parser.parse_args()
     if args.one:
         print(json.dumps(asyncio.run(_write(args.one, args.points, Path(args.folder)))))
         return
     if args.reopen:
         print(json.dumps(asyncio.run(_reopen(args.reopen, Path(args.folder), args.cache))))
+        return
+    if args.memory_limit:
+        bench_limits(args.points, args.memory_limit, args.unlimited_too, args.keep, args.together)
         return
     if not args.embedding_only:
         bench_stores(args.points, local=args.points <= 200_000, keep=args.keep)
