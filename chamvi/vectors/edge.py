@@ -14,8 +14,8 @@ Layout of the folder (``<data>/qdrant-edge``), names that are contracts like Qdr
 * ``.lock``: held (``flock``) by the one process that has the folder open.
 
 Edge builds its HNSW index only when asked (``optimize()``: 72 s for 100 000 384-dimension points
-on 2 cores from float32 vectors, 20 s from the int8 copies ``vector_params`` keeps, 19 min for
-1 000 000 on a loaded machine), and qdrant-edge-py 0.9 holds the GIL in every call, that one
+on 2 cores from float32 vectors, 14-20 s from the int8 copies ``vector_params`` keeps, about 3.5 min
+for 1 000 000), and qdrant-edge-py 0.9 holds the GIL in every call, that one
 included: run in a thread, it would stop the event loop (and the worker's heartbeats) for the
 whole build. So
 ``optimize`` copies the shard after a flush and builds the index on the copy in a child process
