@@ -1,4 +1,4 @@
-"""``python -m chamvi.vectors._optimize SHARD``: builds a Qdrant Edge shard's search index, then exits.
+"""``python -m chamvi.vectors._optimize SHARD INDEXES``: builds a Qdrant Edge shard's search index.
 
 Run by ``EdgeStore.optimize`` in a child process, on a copy of the shard: qdrant-edge-py holds the
 GIL for the whole build, which would stop the worker's event loop for as long.
@@ -6,18 +6,27 @@ GIL for the whole build, which would stop the worker's event loop for as long.
 
 from __future__ import annotations
 
+import json
 import sys
 
 import qdrant_edge as qe
 
+from chamvi.vectors.edge import _SCHEMAS
 
-def main(path: str) -> None:
-    """Loads the shard at ``path``, runs Edge's optimizers until none is planned, flushes, closes."""
+
+def main(path: str, deferred: dict[str, str]) -> None:
+    """Loads the shard, runs Edge's optimizers until none is planned, adds the deferred indexes, closes.
+
+    The deferred payload indexes (``edge.DEFERRED``) come after the build, so they are written to
+    disk from the indexed segment and never held in this process's heap.
+    """
     shard = qe.EdgeShard.load(path)
     shard.optimize()
+    for key, kind in deferred.items():
+        shard.update(qe.UpdateOperation.create_field_index(key, _SCHEMAS[kind]))  # type: ignore[index]
     shard.flush()
     shard.close()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], json.loads(sys.argv[2]))

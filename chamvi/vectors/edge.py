@@ -3,7 +3,9 @@
 Layout of the folder (``<data>/qdrant-edge``), names that are contracts like Qdrant's own:
 
 * ``catalog.json``: ``{"collections": {name: shard}, "aliases": {alias: name}}``, the one file that says
-  which collections exist, which shard folder holds each, and where each alias points. It is
+  which collections exist, which shard folder holds each, and where each alias points (and, under
+  ``"deferred_indexes": {name: {key: type}}``, the payload indexes a collection's first index build
+  makes, ``DEFERRED``). It is
   replaced atomically (a temporary file, fsync, rename, fsync of the folder), so an alias switch or
   a swap to an optimized shard is one step and a crash leaves the previous state or the next one;
 * ``collections/<name>/shard-<k>/``: the Edge shard of collection ``<name>`` (``edge_config.json``,
@@ -12,8 +14,8 @@ Layout of the folder (``<data>/qdrant-edge``), names that are contracts like Qdr
 * ``.lock``: held (``flock``) by the one process that has the folder open.
 
 Edge builds its HNSW index only when asked (``optimize()``: 72 s for 100 000 384-dimension points
-on 2 cores from float32 vectors, 20 s from the int8 copies ``vector_params`` keeps, 19 min for
-1 000 000 on a loaded machine), and qdrant-edge-py 0.9 holds the GIL in every call, that one
+on 2 cores from float32 vectors, 14-20 s from the int8 copies ``vector_params`` keeps, about 3.5 min
+for 1 000 000), and qdrant-edge-py 0.9 holds the GIL in every call, that one
 included: run in a thread, it would stop the event loop (and the worker's heartbeats) for the
 whole build. So
 ``optimize`` copies the shard after a flush and builds the index on the copy in a child process
@@ -82,6 +84,15 @@ _SCHEMAS: dict[FieldType, Any] = {
 """The payload index of each field type, on disk once its segment is indexed (``Memory.Cold``): kept in
 RAM, Edge read each index whole into the heap at every open, a map of every value (a document id
 per passage: 0.1-0.6 s of a 100 000-250 000-point shard's open), and kept it there."""
+DEFERRED: frozenset[FieldType] = frozenset({"keyword"})
+"""Payload index types a collection gets at its first index build, not at ``create``: Edge keeps the
+keyword index of a segment that takes writes in RAM whatever its options, a map of every value (a
+document id per passage: 744 MB of heap at 1 000 000 passages against 277 MB without it), which the
+index builder would load too. Built after the HNSW index, on the indexed segment, it stays on disk
+(``Memory.Cold``), and the segments written later index it in RAM as they take writes (small ones).
+Until then a filter on the key scans payloads: fast below ``UNINDEXED_MAX`` points, and a first
+pass into a new collection has nothing to delete. Range types are built at once: ``ordered``
+needs them."""
 UNINDEXED_MAX = 20_000
 """Points a shard may hold outside its HNSW index before ``optimize`` builds one: a brute-force search
 over 20 000 384-dimension points takes ~4 ms here."""
@@ -153,6 +164,8 @@ class _Shard:
 class _Catalog:
     collections: dict[str, int] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)
+    deferred: dict[str, dict[str, FieldType]] = field(default_factory=dict)
+    """Per collection, the keyword indexes its first index build makes (``DEFERRED``)."""
 
 
 class EdgeStore:
@@ -204,10 +217,16 @@ class EdgeStore:
         if not path.exists():
             return _Catalog()
         raw = json.loads(path.read_text())
-        return _Catalog(dict(raw.get("collections", {})), dict(raw.get("aliases", {})))
+        return _Catalog(
+            dict(raw.get("collections", {})),
+            dict(raw.get("aliases", {})),
+            {name: dict(indexes) for name, indexes in raw.get("deferred_indexes", {}).items()},
+        )
 
     def _save_catalog(self) -> None:
-        data = {"collections": self._catalog.collections, "aliases": self._catalog.aliases}
+        data: dict[str, Any] = {"collections": self._catalog.collections, "aliases": self._catalog.aliases}
+        if self._catalog.deferred:
+            data["deferred_indexes"] = self._catalog.deferred
         write_atomically(self.root / CATALOG, json.dumps(data, indent=1, sort_keys=True).encode())
 
     def _folder(self, name: str) -> Path:
@@ -312,10 +331,14 @@ class EdgeStore:
         config = qe.EdgeConfig(vectors=vector_params(size, distance), sparse_vectors=sparse_vectors)
         shard = qe.EdgeShard.create(str(path), config)
         for key, kind in indexes.items():
-            shard.update(qe.UpdateOperation.create_field_index(key, _SCHEMAS[kind]))
+            if kind not in DEFERRED:
+                shard.update(qe.UpdateOperation.create_field_index(key, _SCHEMAS[kind]))
         shard.flush()
         self._shards[name] = _Shard(shard, 0)
         self._catalog.collections[name] = 0
+        deferred = {key: kind for key, kind in indexes.items() if kind in DEFERRED}
+        if deferred:
+            self._catalog.deferred[name] = deferred
         self._save_catalog()
 
     async def drop(self, name: str) -> None:
@@ -332,6 +355,7 @@ class EdgeStore:
             return
         shard = self._shards.pop(name, None)
         del self._catalog.collections[name]
+        self._catalog.deferred.pop(name, None)
         self._catalog.aliases = {a: t for a, t in self._catalog.aliases.items() if t != name}
         self._save_catalog()
         if shard is not None:
@@ -540,6 +564,8 @@ class EdgeStore:
         """Adds the payload index to the shard unless its schema has it (an optimization copy gets it too)."""
 
         def index() -> None:
+            if key in self._catalog.deferred.get(name, {}):
+                return  # the next index build makes it
             if key not in self._get(name).shard.info().payload_schema:
                 self._update(name, qe.UpdateOperation.create_field_index(key, _SCHEMAS[kind]))
 
@@ -588,7 +614,7 @@ class EdgeStore:
                 copy = await self._run(self._begin_copy, name)
                 if copy is None:
                     return
-                if not await self._build_index(copy):
+                if not await self._build_index(copy, self._catalog.deferred.get(name, {})):
                     await self._run(self._abandon_copy, name, copy)
                     return
                 await self._run(self._swap, name, copy)
@@ -619,12 +645,13 @@ class EdgeStore:
         shard.journal = []
         return copy
 
-    async def _build_index(self, copy: Path) -> bool:
+    async def _build_index(self, copy: Path, deferred: dict[str, FieldType]) -> bool:
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
             "chamvi.vectors._optimize",
             str(copy),
+            json.dumps(deferred),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
         )
@@ -662,6 +689,7 @@ class EdgeStore:
         optimized.flush()
         old = shard.number
         self._catalog.collections[name] = old + 1
+        self._catalog.deferred.pop(name, None)  # the copy has them now
         self._save_catalog()
         self._shards[name] = _Shard(optimized, old + 1)
         shard.shard.close()

@@ -151,3 +151,58 @@ async def test_a_folder_whose_int8_copies_were_kept_in_ram_opens_and_serves_as_b
     await store.upsert("c", _points(5000, 5001))
     assert await store.count("c") == 2001
     await store.close()
+
+
+def _schema(store: EdgeStore, name: str) -> list[str]:
+    return list(store._get(name).shard.info().payload_schema)
+
+
+async def test_a_keyword_index_is_made_by_the_first_index_build_and_its_filter_matches_throughout(
+    tmp_path: Path,
+) -> None:
+    store = EdgeStore(tmp_path / "edge", index_threshold=100)
+    await store.create("c", 16, "cosine", {"document": "keyword", "index": "integer"})
+    points = [
+        Point(p.id, p.vector, {**p.payload, "document": f"d{i % 300}"})
+        for i, p in enumerate(_points(0, 3000))
+    ]
+    await store.upsert("c", points)
+    # the segment taking writes holds no map of every document: filters on it scan payloads
+    assert _schema(store, "c") == ["index"]
+    assert json.loads((tmp_path / "edge" / CATALOG).read_text())["deferred_indexes"] == {
+        "c": {"document": "keyword"}
+    }
+    await store.index_payload("c", "document", "keyword")  # already asked for: left to the build
+    assert _schema(store, "c") == ["index"]
+    await store.delete_where("c", Where(must=(Match("document", "d1"),)))
+    assert await store.count("c") == 2990
+    await store.optimize("c")
+    await store.optimized()
+    assert sorted(_schema(store, "c")) == ["document", "index"]
+    assert "deferred_indexes" not in json.loads((tmp_path / "edge" / CATALOG).read_text())
+    assert await store.count("c", Where(must=(Match("document", "d2"),))) == 10
+    await store.close()
+    again = EdgeStore(tmp_path / "edge")
+    await again.upsert("c", [Point(p.id, p.vector, {"document": "late"}) for p in _points(5000, 5005)])
+    assert await again.count("c", Where(must=(Match("document", "late"),))) == 5
+    await again.delete_where("c", Where(must=(Match("document", "d2"),)))
+    assert await again.count("c") == 2985
+    assert sorted(_schema(again, "c")) == ["document", "index"]
+    await again.close()
+
+
+async def test_a_deferred_index_is_kept_across_a_restart_and_forgotten_with_its_collection(
+    tmp_path: Path,
+) -> None:
+    store = EdgeStore(tmp_path / "edge", index_threshold=100)
+    await store.create("c", 16, "cosine", {"document": "keyword"})
+    await store.create("d", 16, "cosine", {"document": "keyword"})
+    await store.close()
+    store = EdgeStore(tmp_path / "edge", index_threshold=100)
+    await store.upsert("c", [Point(p.id, p.vector, {"document": "x"}) for p in _points(0, 500)])
+    await store.optimize("c")
+    await store.optimized()
+    assert _schema(store, "c") == ["document"]
+    await store.drop("d")
+    await store.close()
+    assert "deferred_indexes" not in json.loads((tmp_path / "edge" / CATALOG).read_text())
