@@ -191,15 +191,20 @@ async def test_a_keyword_index_is_made_by_the_first_index_build_and_its_filter_m
     await again.close()
 
 
-async def test_a_deferred_index_is_kept_across_a_restart_and_forgotten_with_its_collection(
+async def test_a_deferred_index_outlives_a_build_cut_short_and_is_forgotten_with_its_collection(
     tmp_path: Path,
 ) -> None:
     store = EdgeStore(tmp_path / "edge", index_threshold=100)
     await store.create("c", 16, "cosine", {"document": "keyword"})
     await store.create("d", 16, "cosine", {"document": "keyword"})
-    await store.close()
+    await store.upsert("c", [Point(p.id, p.vector, {"document": "x"}) for p in _points(0, 3000)])
+    await store.optimize("c")
+    await asyncio.sleep(0.05)
+    await store.close()  # mid-build, as a stopped worker: the copy goes, the promise stays
+    catalog = json.loads((tmp_path / "edge" / CATALOG).read_text())
+    assert catalog["collections"]["c"] == 0
+    assert set(catalog["deferred_indexes"]) == {"c", "d"}
     store = EdgeStore(tmp_path / "edge", index_threshold=100)
-    await store.upsert("c", [Point(p.id, p.vector, {"document": "x"}) for p in _points(0, 500)])
     await store.optimize("c")
     await store.optimized()
     assert _schema(store, "c") == ["document"]
