@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import os
 import shutil
@@ -30,6 +29,7 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
 
+from chamvi._parent_death import die_with_parent
 from chamvi.constants import SEARCH_ATTRIBUTES
 from chamvi.errors import DevStackError
 
@@ -170,12 +170,6 @@ def _port_in_use(port: int) -> bool:
     return False
 
 
-def _die_with_parent() -> None:
-    # Linux only: the kernel sends SIGTERM to the server when the process that started it dies
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-
-
 def _last_line(path: Path) -> str:
     with contextlib.suppress(OSError):
         lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
@@ -256,7 +250,7 @@ class DevServer:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            preexec_fn=die_with_parent if sys.platform == "linux" else None,
         )
 
     def exit_error(self) -> DevStackError | None:

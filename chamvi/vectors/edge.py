@@ -652,6 +652,7 @@ class EdgeStore:
             "chamvi.vectors._optimize",
             str(copy),
             json.dumps(deferred),
+            str(os.getpid()),
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.PIPE,
         )

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import numpy as np
+import pytest
 import qdrant_edge as qe
 
 from chamvi.vectors import Match, Point, Where
@@ -211,3 +216,78 @@ async def test_a_deferred_index_outlives_a_build_cut_short_and_is_forgotten_with
     await store.drop("d")
     await store.close()
     assert "deferred_indexes" not in json.loads((tmp_path / "edge" / CATALOG).read_text())
+
+
+_WORKER = """
+import asyncio, sys, uuid
+import numpy as np
+from chamvi.vectors import Point
+from chamvi.vectors.edge import EdgeStore
+
+async def main():
+    store = EdgeStore(sys.argv[1], index_threshold=100)
+    await store.create("c", 64, "cosine")
+    vectors = np.random.default_rng(0).standard_normal((60_000, 64)).astype(np.float32).tolist()
+    for start in range(0, 60_000, 2_000):
+        points = [Point(str(uuid.UUID(int=i + 1)), vectors[i], {}) for i in range(start, start + 2_000)]
+        await store.upsert("c", points)
+    await store.optimize("c")
+    await asyncio.sleep(3600)
+
+asyncio.run(main())
+"""
+"""A worker that fills a collection, asks for its index and waits."""
+
+
+def _builders(folder: Path) -> list[int]:
+    """The pids of live index builds working in ``folder`` (a zombie is not one)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"chamvi.vectors._optimize" in argv and str(folder).encode() in b" ".join(argv) and state != "Z":
+            found.append(int(entry.name))
+    return found
+
+
+def _loaded(pid: int) -> bool:
+    """Whether the build has the copy of the shard open (so it is past arming its parent-death signal)."""
+    try:
+        return "/shard-1/" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG is Linux's")
+async def test_an_index_build_dies_with_the_worker_killed_mid_build(tmp_path: Path) -> None:
+    folder = tmp_path / "edge"
+    worker = subprocess.Popen([sys.executable, "-c", _WORKER, str(folder)])
+    builders: list[int] = []
+    try:
+        for _ in range(1200):
+            builders = [pid for pid in _builders(folder) if _loaded(pid)]
+            if builders or worker.poll() is not None:
+                break
+            await asyncio.sleep(0.02)
+        assert builders, "the worker started no index build"
+        os.kill(builders[0], signal.SIGSTOP)  # stopped, it cannot end on its own: only a signal kills it
+        worker.kill()
+        worker.wait()
+        for _ in range(500):
+            if not _builders(folder):
+                break
+            await asyncio.sleep(0.02)
+        assert _builders(folder) == []
+    finally:
+        worker.kill()
+        for pid in _builders(folder):
+            os.kill(pid, signal.SIGKILL)
+    again = EdgeStore(folder)  # the next worker: the build's copy is a leftover and goes
+    assert [p.name for p in (folder / "collections" / "c").iterdir()] == ["shard-0"]
+    assert await again.count("c") == 60_000
+    await again.close()
