@@ -58,6 +58,12 @@ def make_app(declared: str) -> App:
     )
 
 
+def _described(error: BaseException) -> str:
+    """The error with what it groups: Hypothesis's "unreliable results" hides the first call's failure."""
+    inner = getattr(error, "exceptions", None) or ()
+    return "; ".join([str(error), *(f"{type(e).__name__}: {_described(e)}" for e in inner)])
+
+
 def run_schemathesis(
     spec: dict[str, Any],
     base_url: str,
@@ -99,7 +105,7 @@ def run_schemathesis(
             try:
                 check()
             except (Exception, FailureGroup) as error:  # keep going: report every operation
-                failures.append(f"{operation.label} ({mode.value}): {error}")
+                failures.append(f"{operation.label} ({mode.value}): {_described(error)}")
     return failures, answers
 
 
