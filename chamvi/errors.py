@@ -432,6 +432,15 @@ class IndexUnavailableError(ChamviError):
     retryable = True
 
 
+class StoreDamagedError(ChamviError):
+    """A collection of the embedded store whose files are damaged: it is not served until rebuilt.
+
+    Not retryable: its files stay damaged until someone rebuilds it. The rest of the store is served.
+    """
+
+    code = "store_damaged"
+
+
 # ---- the curated knowledge base (the wiki) --------------------------------------------------------
 # Their messages are written for the model that called the tool: the knowledge tools hand them on as
 # tool errors, word for word, so each one says what is wrong and what to do instead.
@@ -580,6 +589,7 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     InvalidDocumentError,
     KnowledgePassError,
     IndexUnavailableError,
+    StoreDamagedError,
     KnowledgeStoreError,
     InvalidPageError,
     PageNotFoundError,

@@ -262,7 +262,9 @@ class ChamviPlugin(SimplePlugin):
 
         Every collection of the index is opened here, before the worker polls: opening one of the
         embedded store holds the GIL for as long as it reads (0.1-9 s), which in the middle of a run
-        would stall every activity and heartbeat of the worker (``VectorStore.open_all``).
+        would stall every activity and heartbeat of the worker (``VectorStore.open_all``). A damaged
+        collection is logged and left out, so the worker serves the rest; using it raises
+        ``StoreDamagedError``, which says how to rebuild it.
 
         Raises:
             InvalidSkillError: a bad skill (one line naming the file).

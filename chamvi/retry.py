@@ -33,6 +33,7 @@ from chamvi.errors import (
     KnowledgeNotReadyError,
     ModelError,
     ModelNotFoundError,
+    StoreDamagedError,
 )
 from chamvi.models.runs import RetrySpec
 
@@ -74,8 +75,10 @@ SEARCH_FAILURES: tuple[type[ChamviError], ...] = (
     KnowledgeNotReadyError,
     ChamviValidationError,
     ModelError,
+    StoreDamagedError,
 )
-"""What a knowledge search fails with for good: a collection not ready, a bad query, a refused embedding."""
+"""What a knowledge search fails with for good: a collection not ready, a bad query, a refused embedding,
+a damaged collection (until it is rebuilt)."""
 
 
 def non_retryable(failures: tuple[type[ChamviError], ...]) -> list[str]:

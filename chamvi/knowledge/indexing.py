@@ -631,7 +631,9 @@ class Indexer:
 
         A generation fits when its model, chunker and search mode are the ones asked for; a
         ``search`` of None takes the mode of a fitting generation, whichever it is, and gives a new
-        one ``DEFAULT_SEARCH``. So a collection indexed before hybrid search keeps its generation.
+        one ``DEFAULT_SEARCH``. So a collection indexed before hybrid search keeps its generation. A
+        current generation whose collection is gone (a damaged shard deleted to rebuild it, see
+        ``StoreDamagedError``) fits no more: every document is embedded again, into a new one.
         """
 
         def fits(model_: str | None, chunker: int | None, sparse: int | None) -> bool:
@@ -641,7 +643,11 @@ class Indexer:
                 return sparse in (None, SPARSE_ENCODER)
             return sparse == _sparse_for(search)
 
-        if meta.generation is not None and fits(meta.model, meta.chunker, meta.sparse):
+        if (
+            meta.generation is not None
+            and fits(meta.model, meta.chunker, meta.sparse)
+            and await self.store.generation_exists(meta.name, meta.generation)
+        ):
             target = meta.generation
         elif meta.building is not None and fits(
             meta.building_model, meta.building_chunker, meta.building_sparse

@@ -9,8 +9,11 @@ Last-Modified the page answered last time), so an unchanged page costs a 304 and
 404 or 410 deletes the page's document; a timeout, a connection error, a 401/403/408/429 or a 5xx
 marks the read incomplete, so nothing is deleted. Redirects are followed (5 at most), each hop
 checked again; ``robots.txt`` is obeyed; bodies over ``max_bytes`` and unknown content types are
-reported and skipped. Addresses that are not public (loopback, private, link-local) are refused
-unless ``allow_private=True``, so an untrusted URL list cannot reach internal services.
+reported and skipped. Addresses that are not public (loopback, private, link-local, and those
+forms again inside IPv6: ``::ffff:127.0.0.1``, ``64:ff9b::10.0.0.1``, ``2002:7f00:1::``) are refused
+unless ``allow_private=True``, so an untrusted URL list cannot reach internal services. A name is
+resolved once, every address it answers is checked, and the connection goes to a checked address: a
+DNS answer that changes between the check and the connection (rebinding) reaches nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit
 
+import httpcore
 import httpx
 
 from chamvi.errors import InvalidAgentDefinitionError
@@ -84,7 +88,7 @@ class UrlsSource:
             return
         for url in self.urls:
             host = urlsplit(url).hostname or ""
-            if host == "localhost" or host.endswith(".localhost") or _not_public(host):
+            if _not_public(host):
                 raise InvalidAgentDefinitionError(
                     f"urls(): {url!r} names a private or loopback address: pass allow_private=True "
                     "for an internal site"
@@ -94,12 +98,16 @@ class UrlsSource:
         """Every page, fetched conditionally, ``concurrency`` at a time; problems go to ``ctx``."""
         self.check()
         crawler = _Crawler(self, ctx)
+        limits = httpx.Limits(max_connections=self.concurrency)
+        transport = self.transport
+        if transport is None and not self.allow_private:
+            transport = _guarded_transport(limits)
         async with httpx.AsyncClient(
             timeout=self.timeout,
             follow_redirects=False,
             headers={"user-agent": self.user_agent},
-            transport=self.transport,
-            limits=httpx.Limits(max_connections=self.concurrency),
+            transport=transport,
+            limits=limits,
         ) as client:
             crawler.client = client
             async for document in crawler.run():
@@ -202,8 +210,6 @@ class _Crawler:
             except httpx.HTTPError as error:
                 raise _Failed(f"could not be fetched ({type(error).__name__}: {error})") from None
             try:
-                if not self.source.allow_private:
-                    _check_peer(response)
                 if response.is_redirect and "location" in response.headers:
                     target = urldefrag(urljoin(target, response.headers["location"]))[0]
                     continue
@@ -266,8 +272,10 @@ class _Crawler:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise _Refused(f"{url!r} is no http(s) URL")
-        if not self.source.allow_private:
-            await _check_public(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+        if self.source.transport is not None and not self.source.allow_private:
+            # a transport of one's own connects as it likes: its names are checked here, not pinned
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+            await _public_addresses(parts.hostname, port, self.source.timeout)
         if self.source.robots and not await self._robots_allow(url):
             raise _Refused("robots.txt disallows it")
 
@@ -287,8 +295,6 @@ class _Crawler:
             response = await self.client.get(f"{site}/robots.txt")
         except httpx.HTTPError as error:
             raise _Failed(f"its site's robots.txt could not be fetched ({type(error).__name__})") from None
-        if not self.source.allow_private:
-            _check_peer(response)
         if response.status_code >= 500 or response.status_code == 429:
             raise _Failed(f"its site's robots.txt answered {response.status_code}")
         if response.status_code != 200:
@@ -352,40 +358,122 @@ def _site(url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}".lower()
 
 
+_IPV4_IN_LOW_BITS = (
+    ipaddress.IPv6Network("::/96"),  # IPv4-compatible (deprecated)
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),  # IPv4-translated (SIIT)
+    ipaddress.IPv6Network("64:ff9b::/96"),  # NAT64, well-known prefix
+)
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
+"""Local-use NAT64 (RFC 8215): where it leads is the local network's choice, so it is never public."""
+
+
+def _is_public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether ``address`` reaches the public internet, IPv4 carried inside IPv6 included.
+
+    Python's ``is_global`` calls ``::127.0.0.1``, ``64:ff9b::10.0.0.1`` and ``2002:7f00:1::``
+    global, yet a host that routes those forms (NAT64, 6to4, a dual stack) delivers to the IPv4
+    address inside: it is judged instead.
+    """
+    if not address.is_global or address.is_multicast:
+        return False
+    if isinstance(address, ipaddress.IPv4Address):
+        return True
+    if address in _LOCAL_NAT64:
+        return False
+    inner = address.ipv4_mapped or address.sixtofour
+    if inner is None and any(address in network for network in _IPV4_IN_LOW_BITS):
+        inner = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return inner is None or _is_public(inner)
+
+
 def _not_public(host: str) -> bool:
+    """Whether ``host`` names a loopback host or is an address that is not public; False for a name."""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
     try:
-        address = ipaddress.ip_address(host.strip("[]"))
+        return not _is_public(ipaddress.ip_address(host.strip("[]")))
     except ValueError:
         return False
-    return not address.is_global or address.is_multicast
 
 
-async def _check_public(host: str, port: int) -> None:
-    if host == "localhost" or host.endswith(".localhost") or _not_public(host):
+async def _public_addresses(host: str, port: int, timeout: float | None) -> list[str]:
+    """The addresses ``host`` resolves to, once, when every one of them is public.
+
+    Raises:
+        _Refused: ``host`` is, or resolves to, an address that is not public.
+        _Failed: ``host`` does not resolve, or not within ``timeout`` seconds.
+    """
+    if _not_public(host):
         raise _Refused(f"{host!r} is a private or loopback address: pass allow_private=True to read it")
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        async with asyncio.timeout(timeout):
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except TimeoutError:
+        raise _Failed(f"its host {host!r} did not resolve within {timeout} s") from None
     except OSError as error:
         raise _Failed(f"its host {host!r} does not resolve ({error.strerror or error})") from None
-    for info in infos:
-        address = str(info[4][0])
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    for address in addresses:
         if _not_public(address):
             raise _Refused(
                 f"{host!r} resolves to the private or loopback address {address}: "
                 "pass allow_private=True to read it"
             )
+    return addresses
 
 
-def _check_peer(response: httpx.Response) -> None:
-    """Refuses an answer from an address that is not public, whatever the name resolved to before.
+class _PublicOnly(httpcore.AsyncNetworkBackend):
+    """Connects to the addresses it checked: a name is resolved once, here, never again by the socket.
 
-    The name was checked before connecting; a DNS answer that changed since (rebinding) shows here,
-    before any byte of the body is read.
+    Checking a name and then letting the socket resolve it leaves a window where a DNS answer that
+    changed (rebinding) sends the request to an internal service; connecting to the checked address
+    closes it. TLS is unaffected: httpcore verifies the certificate and sends SNI for the URL's name,
+    not for the address connected to. The pool stays keyed by name, so a connection never serves
+    another site that shares its address.
     """
-    stream = response.extensions.get("network_stream")
-    peer = stream.get_extra_info("server_addr") if stream is not None else None
-    if isinstance(peer, tuple) and peer and _not_public(str(peer[0])):
-        raise _Refused(f"it was answered from the private or loopback address {peer[0]}")
+
+    def __init__(self) -> None:
+        self._sockets = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        """A connection to the first of ``host``'s public addresses that answers."""
+        failure: httpcore.ConnectError | httpcore.ConnectTimeout | None = None
+        for address in await _public_addresses(host, port, timeout):
+            try:
+                return await self._sockets.connect_tcp(address, port, timeout, local_address, socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as error:
+                failure = error
+        assert failure is not None  # getaddrinfo answers at least one address or raises
+        raise failure
+
+    async def sleep(self, seconds: float) -> None:
+        """Waits as the sockets' backend does (httpcore's retries)."""
+        await self._sockets.sleep(seconds)
+
+
+def _guarded_transport(limits: httpx.Limits) -> httpx.AsyncHTTPTransport:
+    """The transport of httpx, connecting through :class:`_PublicOnly`.
+
+    httpx takes no network backend, so its connection pool is replaced by one built with the same
+    settings and this backend. A client given a transport takes no proxy from the environment,
+    which the guard needs: a proxy resolves names where they cannot be checked.
+    """
+    transport = httpx.AsyncHTTPTransport(limits=limits)
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=httpx.create_ssl_context(),
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        network_backend=_PublicOnly(),
+    )
+    return transport
 
 
 def urls(
@@ -407,13 +495,15 @@ def urls(
         pages: the http(s) URLs to read; each is the id of its document.
         crawl: follow links to pages of the same sites (scheme and host), breadth first.
         max_pages: how many pages a crawl reads at most, the listed ones included.
-        allow_private: read loopback and private addresses (an internal docs site).
+        allow_private: read loopback and private addresses (an internal docs site); only then is a
+            proxy from the environment used.
         trusted: untrusted by default: a search over the pages taints the run.
         timeout: seconds one request may take.
         max_bytes: the largest HTML or text body read (PDFs: 32 MiB).
         concurrency: requests in flight at once.
         robots: obey each site's ``robots.txt``.
-        transport: an httpx transport to send the requests through (tests, proxies).
+        transport: an httpx transport to send the requests through (tests, proxies); unless
+            ``allow_private``, its names are checked before each request but not pinned.
 
     Raises:
         InvalidAgentDefinitionError: a URL or option is invalid.

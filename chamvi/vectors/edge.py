@@ -10,7 +10,8 @@ Layout of the folder (``<data>/qdrant-edge``), names that are contracts like Qdr
   a swap to an optimized shard is one step and a crash leaves the previous state or the next one;
 * ``collections/<name>/shard-<k>/``: the Edge shard of collection ``<name>`` (``edge_config.json``,
   ``segments/``, ``wal/``), one per collection, so one per knowledge generation; a folder the
-  catalog does not name is a leftover and is removed on open;
+  catalog does not name is a leftover and is removed on open, and a collection whose folder is gone
+  (deleted by hand to rebuild it) is forgotten on open;
 * ``.lock``: held (``flock``) by the one process that has the folder open.
 
 Edge builds its HNSW index only when asked (``optimize()``: 72 s for 100 000 384-dimension points
@@ -30,6 +31,12 @@ graph, the id tracker) and its write-ahead log: 0.1-0.5 s at 100 000 points and 
 1 000 000 (the GIL held 0.45 s of it) since the int8 copies and payload indexes stay on disk
 (``vector_params``, ``_SCHEMAS``; 1.1-2.8 s and 3-9 s before), a stall of every thread of the
 worker for as long. So a worker opens every shard before it polls (``open_all``).
+
+A shard is checked before it is loaded: file sizes against what its segments' metadata record
+(``chamvi.vectors._edge_damage``), since Edge loads a data file cut short without a word and fails at
+a later search, or panics. A damaged shard, or one Edge cannot load, raises ``StoreDamagedError``,
+which names the shard and how to rebuild it, on every use of that collection; ``open_all`` logs it
+and opens the rest, so a worker serves every other collection.
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ from typing import Any, TypeVar
 
 import qdrant_edge as qe
 
+from chamvi.errors import StoreDamagedError
+from chamvi.vectors._edge_damage import shard_damage
 from chamvi.vectors._edge_filters import edge_filter, selector
 from chamvi.vectors._fusion import decisive, fuse
 from chamvi.vectors._types import (
@@ -196,7 +205,10 @@ class EdgeStore:
             raise StoreBusyError(f"another process has the Qdrant Edge folder {self.root} open") from None
         self._catalog = self._read_catalog()
         self._remove_leftovers()
+        self._forget_missing()
         self._shards: dict[str, _Shard] = {}
+        self._damaged: dict[str, str] = {}
+        """The message of each collection found damaged, raised again on every use without a reload."""
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chamvi-edge")
         self._optimizing: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
@@ -251,6 +263,17 @@ class EdgeStore:
                 if shard.name != f"shard-{number}":
                     shutil.rmtree(shard, ignore_errors=True)
 
+    def _forget_missing(self) -> None:
+        """Takes out of the catalog a collection whose shard folder is gone: deleted to rebuild it."""
+        missing = [n for n, k in self._catalog.collections.items() if not self._shard_path(n, k).is_dir()]
+        for name in missing:
+            log.warning("the shard folder of collection %r is gone from %s: forgotten", name, self.root)
+            del self._catalog.collections[name]
+            self._catalog.deferred.pop(name, None)
+            self._catalog.aliases = {a: t for a, t in self._catalog.aliases.items() if t != name}
+        if missing:
+            self._save_catalog()
+
     # ---- the thread every Edge call runs on ----------------------------------------------------
 
     async def _run(self, call: Callable[..., T], *args: Any) -> T:
@@ -266,9 +289,37 @@ class EdgeStore:
         number = self._catalog.collections.get(name)
         if number is None:
             return None
-        shard = _Shard(qe.EdgeShard.load(str(self._shard_path(name, number))), number)
+        shard = _Shard(self._load(name, self._shard_path(name, number)), number)
         self._shards[name] = shard
         return shard
+
+    def _load(self, name: str, path: Path) -> qe.EdgeShard:
+        """Loads the shard at ``path`` if its files are whole.
+
+        Raises:
+            StoreDamagedError: a file is shorter or longer than its segment's metadata says, or Edge
+                cannot load the shard (an error, or a panic in its Rust code).
+        """
+        if name not in self._damaged:
+            problem = shard_damage(path)
+            if problem is None:
+                try:
+                    return qe.EdgeShard.load(str(path))
+                except BaseException as error:
+                    # pyo3's PanicException derives from BaseException: a panic must not end the worker
+                    if not isinstance(error, Exception) and type(error).__name__ != "PanicException":
+                        raise
+                    detail = " ".join(str(error).split())[:300]
+                    problem = f"Qdrant Edge cannot load it ({type(error).__name__}: {detail})"
+            self._damaged[name] = (
+                f"collection {name!r} of the Qdrant Edge store is damaged: {problem}, in its shard {path}. "
+                f"It is not served until it is rebuilt: stop the worker, delete the folder "
+                f"{self._folder(name)} and start the worker again. A knowledge generation "
+                "('<prefix>_<collection>_g<N>') is then rebuilt from its collection's sources by the next "
+                "pass (`chamvi knowledge sync <collection>` asks for one now); any other collection "
+                "(documents sent through the API, agent state) comes back only from a backup of the folder"
+            )
+        raise StoreDamagedError(self._damaged[name])
 
     def _get(self, name: str) -> _Shard:
         shard = self._open(name)
@@ -292,9 +343,15 @@ class EdgeStore:
         Each load holds the GIL for as long as it reads (``EdgeShard.load`` never releases it), so a
         worker calls this before it polls: then no activity, heartbeat or poll of the worker stalls
         behind a first use (``ChamviPlugin.prepare``).
+
+        A damaged collection is logged and left out, so the worker serves the others; each use of it
+        raises ``StoreDamagedError``.
         """
         for name in sorted(self._catalog.collections):
-            await self._run(self._open, name)
+            try:
+                await self._run(self._open, name)
+            except StoreDamagedError as error:
+                log.error("%s", error)
 
     # ---- collections ---------------------------------------------------------------------------
 
@@ -354,6 +411,7 @@ class EdgeStore:
         if name not in self._catalog.collections:
             return
         shard = self._shards.pop(name, None)
+        self._damaged.pop(name, None)
         del self._catalog.collections[name]
         self._catalog.deferred.pop(name, None)
         self._catalog.aliases = {a: t for a, t in self._catalog.aliases.items() if t != name}

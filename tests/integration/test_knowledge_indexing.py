@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -484,3 +486,52 @@ async def test_a_failed_pass_reaches_the_apps_on_error_instead_of_the_log(
     # the worker's own line is the hook's now (the workflow's log, replay-safe, is Temporal's)
     mine = [r.getMessage() for r in caplog.records if r.name.startswith("chamvi")]
     assert not [line for line in mine if "knowledge error" in line]
+
+
+async def test_a_damaged_generation_is_rebuilt_from_its_sources_by_the_steps_its_error_gives(
+    tmp_path: Path,
+) -> None:
+    from chamvi.errors import StoreDamagedError
+    from chamvi.knowledge.indexing import Indexer
+    from chamvi.knowledge.search import KnowledgeSearch
+    from chamvi.vectors.edge import EdgeStore
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    write_handbook(docs)
+    embedder = CountingEmbedder()
+    embedders = EmbeddingRegistry()
+    embedders.register(embedder.ref, embedder)
+    collection = knowledge_collection("handbook", model=embedder.ref, sources=[folder(docs)])
+    root = tmp_path / "edge"
+
+    async def search(store: KnowledgeIndex) -> list[str]:
+        found = await KnowledgeSearch(store, embedders).search(["handbook"], "warranty", top_k=3)
+        return sorted(m.document for m in found.matches)
+
+    store = KnowledgeIndex(EdgeStore(root))
+    await Indexer(store, embedders).run_pass(collection)
+    everything = await search(store)
+    assert everything == ["guide/warranty.md", "refunds.md", "shipping.md"]
+    await store.vectors.close()
+    generation = root / "collections" / "chamvi_handbook_g1"
+    (chunk,) = generation.glob("shard-*/segments/*/vector_storage/vectors/chunk_0.mmap")
+    os.truncate(chunk, 1000)
+
+    store = KnowledgeIndex(EdgeStore(root))
+    await store.vectors.open_all()
+    with pytest.raises(StoreDamagedError, match=f"delete the folder {generation} and start the worker again"):
+        await search(store)
+    await store.vectors.close()
+
+    shutil.rmtree(generation)
+    store = KnowledgeIndex(EdgeStore(root))
+    embedded = embedder.texts
+    await Indexer(store, embedders).run_pass(collection)
+    assert embedder.texts - embedded == 3  # every document, embedded again
+    assert await search(store) == everything
+    # a new generation, behind the alias again (deleting the folder took the alias with it)
+    meta = await store.meta("handbook")
+    assert meta is not None and meta.generation == 2 and meta.documents == 3
+    assert await store.vectors.alias(store.alias("handbook")) == store.generation_collection("handbook", 2)
+    await store.vectors.close()

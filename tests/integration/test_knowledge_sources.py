@@ -11,7 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
+import httpcore
 import pytest
 
 from chamvi.errors import InvalidAgentDefinitionError
@@ -33,6 +35,8 @@ class Site:
     requests: list[tuple[str, str | None]] = field(default_factory=list)
     robots: bytes = b"User-agent: *\nDisallow: /private/\n"
     base: str = ""
+    hits: int = 0
+    """Every request that reached the site, robots.txt included."""
 
 
 FILLER = (
@@ -59,6 +63,7 @@ def site() -> Iterator[Site]:
             pass
 
         def do_GET(self) -> None:
+            state.hits += 1
             if self.path == "/robots.txt":
                 self._send(200, state.robots, "text/plain", None)
                 return
@@ -179,15 +184,19 @@ async def test_a_loopback_url_is_refused_unless_allow_private(
     with pytest.raises(InvalidAgentDefinitionError, match="not an http"):
         urls(["ftp://example.com/x"])
 
-    # a name that resolves to loopback is refused before any connection
-    async def resolves_to_loopback(host: str, port: int, **_: object) -> list[tuple[object, ...]]:
-        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", port))]
+    # a name that resolves to loopback, or to a public address and loopback, gets no request at all
+    port = int(site.base.rsplit(":", 1)[1])
+    for answer in (["127.0.0.1"], ["93.184.215.14", "127.0.0.1"], ["64:ff9b::7f00:1"]):
 
-    monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", resolves_to_loopback)
-    problems: list[str] = []
-    source = urls(["http://docs.internal.example/a"])
-    assert [d async for d in source.documents(SourceContext(on_error=problems.append))] == []
-    assert problems and "private or loopback" in problems[0]
+        async def resolves(host: str, _port: int, answer: list[str] = answer, **_: object) -> list[object]:
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port)) for address in answer]
+
+        monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", resolves)
+        problems: list[str] = []
+        source = urls([f"http://docs.internal.example:{port}/a"])
+        assert [d async for d in source.documents(SourceContext(on_error=problems.append))] == []
+        assert problems and f"resolves to the private or loopback address {answer[-1]}" in problems[0]
+    assert site.hits == 0
 
 
 async def test_urls_follows_redirects_and_skips_unknown_types_and_bodies_over_the_limit(site: Site) -> None:
@@ -221,22 +230,38 @@ async def test_a_page_that_times_out_marks_the_read_incomplete(site: Site) -> No
     assert ctx.is_incomplete and "timed out" in ctx.reasons[0]
 
 
-async def test_a_name_that_resolves_to_loopback_after_the_check_is_refused_before_its_body_is_read(
+async def test_a_name_is_resolved_once_and_connected_to_at_the_address_checked(
     site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     site.pages = {"/a": (200, '"a"', b"internal secrets", "text/plain")}
     port = int(site.base.rsplit(":", 1)[1])
+    resolved: list[str] = []
     answers = iter(["93.184.215.14"])  # public for the check, then the site on loopback (rebinding)
 
     async def rebinding(host: str, _port: int, **_: object) -> list[tuple[object, ...]]:
+        resolved.append(host)
         address = next(answers, "127.0.0.1")
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
 
+    connected: list[tuple[str, int]] = []
+    connect_tcp = httpcore.AnyIOBackend.connect_tcp
+
+    async def connect(backend: httpcore.AnyIOBackend, host: str, port: int, *args: Any, **kwargs: Any) -> Any:
+        connected.append((host, port))
+        if host == "93.184.215.14":  # no packet leaves the machine
+            raise httpcore.ConnectError("unreachable in this test")
+        return await connect_tcp(backend, host, port, *args, **kwargs)
+
     monkeypatch.setattr(asyncio.get_running_loop(), "getaddrinfo", rebinding)
+    monkeypatch.setattr(httpcore.AnyIOBackend, "connect_tcp", connect)
     problems: list[str] = []
+    ctx = SourceContext(on_error=problems.append)
     source = urls([f"http://docs.example.test:{port}/a"])
-    assert [d async for d in source.documents(SourceContext(on_error=problems.append))] == []
-    assert problems and "answered from the private or loopback address 127.0.0.1" in problems[0]
+    assert [d async for d in source.documents(ctx)] == []
+    assert site.hits == 0
+    assert connected == [("93.184.215.14", port)]
+    assert resolved == ["docs.example.test"]
+    assert ctx.is_incomplete and "could not be fetched (ConnectError" in problems[0]
 
 
 def make_pdf(path: Path, pages: list[str]) -> None:

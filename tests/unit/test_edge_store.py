@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import numpy as np
 import pytest
 import qdrant_edge as qe
 
+from chamvi.errors import StoreDamagedError
 from chamvi.vectors import Match, Point, Where
 from chamvi.vectors.edge import CATALOG, EdgeStore
 
@@ -290,4 +293,58 @@ async def test_an_index_build_dies_with_the_worker_killed_mid_build(tmp_path: Pa
     again = EdgeStore(folder)  # the next worker: the build's copy is a leftover and goes
     assert [p.name for p in (folder / "collections" / "c").iterdir()] == ["shard-0"]
     assert await again.count("c") == 60_000
+    await again.close()
+
+
+@pytest.mark.parametrize(
+    ("file", "size", "problem"),
+    [
+        # Edge loads it and fails at the first search ("vector 15 is not readable")
+        ("vector_storage/vectors/chunk_0.mmap", 1000, "chunk_0.mmap is 1000 bytes where its config.json"),
+        # Edge panics while loading it (pyo3's PanicException is no Exception: it ended the worker)
+        ("vector_storage/vectors/status.dat", 0, "Qdrant Edge cannot load it (PanicException"),
+    ],
+)
+async def test_a_shard_cut_short_on_disk_is_named_with_how_to_rebuild_it_and_the_rest_is_served(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, file: str, size: int, problem: str
+) -> None:
+    store = EdgeStore(tmp_path / "edge")
+    for name in ("chamvi_handbook_g1", "chamvi_releases_g1"):
+        await store.create(name, 16, "cosine")
+        await store.upsert(name, _points(0, 50))
+    await store.close()
+    folder = tmp_path / "edge" / "collections" / "chamvi_handbook_g1"
+    (damaged,) = folder.glob(f"shard-0/segments/*/{file}")
+    os.truncate(damaged, size)
+
+    again = EdgeStore(tmp_path / "edge")
+    with caplog.at_level(logging.ERROR, logger="chamvi.vectors"):
+        await again.open_all()
+    assert len(await again.search("chamvi_releases_g1", [1.0] * 16, limit=3)) == 3
+    with pytest.raises(StoreDamagedError) as raised:
+        await again.search("chamvi_handbook_g1", [1.0] * 16, limit=3)
+    message = str(raised.value)
+    assert raised.value.code == "store_damaged"
+    assert message.startswith("collection 'chamvi_handbook_g1' of the Qdrant Edge store is damaged: ")
+    assert problem in message
+    assert f"in its shard {folder / 'shard-0'}" in message
+    assert f"stop the worker, delete the folder {folder} and start the worker again" in message
+    assert "`chamvi knowledge sync <collection>`" in message
+    assert [r.getMessage() for r in caplog.records if r.name == "chamvi.vectors"] == [message]
+    await again.close()
+
+
+async def test_a_collection_whose_folder_was_deleted_is_forgotten_on_open(tmp_path: Path) -> None:
+    store = EdgeStore(tmp_path / "edge")
+    await store.create("c", 16, "cosine")
+    await store.create("kept", 16, "cosine")
+    await store.set_alias("a", "c")
+    await store.close()
+    shutil.rmtree(tmp_path / "edge" / "collections" / "c")
+    again = EdgeStore(tmp_path / "edge")
+    await again.open_all()
+    assert await again.collections() == ["kept"]
+    assert await again.alias("a") is None
+    await again.create("c", 16, "cosine")
+    assert await again.count("c") == 0
     await again.close()

@@ -31,6 +31,30 @@ def test_urls_refuses_a_bad_definition_naming_the_problem(
         urls(pages, **options)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "address",
+    [
+        "::ffff:127.0.0.1",  # IPv4-mapped
+        "::127.0.0.1",  # IPv4-compatible, ::/96
+        "::ffff:0:10.0.0.1",  # IPv4-translated
+        "64:ff9b::10.0.0.1",  # NAT64
+        "64:ff9b::169.254.169.254",  # NAT64 to the cloud metadata service
+        "64:ff9b:1::1",  # local-use NAT64: never public
+        "64:ff9b:1::8.8.8.8",
+        "2002:7f00:1::",  # 6to4 of 127.0.0.1
+        "2002:0a00:0001::",  # 6to4 of 10.0.0.1
+    ],
+)
+def test_urls_refuses_a_private_ipv4_address_carried_inside_ipv6(address: str) -> None:
+    with pytest.raises(InvalidAgentDefinitionError, match="private or loopback address"):
+        urls([f"http://[{address}]/wiki"])
+
+
+@pytest.mark.parametrize("address", ["::ffff:8.8.8.8", "64:ff9b::8.8.8.8", "2002:808:808::"])
+def test_urls_accepts_a_public_ipv4_address_carried_inside_ipv6(address: str) -> None:
+    assert urls([f"http://[{address}]/wiki"]).urls == (f"http://[{address}]/wiki",)
+
+
 def test_urls_allows_an_internal_site_when_told() -> None:
     assert urls(["http://10.0.0.8/wiki"], allow_private=True).allow_private
 
