@@ -54,6 +54,15 @@ def has_narrowed_permission(permissions: Iterable[str], required: str) -> bool:
     return False
 
 
+def has_agent_permission(permissions: Iterable[str], required: str, agent: str) -> bool:
+    """Whether ``permissions`` cover ``required`` for every agent, or narrowed to ``agent``.
+
+    ``conversations:write`` covers each agent; ``conversations:write:support`` the agent ``support``
+    only (see :func:`has_narrowed_permission` for the routes that let such a token in).
+    """
+    return has_permission(permissions, required) or has_permission(permissions, f"{required}:{agent}")
+
+
 def tool_permission(agent: str, tool: str) -> str:
     """The permission an invoker needs for ``tool`` of ``agent`` under :func:`require_tool_permission`."""
     return f"tool:{agent}:{tool}"

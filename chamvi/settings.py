@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, overload
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
 from chamvi.errors import ChamviError, ChamviValidationError
@@ -31,6 +31,13 @@ _PROVIDER_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PROVIDER_KEYS = ("api", "api_key_env", "base_url", "stream", "timeout")
 _PROVIDERS_EXAMPLE = '{"ollama": {"base_url": "http://localhost:11434/v1"}}'
+OPENAI_API_URL = "https://api.openai.com/v1"
+ANTHROPIC_API_URL = "https://api.anthropic.com"
+OWN_SECRET_PREFIX = "CHAMVI_"
+OWN_SECRETS = ("GITHUB_TOKEN", "SLACK_BOT_TOKEN")
+"""What a provider's ``api_key_env`` may not name besides ``CHAMVI_*``: the tokens chamvi itself
+replies with. Every ``CHAMVI_`` variable is refused, not a list of them: the approval secret, the API
+tokens, a webhook secret an app reads (``CHAMVI_TICKETS_SECRET``), and any chamvi adds later."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +197,40 @@ def anthropic_credentials(env: Mapping[str, str] | None = None) -> tuple[str | N
     return env.get("ANTHROPIC_API_KEY") or None, env.get("ANTHROPIC_BASE_URL") or None
 
 
+def key_hosts(
+    configs: Iterable[ProviderConfig], env: Mapping[str, str] | None = None
+) -> dict[str, dict[str, list[str]]]:
+    """Where each key variable is sent: variable, then host, then the providers sending it there.
+
+    The built-in ``openai`` and ``anthropic`` providers (unless an entry of ``configs`` replaces
+    one) send ``OPENAI_API_KEY`` and ``ANTHROPIC_API_KEY`` to their base URL variable, else their
+    company's API; an ``openai`` entry sends its ``api_key_env`` (none when unset) to its
+    ``base_url``; an ``anthropic`` entry its ``api_key_env``, else ``ANTHROPIC_API_KEY``, to its
+    ``base_url``, else ``ANTHROPIC_BASE_URL``, else Anthropic's API.
+    """
+    env = os.environ if env is None else env
+    _, openai_url = openai_credentials(env)
+    _, anthropic_url = anthropic_credentials(env)
+    sends: list[tuple[str, str, str]] = []
+    named: set[str] = set()
+    for config in configs:
+        named.add(config.name)
+        if config.api == "anthropic":
+            url = config.base_url or anthropic_url or ANTHROPIC_API_URL
+            sends.append((config.name, config.api_key_env or "ANTHROPIC_API_KEY", url))
+        elif config.api_key_env is not None and config.base_url is not None:
+            sends.append((config.name, config.api_key_env, config.base_url))
+    if "openai" not in named:
+        sends.append(("openai", "OPENAI_API_KEY", openai_url or OPENAI_API_URL))
+    if "anthropic" not in named:
+        sends.append(("anthropic", "ANTHROPIC_API_KEY", anthropic_url or ANTHROPIC_API_URL))
+    hosts: dict[str, dict[str, list[str]]] = {}
+    for provider, variable, url in sends:
+        host = (urlsplit(url).hostname or url).lower()
+        hosts.setdefault(variable, {}).setdefault(host, []).append(provider)
+    return hosts
+
+
 def read_variable(name: str, env: Mapping[str, str] | None = None) -> str | None:
     """The variable ``name`` (None when unset or empty): a provider's ``api_key_env``, read at first use."""
     env = os.environ if env is None else env
@@ -272,6 +313,12 @@ def _provider_config(variable: str, name: str, entry: Any) -> ProviderConfig:
     if key_env is not None and (not isinstance(key_env, str) or not _VARIABLE_NAME.fullmatch(key_env)):
         raise ChamviValidationError(
             f'{where}: api_key_env {key_env!r} must name an environment variable, e.g. "OLLAMA_API_KEY"'
+        )
+    if key_env is not None and (key_env.upper().startswith(OWN_SECRET_PREFIX) or key_env in OWN_SECRETS):
+        raise ChamviValidationError(
+            f"{where}: api_key_env {key_env!r} names one of chamvi's own variables, which never go to a "
+            f"model provider (no {OWN_SECRET_PREFIX}* variable, nor {', '.join(OWN_SECRETS)}): put the "
+            'key in a variable of its own, e.g. "OLLAMA_API_KEY"'
         )
     stream = entry.get("stream", True)
     if not isinstance(stream, bool):

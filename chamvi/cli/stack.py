@@ -43,7 +43,7 @@ from chamvi.lifecycle import (
 )
 from chamvi.mcp import classify
 from chamvi.schedules import describe_interval
-from chamvi.settings import Settings, openai_credentials, publish_data_folder
+from chamvi.settings import Settings, configured_providers, key_hosts, openai_credentials, publish_data_folder
 from chamvi.skills.library import sources_of
 from chamvi.telemetry import exporting_traces
 
@@ -227,6 +227,24 @@ def _collection_line(collection: KnowledgeCollection) -> str:
     return f"  collection {collection.name}: model {collection.model}, sources: {sources}{extra}{trust}"
 
 
+def _shared_keys() -> list[str]:
+    """A warning for each key variable two hosts get (``CHAMVI_PROVIDERS`` and the built-ins).
+
+    One key for two hosts hands the one server's key to the other: an entry naming
+    ``OPENAI_API_KEY`` for a third-party gateway sends OpenAI's key there.
+    """
+    return [
+        f"{variable} is sent to {len(hosts)} hosts: "
+        + ", ".join(
+            f"{host} (provider{'s' if len(names) > 1 else ''} {', '.join(repr(n) for n in names)})"
+            for host, names in sorted(hosts.items())
+        )
+        + ": give each host's key a variable of its own (api_key_env in CHAMVI_PROVIDERS)"
+        for variable, hosts in sorted(key_hosts(configured_providers()).items())
+        if len(hosts) > 1
+    ]
+
+
 def _needs_openai_key(ref: str) -> bool:
     return ref.startswith("openai/") and not any(openai_credentials())
 
@@ -349,11 +367,12 @@ def check(app_ref: str, data: Path, contact_mcp: bool, mcp_timeout: float) -> No
     knowledge store (QDRANT_URL, else Qdrant's folder under --data) is read, never written: a
     declared collection it holds as a managed one is a problem. Each declared MCP server is started
     (a stdio command) or reached (a URL) and its tools listed, as a run would, then closed again
-    (--no-mcp skips it): a wrong command is a problem naming the server.
+    (--no-mcp skips it): a wrong command is a problem naming the server. A key variable sent to two
+    hosts (CHAMVI_PROVIDERS entries and the built-in openai and anthropic providers) is a warning.
     """
     app = load_app_or_fail(app_ref)
     problems: list[str] = []
-    warnings: list[str] = []
+    warnings: list[str] = _shared_keys()
     _check_store(app, data, problems, warnings)
     skills = _check_skills(app, data, problems)
     lines: list[str] = []

@@ -37,7 +37,7 @@ from chamvi.http.errors import error_responses
 from chamvi.http.runs_routes import dispatch_as
 from chamvi.http.schemas import ArtifactList, DispatchResultOut, DispatchRun
 from chamvi.models import Artifact
-from chamvi.permissions import has_permission
+from chamvi.permissions import has_agent_permission, has_permission
 
 DISPATCH_MAX_ATTACHMENTS = 16
 """Files one multipart dispatch may carry; with the limit per file, it bounds the body."""
@@ -151,7 +151,7 @@ def artifacts_router(runs: ChamviClient, check_agent: AgentCheck) -> APIRouter:
             agent: str | None = await runs.agent_of(run_id)
         except RunNotFoundError:
             agent = None
-        if agent is None or not has_permission(token.permissions, f"{READ}:{agent}"):
+        if agent is None or not has_agent_permission(token.permissions, READ, agent):
             # the same answer for an unknown run: a narrowed token learns nothing of others' runs
             raise PermissionDeniedError(
                 f"token {token.id!r} may read the artifacts of its agents' runs only "

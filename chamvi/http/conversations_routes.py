@@ -21,7 +21,7 @@ from chamvi.constants import CONVERSATION_ID_MAX_LENGTH, NAME_MAX_LENGTH
 from chamvi.conversations.client import check_conversation_id
 from chamvi.conversations.events import CONVERSATION_MESSAGE, TurnStarted, conversation_turns, parse_stream_id
 from chamvi.conversations.store import ConversationStore
-from chamvi.errors import NotFoundError, RunNotFoundError, UnavailableError
+from chamvi.errors import NotFoundError, PermissionDeniedError, RunNotFoundError, UnavailableError
 from chamvi.http.agents_routes import AgentCheck, AgentDirectory, agent_check
 from chamvi.http.auth import QUERY_TOKEN_KEY, Token, permission, principal
 from chamvi.http.errors import error_responses
@@ -33,6 +33,7 @@ from chamvi.http.runs_routes import (
 )
 from chamvi.http.schemas import ChatAgents, ConversationDeleted, ConversationList, MessageOut, SendMessage
 from chamvi.models.conversations import ConversationPage, TurnRecord, conversation_workflow_id
+from chamvi.permissions import has_agent_permission
 from chamvi.run_events import EventHub
 
 Agent = Annotated[str, Path(min_length=1, max_length=NAME_MAX_LENGTH, description="The agent's name")]
@@ -40,6 +41,23 @@ ConversationId = Annotated[
     str, Path(min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH, description="The conversation's id")
 ]
 Principal = Annotated[Token, Depends(principal)]
+READ = "conversations:read"
+WRITE = "conversations:write"
+
+
+def check_scope(token: Token, required: str, agent: str) -> None:
+    """Refuses a token whose ``required`` permission is narrowed to other agents than ``agent``.
+
+    Checked before the agent is looked up, so a narrowed token learns nothing of other agents.
+
+    Raises:
+        PermissionDeniedError: naming the token, the agent and both permissions that would do.
+    """
+    if not has_agent_permission(token.permissions, required, agent):
+        raise PermissionDeniedError(
+            f"token {token.id!r} lacks the permission {f'{required}:{agent}'!r} (or {required!r}) "
+            f"the conversations of agent {agent!r} need"
+        )
 
 
 def conversations_router(
@@ -73,7 +91,7 @@ def conversations_router(
             200: {"model": MessageOut, "description": "A resent message id: the turn it started before"},
             **error_responses(400, 401, 403, 404, 413, 422, 503),
         },
-        openapi_extra=permission("conversations:write"),
+        openapi_extra=permission(WRITE, narrowed=True),
         summary="Send a message",
     )
     async def send_message(
@@ -87,8 +105,10 @@ def conversations_router(
 
         A new conversation starts with its first message. The turn runs once the turns before it have
         ended; follow it at `/runs/{run_id}/events` or the conversation's `/events`. A message id sent
-        before answers 200 with the turn it started then, and starts nothing.
+        before answers 200 with the turn it started then, and starts nothing. Needs
+        `conversations:write` or `conversations:write:<agent>`.
         """
+        check_scope(token, WRITE, agent)
         await check_agent(agent)
         sent = await runs.send_message(
             agent,
@@ -107,31 +127,36 @@ def conversations_router(
         "",
         response_model=ChatAgents,
         responses=error_responses(401, 403),
-        openapi_extra=permission("conversations:read"),
+        openapi_extra=permission(READ, narrowed=True),
         summary="List the agents to talk with",
     )
-    async def chat_agents() -> ChatAgents:
+    async def chat_agents(token: Principal) -> ChatAgents:
         """The agents the workers serve, in code and defined at runtime, by name.
 
-        Empty when the API knows neither.
+        Empty when the API knows neither. A token holding `conversations:read:<agent>` (not
+        `conversations:read`) gets those agents only.
         """
         names = set(agents or ())
         if directory is not None:
             with contextlib.suppress(UnavailableError):  # no worker to ask: the agents in code still
                 names.update(info.name for info in await directory.list_agents())
-        return ChatAgents(agents=sorted(names))
+        return ChatAgents(agents=sorted(n for n in names if has_agent_permission(token.permissions, READ, n)))
 
     @router.get(
         "/{agent}",
         response_model=ConversationList,
         responses=error_responses(401, 403, 404, 422),
-        openapi_extra=permission("conversations:read"),
+        openapi_extra=permission(READ, narrowed=True),
         summary="List conversations",
     )
     async def list_conversations(
-        agent: Agent, limit: Annotated[int, Query(ge=1, le=100)] = 20
+        agent: Agent, token: Principal, limit: Annotated[int, Query(ge=1, le=100)] = 20
     ) -> ConversationList:
-        """The agent's conversations, the latest started first, from Temporal's visibility."""
+        """The agent's conversations, the latest started first, from Temporal's visibility.
+
+        Needs `conversations:read` or `conversations:read:<agent>`.
+        """
+        check_scope(token, READ, agent)
         await check_agent(agent)
         return ConversationList(data=await runs.list_conversations(agent, limit=limit))
 
@@ -139,12 +164,13 @@ def conversations_router(
         "/{agent}/{conversation_id}",
         response_model=ConversationPage,
         responses=error_responses(400, 401, 403, 404, 422),
-        openapi_extra=permission("conversations:read"),
+        openapi_extra=permission(READ, narrowed=True),
         summary="Read a conversation",
     )
     async def read_conversation(
         agent: Agent,
         conversation_id: ConversationId,
+        token: Principal,
         limit: Annotated[int, Query(ge=1, le=100, description="Turns per page")] = 20,
         before: Annotated[
             int | None, Query(ge=0, le=10**9, description="The `before` of the page after this one")
@@ -152,8 +178,10 @@ def conversations_router(
     ) -> ConversationPage:
         """The messages of the latest `limit` turns (before turn `before`), oldest first.
 
-        Without `before`, the messages waiting for their turn follow.
+        Without `before`, the messages waiting for their turn follow. Needs `conversations:read` or
+        `conversations:read:<agent>`.
         """
+        check_scope(token, READ, agent)
         await check_agent(agent)
         return await runs.conversation_messages(
             agent, check_conversation_id(conversation_id), limit=limit, before=before
@@ -166,12 +194,13 @@ def conversations_router(
             200: {"content": {SSE_MEDIA_TYPE: {}}, "description": "The conversation's events, turn by turn"},
             **error_responses(401, 403, 404, 422),
         },
-        openapi_extra={**permission("conversations:read"), QUERY_TOKEN_KEY: True},
+        openapi_extra={**permission(READ, narrowed=True), QUERY_TOKEN_KEY: True},
         summary="Follow a conversation",
     )
     async def conversation_events(
         agent: Agent,
         conversation_id: ConversationId,
+        token: Principal,
         last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=40)] = None,
         resume_after: Annotated[
             str | None,
@@ -184,8 +213,9 @@ def conversations_router(
         events (`run.delta` while the model writes, `run.step`, `run.waiting`, ..., `run.completed`),
         each with its `turn`. Ids are `<turn>.<event>`: reconnect with `Last-Event-ID` (or
         `?last_event_id=`) to resume after one, without gaps or repeats. The stream goes on while the
-        conversation lives.
+        conversation lives. Needs `conversations:read` or `conversations:read:<agent>`.
         """
+        check_scope(token, READ, agent)
         await check_agent(agent)
         check_conversation_id(conversation_id)
         resume = parse_stream_id(last_event_id if last_event_id is not None else resume_after)
@@ -206,17 +236,20 @@ def conversations_router(
         "/{agent}/{conversation_id}",
         response_model=ConversationDeleted,
         responses=error_responses(401, 403, 404, 422),
-        openapi_extra=permission("conversations:write"),
+        openapi_extra=permission(WRITE, narrowed=True),
         summary="Forget a conversation",
     )
-    async def delete_conversation(agent: Agent, conversation_id: ConversationId) -> ConversationDeleted:
+    async def delete_conversation(
+        agent: Agent, conversation_id: ConversationId, token: Principal
+    ) -> ConversationDeleted:
         """Ends the conversation and forgets it.
 
         The conversation's workflow ends (with a turn under way), its transcript is deleted, and so are
         the Temporal executions of the conversation and of its turns. Executions visibility did not
         list yet stay until the namespace's retention removes them; archives and log collectors keep
-        what they copied.
+        what they copied. Needs `conversations:write` or `conversations:write:<agent>`.
         """
+        check_scope(token, WRITE, agent)
         await check_agent(agent)
         executions = await runs.delete_conversation(agent, check_conversation_id(conversation_id))
         return ConversationDeleted(agent=agent, id=conversation_id, executions=executions)

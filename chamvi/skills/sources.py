@@ -10,9 +10,11 @@ checked already; the catalog then checks names against each other and the sizes 
 from __future__ import annotations
 
 import dataclasses
+import errno
 import inspect
 import os
 import posixpath
+import stat
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,16 +131,65 @@ def check_source(source: Any, where: str) -> SkillSource:
 # --- skills_folder() ------------------------------------------------------------------------------
 
 
-def _walk(root: Path) -> list[str]:
-    """Every regular file below ``root`` as a relative ``/`` path; dot entries are skipped."""
+def _walk(root: Path) -> tuple[list[str], list[str]]:
+    """Every regular file and every symbolic link below ``root``, as relative ``/`` paths.
+
+    Dot entries are skipped; a link is listed, never followed (a link to a folder is listed with a
+    trailing ``/``).
+    """
     found: list[str] = []
+    links: list[str] = []
     for folder, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__")
         base = Path(folder).relative_to(root).as_posix()
+        prefix = "" if base == "." else f"{base}/"
+        kept = []
+        for name in sorted(d for d in dirs if not d.startswith(".") and d != "__pycache__"):
+            if os.path.islink(Path(folder) / name):
+                links.append(f"{prefix}{name}/")
+            else:
+                kept.append(name)
+        dirs[:] = kept
         for name in sorted(names):
-            if not name.startswith(".") and (Path(folder) / name).is_file():
-                found.append(name if base == "." else f"{base}/{name}")
-    return found
+            if name.startswith("."):
+                continue
+            if os.path.islink(Path(folder) / name):
+                links.append(prefix + name)
+            elif (Path(folder) / name).is_file():
+                found.append(prefix + name)
+    return found, links
+
+
+def _refuse_links(root: Path, found: list[str], links: list[str]) -> None:
+    """Refuses the links a skill would be read through: inside a skill folder, or to a folder.
+
+    A link is never followed (as ``git_skills`` and the knowledge ``folder()`` source do not): one
+    to ``/proc/self/environ`` or to a secret would hand the file to the model. A link to a folder
+    may hide a skill the walk would not find; a file link outside every skill folder is not read,
+    so it is let be.
+
+    Raises:
+        InvalidSkillError: naming every such link.
+    """
+    roots = {posixpath.dirname(p) for p in (*found, *links) if posixpath.basename(p) == SKILL_FILE}
+    refused = [link for link in links if link.endswith("/") or _skill_of(link, roots) is not None]
+    if refused:
+        raise _links_refused(root, sorted(refused))
+
+
+def _links_refused(root: Path, links: list[str]) -> InvalidSkillError:
+    return InvalidSkillError(
+        f"skill folder {root}: {', '.join(repr(link) for link in links)} "
+        f"{'is a symbolic link' if len(links) == 1 else 'are symbolic links'}, and skills_folder() "
+        "never follows links (they may lead out of the folder): put the file or folder itself there"
+    )
+
+
+def _skill_of(path: str, roots: set[str]) -> str | None:
+    """The skill folder (one of ``roots``) that ``path`` lies in, if any."""
+    folder = posixpath.dirname(path.rstrip("/"))
+    while folder not in roots and folder:
+        folder = posixpath.dirname(folder)
+    return folder if folder in roots else None
 
 
 def skill_paths(sizes: Mapping[str, int], limits: SkillLimits, where: Callable[[str], str]) -> list[str]:
@@ -151,10 +202,8 @@ def skill_paths(sizes: Mapping[str, int], limits: SkillLimits, where: Callable[[
     totals: dict[str, int] = {}
     inside: list[str] = []
     for path in sorted(sizes):
-        folder = posixpath.dirname(path)
-        while folder not in roots and folder:
-            folder = posixpath.dirname(folder)
-        if folder not in roots:
+        folder = _skill_of(path, roots)
+        if folder is None:
             continue
         totals[folder] = totals.get(folder, 0) + sizes[path]
         if totals[folder] > limits.skill_bytes:
@@ -172,8 +221,10 @@ def read_skill_tree(root: Path, limits: SkillLimits) -> dict[str, bytes]:
     Raises:
         InvalidSkillError: a skill's files are over ``limits.skill_bytes``, or a file cannot be read.
     """
+    found, links = _walk(root)
+    _refuse_links(root, found, links)
     sizes: dict[str, int] = {}
-    for path in _walk(root):
+    for path in found:
         try:
             sizes[path] = (root / path).stat().st_size
         except OSError as error:
@@ -183,12 +234,24 @@ def read_skill_tree(root: Path, limits: SkillLimits) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     for path in skill_paths(sizes, limits, lambda rel: str(root / rel)):
         try:
-            files[path] = (root / path).read_bytes()
+            files[path] = _read_no_link(root / path)
         except OSError as error:
+            if error.errno == errno.ELOOP:  # swapped for a link since the walk
+                raise _links_refused(root, [path]) from None
             raise InvalidSkillError(
                 f"skill {root / path}: cannot be read: {error.strerror or error}"
             ) from None
     return files
+
+
+def _read_no_link(path: Path) -> bytes:
+    """The bytes of the regular file ``path``; ``ELOOP`` if it is a link now."""
+    # O_NONBLOCK: a FIFO put in the file's place must not wait for a writer
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return file.read()
 
 
 @dataclass(frozen=True)
@@ -236,7 +299,8 @@ def skills_folder(path: str | os.PathLike[str], *, trusted: bool = True) -> Skil
     """Every skill below ``path``: each folder holding a ``SKILL.md`` (``path`` itself may be one).
 
     ``path`` is resolved against the working directory now and checked by the App (a directory).
-    Dot files and dot folders are skipped; files outside any skill folder are not read.
+    Dot files and dot folders are skipped; files outside any skill folder are not read. Links are
+    never followed: one inside a skill folder, or one to a folder, fails the load naming it.
     """
     if not isinstance(trusted, bool):
         raise InvalidAgentDefinitionError("skills_folder() trusted must be True or False")

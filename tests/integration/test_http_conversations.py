@@ -25,18 +25,21 @@ TOKENS = make_tokens(
     person=["conversations:read", "conversations:write", "runs:read", "runs:approve"],
     reader=["conversations:read"],
     runner=["runs:read"],
+    chat_only=["conversations:read:chat", "conversations:write:chat"],
 )
 
 
 @asynccontextmanager
-async def chat_api(client: Client, task_queue: str) -> AsyncIterator[httpx.AsyncClient]:
+async def chat_api(
+    client: Client, task_queue: str, also_listed: tuple[str, ...] = ()
+) -> AsyncIterator[httpx.AsyncClient]:
     store = ArtifactStore.memory()
     plugin = local_plugin(make_app(), artifacts=store)
     api = create_api(
         tokens=list(TOKENS.values()),
         managed=None,
         runs=ChamviClient(client, task_queue=task_queue, artifacts=store),
-        agents=list(plugin.app.agents),
+        agents=[*plugin.app.agents, *also_listed],
         events=plugin.runtime.events,
     )
     async with (
@@ -103,6 +106,50 @@ async def test_the_conversation_routes_need_their_permissions(client: Client, ta
     assert missing.status_code == 404
     assert unknown.status_code == 404 and "unknown agent 'nosuch'" in unknown.text
     assert empty.status_code == 422
+
+
+async def test_conversation_permissions_narrowed_to_an_agent_reach_that_agents_conversations_only(
+    client: Client, task_queue: str
+) -> None:
+    conversation = _cid()
+    async with chat_api(client, task_queue, also_listed=("billing",)) as http:
+        narrow = bearer(TOKENS["chat_only"])
+
+        async def say_hi(path: str) -> httpx.Response:
+            return await http.post(path, json={"text": "hi"}, headers=narrow)
+
+        sent = await say_hi(f"/conversations/chat/{conversation}/messages")
+        assert sent.status_code == 202, sent.text
+        await _answered(http, conversation, 1)
+        read = await http.get(f"/conversations/chat/{conversation}", headers=narrow)
+        listed = await http.get("/conversations/chat", headers=narrow)
+        every_agent = await http.get("/conversations")
+        its_agents = await http.get("/conversations", headers=narrow)
+        elsewhere = {
+            "send": await say_hi("/conversations/billing/c-1/messages"),
+            "read": await http.get("/conversations/billing/c-1", headers=narrow),
+            "list": await http.get("/conversations/billing", headers=narrow),
+            "follow": await http.get("/conversations/billing/c-1/events", headers=narrow),
+            "forget": await http.delete("/conversations/billing/c-1", headers=narrow),
+            "unknown": await say_hi("/conversations/nosuch/c-1/messages"),
+        }
+        forgotten = await http.delete(f"/conversations/chat/{conversation}", headers=narrow)
+
+    assert read.status_code == 200 and read.json()["messages"][0]["invoker"]["id"] == "chat_only"
+    assert listed.status_code == 200 and conversation in [c["id"] for c in listed.json()["data"]]
+    assert every_agent.json() == {"agents": ["billing", "chat"]}
+    assert its_agents.json() == {"agents": ["chat"]}
+    assert forgotten.status_code == 200, forgotten.text
+    needs = {"send": "write", "read": "read", "list": "read", "follow": "read", "forget": "write"}
+    for route, response in elsewhere.items():
+        assert response.status_code == 403, (route, response.text)
+        agent = "nosuch" if route == "unknown" else "billing"
+        scope = f"conversations:{needs.get(route, 'write')}"
+        assert response.json()["error"] == {
+            "code": "forbidden",
+            "message": f"token 'chat_only' lacks the permission '{scope}:{agent}' (or '{scope}') the "
+            f"conversations of agent '{agent}' need",
+        }
 
 
 async def _events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:

@@ -165,6 +165,23 @@ def test_check_of_the_example_lists_its_agents_and_warns_of_nothing(monkeypatch:
     assert result.stderr == ""
 
 
+def test_check_warns_when_one_key_variable_is_sent_to_two_hosts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CHAMVI_APP", raising=False)
+    monkeypatch.delenv("CHAMVI_HANDBOOK_MODEL", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    gateway = {"gateway": {"base_url": "https://gw.example/v1", "api_key_env": "OPENAI_API_KEY"}}
+    monkeypatch.setenv("CHAMVI_PROVIDERS", json.dumps(gateway))
+    result = invoke("check")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.splitlines() == [
+        "warning: OPENAI_API_KEY is sent to 2 hosts: api.openai.com (provider 'openai'), gw.example "
+        "(provider 'gateway'): give each host's key a variable of its own (api_key_env in CHAMVI_PROVIDERS)"
+    ]
+    monkeypatch.setenv("OPENAI_BASE_URL", "https://gw.example/v1")  # the built-in goes there too
+    assert invoke("check").stderr == ""
+
+
 def test_check_with_no_mcp_names_the_mcp_servers_an_agent_uses_without_contacting_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

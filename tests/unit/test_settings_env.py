@@ -14,6 +14,7 @@ from chamvi.settings import (
     Settings,
     anthropic_credentials,
     hf_hub_offline,
+    key_hosts,
     openai_credentials,
     parse_providers,
     read_variable,
@@ -99,6 +100,48 @@ def test_a_bad_providers_entry_is_refused_naming_it_and_the_fix(raw: str, messag
     with pytest.raises(ChamviValidationError) as raised:
         Settings.from_env({"CHAMVI_PROVIDERS": raw})
     assert message in raised.value.message
+
+
+@pytest.mark.parametrize(
+    "variable",
+    ["CHAMVI_APPROVAL_SECRET", "CHAMVI_TOKENS", "CHAMVI_TICKETS_SECRET", "chamvi_api_token", "GITHUB_TOKEN"],
+)
+def test_a_providers_entry_may_not_send_one_of_chamvi_s_own_secrets_as_its_key(variable: str) -> None:
+    raw = json.dumps({"gateway": {"base_url": "https://gw.example/v1", "api_key_env": variable}})
+    with pytest.raises(ChamviValidationError) as raised:
+        Settings.from_env({"CHAMVI_PROVIDERS": raw})
+    assert raised.value.message == (
+        f"CHAMVI_PROVIDERS: provider 'gateway': api_key_env {variable!r} names one of chamvi's own "
+        "variables, which never go to a model provider (no CHAMVI_* variable, nor GITHUB_TOKEN, "
+        'SLACK_BOT_TOKEN): put the key in a variable of its own, e.g. "OLLAMA_API_KEY"'
+    )
+
+
+def test_each_key_variable_is_mapped_to_the_hosts_it_is_sent_to() -> None:
+    configs = parse_providers(
+        json.dumps(
+            {
+                "gateway": {"base_url": "https://GW.example:8443/v1", "api_key_env": "OPENAI_API_KEY"},
+                "ollama": {"base_url": "http://localhost:11434/v1"},  # no key: sends none
+                "claude-proxy": {"api": "anthropic", "base_url": "https://proxy.example"},
+                "claude-work": {"api": "anthropic", "api_key_env": "WORK_ANTHROPIC_KEY"},
+            }
+        )
+    )
+    assert key_hosts(configs, {}) == {
+        "OPENAI_API_KEY": {"gw.example": ["gateway"], "api.openai.com": ["openai"]},
+        "ANTHROPIC_API_KEY": {"proxy.example": ["claude-proxy"], "api.anthropic.com": ["anthropic"]},
+        "WORK_ANTHROPIC_KEY": {"api.anthropic.com": ["claude-work"]},
+    }
+    env = {"OPENAI_BASE_URL": "https://gw.example/v1", "ANTHROPIC_BASE_URL": "https://proxy.example"}
+    assert key_hosts(configs, env) == {
+        "OPENAI_API_KEY": {"gw.example": ["gateway", "openai"]},
+        "ANTHROPIC_API_KEY": {"proxy.example": ["claude-proxy", "anthropic"]},
+        "WORK_ANTHROPIC_KEY": {"proxy.example": ["claude-work"]},
+    }
+    # an entry named like a built-in replaces it: its key goes only where the entry says
+    replaced = parse_providers(json.dumps({"openai": {"base_url": "http://h/v1", "api_key_env": "K"}}))
+    assert "OPENAI_API_KEY" not in key_hosts(replaced, {})
 
 
 def test_an_app_serves_the_environment_s_providers_which_replace_the_code_s_of_one_name(

@@ -211,6 +211,37 @@ def test_a_skill_folder_inside_another_fails_the_boot(tmp_path: Path) -> None:
     assert raised.value.message.startswith(f"skill {outer / 'references/inner/SKILL.md'}: is inside")
 
 
+def test_a_skills_folder_never_follows_a_link_and_the_boot_error_names_each_one(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("CHAMVI_APPROVAL_SECRET=hunter2")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "notes.md").write_text("outside notes")
+    root = tmp_path / "skills"
+    folder = write_skill(root, "refunds", None, {"notes.md": "inside notes"})
+    (folder / "environ.md").symlink_to("/proc/self/environ")
+    (folder / "secret.md").symlink_to(secret)
+    (folder / "shared").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    (folder / "again.md").symlink_to("notes.md")  # stays inside: never followed either, like git's
+    (root / "README.md").symlink_to(secret)  # outside every skill folder: not read, let be
+    app = App(agents=[agent()], skills=[skills_folder(root)])
+    with pytest.raises(InvalidSkillError) as raised:
+        asyncio.run(boot(app))
+    assert raised.value.message == (
+        f"skill folder {root}: 'refunds/again.md', 'refunds/environ.md', 'refunds/secret.md', "
+        "'refunds/shared/' are symbolic links, and skills_folder() never follows links (they may lead "
+        "out of the folder): put the file or folder itself there"
+    )
+    for link in ("again.md", "environ.md", "secret.md", "shared"):
+        (folder / link).unlink()
+    (root / "linked-skill").symlink_to(folder, target_is_directory=True)
+    with pytest.raises(InvalidSkillError, match=r"'linked-skill/' is a symbolic link"):
+        skill_catalog(skills_folder(root))
+    (root / "linked-skill").unlink()
+    catalog = skill_catalog(skills_folder(root))
+    loaded = asyncio.run(catalog.load("refunds"))
+    assert loaded["files"] == [{"path": "notes.md", "size": 12}]
+
+
 def test_a_folder_without_skills_and_a_path_that_is_no_folder_are_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidSkillError, match="holds no skill"):
         skill_catalog(skills_folder(tmp_path))
