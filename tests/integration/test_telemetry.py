@@ -23,6 +23,8 @@ from typing import Any
 import httpx
 import pytest
 from opentelemetry import propagate, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -38,11 +40,15 @@ from chamvi.http import create_api
 from chamvi.knowledge import folder, knowledge_collection
 from chamvi.lifecycle import memory_index
 from chamvi.plugin import ChamviPlugin
-from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
+from chamvi.providers import AnthropicProvider, ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
+from chamvi.providers.compatible import openai_compatible
 from chamvi.runtime import build_worker, connect
 from chamvi.settings import Settings
 from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, reader_app, wait_for_meta
 from tests.polling import eventually, until_status
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import text as anthropic_text
+from tests.support.anthropic_server import tool_use as anthropic_tool_use
 from tests.support.http_api import bearer, make_tokens, serving
 from tests.support.openai_server import OpenAIServer, error, text, tool_call
 from tests.support.otlp_collector import Collector
@@ -592,3 +598,85 @@ async def test_a_run_that_outlives_its_worker_is_still_one_trace(
         "approval",
         "ok",
     ]
+
+
+@pytest.fixture
+def anthropic_sdk_instrumented() -> Iterator[InMemoryMetricReader]:
+    """OpenLLMetry's instrumentation of the ``anthropic`` SDK, as a user installs it; yields its metrics."""
+    from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor
+
+    reader = InMemoryMetricReader()
+    instrumentor = AnthropicInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=trace.get_tracer_provider(), meter_provider=MeterProvider(metric_readers=[reader])
+    )
+    try:
+        yield reader
+    finally:
+        instrumentor.uninstrument()
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+async def test_an_anthropic_call_is_one_chat_span_with_its_response_id_and_model_beside_sdk_instrumentation(
+    chamvi: ChamviClient,
+    running_worker: Any,
+    exporter: InMemorySpanExporter,
+    anthropic_sdk_instrumented: InMemoryMetricReader,
+    streamed: bool,
+) -> None:
+    with AnthropicServer() as server:
+        server.add(anthropic_tool_use("add", {"a": 2, "b": 3}), anthropic_text("5"))
+        agent = define_agent(name="adder", model="anthropic/claude-test", instructions="Add.", tools=[add])
+        provider = AnthropicProvider(api_key="test-key", base_url=server.url, stream=streamed)
+        async with running_worker(App(agents=[agent], models=[provider])):
+            run = await chamvi.wait((await chamvi.dispatch("adder")).run_id)
+    assert run.status == RunStatus.COMPLETED, run.error
+
+    spans = spans_of_run(exporter, run.run_id)
+    assert_rooted_in_invoke_agent(spans, "adder")
+    # one span per model call: the SDK's instrumentation stands aside inside chamvi's
+    chats = [s for s in spans.spans if (s.attributes or {}).get("gen_ai.operation.name") == "chat"]
+    assert [s.name for s in chats] == ["chat claude-test", "chat claude-test"]
+    for chat in chats:
+        attributes = dict(chat.attributes or {})
+        assert (attributes["gen_ai.provider.name"], attributes["gen_ai.request.model"]) == (
+            "anthropic",
+            "claude-test",
+        )
+        assert (attributes["gen_ai.response.model"], attributes["gen_ai.response.id"]) == (
+            "claude-test",
+            "msg_test",
+        )
+    assert [dict(c.attributes or {})["gen_ai.usage.input_tokens"] for c in chats] == [10, 12]
+    # nor does it count the tokens a second time
+    metrics = anthropic_sdk_instrumented.get_metrics_data()
+    counted = [
+        m.name
+        for r in (metrics.resource_metrics if metrics else [])
+        for scope in r.scope_metrics
+        for m in scope.metrics
+        if m.data.data_points
+    ]
+    assert counted == []
+
+
+async def test_an_openai_compatible_call_s_chat_span_names_the_model_that_answered(
+    chamvi: ChamviClient, running_worker: Any, exporter: InMemorySpanExporter
+) -> None:
+    with OpenAIServer() as server:
+        server.add(tool_call("add", {"a": 2, "b": 3}), text("5"))
+        agent = define_agent(name="adder", model="ollama/llama3", instructions="Add.", tools=[add])
+        provider = openai_compatible("ollama", base_url=server.url + "/v1")
+        async with running_worker(App(agents=[agent], models=[provider])):
+            run = await chamvi.wait((await chamvi.dispatch("adder")).run_id)
+    assert run.status == RunStatus.COMPLETED, run.error
+    chats = spans_of_run(exporter, run.run_id).named("chat llama3")
+    assert len(chats) == 2
+    for chat in chats:
+        attributes = dict(chat.attributes or {})
+        assert attributes["gen_ai.provider.name"] == "ollama"
+        assert attributes["gen_ai.request.model"] == "llama3"
+        assert (attributes["gen_ai.response.model"], attributes["gen_ai.response.id"]) == (
+            "test-model",
+            "chatcmpl-test",
+        )
