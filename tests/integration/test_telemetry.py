@@ -152,7 +152,7 @@ def spans_of_run(exporter: InMemorySpanExporter, run_id: str) -> Trace:
         and "Query" not in s.name
     ]
     traces = {s.context.trace_id for s in ours if s.context is not None}
-    assert len(traces) == 1, f"{len(traces)} traces: {sorted((s.name, s.context.trace_id) for s in ours)}"  # type: ignore[union-attr]
+    assert len(traces) == 1, f"{len(traces)} traces: {sorted((s.name, s.context.trace_id) for s in ours)}"
     return Trace([s for s in finished if s.context is not None and s.context.trace_id in traces])
 
 
