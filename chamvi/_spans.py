@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 
 from opentelemetry import trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Span, SpanKind, StatusCode
 from opentelemetry.util.types import AttributeValue
 
@@ -23,15 +24,25 @@ def failed(span: Span, kind: str) -> None:
 
 @contextlib.contextmanager
 def span(
-    name: str, attributes: Mapping[str, AttributeValue], kind: SpanKind = SpanKind.INTERNAL
+    name: str,
+    attributes: Mapping[str, AttributeValue],
+    kind: SpanKind = SpanKind.INTERNAL,
+    context: Context | None = None,
 ) -> Iterator[Span]:
-    """A current span around the block; an exception fails it by its code or type and propagates.
+    """A current span around the block, under ``context``'s span (default: the current one).
+
+    An exception fails it by its code or type and propagates.
 
     The exception's message is not recorded: it may quote a tool's arguments or a model's answer,
     which stay out of spans unless asked for (see ``chamvi.telemetry``).
     """
     with _tracer.start_as_current_span(
-        name, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
+        name,
+        context,
+        kind=kind,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
     ) as current:
         try:
             yield current

@@ -11,7 +11,14 @@ Where the spans come from, so that one trace follows a run from the HTTP request
   ``execute_tool <tool>`` and ``knowledge pass <collection>``, with the GenAI semantic conventions'
   attributes; ``KnowledgeSearch`` adds ``knowledge search``;
 - ``invoke_agent <agent>`` for each run, with the run's real start and end, made when the run ends
-  (``chamvi._workflow_spans``) under the trace the run was started in.
+  (``chamvi._workflow_spans``) with ids known from the run's start, so that every other span of the
+  run hangs under it: the root of the run's trace, or under the caller's span when the run was
+  started inside one.
+
+A model SDK's own OpenTelemetry instrumentation (OpenLLMetry's ``opentelemetry-instrumentation-anthropic``
+or ``-openai``, OpenInference's, ...) would make a second chat span and count the tokens again for
+the call chamvi's ``chat`` span already describes: inside that span, instrumentation is suppressed
+by the context keys those libraries honour.
 
 The conventions' metrics ``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration``
 (histograms with the conventions' attributes and bucket boundaries) are recorded for each model
@@ -33,11 +40,18 @@ import json
 import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import propagate, trace
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY, Context
+from opentelemetry.propagators.composite import CompositePropagator
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import SpanKind
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.util.types import AttributeValue
 from temporalio import activity
 from temporalio.client import Interceptor as ClientInterceptor
@@ -55,7 +69,14 @@ from temporalio.worker import (
 from chamvi import constants as c
 from chamvi._genai_messages import input_messages, output_messages
 from chamvi._spans import ERROR_TYPE, failed, span
-from chamvi._workflow_spans import INVOKE_AGENT_EXTERN, AgentRunSpans, RunEnded, conversation_id
+from chamvi._workflow_spans import (
+    INVOKE_AGENT_EXTERN,
+    AgentRunSpans,
+    RunEnded,
+    RunSpan,
+    conversation_id,
+    header_carrier,
+)
 from chamvi.app import App
 from chamvi.errors import ChamviError, ChamviValidationError
 from chamvi.models import (
@@ -257,7 +278,10 @@ class ChamviTelemetry(Interceptor):
             return None
 
     def invoke_agent_span(self, run: RunEnded) -> None:
-        """The run's ``invoke_agent`` span, from its start to its end, in the trace it was started in."""
+        """The run's ``invoke_agent`` span, from its start to its end, with the ids its run derived.
+
+        Under the caller's span when the run was started inside one, else the root of its trace.
+        """
         ref = self.model_ref(run.agent) or "unknown"
         provider, _, model = ref.partition("/")
         attributes: dict[str, AttributeValue] = {
@@ -272,17 +296,107 @@ class ChamviTelemetry(Interceptor):
             GEN_AI_OUTPUT_TOKENS: run.output_tokens,
             "chamvi.run.status": run.status,
         }
-        context = propagate.extract(run.carrier) if run.carrier else None
-        current = trace.get_tracer("chamvi").start_span(
-            f"invoke_agent {run.agent}",
-            context,
-            kind=SpanKind.INTERNAL,
-            attributes=attributes,
-            start_time=run.start_ns,
-        )
+        parent = _W3C.extract(run.span.parent) if run.span.parent else Context()
+        with _ids_of(run.span):
+            current = _run_tracer().start_span(
+                f"invoke_agent {run.agent}",
+                parent,
+                kind=SpanKind.INTERNAL,
+                attributes=attributes,
+                start_time=run.start_ns,
+            )
         if run.error is not None:
             failed(current, run.error)
         current.end(end_time=max(run.end_ns, run.start_ns))
+
+
+_W3C = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
+"""What temporalio's ``TracingInterceptor`` writes in its header, whatever the global propagator."""
+
+_RUN_SPAN: ContextVar[RunSpan | None] = ContextVar("chamvi_run_span", default=None)
+_SUPPRESS_LANGUAGE_MODEL_INSTRUMENTATION = "suppress_language_model_instrumentation"
+"""OpenLLMetry's key (``opentelemetry.semconv_ai``): its model SDK instrumentations stand aside."""
+
+
+class _RunSpanIds(IdGenerator):
+    """A tracer's id generator that gives the span being made the ids its run derived, else its own.
+
+    The SDK makes a span's ids with its tracer's generator, and offers no other way to give a span
+    ids chosen before (``invoke_agent``'s, which the run's other spans already name as their parent).
+    """
+
+    def __init__(self, ids: IdGenerator) -> None:
+        self.ids = ids
+
+    def generate_span_id(self) -> int:
+        """The run span's id while it is being made, else the tracer's own."""
+        run = _RUN_SPAN.get()
+        return run.span_id if run is not None else int(self.ids.generate_span_id())
+
+    def generate_trace_id(self) -> int:
+        """The run span's trace id while it is being made, else the tracer's own."""
+        run = _RUN_SPAN.get()
+        return run.trace_id if run is not None else int(self.ids.generate_trace_id())
+
+    def is_trace_id_random(self) -> bool:
+        """The tracer's own answer; a run's trace id is a hash, of no random bits W3C could vouch for."""
+        return _RUN_SPAN.get() is None and self.ids.is_trace_id_random()
+
+
+def _run_tracer() -> trace.Tracer:
+    """The ``chamvi`` tracer of the installed provider, whose generator gives a run span its own ids.
+
+    An SDK tracer (one with an ``IdGenerator``) is given :class:`_RunSpanIds` once; another
+    provider's tracer makes the span with ids of its own, outside the run's trace.
+    """
+    tracer = trace.get_tracer_provider().get_tracer("chamvi")
+    ids = getattr(tracer, "id_generator", None)
+    if isinstance(ids, IdGenerator) and not isinstance(ids, _RunSpanIds):
+        tracer.id_generator = _RunSpanIds(ids)  # type: ignore[attr-defined]
+    return tracer
+
+
+@contextlib.contextmanager
+def _ids_of(run: RunSpan) -> Iterator[None]:
+    token = _RUN_SPAN.set(run)
+    try:
+        yield
+    finally:
+        _RUN_SPAN.reset(token)
+
+
+def _run_context(input: ExecuteActivityInput) -> Context | None:
+    """Where chamvi's span of an activity starts: None for the current span, else the run's span.
+
+    The current span is temporalio's ``RunActivity`` when a tracing interceptor runs on the worker,
+    already in the run's trace; without one, the run's context comes in the activity's header
+    (``chamvi._workflow_spans``), and whatever span is current belongs to another trace.
+    """
+    carrier = header_carrier(input.headers)
+    if carrier is None:
+        return None
+    context = _W3C.extract(carrier)
+    run_trace = trace.get_current_span(context).get_span_context().trace_id
+    if trace.get_current_span().get_span_context().trace_id == run_trace:
+        return None
+    return context
+
+
+@contextlib.contextmanager
+def _sdk_instrumentation_suppressed() -> Iterator[None]:
+    """The block runs with the model SDKs' own instrumentation standing aside (module docstring).
+
+    OpenTelemetry's ``suppress_instrumentation`` key is the one every contrib instrumentation and
+    OpenInference honour; OpenLLMetry's read theirs as well. An HTTP client's instrumentation stands
+    aside with them: the ``chat`` span times the call.
+    """
+    context = otel_context.set_value(_SUPPRESS_INSTRUMENTATION_KEY, True)
+    context = otel_context.set_value(_SUPPRESS_LANGUAGE_MODEL_INSTRUMENTATION, True, context)
+    token = otel_context.attach(context)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 def _conversation(request: object) -> dict[str, AttributeValue]:
@@ -351,8 +465,10 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
             attributes[GEN_AI_INPUT_MESSAGES] = input_messages(request.delta)
         started = time.monotonic()
         try:
-            with span(f"chat {model or provider}", attributes, SpanKind.CLIENT) as current:
-                response = await self.next.execute_activity(input)
+            parent = _run_context(input)
+            with span(f"chat {model or provider}", attributes, SpanKind.CLIENT, parent) as current:
+                with _sdk_instrumentation_suppressed():
+                    response = await self.next.execute_activity(input)
                 if not isinstance(response, ModelResponse):
                     return response
                 usage = response.usage
@@ -404,7 +520,7 @@ class _ActivityTelemetry(ActivityInboundInterceptor):
             attributes["chamvi.mcp.server"] = request.mcp_server
         if self.root.capture_content:
             attributes[GEN_AI_TOOL_ARGUMENTS] = _content(call.arguments)
-        with span(f"execute_tool {call.name}", attributes) as current:
+        with span(f"execute_tool {call.name}", attributes, context=_run_context(input)) as current:
             result = await self.next.execute_activity(input)
             if not isinstance(result, ToolResult):
                 return result

@@ -3,8 +3,9 @@
 ``ANTHROPIC_API_KEY`` authenticates and ``ANTHROPIC_BASE_URL`` reaches another endpoint, read as the
 SDK reads them (through ``chamvi.settings``, when the first call is made). Answers stream: text and
 thinking reach ``ChatRequest.on_delta`` as the model writes, tool calls are joined from their
-``input_json_delta`` fragments, usage comes with ``message_start`` (input, cache reads and writes
-included) and ``message_delta`` (output). Structured output goes as ``output_config.format``.
+``input_json_delta`` fragments, the answer's id and model and its input usage (cache reads and
+writes included) come with ``message_start``, its output usage with ``message_delta``. Structured
+output goes as ``output_config.format``.
 
 The SDK's own retries are off: Temporal retries the model activity, by the rule of the ``openai``
 provider. An HTTP error becomes a ``ProviderUnavailableError`` (408, 409, 429, 5xx and Anthropic's
@@ -79,8 +80,18 @@ class AnthropicAnswer:
         self.stop_reason: str | None = None
         self.input_tokens = 0
         self.output_tokens = 0
+        self.model: str | None = None
+        """The model that answered, as the API names it (``message_start``'s, or the whole message's)."""
+        self.id: str | None = None
+        """The API's id of the answer (``msg_...``)."""
         self.started = False
         """Whether the model has written anything yet: a failure before it is retried, after it not."""
+
+    def message(self, message: Any) -> None:
+        """A ``message_start``'s message, or a whole message: who answered, its id, the input usage."""
+        self.model = getattr(message, "model", None) or self.model
+        self.id = getattr(message, "id", None) or self.id
+        self._usage(getattr(message, "usage", None))
 
     def _usage(self, usage: Any) -> None:
         if usage is None:
@@ -119,7 +130,7 @@ class AnthropicAnswer:
         """Takes one stream event (``ping`` and ``error`` events never get here: the SDK takes them)."""
         kind = getattr(event, "type", "")
         if kind == "message_start":
-            self._usage(event.message.usage)
+            self.message(event.message)
         elif kind == "content_block_start":
             self.start_block(event.index, event.content_block)
         elif kind == "content_block_delta":
@@ -164,15 +175,16 @@ class AnthropicAnswer:
             provider_options={wire.PROVIDER_OPTIONS_KEY: {wire.THINKING_KEY: thinking}} if thinking else {},
         )
         usage = Usage(input_tokens=self.input_tokens, output_tokens=self.output_tokens)
+        answered = ModelResponse(message=message, usage=usage, response_model=self.model, response_id=self.id)
         if error is not None:
             info = ErrorInfo(code=error.code, message=error.message)
-            return ModelResponse(message=message, usage=usage, finish_reason="error", error=info)
+            return answered.model_copy(update={"finish_reason": "error", "error": info})
         if self.stop_reason is None:
-            return ModelResponse(message=message, usage=usage, finish_reason="incomplete")
+            return answered.model_copy(update={"finish_reason": "incomplete"})
         finish = "tool_calls" if calls else _FINISH.get(self.stop_reason, "other")
         if self.stop_reason == "model_context_window_exceeded":
             finish = "length"
-        return ModelResponse(message=message, usage=usage, finish_reason=finish)  # type: ignore[arg-type]
+        return answered.model_copy(update={"finish_reason": finish})
 
 
 def _error_message(error: anthropic.APIStatusError) -> str:
@@ -286,7 +298,7 @@ class AnthropicChatModel(HostedModel[anthropic.AsyncAnthropic]):
             with errors:
                 whole = await client.messages.create(**params)
             answer.stop_reason = whole.stop_reason
-            answer._usage(whole.usage)
+            answer.message(whole)
             for index, block in enumerate(whole.content):
                 answer.start_block(index, block)
             return answer.response()
@@ -303,6 +315,20 @@ class AnthropicChatModel(HostedModel[anthropic.AsyncAnthropic]):
         return answer.response()
 
 
+def as_chamvi_calls_it(client: anthropic.AsyncAnthropic) -> anthropic.AsyncAnthropic:
+    """A copy of ``client`` without the SDK's retries (Temporal retries the call) nor its own spans.
+
+    The SDK makes an ``anthropic.messages.create`` span for each call, with ``gen_ai.operation.name``
+    ``chat`` and the call's token usage: beside chamvi's ``chat`` span, a backend would count every
+    call and its tokens twice. chamvi's span has what the SDK's has that the conventions name
+    (``gen_ai.response.id``, ``gen_ai.response.model``, the usage), and the agent and run beside.
+    The trace context still goes with each request, as the client's ``propagation`` says.
+    """
+    telemetry = client.open_telemetry
+    spans_off = {**telemetry, "traces": {**telemetry["traces"], "enabled": False}}
+    return client.with_options(max_retries=0, open_telemetry=spans_off)  # type: ignore[arg-type]
+
+
 class AnthropicProvider:
     """Serves ``anthropic/...`` refs (or ``<name>/...``) from one client, built on first use.
 
@@ -314,7 +340,7 @@ class AnthropicProvider:
         api_key_env: the variable holding the key (a second Anthropic account under another name).
         stream: stream answers.
         max_tokens: ``max_tokens`` of a call whose settings give no ``max_output_tokens``.
-        client: a ready client instead (its retries are turned off all the same).
+        client: a ready client instead (its retries and spans are turned off all the same).
     """
 
     default_timeout = 110.0
@@ -338,7 +364,7 @@ class AnthropicProvider:
         self.api_key_env = api_key_env
         self.stream = stream
         self.max_tokens = max_tokens
-        self._client = client.with_options(max_retries=0) if client is not None else None
+        self._client = as_chamvi_calls_it(client) if client is not None else None
 
     @property
     def key_source(self) -> str:
@@ -346,7 +372,7 @@ class AnthropicProvider:
         return self.api_key_env or "ANTHROPIC_API_KEY"
 
     def client(self) -> anthropic.AsyncAnthropic:
-        """The shared client, with the SDK's retries off.
+        """The shared client, with the SDK's retries and spans off (:func:`as_chamvi_calls_it`).
 
         Raises:
             ProviderHTTPError: 401 (not retried) when no key is set for Anthropic's own API.
@@ -364,9 +390,8 @@ class AnthropicProvider:
                         f"model provider {self.name!r} answered 401: {self.key_source} is not set: export it",
                     )
                 api_key = PLACEHOLDER_KEY  # a gateway that takes no key
-            self._client = anthropic.AsyncAnthropic(
-                api_key=api_key, base_url=base_url, max_retries=0, timeout=self._timeout
-            )
+            built = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, timeout=self._timeout)
+            self._client = as_chamvi_calls_it(built)
         return self._client
 
     def model(self, model_id: str) -> AnthropicChatModel:

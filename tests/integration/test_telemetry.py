@@ -23,6 +23,8 @@ from typing import Any
 import httpx
 import pytest
 from opentelemetry import propagate, trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -33,15 +35,20 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi import App, ChamviClient, RunStatus, ToolContext, approve, define_agent, tool
+from chamvi.constants import AGENT_RUN_WORKFLOW
 from chamvi.http import create_api
 from chamvi.knowledge import folder, knowledge_collection
 from chamvi.lifecycle import memory_index
 from chamvi.plugin import ChamviPlugin
-from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
+from chamvi.providers import AnthropicProvider, ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
+from chamvi.providers.compatible import openai_compatible
 from chamvi.runtime import build_worker, connect
 from chamvi.settings import Settings
 from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, reader_app, wait_for_meta
 from tests.polling import eventually, until_status
+from tests.support.anthropic_server import AnthropicServer
+from tests.support.anthropic_server import text as anthropic_text
+from tests.support.anthropic_server import tool_use as anthropic_tool_use
 from tests.support.http_api import bearer, make_tokens, serving
 from tests.support.openai_server import OpenAIServer, error, text, tool_call
 from tests.support.otlp_collector import Collector
@@ -131,6 +138,33 @@ def trace_of(exporter: InMemorySpanExporter, root: trace.Span) -> Trace:
     return Trace([s for s in exporter.get_finished_spans() if s.context and s.context.trace_id == trace_id])
 
 
+def spans_of_run(exporter: InMemorySpanExporter, run_id: str) -> Trace:
+    """Every span of run ``run_id``'s trace; fails unless the run's own spans share one trace id.
+
+    The run's own spans: chamvi's (``chamvi.run.id``) and temporalio's (``temporalWorkflowID``), but
+    for queries: a query reads the run, in the trace of whoever asks (or in none).
+    """
+    finished = [s for s in exporter.get_finished_spans() if s.context is not None]
+    ours = [
+        s
+        for s in finished
+        if run_id in [(s.attributes or {}).get(key) for key in ("chamvi.run.id", "temporalWorkflowID")]
+        and "Query" not in s.name
+    ]
+    traces = {s.context.trace_id for s in ours if s.context is not None}
+    assert len(traces) == 1, f"{len(traces)} traces: {sorted((s.name, s.context.trace_id) for s in ours)}"
+    return Trace([s for s in finished if s.context is not None and s.context.trace_id in traces])
+
+
+def assert_rooted_in_invoke_agent(spans: Trace, agent: str) -> ReadableSpan:
+    """``invoke_agent`` is the root of the trace and every other span descends from it."""
+    invoked = spans.one(f"invoke_agent {agent}")
+    assert invoked.parent is None
+    strays = [s.name for s in spans.spans if s is not invoked and invoked.name not in spans.ancestors(s)]
+    assert strays == []
+    return invoked
+
+
 @asynccontextmanager
 async def traced_stack(
     client: Client, app: App, plugin: ChamviPlugin | None = None
@@ -188,18 +222,21 @@ async def test_a_run_with_an_approval_is_one_trace_from_the_http_request_to_each
     assert dispatch.attributes is not None and dispatch.attributes["http.response.status_code"] == 202
     start = spans.one("StartWorkflow:AgentRun")
     assert list(spans.ancestors(start))[-2:] == ["POST /runs", "caller"]
+    # the run's invoke_agent span under the start, and the whole run under it: temporalio's
+    # workflow spans (RunWorkflow, StartActivity) and the activities' in them
+    invoked = spans.one(f"invoke_agent {agent}")
+    assert spans.parent(invoked) is start
     run = spans.one("RunWorkflow:AgentRun")
-    assert spans.parent(run) is start
+    assert spans.parent(run) is invoked
     assert "POST /runs/{run_id}/approve" in [s.name for s in spans.spans]
 
     chats = spans.named("chat shipper")
     assert len(chats) == 2
-    # temporalio's interceptor hangs the workflow's own spans (RunWorkflow, StartActivity) under the
-    # span that started it
     for chat in chats:
-        assert list(spans.ancestors(chat))[:3] == [
+        assert list(spans.ancestors(chat))[:4] == [
             "RunActivity:chamvi.call_model",
             "StartActivity:chamvi.call_model",
+            f"invoke_agent {agent}",
             "StartWorkflow:AgentRun",
         ]
     first, last = (dict(c.attributes or {}) for c in chats)
@@ -220,12 +257,10 @@ async def test_a_run_with_an_approval_is_one_trace_from_the_http_request_to_each
         attributes = tool_span.attributes or {}
         assert attributes["gen_ai.tool.name"] == "ship" and attributes["gen_ai.tool.call.id"] == "call-1"
         assert spans.parent(tool_span).name == "RunActivity:chamvi.call_tool"
-        assert "StartWorkflow:AgentRun" in spans.ancestors(tool_span)
+        assert f"invoke_agent {agent}" in spans.ancestors(tool_span)
     assert [(t.attributes or {})["chamvi.approval.decisions"] for t in tools] == [0, 1]
 
     # the run as a whole: invoke_agent from its start to its end (the approval's wait included)
-    invoked = spans.one(f"invoke_agent {agent}")
-    assert spans.parent(invoked) is start
     assert invoked.start_time is not None and invoked.end_time is not None and chats[-1].end_time is not None
     assert invoked.start_time <= chats[0].start_time <= chats[-1].end_time <= invoked.end_time  # type: ignore[operator]
     agent_attributes = dict(invoked.attributes or {})
@@ -356,12 +391,11 @@ async def test_a_knowledge_pass_and_a_search_have_their_spans_and_the_pass_its_d
     collection = knowledge_collection(name, model=embedder.ref, sources=[folder(tmp_path)])
     app = reader_app(collection, embedder, turns=turns)
     chamvi = ChamviClient(client, task_queue=task_queue)
-    with trace.get_tracer("tests").start_as_current_span("caller") as root:
-        store = new_store()
-        async with knowledge_worker(client, app, store, task_queue):
-            await wait_for_meta(store, name, "ready")  # a search before the first pass ends is refused
-            run = await chamvi.wait((await chamvi.dispatch("reader")).run_id)
-            page = await metrics_page(settings)
+    store = new_store()
+    async with knowledge_worker(client, app, store, task_queue):
+        await wait_for_meta(store, name, "ready")  # a search before the first pass ends is refused
+        run = await chamvi.wait((await chamvi.dispatch("reader")).run_id)
+        page = await metrics_page(settings)
     assert run.status == RunStatus.COMPLETED
     passes = [s for s in exporter.get_finished_spans() if s.name == f"knowledge pass {name}"]
     assert len(passes) == 1
@@ -370,7 +404,7 @@ async def test_a_knowledge_pass_and_a_search_have_their_spans_and_the_pass_its_d
     assert (attributes["chamvi.knowledge.documents"], attributes["chamvi.knowledge.passages"]) == (1, 1)
     assert samples(page, "chamvi_knowledge_pass_duration_count", collection=name, outcome="ready") == [1]
 
-    spans = trace_of(exporter, root)  # the worker started inside `caller`: its spans are in that trace
+    spans = spans_of_run(exporter, run.run_id)
     search = spans.one("knowledge search")
     assert spans.parent(search).name == "execute_tool knowledge_search"
     assert dict(search.attributes or {})["chamvi.knowledge.collections"] == (name,)
@@ -480,11 +514,10 @@ async def test_a_failed_model_call_is_an_error_span_by_code_and_its_retry_a_span
             providers={"openai": OpenAIProvider(api_key="test", base_url=server.url + "/v1").model}
         )
         agent = define_agent(name="adder", model="openai/test-model", instructions="Add.", tools=[add])
-        with trace.get_tracer("tests").start_as_current_span("caller") as root:
-            async with running_worker(App(agents=[agent], models=models)):
-                run = await chamvi.wait((await chamvi.dispatch("adder")).run_id)
+        async with running_worker(App(agents=[agent], models=models)):
+            run = await chamvi.wait((await chamvi.dispatch("adder")).run_id)
     assert run.status == RunStatus.COMPLETED, run.error
-    spans = trace_of(exporter, root)
+    spans = spans_of_run(exporter, run.run_id)
     failed, first, last = (dict(s.attributes or {}) for s in spans.named("chat test-model"))
     statuses = [s.status.status_code for s in spans.named("chat test-model")]
     assert statuses == [StatusCode.ERROR, StatusCode.UNSET, StatusCode.UNSET]
@@ -495,3 +528,155 @@ async def test_a_failed_model_call_is_an_error_span_by_code_and_its_retry_a_span
     assert (last["gen_ai.usage.input_tokens"], last["gen_ai.usage.output_tokens"]) == (12, 3)
     assert dict(spans.one("execute_tool add").attributes or {})["chamvi.tool.status"] == "ok"
     assert not [value for value in spans.values() if "MESSAGE-SECRET" in value]
+
+
+def adder_app(agent: str, additions: int) -> App:
+    turns = [call("add", f"call-{n}", a=n, b=1) for n in range(additions)]
+    models = ModelRegistry()
+    models.register("scripted/adder", ScriptedModel([*turns, reply("done")]))
+    adder = define_agent(name=agent, model="scripted/adder", instructions="Add.", tools=[add])
+    return App(agents=[adder], models=models)
+
+
+@pytest.mark.parametrize("worker_traced", [True, False], ids=["traced-worker", "untraced-worker"])
+@pytest.mark.parametrize("started_by", ["chamvi-client", "temporal-cli"])
+async def test_a_run_started_without_a_span_is_one_trace_with_invoke_agent_at_its_root(
+    client: Client,
+    traced_client: Client,
+    task_queue: str,
+    exporter: InMemorySpanExporter,
+    worker_traced: bool,
+    started_by: str,
+) -> None:
+    agent = f"adder-{uuid.uuid4().hex[:6]}"
+    chamvi = ChamviClient(client, task_queue=task_queue)  # no tracing interceptor, as `chamvi dispatch`
+    worker_client = traced_client if worker_traced else client
+    async with build_worker(worker_client, adder_app(agent, 3), task_queue=task_queue):
+        if started_by == "chamvi-client":
+            run_id = (await chamvi.dispatch(agent)).run_id
+        else:  # the JSON `temporal workflow start --type AgentRun --input '...'` sends, no header
+            run_id = f"cli-{uuid.uuid4().hex[:8]}"
+            await client.start_workflow(
+                AGENT_RUN_WORKFLOW, {"agent": agent}, id=run_id, task_queue=task_queue
+            )
+        run = await chamvi.wait(run_id)
+    assert run.status == RunStatus.COMPLETED, run.error
+
+    spans = spans_of_run(exporter, run_id)
+    assert_rooted_in_invoke_agent(spans, agent)
+    assert len(spans.named("chat adder")) == 4
+    assert len(spans.named("execute_tool add")) == 3
+    if worker_traced:  # temporalio's spans in the same tree: the workflow's and each activity's
+        assert len(spans.named("RunActivity:chamvi.call_model")) == 4
+        for chat in spans.named("chat adder"):
+            assert spans.parent(chat).name == "RunActivity:chamvi.call_model"
+    else:
+        for chat in spans.named("chat adder"):
+            assert spans.parent(chat).name == f"invoke_agent {agent}"
+
+
+async def test_a_run_that_outlives_its_worker_is_still_one_trace(
+    client: Client, traced_client: Client, task_queue: str, exporter: InMemorySpanExporter
+) -> None:
+    agent = f"shipper-{uuid.uuid4().hex[:6]}"
+    app = make_app(agent)
+    chamvi = ChamviClient(client, task_queue=task_queue)
+    run_id = f"cli-{uuid.uuid4().hex[:8]}"
+    async with build_worker(traced_client, app, task_queue=task_queue):
+        await client.start_workflow(AGENT_RUN_WORKFLOW, {"agent": agent}, id=run_id, task_queue=task_queue)
+        await until_status(chamvi, run_id, RunStatus.WAITING)
+    # a new worker replays the run from its history, then runs the rest
+    async with build_worker(traced_client, make_app(agent), task_queue=task_queue):
+        await chamvi.approve(run_id, approved=True)
+        run = await chamvi.wait(run_id)
+    assert run.status == RunStatus.COMPLETED, run.error
+
+    spans = spans_of_run(exporter, run_id)
+    assert_rooted_in_invoke_agent(spans, agent)
+    assert len(spans.named("chat shipper")) == 2
+    assert [(t.attributes or {}).get("chamvi.tool.status") for t in spans.named("execute_tool ship")] == [
+        "approval",
+        "ok",
+    ]
+
+
+@pytest.fixture
+def anthropic_sdk_instrumented() -> Iterator[InMemoryMetricReader]:
+    """OpenLLMetry's instrumentation of the ``anthropic`` SDK, as a user installs it; yields its metrics."""
+    from opentelemetry.instrumentation.anthropic import AnthropicInstrumentor
+
+    reader = InMemoryMetricReader()
+    instrumentor = AnthropicInstrumentor()
+    instrumentor.instrument(
+        tracer_provider=trace.get_tracer_provider(), meter_provider=MeterProvider(metric_readers=[reader])
+    )
+    try:
+        yield reader
+    finally:
+        instrumentor.uninstrument()
+
+
+@pytest.mark.parametrize("streamed", [True, False], ids=["streamed", "whole"])
+async def test_an_anthropic_call_is_one_chat_span_with_its_response_id_and_model_beside_sdk_instrumentation(
+    chamvi: ChamviClient,
+    running_worker: Any,
+    exporter: InMemorySpanExporter,
+    anthropic_sdk_instrumented: InMemoryMetricReader,
+    streamed: bool,
+) -> None:
+    with AnthropicServer() as server:
+        server.add(anthropic_tool_use("add", {"a": 2, "b": 3}), anthropic_text("5"))
+        agent = define_agent(name="adder", model="anthropic/claude-test", instructions="Add.", tools=[add])
+        provider = AnthropicProvider(api_key="test-key", base_url=server.url, stream=streamed)
+        async with running_worker(App(agents=[agent], models=[provider])):
+            run = await chamvi.wait((await chamvi.dispatch("adder")).run_id)
+    assert run.status == RunStatus.COMPLETED, run.error
+
+    spans = spans_of_run(exporter, run.run_id)
+    assert_rooted_in_invoke_agent(spans, "adder")
+    # one span per model call: the SDK's instrumentation stands aside inside chamvi's
+    chats = [s for s in spans.spans if (s.attributes or {}).get("gen_ai.operation.name") == "chat"]
+    assert [s.name for s in chats] == ["chat claude-test", "chat claude-test"]
+    for chat in chats:
+        attributes = dict(chat.attributes or {})
+        assert (attributes["gen_ai.provider.name"], attributes["gen_ai.request.model"]) == (
+            "anthropic",
+            "claude-test",
+        )
+        assert (attributes["gen_ai.response.model"], attributes["gen_ai.response.id"]) == (
+            "claude-test",
+            "msg_test",
+        )
+    assert [dict(c.attributes or {})["gen_ai.usage.input_tokens"] for c in chats] == [10, 12]
+    # nor does it count the tokens a second time
+    metrics = anthropic_sdk_instrumented.get_metrics_data()
+    counted = [
+        m.name
+        for r in (metrics.resource_metrics if metrics else [])
+        for scope in r.scope_metrics
+        for m in scope.metrics
+        if m.data.data_points
+    ]
+    assert counted == []
+
+
+async def test_an_openai_compatible_call_s_chat_span_names_the_model_that_answered(
+    chamvi: ChamviClient, running_worker: Any, exporter: InMemorySpanExporter
+) -> None:
+    with OpenAIServer() as server:
+        server.add(tool_call("add", {"a": 2, "b": 3}), text("5"))
+        agent = define_agent(name="adder", model="ollama/llama3", instructions="Add.", tools=[add])
+        provider = openai_compatible("ollama", base_url=server.url + "/v1")
+        async with running_worker(App(agents=[agent], models=[provider])):
+            run = await chamvi.wait((await chamvi.dispatch("adder")).run_id)
+    assert run.status == RunStatus.COMPLETED, run.error
+    chats = spans_of_run(exporter, run.run_id).named("chat llama3")
+    assert len(chats) == 2
+    for chat in chats:
+        attributes = dict(chat.attributes or {})
+        assert attributes["gen_ai.provider.name"] == "ollama"
+        assert attributes["gen_ai.request.model"] == "llama3"
+        assert (attributes["gen_ai.response.model"], attributes["gen_ai.response.id"]) == (
+            "test-model",
+            "chatcmpl-test",
+        )

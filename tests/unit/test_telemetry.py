@@ -1,4 +1,4 @@
-"""Telemetry settings: what turns export on, and the errors a wrong value gets."""
+"""Telemetry settings: what turns export on, and the errors a wrong value gets; a run span's ids."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.runtime import OpenTelemetryConfig, PrometheusConfig
 
+from chamvi._workflow_spans import run_span
 from chamvi.errors import ChamviValidationError
 from chamvi.settings import Settings
 from chamvi.telemetry import OPERATION_DURATION_BUCKETS as DURATIONS
@@ -92,3 +93,27 @@ def test_a_metrics_address_already_in_use_is_refused_with_what_to_do() -> None:
             match=f"cannot serve metrics at CHAMVI_METRICS_ADDRESS '{address}'.*choose a free port",
         ):
             temporal_runtime(Settings(metrics_address=address))
+
+
+CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+CALLER = {"traceparent": f"00-{CALLER_TRACE}-00f067aa0ba902b7-00", "baggage": "tenant=acme"}
+
+
+def test_a_run_span_has_the_same_ids_on_every_worker_and_the_caller_s_trace_and_sampling() -> None:
+    alone = run_span("run-1", "r1", None)
+    assert alone == run_span("run-1", "r1", None)  # a worker that replays the run derives the same
+    assert alone.parent is None and alone.flags == 1
+    assert run_span("run-1", "r2", None).trace_id != alone.trace_id  # a reset run is another trace
+    called = run_span("run-1", "r1", CALLER)
+    assert (called.trace_id, called.span_id, called.flags) == (int(CALLER_TRACE, 16), alone.span_id, 0)
+    carrier = called.carrier()
+    assert carrier["traceparent"] == f"00-{CALLER_TRACE}-{alone.span_id:016x}-00"
+    assert carrier["baggage"] == "tenant=acme"  # the caller's baggage goes on with the run
+
+
+@pytest.mark.parametrize(
+    "traceparent",
+    ["", "not a traceparent", f"00-{'0' * 32}-00f067aa0ba902b7-01", f"00-{CALLER_TRACE}-{'0' * 16}-01"],
+)
+def test_a_run_started_with_no_valid_trace_context_is_the_root_of_its_own_trace(traceparent: str) -> None:
+    assert run_span("run-1", "r1", {"traceparent": traceparent}) == run_span("run-1", "r1", None)
