@@ -93,8 +93,8 @@ if TYPE_CHECKING:
     )
     from chamvi.knowledge.collections import ManagedRoutes
     from chamvi.knowledge.remote import CollectionSearch
-    from chamvi.knowledge.standalone import Knowledge
     from chamvi.knowledge_mcp import knowledge_http_app, knowledge_server
+    from chamvi.knowledge_standalone import Knowledge
     from chamvi.mcp import (
         McpServer,
         mcp_server,
@@ -241,7 +241,7 @@ _EXPORTS: dict[str, str] = {
     "InvalidInputError": "chamvi.errors",
     "InvalidRunStateError": "chamvi.errors",
     "Invoker": "chamvi.models",
-    "Knowledge": "chamvi.knowledge.standalone",
+    "Knowledge": "chamvi.knowledge_standalone",
     "LifecycleChannel": "chamvi.channels",
     "ManagedRoutes": "chamvi.knowledge.collections",
     "McpServer": "chamvi.mcp",

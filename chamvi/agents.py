@@ -22,7 +22,8 @@ from chamvi.provider_objects import is_chat_model
 from chamvi.providers import ChatModel
 from chamvi.recall import RecallPolicy, check_recall_policy
 from chamvi.skills.sources import SkillSource, check_source
-from chamvi.state import AgentState, check_state, state_tools
+from chamvi.state import AgentState, check_state
+from chamvi.state.tools import state_tools
 from chamvi.tool_factory import ToolFactoryContext
 from chamvi.tools import Tool, ToolContext, Trust
 

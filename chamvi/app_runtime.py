@@ -60,13 +60,23 @@ def serving(app: App) -> AppRuntime | None:
 
     The one running the current tool call, else the one of this process that opened its stores
     last; None in a process that serves no worker of it. For code written beside the App that
-    needs a worker's own instances (``chamvi.knowledge_store.searcher_of``); with two workers of
+    needs a worker's own instances (:func:`searcher_of`); with two workers of
     one App in a process, a tool call gets its own worker's.
     """
     runtime = _SERVING.get()
     if runtime is not None and runtime.app is app:
         return runtime
     return _LATEST.get(app)
+
+
+def searcher_of(app: App) -> KnowledgeSearch | None:
+    """The searcher a worker built for ``app`` (None until one is built, e.g. in the CLI).
+
+    In a tool call, the searcher of the worker running it (:func:`serving`). The ``search=`` of a
+    ``chamvi.knowledge_store.VectorKnowledgeStore``: ``search=lambda: searcher_of(app)``.
+    """
+    runtime = serving(app)
+    return runtime.search if runtime is not None else None
 
 
 async def _nothing_recorded(key: str) -> tuple[bool, None]:

@@ -30,7 +30,7 @@ from chamvi.errors import InvalidAgentDefinitionError, InvalidInputError
 from chamvi.models import ApprovalDecision, RunView
 from chamvi.run_context import Approvals, EffectLedger, LinkedRuns, RunContext, request_approval
 
-if TYPE_CHECKING:  # chamvi.state's generated tools import this module
+if TYPE_CHECKING:
     from chamvi.artifacts import RunArtifacts
     from chamvi.state.access import AgentStateAccess
 

@@ -5,6 +5,8 @@ person can open; ``VectorKnowledgeStore`` adds search by meaning through a knowl
 ``knowledge_store_tools`` gives an agent the tools.
 """
 
+from typing import Any
+
 from chamvi.errors import (
     EditMismatchError,
     InvalidPageError,
@@ -40,7 +42,6 @@ from chamvi.knowledge_store.vector import (
     Searcher,
     VectorKnowledgeStore,
     request_sync_from_activity,
-    searcher_of,
     store_collection,
     store_source,
 )
@@ -86,3 +87,16 @@ __all__ = [
     "store_collection",
     "store_source",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``searcher_of``, still importable from here, loaded on first use.
+
+    It asks the worker serving an App (``chamvi.app_runtime``), which stands above this package: an
+    alias of the old import path, never imported by chamvi itself.
+    """
+    if name == "searcher_of":
+        from chamvi.app_runtime import searcher_of
+
+        return searcher_of
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,7 +4,7 @@ The pages stay where the inner store keeps them (the source of truth); a knowled
 by :func:`store_collection` embeds every live page on each pass, and ``search()`` ranks pages by the
 similarity of their passages to the query. Everything but ``search()`` is the inner store's.
 
-Wiring it into an app::
+Wiring it into an app (``searcher_of`` is ``chamvi.app_runtime``'s: it asks the worker serving the app)::
 
     files = FileKnowledgeStore("wiki")
     wiki = VectorKnowledgeStore(files, collection="wiki", search=lambda: searcher_of(app))
@@ -21,11 +21,10 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from temporalio import activity
 
-from chamvi.app_runtime import serving
 from chamvi.errors import (
     InvalidAgentDefinitionError,
     InvalidPageError,
@@ -49,9 +48,6 @@ from chamvi.knowledge_store._types import (
 from chamvi.knowledge_store.protocol import KnowledgeStore
 from chamvi.starters import request_sync
 
-if TYPE_CHECKING:
-    from chamvi.app import App
-
 log = logging.getLogger("chamvi.knowledge_store")
 
 _SNIPPET_CHARS = 160
@@ -69,15 +65,6 @@ class Searcher(Protocol):
 
 SearcherRef = Searcher | Callable[[], Searcher | None]
 OnChange = Callable[[str], Awaitable[None] | None]
-
-
-def searcher_of(app: App) -> Searcher | None:
-    """The searcher a worker built for ``app`` (None until one is built, e.g. in the CLI).
-
-    In a tool call, the searcher of the worker running it (``chamvi.app_runtime.serving``).
-    """
-    runtime = serving(app)
-    return runtime.search if runtime is not None else None
 
 
 async def request_sync_from_activity(collection: str) -> None:

@@ -13,9 +13,9 @@ import asyncio
 import inspect
 import tempfile
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from chamvi.artifacts import ArtifactStore
 from chamvi.errors import ChamviError, InvalidSkillError
@@ -26,9 +26,44 @@ from chamvi.skills.limits import SkillLimits
 from chamvi.skills.sources import SkillLoadContext, SkillSource, check_source
 from chamvi.skills.store import SkillStore, StorePins
 
-if TYPE_CHECKING:  # the App imports the skill tools, which reach the library through a context key
-    from chamvi.agents import Agent
-    from chamvi.app import App
+
+class SkilledAgent(Protocol):
+    """What the library reads of an agent (a ``chamvi.Agent``): the skills package stands below agents."""
+
+    @property
+    def name(self) -> str:
+        """The agent's name, its catalog's key."""
+        ...
+
+    @property
+    def revision(self) -> int | None:
+        """None for an agent in code; an agent defined at runtime has the App's defaults."""
+        ...
+
+    @property
+    def skills(self) -> tuple[SkillSource, ...]:
+        """Its own skill sources, after the App's defaults."""
+        ...
+
+
+class SkillOwner(Protocol):
+    """What the library reads of the definition it serves (a ``chamvi.App``), which stands above it."""
+
+    @property
+    def skills(self) -> tuple[SkillSource, ...]:
+        """The skill sources every agent has."""
+        ...
+
+    @property
+    def skill_limits(self) -> SkillLimits:
+        """How large one skill and one agent's skills may be."""
+        ...
+
+    @property
+    def agents(self) -> Mapping[str, SkilledAgent]:
+        """The agents defined in code, by name."""
+        ...
+
 
 PINNED_KEPT = 64
 """Pinned (older) catalog versions a process keeps read, the least recently used first out."""
@@ -62,7 +97,7 @@ async def load_source(source: SkillSource, ctx: SkillLoadContext) -> list[Skill]
     return skills
 
 
-def sources_of(app: App) -> list[SkillSource]:
+def sources_of(app: SkillOwner) -> list[SkillSource]:
     """Every source the App and its agents declare, once each, in declaration order."""
     found: dict[int, SkillSource] = {}
     for source in (*app.skills, *(s for a in app.agents.values() for s in a.skills)):
@@ -80,7 +115,9 @@ class SkillLibrary:
         cache: where sources keep what they fetch (git clones); by default the temp folder.
     """
 
-    def __init__(self, app: App, artifacts: Callable[[], ArtifactStore], cache: Path | None = None) -> None:
+    def __init__(
+        self, app: SkillOwner, artifacts: Callable[[], ArtifactStore], cache: Path | None = None
+    ) -> None:
         self.app = app
         self._artifacts = artifacts
         self.cache = cache or default_cache()
@@ -130,9 +167,10 @@ class SkillLibrary:
                 loaded[id(source)] = await load_source(source, ctx)
             current: dict[str | None, SkillCatalog] = {}
             # None: the App's defaults alone, the catalog of every agent defined at runtime
+            agents = self.app.agents.values()
             owners: list[tuple[str | None, str, tuple[SkillSource, ...]]] = [
                 (None, "App(skills=...)", self.app.skills),
-                *((a.name, f"agent {a.name!r}", self.app.skill_sources(a)) for a in self.app.agents.values()),
+                *((a.name, f"agent {a.name!r}", (*self.app.skills, *a.skills)) for a in agents),
             ]
             for owner, label, sources in owners:
                 if not sources:
@@ -154,7 +192,7 @@ class SkillLibrary:
         assert self._current is not None
         return self._current
 
-    async def current(self, agent: Agent) -> SkillCatalog | None:
+    async def current(self, agent: SkilledAgent) -> SkillCatalog | None:
         """The catalog a run of ``agent`` starting now records; None for an agent without skills.
 
         An agent in code has its own (the App's defaults, then its ``skills=``); an agent defined at
@@ -187,7 +225,7 @@ class SkillLibrary:
         self._pinned.move_to_end(version)
         return kept
 
-    async def listing(self, agent: Agent) -> AgentSkills:
+    async def listing(self, agent: SkilledAgent) -> AgentSkills:
         """``agent``'s current skills, as ``chamvi skills list`` and the HTTP API show them."""
         catalog = await self.current(agent)
         if catalog is None:

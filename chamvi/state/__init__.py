@@ -5,10 +5,11 @@ agent has a key-value space too. Tools read and write it through ``ctx.state``, 
 the generated ``state_<collection>_list / _upsert / _remove`` tools.
 """
 
+from typing import Any
+
 from chamvi.state.access import STATE_STORE, AgentStateAccess, StateCollection
 from chamvi.state.definition import AgentState, check_state
 from chamvi.state.store import StateStore
-from chamvi.state.tools import state_tools
 
 __all__ = [
     "STATE_STORE",
@@ -19,3 +20,16 @@ __all__ = [
     "check_state",
     "state_tools",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``state_tools``, still importable from here, loaded on first use.
+
+    The generated tools are built on ``chamvi.tools``, whose ``ToolContext.state`` is this package's
+    ``AgentStateAccess``: they live in ``chamvi.state.tools``, which this face does not import.
+    """
+    if name == "state_tools":
+        from chamvi.state.tools import state_tools
+
+        return state_tools
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

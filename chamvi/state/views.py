@@ -2,15 +2,48 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Container
+from typing import Protocol
 
 from chamvi.errors import NotFoundError
 from chamvi.models.state import StateListing, StateListRequest
+from chamvi.state.definition import AgentState
 from chamvi.state.store import StateStore
 
-if TYPE_CHECKING:  # the app imports the agents, which import this package
-    from chamvi.app import App
-    from chamvi.runtime_agents import RuntimeAgents
+
+class StatefulAgent(Protocol):
+    """What the views read of an agent (a ``chamvi.Agent``, whose module imports this package)."""
+
+    @property
+    def name(self) -> str:
+        """The agent's name, its state's key."""
+        ...
+
+    @property
+    def state(self) -> AgentState:
+        """The state collections it declares."""
+        ...
+
+
+class StateOwner(Protocol):
+    """What the views read of the App, which stands above the state package."""
+
+    @property
+    def agents(self) -> Container[str]:
+        """The names of the agents defined in code."""
+        ...
+
+    def agent(self, name: str) -> StatefulAgent:
+        """The agent ``name``, or ``AgentNotFoundError``."""
+        ...
+
+
+class RuntimeDirectory(Protocol):
+    """What the views read of the agents defined at runtime (``chamvi.runtime_agents.RuntimeAgents``)."""
+
+    async def current(self, name: str) -> StatefulAgent:
+        """The current revision of ``name``, or ``AgentNotFoundError``."""
+        ...
 
 
 class StateViews:
@@ -20,7 +53,7 @@ class StateViews:
     collections).
     """
 
-    def __init__(self, app: App, store: StateStore, agents: RuntimeAgents | None = None) -> None:
+    def __init__(self, app: StateOwner, store: StateStore, agents: RuntimeDirectory | None = None) -> None:
         self.app = app
         self.store = store
         self.agents = agents
