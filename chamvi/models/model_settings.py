@@ -14,6 +14,7 @@ Each provider maps them to its API and says what it does with the rest (see the 
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator, model_validator
@@ -278,12 +279,12 @@ class DispatchSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    allow: frozenset[DispatchableSetting] = DEFAULT_DISPATCH_ALLOW
+    allow: AbstractSet[DispatchableSetting] = DEFAULT_DISPATCH_ALLOW
     max_output_tokens: int | None = Field(default=None, ge=1, exclude_if=_unset)
     reasoning_effort: ReasoningEffort | None = Field(default=None, exclude_if=_unset)
 
     @field_serializer("allow")
-    def _sorted(self, allow: frozenset[str]) -> list[str]:
+    def _sorted(self, allow: AbstractSet[str]) -> list[str]:
         # a stored definition compares as its JSON: one order for one set
         return sorted(allow)
 

@@ -145,7 +145,7 @@ async def test_model_settings_as_data_reach_the_agent_and_its_stored_definition(
 
 async def test_dispatch_settings_as_data_reach_the_agent_and_a_bad_one_is_refused_at_its_field() -> None:
     agents = registry()
-    allowed = {"allow": ["temperature", "max_output_tokens"], "max_output_tokens": 512}
+    allowed: dict[str, Any] = {"allow": ["temperature", "max_output_tokens"], "max_output_tokens": 512}
     await agents.put_agent("triage", {**TRIAGE, "dispatch_settings": allowed})
     agent = await agents.current("triage")
     assert agent.dispatch_settings == DispatchSettings(
