@@ -39,6 +39,21 @@ from chamvi.settings import Settings
 _PAYLOAD_EXAMPLE = """--payload '{"query": "shipping"}'"""
 
 
+def _parse_model_settings(text: str | None) -> dict[str, Any] | None:
+    """``--model-settings`` as a JSON object; the client checks its fields (and asks the worker)."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise click.ClickException(f"--model-settings is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise click.ClickException(
+            f'--model-settings must be a JSON object, e.g. {{"temperature": 0.2}}: got {short(value, 40)}'
+        )
+    return value
+
+
 def _parse_payload(text: str | None) -> dict[str, Any] | None:
     """The payload as a JSON object: agents (and the demo model) read it by field name."""
     if text is None:
@@ -132,6 +147,12 @@ def _outcome(view: RunView, as_json: bool) -> None:
 @click.option("--idempotency-key", help="A redelivery with the same key returns the existing run.")
 @click.option("--concurrency-key", help="Runs sharing this key run one at a time, in dispatch order.")
 @click.option(
+    "--model-settings",
+    metavar="JSON",
+    help="This run's own model settings as a JSON object, e.g. '{\"temperature\": 0.2}': only those the "
+    "agent lets a dispatch set (by default temperature, top_p, stop, seed), within its caps.",
+)
+@click.option(
     "--attach",
     "attach",
     multiple=True,
@@ -157,6 +178,7 @@ def dispatch(
     channel_address: str | None,
     idempotency_key: str | None,
     concurrency_key: str | None,
+    model_settings: str | None,
     attach: tuple[Path, ...],
     wait_for_it: bool,
     follow: bool,
@@ -170,6 +192,7 @@ def dispatch(
     an error at once; with no worker up, the run is queued (and says so) until one starts.
     """
     value = _parse_payload(payload)
+    run_settings = _parse_model_settings(model_settings)
     attachments = _attachments(attach, settings.attachment_max_bytes)
     state: dict[str, str] = {}
     printer = Printer("", as_json=as_json)
@@ -189,6 +212,7 @@ def dispatch(
             idempotency_key=idempotency_key,
             concurrency_key=concurrency_key,
             attachments=attachments,
+            model_settings=run_settings,
         )
         state["run_id"] = result.run_id
         if not result.created:

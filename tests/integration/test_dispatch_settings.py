@@ -3,19 +3,24 @@
 A token with only ``runs:dispatch`` could set any model setting of a run (``n: 128`` and a priority
 tier through ``extra_body``, 10^9 output tokens). The agent's ``dispatch_settings`` now say which a
 dispatch may set; the rest is refused at dispatch (a worker checks, over HTTP and through the
-client alike), and a run started past that check fails at its first model step, before any request.
+client and the CLI alike), and a run started past that check fails at its first model step, before
+any request.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from typing import Any
 
 import httpx
 import pytest
+from click.testing import CliRunner
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient, DispatchSettings, RunStatus, define_agent
+from chamvi.cli import cli
 from chamvi.errors import ChamviValidationError, InvalidInputError
 from chamvi.http import create_api
 from chamvi.models import ModelSettings, RunInput
@@ -156,3 +161,34 @@ async def test_extra_body_that_sets_a_checked_field_is_refused_before_the_run_st
     assert "extra_body sets 'tool_choice', which model settings check: give tool_choice= instead" in (
         raised.value.message
     )
+
+
+async def test_the_cli_dispatches_with_allowed_settings_and_refuses_the_rest_with_the_same_error(
+    client: Client, task_queue: str, chamvi: ChamviClient, running_worker, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("CHAMVI_DATA", str(tmp_path))
+    capped, plain = names()
+    app, model = make_app(capped, plain)
+    where = [
+        "--address", client.service_client.config.target_host,
+        "--namespace", client.namespace,
+        "--task-queue", task_queue,
+    ]  # fmt: skip
+
+    def chamvi_cli(*args: str) -> Any:
+        return asyncio.to_thread(CliRunner().invoke, cli, [*args, *where])
+
+    async with running_worker(app):
+        refused = await chamvi_cli("dispatch", capped, "--model-settings", '{"max_output_tokens": 100000}')
+        not_json = await chamvi_cli("dispatch", capped, "--model-settings", "hot")
+        allowed = await chamvi_cli("dispatch", capped, "--model-settings", '{"temperature": 0.3}', "--json")
+        run = await chamvi.wait(json.loads(allowed.output)["run_id"])
+
+    assert refused.exit_code == 1
+    assert (
+        f"max_output_tokens is 100000: agent {capped!r} lets a dispatch ask for at most 256" in refused.output
+    )
+    assert not_json.exit_code == 1 and "--model-settings is not valid JSON" in not_json.output
+    assert allowed.exit_code == 0, allowed.output
+    assert run.status == RunStatus.COMPLETED, run.error
+    assert [r.settings for r in model.requests] == [ModelSettings(temperature=0.3)]
