@@ -39,19 +39,23 @@ from chamvi.settings import Settings
 _PAYLOAD_EXAMPLE = """--payload '{"query": "shipping"}'"""
 
 
-def _parse_model_settings(text: str | None) -> dict[str, Any] | None:
-    """``--model-settings`` as a JSON object; the client checks its fields (and asks the worker)."""
-    if text is None:
-        return None
+_SETTINGS_EXAMPLE = """--model-settings '{"temperature": 0.2}'"""
+
+
+def _json_object(option: str, text: str, example: str) -> dict[str, Any]:
+    """``text`` given to ``option`` as a JSON object, or what is wrong with it and an example."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
-        raise click.ClickException(f"--model-settings is not valid JSON: {error}") from None
+        raise click.ClickException(f"{option} is not valid JSON: {error}") from None
     if not isinstance(value, dict):
-        raise click.ClickException(
-            f'--model-settings must be a JSON object, e.g. {{"temperature": 0.2}}: got {short(value, 40)}'
-        )
+        raise click.ClickException(f"{option} must be a JSON object, e.g. {example}: got {short(value, 40)}")
     return value
+
+
+def _parse_model_settings(text: str | None) -> dict[str, Any] | None:
+    """``--model-settings`` as a JSON object; the client checks its fields (and asks the worker)."""
+    return None if text is None else _json_object("--model-settings", text, _SETTINGS_EXAMPLE)
 
 
 def _parse_payload(text: str | None) -> dict[str, Any] | None:
@@ -60,15 +64,7 @@ def _parse_payload(text: str | None) -> dict[str, Any] | None:
         return None
     if text == "-":
         text = sys.stdin.read()
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise click.ClickException(f"--payload is not valid JSON: {error}") from None
-    if not isinstance(value, dict):
-        raise click.ClickException(
-            f"--payload must be a JSON object, e.g. {_PAYLOAD_EXAMPLE}: got {short(value, 40)}"
-        )
-    return value
+    return _json_object("--payload", text, _PAYLOAD_EXAMPLE)
 
 
 def _attachments(paths: tuple[Path, ...], limit: int) -> list[Attachment]:
