@@ -27,13 +27,22 @@ class AgentActivities:
         A run is described once, at its start, so the process that starts a run relays its events
         to its ``App.on`` listeners, each once. An agent defined at runtime is described at its
         latest revision, which the spec records: the run keeps it to its end, as it keeps the version
-        of its skills the spec records (``AgentSpec.skills_version``).
+        of its skills the spec records (``AgentSpec.skills_version``). A check before a dispatch
+        with model settings (``request.model_settings``) refuses the settings the agent does not let
+        a dispatch set.
+
+        Raises:
+            ChamviValidationError: the dispatch's settings set what the agent's ``dispatch_settings``
+                do not allow, or past a cap.
         """
         run = (
             PolicyRun(request.run_id, request.agent, request.trigger)
             if request.run_id is not None and request.trigger is not None
             else None
         )
+        if request.model_settings is not None:
+            agent = await self.runtime.agents.current(request.agent)
+            agent.dispatch_settings.check(agent.name, request.model_settings)
         spec = await self.runtime.describe(request.agent, run)
         if run is not None:
             self.runtime.events.follow(activity.client(), run.run_id)

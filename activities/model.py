@@ -264,8 +264,9 @@ def _step_settings(
 
     Raises:
         ModelError: ``tool_choice`` names a tool this run is not offered, or requires a tool when
-            none is, or the run's own settings ask what the model's provider does not support (not
-            retried: the next attempt would ask the same).
+            none is, or the run's own settings set what the agent's ``dispatch_settings`` do not
+            allow or ask what the model's provider does not support (not retried: the next attempt
+            would ask the same).
     """
     base = agent.model_settings
     settings = base.merged(run_settings) if base is not None else run_settings
@@ -274,6 +275,8 @@ def _step_settings(
     offered = {t.name for t in tools}
     problems = settings.problems(offered) if tools or settings.named_tool else []
     if run_settings is not None:
+        # the dispatch's check asked a worker; a run started while none answered is checked here
+        problems.extend(i.message for i in agent.dispatch_settings.issues(agent.name, run_settings))
         refused = refused_settings(model[1], settings)
         if refused:
             problems.append(f"model {model[0]!r} does not support them: {'; '.join(refused)}")

@@ -15,7 +15,7 @@ from chamvi.channels import ChannelSubscription
 from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, SKILL_TOOL_NAMES
 from chamvi.errors import ChamviError, ChamviValidationError, InvalidAgentDefinitionError, validation_issues
 from chamvi.mcp import McpTools
-from chamvi.models import BudgetSpec, Message, ModelSettings
+from chamvi.models import BudgetSpec, DispatchSettings, Message, ModelSettings
 from chamvi.names import validate_agent_name as validate_agent_name
 from chamvi.permissions import PolicyRun, ToolPolicy
 from chamvi.provider_objects import is_chat_model
@@ -131,6 +131,8 @@ class Agent:
     """The agent's typed state collections (``ctx.state``); its tools are among ``tools``."""
     model_settings: ModelSettings | None = None
     """How its model is asked to answer (temperature, output tokens, tool choice, ...)."""
+    dispatch_settings: DispatchSettings = field(default_factory=DispatchSettings)
+    """Which model settings a dispatch may set for one of its runs, and their caps."""
     skills: tuple[SkillSource, ...] = ()
     """The agent's own skill sources, after the App's defaults (``chamvi.skills``)."""
     conversation: RecallPolicy = field(default_factory=RecallPolicy)
@@ -312,6 +314,7 @@ def define_agent(
     skills: Sequence[SkillSource] = (),
     conversation: RecallPolicy | None = None,
     knowledge: str | os.PathLike[str] | Source | Sequence[Source] | None = None,
+    dispatch_settings: DispatchSettings | Mapping[str, Any] | None = None,
 ) -> Agent:
     """Checks an agent definition and fills in the default budget (20 steps, 900 s).
 
@@ -340,6 +343,10 @@ def define_agent(
     ``model_settings`` (a ``ModelSettings`` or its data) says how the model is asked to answer:
     temperature, output tokens, tool choice and the rest; its ranges, and a tool choice naming a
     tool the agent lacks, are checked here, and what the model's provider supports by the App.
+    ``dispatch_settings`` says which of them a dispatch may set for one run, with caps
+    (``DispatchSettings(allow={"temperature", "max_output_tokens"}, max_output_tokens=4096)``);
+    by default ``temperature``, ``top_p``, ``stop`` and ``seed``, and no more: output tokens,
+    reasoning effort, service tier, tool choice and ``extra_body`` are the definition's to set.
     ``skills`` adds the agent's own skill sources (``skills_folder(...)``, ``git_skills(...)``,
     ``skill(...)``) to the App's defaults: the model gets a block listing them after the
     instructions, and the tools ``skill_load`` and ``skill_read`` (``chamvi.skills``).
@@ -397,6 +404,7 @@ def define_agent(
         model_settings=_model_settings(
             name, model_settings, None if factory is not None or mcp_servers else set(checked_tools)
         ),
+        dispatch_settings=_dispatch_settings(name, dispatch_settings),
         skills=_skills(name, skills),
         conversation=check_recall_policy(name, conversation),
         knowledge=own_knowledge,
@@ -427,6 +435,21 @@ def _model_settings(
     if found:
         raise InvalidAgentDefinitionError(f"agent {name!r}: model_settings: {'; '.join(found)}")
     return None if settings.empty else settings
+
+
+def _dispatch_settings(name: str, settings: DispatchSettings | Mapping[str, Any] | None) -> DispatchSettings:
+    if settings is None or isinstance(settings, DispatchSettings):
+        return settings or DispatchSettings()
+    if not isinstance(settings, Mapping):
+        raise InvalidAgentDefinitionError(
+            f"agent {name!r}: dispatch_settings must be a DispatchSettings(...), not {settings!r}"
+        )
+    try:
+        return DispatchSettings.model_validate(settings)
+    except PydanticValidationError as error:
+        raise InvalidAgentDefinitionError(
+            f"agent {name!r}: dispatch_settings: {_problems(error, 'value')}"
+        ) from None
 
 
 def _skills(name: str, skills: Sequence[SkillSource]) -> tuple[SkillSource, ...]:

@@ -293,29 +293,34 @@ class ChamviClient(ConversationMethods):
         ``attachments`` are stored as the run's first artifacts before it starts (a redelivery stores
         nothing) and reach the model as parts of the run's first message. ``model_settings`` (a
         ``ModelSettings`` or its data) are this run's own: each of its model steps sends them over
-        the agent's, field by field, and records what it sent.
+        the agent's, field by field, and records what it sent. A worker is asked first whether the
+        agent lets a dispatch set them (its ``dispatch_settings``); with none answering within
+        ``AGENT_CHECK_TIMEOUT``, the run starts and its first model step refuses what is not allowed.
 
         Raises:
             InvalidInputError: a field the run would refuse, or attachments without an artifact store.
+            ChamviValidationError: ``model_settings`` set what the agent does not let a dispatch set,
+                or past a cap (an issue at ``model_settings.<field>`` each); nothing is started.
             AttachmentTooLargeError: an attachment over the size limit.
             ChamviValidationError: an attachment's media type is not ``type/subtype`` (parameters
                 such as ``; charset=utf-8`` are refused); nothing is stored.
         """
-        return await self.start(
-            RunInput(
-                agent=agent,
-                payload=payload,
-                trigger=trigger,
-                channel=channel,
-                address=address,
-                subscription=subscription,
-                invoker=invoker,
-                idempotency_key=idempotency_key,
-                concurrency_key=concurrency_key,
-                model_settings=_run_settings(model_settings),
-            ),
-            attachments,
+        run_input = RunInput(
+            agent=agent,
+            payload=payload,
+            trigger=trigger,
+            channel=channel,
+            address=address,
+            subscription=subscription,
+            invoker=invoker,
+            idempotency_key=idempotency_key,
+            concurrency_key=concurrency_key,
+            model_settings=_run_settings(model_settings),
         )
+        if run_input.model_settings is not None:
+            validate_run_input(run_input)
+            await self.check_agent(agent, channel=channel, model_settings=run_input.model_settings)
+        return await self.start(run_input, attachments)
 
     async def start(self, run_input: RunInput, attachments: Sequence[Attachment] = ()) -> DispatchResult:
         """Starts the run ``run_input`` describes whole (a run started by a run carries its parent)."""
@@ -387,24 +392,31 @@ class ChamviClient(ConversationMethods):
         return True
 
     async def check_agent(
-        self, agent: str, *, channel: str | None = None, timeout: timedelta = AGENT_CHECK_TIMEOUT
+        self,
+        agent: str,
+        *,
+        channel: str | None = None,
+        model_settings: ModelSettings | None = None,
+        timeout: timedelta = AGENT_CHECK_TIMEOUT,
     ) -> bool:
         """Asks a worker on the task queue whether its app serves ``agent``, before a dispatch.
 
         A process without the app (the CLI) learns of an unknown agent at once, with the app's
         own message, rather than from a run that fails later. True when a worker said yes; False
         when none answered within ``timeout`` (a run dispatched now waits in the queue for one).
+        With ``model_settings``, the worker also checks them against the agent's ``dispatch_settings``.
 
         Raises:
             AgentNotFoundError: the worker's app does not serve ``agent`` (or another
                 ``ChamviError`` the app raised describing it).
+            ChamviValidationError: ``model_settings`` set what the agent does not let a dispatch set.
         """
         _check_agent_name(agent)
         workflow_id = f"{c.AGENT_CHECK_ID_PREFIX}{uuid.uuid4().hex}"
         try:
             await self.client.execute_workflow(
                 c.AGENT_CHECK_WORKFLOW,
-                DescribeAgentRequest(agent=agent, channel=channel),
+                DescribeAgentRequest(agent=agent, channel=channel, model_settings=model_settings),
                 id=workflow_id,
                 task_queue=self.task_queue,
                 execution_timeout=timeout,

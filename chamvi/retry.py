@@ -46,6 +46,9 @@ AGENT_LOOKUP_FAILURES: tuple[type[ChamviError], ...] = (
     InvalidAppError,
 )
 """What describing an agent fails with for good: an agent or model the app does not have."""
+DISPATCH_CHECK_FAILURES: tuple[type[ChamviError], ...] = (*AGENT_LOOKUP_FAILURES, ChamviValidationError)
+"""What a check before a dispatch fails with for good: what describing an agent does, and settings the
+agent does not let a dispatch set."""
 AGENT_REGISTRY_FAILURES: tuple[type[ChamviError], ...] = (
     *AGENT_LOOKUP_FAILURES,
     ChamviValidationError,

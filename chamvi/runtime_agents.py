@@ -13,7 +13,9 @@ The seed's ``putAgent`` / ``removeAgent``. What a runtime agent may be made of i
   marked stays marked);
 * ``model_settings``: ``ModelSettings`` as data, checked as ``define_agent`` checks them (ranges, a
   named tool among the agent's tools) and against what the model's provider supports, each problem
-  at its field (``model_settings.temperature``).
+  at its field (``model_settings.temperature``);
+* ``dispatch_settings``: ``DispatchSettings`` as data, which model settings a dispatch may set (by
+  default temperature, top_p, stop and seed).
 
 Not allowed, because each is code or configuration the App owns: tool factories, hooks, structured
 output types, state collections (their types), ``tools_context`` (where secrets go: configure those
@@ -295,6 +297,7 @@ def _built(app: App, definition: AgentDefinition, revision: int) -> tuple[Agent,
             ),
             trust=_trust(definition, {**tools, **(SKILL_TOOLS if app.skills else {})}),
             model_settings=_servable_settings(definition, issues, set(tools), bool(servers)),
+            dispatch_settings=definition.dispatch_settings,
         )
     except InvalidAgentDefinitionError as error:  # what the checks above let through: a bug of theirs
         raise _refuse(name, [*issues, _issue((), error.message, "invalid_agent_definition")]) from None

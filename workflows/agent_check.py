@@ -15,7 +15,7 @@ from temporalio.common import RetryPolicy
 with workflow.unsafe.imports_passed_through():
     from chamvi import constants as c
     from chamvi.models import AgentSpec, DescribeAgentRequest
-    from chamvi.retry import AGENT_LOOKUP_FAILURES, non_retryable
+    from chamvi.retry import DISPATCH_CHECK_FAILURES, non_retryable
 
 
 @workflow.defn(name=c.AGENT_CHECK_WORKFLOW)
@@ -24,13 +24,17 @@ class AgentCheckWorkflow:
 
     @workflow.run
     async def run(self, request: DescribeAgentRequest) -> None:
-        """Completes when the app serves ``request.agent``; fails with the app's error otherwise."""
+        """Completes when the app serves ``request.agent``; fails with the app's error otherwise.
+
+        With ``request.model_settings`` (a dispatch's own), it fails too when the agent does not let
+        a dispatch set them.
+        """
         await workflow.execute_local_activity(
             c.ACTIVITY_DESCRIBE_AGENT,
             request,
             result_type=AgentSpec,
             start_to_close_timeout=timedelta(seconds=10),
             retry_policy=RetryPolicy(
-                maximum_attempts=3, non_retryable_error_types=non_retryable(AGENT_LOOKUP_FAILURES)
+                maximum_attempts=3, non_retryable_error_types=non_retryable(DISPATCH_CHECK_FAILURES)
             ),
         )

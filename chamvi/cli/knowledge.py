@@ -117,7 +117,10 @@ def _collection_row(state: CollectionState) -> dict[str, Any]:
 
 
 def _skipped(meta: CollectionMeta) -> int:
-    """What the last pass left out (links, FIFOs, large or non-UTF-8 files): the worker's log says why."""
+    """What the last pass left out (links, FIFOs, large or non-UTF-8 files, PDFs past their limits).
+
+    Its ``last_stats.problems`` say why for the first 20, the worker's log for all.
+    """
     return meta.last_stats.skipped if meta.last_stats is not None else 0
 
 

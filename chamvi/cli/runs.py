@@ -39,21 +39,32 @@ from chamvi.settings import Settings
 _PAYLOAD_EXAMPLE = """--payload '{"query": "shipping"}'"""
 
 
+_SETTINGS_EXAMPLE = """--model-settings '{"temperature": 0.2}'"""
+
+
+def _json_object(option: str, text: str, example: str) -> dict[str, Any]:
+    """``text`` given to ``option`` as a JSON object, or what is wrong with it and an example."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise click.ClickException(f"{option} is not valid JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise click.ClickException(f"{option} must be a JSON object, e.g. {example}: got {short(value, 40)}")
+    return value
+
+
+def _parse_model_settings(text: str | None) -> dict[str, Any] | None:
+    """``--model-settings`` as a JSON object; the client checks its fields (and asks the worker)."""
+    return None if text is None else _json_object("--model-settings", text, _SETTINGS_EXAMPLE)
+
+
 def _parse_payload(text: str | None) -> dict[str, Any] | None:
     """The payload as a JSON object: agents (and the demo model) read it by field name."""
     if text is None:
         return None
     if text == "-":
         text = sys.stdin.read()
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise click.ClickException(f"--payload is not valid JSON: {error}") from None
-    if not isinstance(value, dict):
-        raise click.ClickException(
-            f"--payload must be a JSON object, e.g. {_PAYLOAD_EXAMPLE}: got {short(value, 40)}"
-        )
-    return value
+    return _json_object("--payload", text, _PAYLOAD_EXAMPLE)
 
 
 def _attachments(paths: tuple[Path, ...], limit: int) -> list[Attachment]:
@@ -132,6 +143,12 @@ def _outcome(view: RunView, as_json: bool) -> None:
 @click.option("--idempotency-key", help="A redelivery with the same key returns the existing run.")
 @click.option("--concurrency-key", help="Runs sharing this key run one at a time, in dispatch order.")
 @click.option(
+    "--model-settings",
+    metavar="JSON",
+    help="This run's own model settings as a JSON object, e.g. '{\"temperature\": 0.2}': only those the "
+    "agent lets a dispatch set (by default temperature, top_p, stop, seed), within its caps.",
+)
+@click.option(
     "--attach",
     "attach",
     multiple=True,
@@ -157,6 +174,7 @@ def dispatch(
     channel_address: str | None,
     idempotency_key: str | None,
     concurrency_key: str | None,
+    model_settings: str | None,
     attach: tuple[Path, ...],
     wait_for_it: bool,
     follow: bool,
@@ -170,6 +188,7 @@ def dispatch(
     an error at once; with no worker up, the run is queued (and says so) until one starts.
     """
     value = _parse_payload(payload)
+    run_settings = _parse_model_settings(model_settings)
     attachments = _attachments(attach, settings.attachment_max_bytes)
     state: dict[str, str] = {}
     printer = Printer("", as_json=as_json)
@@ -189,6 +208,7 @@ def dispatch(
             idempotency_key=idempotency_key,
             concurrency_key=concurrency_key,
             attachments=attachments,
+            model_settings=run_settings,
         )
         state["run_id"] = result.run_id
         if not result.created:

@@ -123,6 +123,9 @@ def runs_router(
         """Starts a run of `agent` with `payload`; 202 with its id.
 
         With an `idempotency_key` seen before from the same token, 200 with the existing run instead.
+        `model_settings` may set only what the agent lets a dispatch set (its `dispatch_settings`; by
+        default temperature, top_p, stop, seed), within its caps: anything else is a 422
+        `validation_error` with an issue at `model_settings.<field>`, and no run starts.
         """
         await check_agent(body.agent)
         return await dispatch_as(runs, body, token, response)

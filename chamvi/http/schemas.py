@@ -275,8 +275,8 @@ class DispatchRun(_Body):
     )
     model_settings: ModelSettings | None = Field(
         default=None,
-        description="This run's own model settings (temperature, max_output_tokens, tool_choice, ...), "
-        "over the agent's",
+        description="This run's own model settings, over the agent's: only those the agent lets a "
+        "dispatch set (by default temperature, top_p, stop, seed), within its caps",
     )
 
     @field_validator("agent", "channel", "address", "idempotency_key", "concurrency_key")

@@ -255,7 +255,14 @@ def _skip(stats: PassStats, collection: str, kind: str, message: str) -> None:
     it or the pass refused what the source yielded.
     """
     stats.skipped += 1
+    _note(stats, message)
     _report(collection, kind, message)
+
+
+def _note(stats: PassStats, message: str) -> None:
+    """Keeps why a document was left out in the pass's report; a few reasons, not one per file."""
+    if len(stats.problems) < MAX_REASONS:
+        stats.problems.append(message)
 
 
 class Indexer:
@@ -361,6 +368,7 @@ class Indexer:
                 incomplete=functools.partial(_report, name, source.kind),
                 unchanged=functools.partial(self._unchanged, reading),
                 stored=functools.partial(self._stored, reading),
+                record_failure=functools.partial(self._failed_read, reading, trusted),
             )
             async for raw in source.documents(context):
                 try:
@@ -848,6 +856,26 @@ class Indexer:
         if run.managed and not await self._still_current(run, [item]):
             return
         log.warning("knowledge %r: document %r failed: %s", run.name, item.document.id, error)
+        _note(run.stats, f"document {item.document.id!r} failed: {error}")
+        await self._keep_failed(run, item, error)
+        run.stats.failed += 1
+
+    async def _failed_read(self, reading: _Reading, trusted: bool, document: Document, reason: str) -> None:
+        """Keeps a document a source skipped past a limit as failed, with ``reason`` (``ctx.failed``).
+
+        Counted skipped (the source reported it), never embedded; seen, so the pass does not delete
+        its entry. Read again by the next pass, which skips it again unless it changed.
+        """
+        run = reading.run
+        if not reading.seen.add(document.id):
+            return  # an earlier source yielded it: that one is kept
+        stored = (await self.store.find_entries(run.name, [document.id], run.target)).get(document.id)
+        entry = stored.entry if stored is not None else None
+        known = _known(entry, stored.stamped) if stored is not None and entry is not None else None
+        await self._keep_failed(run, _Pending(document, content_hash(document), trusted, [], known), reason)
+
+    async def _keep_failed(self, run: _Pass, item: _Pending, error: str) -> None:
+        """The registry entry of a failed document; the passages of its previous content stay."""
         previous = item.previous
         kept = previous.passages if previous is not None and previous.generation == run.target else 0
         # the previous content's passages still answer searches
@@ -858,4 +886,3 @@ class Indexer:
         run.holds(item.document.id, kept, item.trusted, registered=True, new=previous is None)
         if previous is not None and previous.stamped and previous.generation == run.target:
             await self.store.unstamp(run.name, run.target, [item.document.id])
-        run.stats.failed += 1

@@ -22,10 +22,14 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from chamvi.errors import InvalidAgentDefinitionError
 from chamvi.knowledge._pdf import (
+    DEFAULT_MAX_PDF_PAGES,
+    DEFAULT_MAX_PDF_SECONDS,
     MAX_PDF_BYTES,
     PAGE_FRAGMENT,
     PDF_PAGES,
     PDF_SUFFIX,
+    PdfLimitReached,
+    PdfLimits,
     PdfProblem,
     page_documents,
     read_pdf,
@@ -68,6 +72,10 @@ async def _nothing_stored(ids: list[str]) -> dict[str, StoredVersion]:
     return {}
 
 
+async def _nothing_recorded(document: Document, reason: str) -> None:
+    pass
+
+
 @dataclass(frozen=True)
 class StoredVersion:
     """What the index keeps of a document a pass may skip: its version and its metadata."""
@@ -93,6 +101,8 @@ class SourceContext:
         stored: ``await ctx.stored([id, ...])`` answers, for the ids whose stored entry
             ``unchanged`` would accept, its version and metadata: what a source needs to ask the other
             side whether a document changed (an ETag for ``If-None-Match``) before it reads it.
+        record_failure: keeps a document the source skipped in the registry as failed, with the
+            reason (the pass's; :meth:`failed` calls it).
     """
 
     cancellation: asyncio.Event = field(default_factory=asyncio.Event)
@@ -101,6 +111,16 @@ class SourceContext:
     reasons: list[str] = field(default_factory=list)
     unchanged: Callable[[list[tuple[str, str]]], Coroutine[Any, Any, set[str]]] = _nothing_known
     stored: Callable[[list[str]], Coroutine[Any, Any, dict[str, StoredVersion]]] = _nothing_stored
+    record_failure: Callable[[Document, str], Coroutine[Any, Any, None]] = _nothing_recorded
+
+    async def failed(self, document: Document, reason: str) -> None:
+        """Reports a document skipped past a limit (a PDF's pages, its time), and keeps it as failed.
+
+        ``on_error`` gets ``reason``; the registry keeps ``document`` as failed with it, where a
+        document listing shows it.
+        """
+        self.on_error(reason)
+        await self.record_failure(document, reason)
 
     def __post_init__(self) -> None:
         notify = self.incomplete
@@ -261,6 +281,7 @@ class FolderSource:
     extensions: tuple[str, ...] = DEFAULT_EXTENSIONS
     trusted: bool | None = None
     kind: str = "folder"
+    pdf_limits: PdfLimits = field(default_factory=PdfLimits)
 
     def check(self) -> None:
         """Refuses at boot a path that is not a directory, rather than at the first pass.
@@ -276,6 +297,8 @@ class FolderSource:
 
         Symbolic links, files that are no regular file, files over 1 MiB, files that are not UTF-8
         and relative paths over 255 characters are reported and skipped (so the pass deletes them).
+        A PDF past ``pdf_limits`` (its pages, the time reading it takes) is reported and skipped,
+        and the registry keeps it as failed with the reason.
         A folder that cannot be listed or a file that cannot be read is reported and marks the read
         incomplete (so what it held stays indexed); so does a cancellation.
 
@@ -302,7 +325,7 @@ class FolderSource:
         def look(ids: list[str]) -> dict[str, StoredVersion]:
             return answer(ctx.stored(ids), {})
 
-        walker = _walk(str(self.path), self.extensions, _Asker(ask, look))
+        walker = _walk(str(self.path), self.extensions, _Asker(ask, look), self.pdf_limits)
         while True:
             if ctx.cancellation.is_set():
                 ctx.incomplete("the read was cancelled")
@@ -312,6 +335,9 @@ class FolderSource:
                 return
             for item in batch:
                 if isinstance(item, _Problem):
+                    if item.failed is not None:
+                        await ctx.failed(item.failed, item.message)
+                        continue
                     ctx.on_error(item.message)
                     if item.incomplete:
                         ctx.incomplete(item.message)
@@ -327,12 +353,17 @@ def folder(
     *,
     extensions: Iterable[str] = DEFAULT_EXTENSIONS,
     trusted: bool | None = None,
+    max_pdf_pages: int = DEFAULT_MAX_PDF_PAGES,
+    max_pdf_seconds: float = DEFAULT_MAX_PDF_SECONDS,
 ) -> FolderSource:
     """Every ``.md``, ``.markdown``, ``.mdx``, ``.txt`` and ``.pdf`` file below ``path``.
 
     A PDF (up to 32 MiB) becomes one document per page, ``manual.pdf#page=2`` with the metadata
     ``{"page": 2}``; like a text file, it is not read again while its size and times match. A PDF
-    without a text layer, encrypted or damaged is reported and skipped.
+    without a text layer, encrypted or damaged is reported and skipped. So is one with more than
+    ``max_pdf_pages`` pages (counted before any is read) or whose reading takes longer than
+    ``max_pdf_seconds``: the pass's report gives the reason, the registry keeps the PDF as failed
+    with it, and the rest of the pass goes on.
 
     ``path`` is resolved against the working directory now. Each document's id and source are its
     path relative to ``path`` (POSIX, ``guides/setup.md``); its title is the first ``# `` heading
@@ -355,10 +386,15 @@ def folder(
             )
     if trusted is not None and not isinstance(trusted, bool):
         raise InvalidAgentDefinitionError("folder() trusted must be True, False or None")
+    try:
+        limits = PdfLimits(max_pages=max_pdf_pages, max_seconds=max_pdf_seconds)
+    except ValueError as error:
+        raise InvalidAgentDefinitionError(f"folder() {error}") from None
     return FolderSource(
         path=Path(os.path.abspath(os.fspath(path))),
         extensions=tuple(s.lower() for s in suffixes),
         trusted=trusted,
+        pdf_limits=limits,
     )
 
 
@@ -391,6 +427,8 @@ def first_heading(text: str) -> str | None:
 class _Problem:
     message: str
     incomplete: bool = False
+    failed: Document | None = None
+    """The document the registry keeps as failed, for a problem past a limit."""
 
 
 def _skipped(rel: str, reason: str) -> _Problem:
@@ -452,7 +490,9 @@ class _Folder:
     """PDFs whose stored pages have their current version, and how many pages they had."""
 
 
-def _walk(root: str, extensions: tuple[str, ...], ask: _Asker) -> Iterator[Document | _Problem]:
+def _walk(
+    root: str, extensions: tuple[str, ...], ask: _Asker, pdf_limits: PdfLimits
+) -> Iterator[Document | _Problem]:
     """Depth first, one folder's listing at a time: memory stays flat however large the tree.
 
     Every folder below the root and every file is opened relative to its parent's descriptor and
@@ -499,7 +539,8 @@ def _walk(root: str, extensions: tuple[str, ...], ask: _Asker) -> Iterator[Docum
                 pages = here.pdf_pages.get(rel)
                 ids = {f"{rel}{PAGE_FRAGMENT}{n}" for n in range(1, (pages or 0) + 1)}
                 if pages is None or not ids <= here.unchanged:
-                    yield from _read_pdf(here.fd, entry.name, rel, here.versions.get(rel), here.unchanged)
+                    version = here.versions.get(rel)
+                    yield from _read_pdf(here.fd, entry.name, rel, version, here.unchanged, pdf_limits)
             elif wanted and rel not in here.unchanged:
                 yield _read(here.fd, entry.name, rel, here.versions.get(rel))
     finally:
@@ -624,11 +665,12 @@ def _is_small_regular(info: os.stat_result, limit: int = MAX_FILE_BYTES) -> bool
 
 
 def _read_pdf(
-    folder_fd: int, name: str, rel: str, version: str | None, unchanged: set[str]
+    folder_fd: int, name: str, rel: str, version: str | None, unchanged: set[str], limits: PdfLimits
 ) -> Iterator[Document | _Problem]:
     """The pages of a PDF as documents ``<rel>#page=<n>``, or the problem that keeps it out.
 
-    Pages the index holds ``unchanged`` (counted already) are not yielded again.
+    Pages the index holds ``unchanged`` (counted already) are not yielded again. A PDF past
+    ``limits`` is a problem with the document the registry keeps as failed.
     """
     if len(rel) + 16 > MAX_PATH_CHARS:
         yield _Problem(f"skipped {describe_id(rel)}: its relative path is too long for page ids")
@@ -651,7 +693,11 @@ def _read_pdf(
         yield _skipped(rel, "over 32 MiB")
         return
     try:
-        pdf = read_pdf(data)
+        pdf = read_pdf(data, limits)
+    except PdfLimitReached as problem:
+        failed = Document(id=rel, content="", title=rel.rpartition("/")[2], source=rel)
+        yield _Problem(f"skipped {rel!r}: {problem}", failed=failed)
+        return
     except PdfProblem as problem:
         yield _skipped(rel, str(problem))
         return

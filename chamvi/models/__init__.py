@@ -26,7 +26,7 @@ from chamvi.models.knowledge import (
     SyncSignal,
 )
 from chamvi.models.mcp import McpListRequest, McpToolHints, McpToolInfo, McpToolList
-from chamvi.models.model_settings import ModelSettings, NamedTool
+from chamvi.models.model_settings import DispatchSettings, ModelSettings, NamedTool
 from chamvi.models.parts import (
     ContentPart,
     FilePart,
@@ -104,6 +104,7 @@ __all__ = [
     "CollectionStatus",
     "ContentPart",
     "DescribeAgentRequest",
+    "DispatchSettings",
     "DocumentEntry",
     "EffectQuery",
     "EffectRecord",

@@ -20,7 +20,7 @@ from chamvi.constants import (
     DEFAULT_TIMEOUT,
     RUNTIME_AGENT_MAX_STEPS,
 )
-from chamvi.models.model_settings import ModelSettings
+from chamvi.models.model_settings import DispatchSettings, ModelSettings
 from chamvi.models.runs import Invoker
 
 
@@ -112,6 +112,8 @@ class AgentDefinition(_Data):
         model_settings: how the model is asked to answer (``ModelSettings`` as data: temperature,
             tool choice as ``"required"`` or ``{"tool": "search"}``, ...), checked as ``define_agent``
             checks them and against what the model's provider supports.
+        dispatch_settings: which model settings a dispatch may set for a run, with caps
+            (``DispatchSettings`` as data); none: temperature, top_p, stop and seed.
 
     A runtime agent has the App's default skills (``App(skills=[...])``); a ``skills`` field is refused,
     and so is a ``knowledge`` field (an agent's own knowledge folder is declared in code).
@@ -127,6 +129,8 @@ class AgentDefinition(_Data):
     tool_policy: ToolPolicyData | None = None
     trust: TrustData = Field(default_factory=TrustData)
     model_settings: ModelSettings | None = None
+    # left out when unset, so definitions stored before it keep their stored form
+    dispatch_settings: DispatchSettings | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class AgentRevision(BaseModel):

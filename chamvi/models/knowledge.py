@@ -43,6 +43,9 @@ class PassStats(BaseModel):
     folder's files by size and times); counted in ``unchanged`` too."""
     embedding_calls: int = 0
     incomplete: list[str] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+    """Why documents were skipped or failed, the first 20 (a PDF past its page limit, say): the
+    reasons travel through history with the counts, the worker's log holds them all."""
 
     def line(self) -> str:
         """The counts in one line, as ``chamvi knowledge sync`` prints them and a pass workflow shows them."""
@@ -53,6 +56,8 @@ class PassStats(BaseModel):
         )
         if self.incomplete:
             text += f"; incomplete read: {'; '.join(self.incomplete)}"
+        if self.problems:
+            text += f"; left out: {'; '.join(self.problems)}"
         return text
 
 

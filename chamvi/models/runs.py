@@ -270,6 +270,8 @@ class DescribeAgentRequest(BaseModel):
     run_id: str | None = None
     """With ``trigger``, the run a tool factory builds the tool set for (None: no run, e.g. a check)."""
     trigger: TriggerEnvelope | None = None
+    model_settings: ModelSettings | None = Field(default=None, exclude_if=lambda v: v is None)
+    """A dispatch's own settings, checked against the agent's ``dispatch_settings`` (a check only)."""
 
 
 class ModelRequest(BaseModel):

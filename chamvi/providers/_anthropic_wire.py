@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from chamvi.models import ContentPart, Message, ModelSettings, NamedTool, TextPart
+from chamvi.models.model_settings import extra_body_of
 from chamvi.providers._base import AttachedFile, ChatRequest, ToolSchema
 from chamvi.providers.openai import _name  # one naming rule for a part, whichever provider sends it
 
@@ -32,6 +33,7 @@ THINKING_KEY = "thinking"
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 _TEXT_TYPES = frozenset({"application/json", "application/xml", "application/yaml", "application/x-yaml"})
 _EFFORTS = {"low", "medium", "high", "xhigh", "max"}
+_SERVICE_TIERS = ("auto", "standard_only")
 TEMPERATURE_MAX = 1.0
 
 
@@ -161,6 +163,11 @@ def refused_settings(settings: ModelSettings) -> list[str]:
         refused.append("seed: Anthropic's Messages API has no seed")
     if settings.temperature is not None and settings.temperature > TEMPERATURE_MAX:
         refused.append(f"temperature {settings.temperature:g}: Anthropic takes 0 to 1")
+    if settings.service_tier is not None and settings.service_tier not in _SERVICE_TIERS:
+        refused.append(
+            f"service_tier {settings.service_tier!r}: Anthropic's tiers are "
+            + ", ".join(repr(t) for t in _SERVICE_TIERS)
+        )
     if settings.reasoning_effort is not None and settings.reasoning_effort not in _EFFORTS:
         refused.append(
             f"reasoning_effort {settings.reasoning_effort!r}: Anthropic's efforts are "
@@ -190,6 +197,9 @@ def settings_params(settings: ModelSettings | None, default_max_tokens: int) -> 
     ``stop`` goes as ``stop_sequences``, tool choice and parallel calls as ``tool_choice``, the
     effort as ``output_config.effort``; ``temperature``, ``top_p`` and ``extra_body`` in the SDK's
     ``extra_body`` (the body fields they are).
+
+    Raises:
+        ModelError: ``extra_body`` sets a field chamvi sets or checks (``CHECKED_BODY_FIELDS``).
     """
     params: dict[str, Any] = {"max_tokens": default_max_tokens}
     if settings is None:
@@ -209,7 +219,9 @@ def settings_params(settings: ModelSettings | None, default_max_tokens: int) -> 
         params["tool_choice"] = choice
     if settings.reasoning_effort is not None:
         params["output_config"] = {"effort": settings.reasoning_effort}
-    body.update(settings.extra_body or {})
+    if settings.service_tier is not None:
+        params["service_tier"] = settings.service_tier
+    body = {**extra_body_of(settings), **body}
     if body:
         params["extra_body"] = body
     return params

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from chamvi.models import ModelSettings, NamedTool
+from chamvi.models.model_settings import extra_body_of
 
 
 def tool_choice_param(choice: str | NamedTool) -> str | dict[str, Any]:
@@ -18,7 +19,10 @@ def settings_params(settings: ModelSettings | None, max_tokens_param: str) -> di
     """The body fields ``settings`` set.
 
     ``max_output_tokens`` goes as ``max_tokens_param``, ``stop`` as a list, ``extra_body`` as the
-    SDK's ``extra_body`` (merged into the body last, so fields the SDK does not know reach the server).
+    SDK's ``extra_body`` (merged into the body, so fields the SDK does not know reach the server).
+
+    Raises:
+        ModelError: ``extra_body`` sets a field chamvi sets or checks (``CHECKED_BODY_FIELDS``).
     """
     if settings is None:
         return {}
@@ -30,6 +34,7 @@ def settings_params(settings: ModelSettings | None, max_tokens_param: str) -> di
         ("seed", "seed"),
         ("parallel_tool_calls", "parallel_tool_calls"),
         ("reasoning_effort", "reasoning_effort"),
+        ("service_tier", "service_tier"),
     ):
         value = getattr(settings, field)
         if value is not None:
@@ -38,6 +43,7 @@ def settings_params(settings: ModelSettings | None, max_tokens_param: str) -> di
         params[max_tokens_param] = settings.max_output_tokens
     if settings.tool_choice is not None:
         params["tool_choice"] = tool_choice_param(settings.tool_choice)
-    if settings.extra_body:
-        params["extra_body"] = dict(settings.extra_body)
+    extra = extra_body_of(settings)
+    if extra:
+        params["extra_body"] = extra
     return params

@@ -402,14 +402,17 @@ _CHAT_PATH = "/chat/completions"
 
 
 def _body(params: dict[str, Any]) -> dict[str, Any]:
-    """The request body as sent: ``params`` with ``extra_body`` merged in last.
+    """The request body as sent: ``params`` with ``extra_body``'s other fields merged in.
+
+    A field the call sets itself wins over one ``extra_body`` gives (``settings_params`` refuses
+    those first: this keeps a body built past it from being rewritten by its extras).
 
     Posted as it is rather than through ``chat.completions.create``, whose transform walks every
     message of the transcript again on each call (about 0.3 ms on a first call and 2.9 ms ten tool
     steps in, ``bench/agent_peers.py``): the body here is built from JSON-ready wire dicts already.
     """
     extra = params.pop("extra_body", None)
-    return {**params, **extra} if extra else params
+    return {**extra, **params} if extra else params
 
 
 @contextlib.contextmanager

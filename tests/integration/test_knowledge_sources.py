@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
 import socket
 import subprocess
 import threading
@@ -18,13 +20,14 @@ import pytest
 
 from chamvi.errors import InvalidAgentDefinitionError
 from chamvi.knowledge import folder, git, knowledge_collection, urls
-from chamvi.knowledge._pdf import PdfText, read_pdf
+from chamvi.knowledge._pdf import PdfLimits, PdfText, read_pdf
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.repos import GitSource
 from chamvi.knowledge.search import KnowledgeSearch
 from chamvi.knowledge.sources import RACY_SECONDS, SourceContext
 from tests.knowledge_helpers import CountingEmbedder, new_store
+from tests.support.pdfs import page_tree_bomb, text_pdf
 
 
 @dataclass
@@ -302,9 +305,9 @@ async def test_an_unchanged_pdf_in_a_folder_is_not_read_again_and_a_changed_one_
     parsed: list[int] = []
     original = read_pdf
 
-    def counting(data: bytes) -> PdfText:
+    def counting(data: bytes, limits: PdfLimits | None = None) -> PdfText:
         parsed.append(len(data))
-        return original(data)
+        return original(data, limits)
 
     monkeypatch.setattr("chamvi.knowledge.sources.read_pdf", counting)
     embedder = CountingEmbedder()
@@ -320,6 +323,61 @@ async def test_an_unchanged_pdf_in_a_folder_is_not_read_again_and_a_changed_one_
     await asyncio.sleep(RACY_SECONDS + 0.2)
     meta = await indexer.run_pass(collection)
     assert len(parsed) == 2 and meta.documents == 3
+
+
+async def test_a_page_tree_bomb_is_skipped_with_its_reason_and_the_rest_of_the_pass_is_indexed(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "bomb.pdf").write_bytes(page_tree_bomb())
+    make_pdf(
+        tmp_path / "manual.pdf", ["Unpack the device and charge it.", "Warranty claims need the receipt."]
+    )
+    (tmp_path / "notes.md").write_text("# Notes\n\nThe office opens at nine.\n")
+    embedder = CountingEmbedder()
+    collection = knowledge_collection("pdfs", model=embedder.ref, sources=[folder(tmp_path)])
+    store = new_store()
+    meta = await Indexer(store, registry(embedder)).run_pass(collection)
+
+    reason = "skipped 'bomb.pdf': document too large: 97 336 pages, limit 2 000"
+    stats = meta.last_stats
+    assert stats is not None and (stats.read, stats.skipped, stats.failed) == (3, 1, 0)
+    assert stats.problems == [reason] and reason in stats.line()
+    entry = await store.entry("pdfs", "bomb.pdf")
+    assert entry is not None and (entry.status, entry.error, entry.passages) == ("failed", reason, 0)
+    search = KnowledgeSearch(store, registry(embedder))
+    warranty = await search.search(["pdfs"], "Warranty claims need the receipt.")
+    office = await search.search(["pdfs"], "The office opens at nine.")
+    assert (warranty.matches[0].document, office.matches[0].document) == ("manual.pdf#page=2", "notes.md")
+
+    again = await Indexer(store, registry(embedder)).run_pass(collection)
+    assert again.last_stats is not None and again.last_stats.problems == [reason]
+    assert await store.entry("pdfs", "bomb.pdf") is not None, "the skipped PDF stays listed as failed"
+
+
+async def test_a_pdf_that_takes_longer_than_its_budget_is_skipped_and_the_rest_of_the_pass_is_indexed(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "long.pdf").write_bytes(text_pdf([f"Chapter {n}" for n in range(1, 9)]))
+    (tmp_path / "a.md").write_text("The office opens at nine.\n")
+    (tmp_path / "b.md").write_text("Parking is behind the building.\n")
+    ticks = itertools.count()
+    # every look at the clock is a second later: the PDF's read outlasts its 3 s
+    limits = PdfLimits(max_seconds=3, clock=lambda: float(next(ticks)))
+    source = dataclasses.replace(folder(tmp_path), pdf_limits=limits)
+    embedder = CountingEmbedder()
+    collection = knowledge_collection("timed", model=embedder.ref, sources=[source])
+    store = new_store()
+    meta = await Indexer(store, registry(embedder)).run_pass(collection)
+
+    reason = "skipped 'long.pdf': extraction took longer than 3 s"
+    assert meta.last_stats is not None and meta.last_stats.problems == [reason]
+    entry = await store.entry("timed", "long.pdf")
+    assert entry is not None and (entry.status, entry.error) == ("failed", reason)
+    found = await KnowledgeSearch(store, registry(embedder)).search(
+        ["timed"], "Parking is behind the building."
+    )
+    assert found.matches[0].document == "b.md"
+    assert {d.id async for d in store.entries("timed")} >= {"a.md", "b.md", "long.pdf"}
 
 
 async def test_a_pdf_url_is_one_document_per_page_and_a_304_keeps_them_all(

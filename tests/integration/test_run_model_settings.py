@@ -14,7 +14,7 @@ import httpx
 import pytest
 from temporalio.client import Client
 
-from chamvi import App, ChamviClient, RunStatus, define_agent, tool
+from chamvi import App, ChamviClient, DispatchSettings, RunStatus, define_agent, tool
 from chamvi.errors import InvalidInputError
 from chamvi.http import create_api
 from chamvi.models import ModelSettings, NamedTool
@@ -56,6 +56,10 @@ async def test_a_runtime_agent_s_settings_and_the_run_s_own_reach_the_wire_over_
             "instructions": "Add.",
             "tools": ["add"],
             "model_settings": {"temperature": 0.2, "tool_choice": {"tool": "add"}, "seed": 7},
+            "dispatch_settings": {
+                "allow": ["temperature", "top_p", "max_output_tokens", "extra_body"],
+                "max_output_tokens": 64,
+            },
         }
         own = {"temperature": 0.9, "max_output_tokens": 64, "extra_body": {"top_k": 3}}
         async with (
@@ -110,6 +114,11 @@ def claude_app(server: AnthropicServer) -> App:
         instructions="Add.",
         tools=[add],
         model_settings=ModelSettings(tool_choice="required"),
+        dispatch_settings=DispatchSettings(
+            allow={"seed", "parallel_tool_calls", "reasoning_effort", "max_output_tokens"},
+            reasoning_effort="medium",
+            max_output_tokens=100,
+        ),
     )
     return App(agents=[agent], models=[AnthropicProvider(api_key="k", base_url=server.url)])
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from chamvi import Agent, App, InvalidAgentDefinitionError, define_agent, tool
-from chamvi.errors import InvalidAppError
+from chamvi.errors import InvalidAppError, ModelError
 from chamvi.models import ModelSettings, NamedTool
 from chamvi.providers import AnthropicProvider, ModelRegistry, ScriptedModel, openai_compatible
 from chamvi.providers._anthropic_wire import settings_params as anthropic_params
 from chamvi.providers._openai_settings import settings_params as openai_params
+from chamvi.providers.openai import _body as openai_body
 
 
 @tool
@@ -198,3 +199,91 @@ def test_app_models_take_named_providers_and_refuse_anything_else() -> None:
         openai_compatible("Ollama", base_url="http://h/v1")
     with pytest.raises(InvalidAppError, match="base_url 'localhost:11434' must be an http"):
         openai_compatible("ollama", base_url="localhost:11434")
+
+
+@pytest.mark.parametrize(
+    ("extra_body", "problem"),
+    [
+        ({"temperature": 2}, "extra_body sets 'temperature', which model settings check: give temperature="),
+        ({"tool_choice": "none"}, "extra_body sets 'tool_choice', which model settings check"),
+        (
+            {"max_tokens": 10**9},
+            "extra_body sets 'max_tokens', which model settings check: give max_output_tokens=",
+        ),
+        ({"service_tier": "priority"}, "extra_body sets 'service_tier', which model settings check"),
+        ({"n": 128}, "extra_body sets 'n', which the call itself sends"),
+        ({"messages": []}, "extra_body sets 'messages', which the call itself sends"),
+    ],
+)
+def test_extra_body_that_sets_a_checked_field_fails_the_definition(extra_body: dict, problem: str) -> None:
+    with pytest.raises(InvalidAgentDefinitionError) as raised:
+        agent(extra_body={**extra_body, "top_k": 20})
+    assert problem in raised.value.message
+
+
+def test_a_provider_refuses_extra_body_that_sets_a_checked_field_even_past_the_checks() -> None:
+    # settings built without their checks (an old run's input): the provider is the last guard
+    past = ModelSettings(temperature=0.1, extra_body={"temperature": 2, "n": 128, "top_k": 20})
+    with pytest.raises(ModelError, match=r"extra_body sets 'n'.*extra_body sets 'temperature'"):
+        openai_params(past, "max_tokens")
+    with pytest.raises(ModelError, match="extra_body sets 'temperature'"):
+        anthropic_params(past, 8192)
+
+
+def test_the_fields_a_call_sets_win_over_extra_body_in_the_chat_completions_body() -> None:
+    body = openai_body({"model": "m", "temperature": 0.1, "extra_body": {"temperature": 2, "top_k": 20}})
+    assert body == {"model": "m", "temperature": 0.1, "top_k": 20}
+
+
+def test_service_tier_is_a_setting_of_its_own() -> None:
+    assert openai_params(ModelSettings(service_tier="flex"), "max_tokens") == {"service_tier": "flex"}
+    assert anthropic_params(ModelSettings(service_tier="auto"), 10)["service_tier"] == "auto"
+    claude = define_agent(
+        name="c", model="anthropic/claude-x", instructions="x", model_settings={"service_tier": "flex"}
+    )
+    with pytest.raises(
+        InvalidAgentDefinitionError, match="service_tier 'flex': Anthropic's tiers are 'auto'"
+    ):
+        App(agents=[claude])
+
+
+def test_a_dispatch_may_set_sampling_settings_by_default_and_what_the_agent_allows_within_its_caps() -> None:
+    assert agent().dispatch_settings.allow == {"temperature", "top_p", "stop", "seed"}
+    allowed = define_agent(
+        name="a",
+        model="openai/m",
+        instructions="x",
+        dispatch_settings={
+            "allow": ["max_output_tokens", "reasoning_effort"],
+            "max_output_tokens": 100,
+            "reasoning_effort": "low",
+        },
+    ).dispatch_settings
+    assert allowed.issues("a", ModelSettings(max_output_tokens=100, reasoning_effort="minimal")) == []
+    assert [
+        (i.path, i.code) for i in allowed.issues("a", ModelSettings(temperature=1, reasoning_effort="high"))
+    ] == [
+        (("model_settings", "temperature"), "setting_not_allowed"),
+        (("model_settings", "reasoning_effort"), "setting_over_cap"),
+    ]
+    assert allowed.model_dump(mode="json") == {
+        "allow": ["max_output_tokens", "reasoning_effort"],
+        "max_output_tokens": 100,
+        "reasoning_effort": "low",
+    }
+
+
+@pytest.mark.parametrize(
+    ("dispatch_settings", "problem"),
+    [
+        ({"allow": ["max_output_tokens"]}, "allowing max_output_tokens needs its cap"),
+        ({"allow": ["temperature"], "reasoning_effort": "low"}, "add 'reasoning_effort' to allow"),
+        ({"allow": ["model"]}, "allow.0: Input should be 'temperature'"),
+        ("temperature", "dispatch_settings must be a DispatchSettings(...)"),
+    ],
+)
+def test_bad_dispatch_settings_fail_the_definition(dispatch_settings: object, problem: str) -> None:
+    with pytest.raises(InvalidAgentDefinitionError) as raised:
+        define_agent(name="a", model="openai/m", instructions="x", dispatch_settings=dispatch_settings)  # type: ignore[arg-type]
+    assert "agent 'a': dispatch_settings" in raised.value.message
+    assert problem in raised.value.message

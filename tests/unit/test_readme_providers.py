@@ -5,9 +5,13 @@ from __future__ import annotations
 import re
 import shlex
 
-from chamvi import App, tool
+import pytest
+
+from chamvi import Agent, App, tool
+from chamvi.errors import ChamviValidationError
+from chamvi.models import ModelSettings
 from chamvi.settings import Settings
-from tests.support.docs import page
+from tests.support.docs import blocks, page
 
 SECTION = page("guides/providers.md")
 
@@ -41,3 +45,19 @@ def test_the_readme_chamvi_providers_example_parses() -> None:
         ("vllm", "openai", "VLLM_API_KEY"),
         ("claude-work", "anthropic", "WORK_ANTHROPIC_KEY"),
     ]
+
+
+def test_the_dispatch_settings_example_caps_what_a_dispatch_sets_with_the_message_shown() -> None:
+    [code] = blocks("guides/providers.md", "## What a dispatch may set", "python")
+    [shown] = blocks("guides/providers.md", "## What a dispatch may set", "text")
+    namespace: dict[str, object] = {}
+    exec(code.body, namespace)
+    writer = namespace["writer"]
+    assert isinstance(writer, Agent)
+    settings = writer.dispatch_settings
+    assert settings.issues("writer", ModelSettings(max_output_tokens=4096, reasoning_effort="medium")) == []
+    with pytest.raises(ChamviValidationError) as refused:
+        settings.check("writer", ModelSettings(service_tier="priority"))
+    assert refused.value.message == " ".join(shown.body.split())
+    with pytest.raises(ChamviValidationError, match="max_output_tokens is 4097: agent 'writer' lets"):
+        settings.check("writer", ModelSettings(max_output_tokens=4097))

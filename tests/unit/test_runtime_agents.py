@@ -14,7 +14,7 @@ from chamvi.agent_revisions import ObjectRevisionStore
 from chamvi.app_runtime import AppRuntime
 from chamvi.artifacts import ArtifactStore
 from chamvi.errors import AgentNotFoundError, ChamviValidationError, ConflictError, InvalidAppError
-from chamvi.models import Invoker, ModelSettings, NamedTool, TriggerEnvelope
+from chamvi.models import DispatchSettings, Invoker, ModelSettings, NamedTool, TriggerEnvelope
 from chamvi.permissions import PolicyRun
 from chamvi.runtime_agents import RuntimeAgents
 from chamvi.tools import Tool
@@ -141,6 +141,26 @@ async def test_model_settings_as_data_reach_the_agent_and_its_stored_definition(
     assert put.agent.revision == 1
     again = await agents.put_agent("triage", {**TRIAGE, "model_settings": settings})
     assert again.changed is False
+
+
+async def test_dispatch_settings_as_data_reach_the_agent_and_a_bad_one_is_refused_at_its_field() -> None:
+    agents = registry()
+    allowed: dict[str, Any] = {"allow": ["temperature", "max_output_tokens"], "max_output_tokens": 512}
+    await agents.put_agent("triage", {**TRIAGE, "dispatch_settings": allowed})
+    agent = await agents.current("triage")
+    assert agent.dispatch_settings == DispatchSettings(
+        allow={"temperature", "max_output_tokens"}, max_output_tokens=512
+    )
+    again = await agents.put_agent(
+        "triage", {**TRIAGE, "dispatch_settings": {**allowed, "allow": allowed["allow"][::-1]}}
+    )
+    assert again.changed is False
+    with pytest.raises(ChamviValidationError) as refused:
+        await agents.put_agent("triage", {**TRIAGE, "dispatch_settings": {"allow": ["max_output_tokens"]}})
+    [issue] = refused.value.issues
+    assert (
+        issue.path == ("dispatch_settings",) and "allowing max_output_tokens needs its cap" in issue.message
+    )
 
 
 @pytest.mark.parametrize(
