@@ -269,6 +269,7 @@ class ChamviClient(ConversationMethods):
         self.approval_tokens = approval_tokens
         self.open_streams = 0
         """How many ``events()`` iterators are open (each holds one history long-poll)."""
+        self._gates = {}
         self._dispatched: dict[str, str] = {}
         """The runs this client started and has not seen end, with their agent (``idle`` reads them
         one by one: the visibility list may not show them yet)."""

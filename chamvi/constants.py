@@ -222,6 +222,16 @@ CONVERSATION_TURNS_PER_RUN = 100
 suggests it): its history stays a few hundred events, whatever the conversation's length."""
 CONVERSATION_QUEUE_MAX = 1000
 """Messages that may wait for their turn at once; one more is refused until turns catch up."""
+CONVERSATION_QUEUE_FULL_RETRY_SECONDS = 30
+"""The ``Retry-After`` of a message refused because the queue is full: a turn or a few should end by then."""
+CONVERSATION_SENDS_IN_FLIGHT = 4
+"""Messages one client has in flight to one conversation at once; the others wait in the client, in
+arrival order. Temporal admits 10 updates in flight per workflow (``history.maxInFlightUpdates``) and
+refuses the rest with RESOURCE_EXHAUSTED: a burst of callers all retrying on their own kept updates
+refused and aborted for seconds, and the unlucky ones answered 503. Four leave room for a second
+process sending to the same conversation."""
+CONVERSATION_SEND_RETRY_SECONDS = 5
+"""The ``Retry-After`` of a message Temporal did not take (too many in flight, or unavailable)."""
 CONVERSATION_SEEN_IDS = 500
 """Message ids the workflow remembers; an older one is looked up in the store."""
 CONVERSATION_ID_MAX_LENGTH = 200

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import socket
 import sys
 import tempfile
 import uuid
@@ -65,6 +66,16 @@ def _no_test_touches_the_repos_data_folder() -> Iterator[None]:
     assert not touched, f"the test touched the repository's data folder: {touched[:3]}"
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+_METRICS_PORT = _free_port()
+
+
 @pytest_asyncio.fixture(scope="session")
 async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
     path = shutil.which("temporal")
@@ -75,9 +86,16 @@ async def temporal_env() -> AsyncIterator[WorkflowEnvironment]:
         search_attributes=SEARCH_ATTRIBUTES,
         data_converter=pydantic_data_converter,
         dev_server_log_level="error",
+        dev_server_extra_args=["--metrics-port", str(_METRICS_PORT)],
     )
     yield env
     await env.shutdown()
+
+
+@pytest.fixture
+def temporal_metrics(temporal_env: WorkflowEnvironment) -> str:
+    """The dev server's Prometheus metrics URL: what the server itself counted (refusals, errors)."""
+    return f"http://127.0.0.1:{_METRICS_PORT}/metrics"
 
 
 @pytest.fixture

@@ -64,8 +64,11 @@ SUMMARY_TIMEOUT = timedelta(seconds=300)
 REPLY_TIMEOUT = timedelta(seconds=60)
 
 
-def _refuse(message: str, code: str = InvalidInputError.code) -> ApplicationError:
-    return ApplicationError(message, type=code, non_retryable=True)
+def _refuse(
+    message: str, code: str = InvalidInputError.code, retry_after: timedelta | None = None
+) -> ApplicationError:
+    """A refused message; ``retry_after`` is when sending it again may succeed (the API's ``Retry-After``)."""
+    return ApplicationError(message, type=code, non_retryable=True, next_retry_delay=retry_after)
 
 
 @workflow.defn(name=c.CONVERSATION_WORKFLOW)
@@ -146,11 +149,15 @@ class ConversationWorkflow:
                 f"the message has {len(message.text):,} characters, over the limit of "
                 f"{c.CONVERSATION_MESSAGE_MAX_CHARS:,}: send long content as an attachment"
             )
-        if len(self._state.queue) >= c.CONVERSATION_QUEUE_MAX:
+        state = self._state
+        limit = state.queue_max
+        known = self._known(_digest(turn_run_id(state.agent, state.id, message_id))) is not None
+        if len(state.queue) >= limit and not known:  # a resent id answers its turn, full or not
             raise _refuse(
-                f"conversation {self._state.id!r} already has {c.CONVERSATION_QUEUE_MAX} messages waiting "
-                "for their turn: send this one again once the agent has caught up",
+                f"conversation {state.id!r} already has {limit} messages waiting for their turn "
+                "(the most it holds): send this one again once the agent has caught up",
                 UnavailableError.code,
+                timedelta(seconds=c.CONVERSATION_QUEUE_FULL_RETRY_SECONDS),
             )
 
     def _next_turn(self) -> int:

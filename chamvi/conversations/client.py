@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import re
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -122,8 +123,20 @@ def _refusal(error: WorkflowUpdateFailedError) -> ChamviError:
         cause = cause.__cause__
     if isinstance(cause, ApplicationError):
         cls = _ERRORS_BY_CODE.get(cause.type or "", ChamviError)
-        return cls(cause.message)
+        delay = cause.next_retry_delay
+        return cls(cause.message, retry_after=delay.total_seconds() if delay is not None else None)
     return ChamviError(f"the conversation refused the message: {error.cause or error}")
+
+
+@dataclass
+class _Gate:
+    """One conversation's messages this client is sending: a few in flight, the rest in arrival order."""
+
+    slots: asyncio.Semaphore = field(
+        default_factory=lambda: asyncio.Semaphore(c.CONVERSATION_SENDS_IN_FLIGHT)
+    )
+    users: int = 0
+    """Senders holding or waiting for a slot: at none, the gate is dropped."""
 
 
 def _record_messages(record: TurnRecord) -> list[ConversationMessage]:
@@ -179,6 +192,10 @@ class ConversationMethods:
     artifacts: ArtifactStore | None
     conversation_turns_per_run: int = c.CONVERSATION_TURNS_PER_RUN
     """Turns a conversation's workflow run takes before it continues as new; fewer in tests."""
+    conversation_queue_max: int = c.CONVERSATION_QUEUE_MAX
+    """Messages a conversation this client starts lets wait at once; fewer in tests."""
+    _gates: dict[str, _Gate]
+    """Per conversation workflow id, this client's messages on their way to it (``_sending``)."""
 
     async def send_message(
         self,
@@ -215,7 +232,8 @@ class ConversationMethods:
         Raises:
             InvalidInputError: a bad agent name, conversation id, message id or text.
             AgentNotFoundError: the workers' app serves no such agent.
-            UnavailableError: too many messages wait in the conversation already.
+            UnavailableError: too many messages wait in the conversation already, or Temporal did not
+                take the message (its ``retry_after`` says when to send it again, same id).
         """
         _check_agent(agent)
         conversation = (
@@ -238,10 +256,16 @@ class ConversationMethods:
             subscription=subscription,
             reply=reply,
         )
+        workflow_id = conversation_workflow_id(agent, conversation)
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             c.CONVERSATION_WORKFLOW,
-            ConversationState(agent=agent, id=conversation, turns_per_run=self.conversation_turns_per_run),
-            id=conversation_workflow_id(agent, conversation),
+            ConversationState(
+                agent=agent,
+                id=conversation,
+                turns_per_run=self.conversation_turns_per_run,
+                queue_max=self.conversation_queue_max,
+            ),
+            id=workflow_id,
             task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=TypedSearchAttributes(
@@ -250,11 +274,25 @@ class ConversationMethods:
             static_summary=f"conversation {conversation} with {agent}",
         )
         try:
-            accepted: MessageAccepted = await self.client.execute_update_with_start_workflow(
-                c.UPDATE_SEND_MESSAGE, message, start_workflow_operation=start, result_type=MessageAccepted
-            )
+            async with self._sending(workflow_id):
+                accepted: MessageAccepted = await self.client.execute_update_with_start_workflow(
+                    c.UPDATE_SEND_MESSAGE,
+                    message,
+                    start_workflow_operation=start,
+                    result_type=MessageAccepted,
+                )
         except WorkflowUpdateFailedError as error:
             raise _refusal(error) from None
+        except RPCError as error:
+            if error.status not in (RPCStatusCode.RESOURCE_EXHAUSTED, RPCStatusCode.UNAVAILABLE):
+                raise
+            # Temporal's client retried with backoff already: the caller may send it again later
+            wait = c.CONVERSATION_SEND_RETRY_SECONDS
+            raise UnavailableError(
+                f"Temporal did not take message {message_id!r} for conversation {conversation!r} "
+                f"({error.message}): send it again with the same message_id in {wait} s",
+                retry_after=wait,
+            ) from None
         return SentMessage(
             agent=agent,
             conversation=conversation,
@@ -262,6 +300,25 @@ class ConversationMethods:
             turn=accepted.turn,
             created=accepted.created,
         )
+
+    @asynccontextmanager
+    async def _sending(self, workflow_id: str) -> AsyncIterator[None]:
+        """Holds one of the conversation's send slots (``CONVERSATION_SENDS_IN_FLIGHT``) for the block.
+
+        An update stays in flight at Temporal until the workflow has taken it; past 10 per workflow
+        Temporal refuses the rest, so a burst waits here instead, in arrival order, and no dynamic
+        config needs raising. The gate is forgotten once nobody waits on it.
+        """
+        gates = self._gates
+        gate = gates.setdefault(workflow_id, _Gate())
+        gate.users += 1
+        try:
+            async with gate.slots:
+                yield
+        finally:
+            gate.users -= 1
+            if not gate.users:
+                del gates[workflow_id]
 
     async def _store_turn_attachments(self, run_id: str, attachments: Sequence[Attachment]) -> list[Artifact]:
         chamvi: ChamviClient = self  # type: ignore[assignment]

@@ -17,7 +17,7 @@ from fastapi.responses import StreamingResponse
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi.client import ChamviClient
-from chamvi.constants import CONVERSATION_ID_MAX_LENGTH, NAME_MAX_LENGTH
+from chamvi.constants import CONVERSATION_ID_MAX_LENGTH, CONVERSATION_QUEUE_MAX, NAME_MAX_LENGTH
 from chamvi.conversations.client import check_conversation_id
 from chamvi.conversations.events import CONVERSATION_MESSAGE, TurnStarted, conversation_turns, parse_stream_id
 from chamvi.conversations.store import ConversationStore
@@ -31,7 +31,14 @@ from chamvi.http.runs_routes import (
     SSE_MEDIA_TYPE,
     follow_events,
 )
-from chamvi.http.schemas import ChatAgents, ConversationDeleted, ConversationList, MessageOut, SendMessage
+from chamvi.http.schemas import (
+    ChatAgents,
+    ConversationDeleted,
+    ConversationList,
+    ErrorBody,
+    MessageOut,
+    SendMessage,
+)
 from chamvi.models.conversations import ConversationPage, TurnRecord, conversation_workflow_id
 from chamvi.permissions import has_agent_permission
 from chamvi.run_events import EventHub
@@ -89,7 +96,18 @@ def conversations_router(
         response_model=MessageOut,
         responses={
             200: {"model": MessageOut, "description": "A resent message id: the turn it started before"},
-            **error_responses(400, 401, 403, 404, 413, 422, 503),
+            **error_responses(400, 401, 403, 404, 413, 422),
+            503: {
+                "model": ErrorBody,
+                "description": (
+                    f"The conversation has {CONVERSATION_QUEUE_MAX:,} messages waiting already, or "
+                    "Temporal did not take the message: send it again, same `message_id`, after "
+                    "`Retry-After`"
+                ),
+                "headers": {
+                    "Retry-After": {"description": "Seconds to wait", "schema": {"type": "integer"}}
+                },
+            },
         },
         openapi_extra=permission(WRITE, narrowed=True),
         summary="Send a message",
@@ -105,7 +123,8 @@ def conversations_router(
 
         A new conversation starts with its first message. The turn runs once the turns before it have
         ended; follow it at `/runs/{run_id}/events` or the conversation's `/events`. A message id sent
-        before answers 200 with the turn it started then, and starts nothing. Needs
+        before answers 200 with the turn it started then, and starts nothing. Up to 1,000 messages
+        wait their turn, however many arrive at once; one more answers 503 with `Retry-After`. Needs
         `conversations:write` or `conversations:write:<agent>`.
         """
         check_scope(token, WRITE, agent)

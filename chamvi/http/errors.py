@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -210,7 +211,11 @@ async def _on_chamvi_error(request: Request, error: Exception) -> Response:
     if status == 500:
         log.error("%s %s: unexpected %s: %s", request.method, request.url.path, error.code, error.message)
     issues = error.issues if isinstance(error, ChamviValidationError) else ()
-    return ErrorResponse(status, error.code, error.message, issues=issues)
+    headers = None
+    if status == 503 and error.retry_after is not None:
+        # whole seconds (RFC 9110), never 0: a client that honours it does not retry at once
+        headers = {"Retry-After": str(max(1, math.ceil(error.retry_after)))}
+    return ErrorResponse(status, error.code, error.message, headers, issues=issues)
 
 
 async def _on_rpc_error(request: Request, error: Exception) -> Response:

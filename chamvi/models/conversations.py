@@ -130,6 +130,11 @@ class ConversationState(BaseModel):
     """Turns one workflow run takes before it continues as new (fewer in tests)."""
     remember_ids: int = c.CONVERSATION_SEEN_IDS
     """Message ids kept in ``seen`` (fewer in tests)."""
+    queue_max: int = Field(
+        default=c.CONVERSATION_QUEUE_MAX, exclude_if=lambda v: v == c.CONVERSATION_QUEUE_MAX
+    )
+    """Messages that may wait at once (fewer in tests); left out of the payload when the default, so
+    a conversation's input and continue-as-new carry what they carried before the field existed."""
 
 
 class TurnRecord(BaseModel):

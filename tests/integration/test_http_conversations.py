@@ -14,7 +14,9 @@ from temporalio.client import Client
 
 from chamvi import ChamviClient
 from chamvi.artifacts import ArtifactStore
+from chamvi.constants import CONVERSATION_QUEUE_MAX
 from chamvi.http import create_api
+from chamvi.models.conversations import conversation_workflow_id
 from chamvi.runtime import build_worker, local_plugin
 from tests.apps.chat import make_app
 from tests.integration.test_run_events import sse
@@ -31,14 +33,20 @@ TOKENS = make_tokens(
 
 @asynccontextmanager
 async def chat_api(
-    client: Client, task_queue: str, also_listed: tuple[str, ...] = ()
+    client: Client,
+    task_queue: str,
+    also_listed: tuple[str, ...] = (),
+    *,
+    queue_max: int = CONVERSATION_QUEUE_MAX,
 ) -> AsyncIterator[httpx.AsyncClient]:
     store = ArtifactStore.memory()
     plugin = local_plugin(make_app(), artifacts=store)
+    runs = ChamviClient(client, task_queue=task_queue, artifacts=store)
+    runs.conversation_queue_max = queue_max
     api = create_api(
         tokens=list(TOKENS.values()),
         managed=None,
-        runs=ChamviClient(client, task_queue=task_queue, artifacts=store),
+        runs=runs,
         agents=[*plugin.app.agents, *also_listed],
         events=plugin.runtime.events,
     )
@@ -227,3 +235,111 @@ async def test_a_malformed_last_event_id_is_refused(client: Client, task_queue: 
         await http.post(f"/conversations/chat/{conversation}/messages", json={"text": "hi"})
         answer = await http.get(f"/conversations/chat/{conversation}/events", headers={"Last-Event-ID": last})
     assert answer.status_code == 422
+
+
+
+def _refused_updates(metrics: str) -> int:
+    """How many update-with-start calls (a message each) the dev server refused so far, by its own count."""
+    body = httpx.get(metrics).text
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in body.splitlines()
+        if line.startswith("service_errors{")
+        and 'operation="ExecuteMultiOperation"' in line
+        and 'service_name="frontend"' in line
+    )
+
+
+async def _all_messages(http: httpx.AsyncClient, conversation: str) -> list[dict[str, Any]]:
+    """Every stored message of the conversation, oldest first, page by page."""
+    pages: list[list[dict[str, Any]]] = []
+    before: int | None = None
+    while True:
+        params = {"limit": 100} if before is None else {"limit": 100, "before": before}
+        page = (await http.get(f"/conversations/chat/{conversation}", params=params)).json()
+        pages.insert(0, page["messages"])
+        before = page["before"]
+        if before is None:
+            return [m for messages in pages for m in messages]
+
+
+async def _waiting_approval(http: httpx.AsyncClient, run_id: str) -> str:
+    async def probe() -> str | None:
+        run = (await http.get(f"/runs/{run_id}")).json()
+        return run["waiting"]["approval_id"] if run["status"] == "waiting" else None
+
+    approval: str = await eventually(probe, f"run {run_id} waiting for its approval")
+    return approval
+
+
+@pytest.mark.timeout(600)
+async def test_a_hundred_messages_posted_at_once_during_a_turn_are_all_accepted_and_answered_in_order(
+    client: Client, task_queue: str, temporal_metrics: str
+) -> None:
+    conversation = _cid()
+    async with chat_api(client, task_queue) as http:
+        path = f"/conversations/chat/{conversation}"
+        await http.post(f"{path}/messages", json={"text": "m-before"})
+        await _answered(http, conversation, 1)
+        # Temporal forgets the conversation, its store keeps it: the workflow started again looks each
+        # new message id up in the store (as any conversation past the ids it keeps in memory does),
+        # so each message stays in flight at Temporal a little longer
+        await client.get_workflow_handle(conversation_workflow_id("chat", conversation)).terminate()
+        asking = (await http.post(f"{path}/messages", json={"text": "refund my order"})).json()
+        approval = await _waiting_approval(http, asking["run_id"])
+        refused_before = _refused_updates(temporal_metrics)
+        texts = [f"m{i}" for i in range(100)]
+        sent = await asyncio.gather(
+            *(http.post(f"{path}/messages", json={"text": t, "message_id": t}) for t in texts)
+        )
+        refused = [(r.status_code, r.text) for r in sent if r.status_code != 202]
+        assert not refused, f"{len(refused)} of 100 refused, the first: {refused[0]}"
+        # nor did Temporal refuse them behind the API's back, leaving it to luck whether its retries won
+        assert _refused_updates(temporal_metrics) == refused_before
+        await http.post(f"/runs/{asking['run_id']}/approve", json={"approval_id": approval, "approved": True})
+
+        async def answered() -> bool | None:
+            page = (await http.get(path, params={"limit": 1})).json()
+            return True if page["turns"] >= 102 else None
+
+        await eventually(answered, "102 turns answered", seconds=480)
+        messages = await _all_messages(http, conversation)
+
+    turns = [r.json()["turn"] for r in sent]
+    assert sorted(turns) == list(range(2, 102))
+    users = [m for m in messages if m["role"] == "user"]
+    answers = [m for m in messages if m["role"] == "assistant"]
+    assert [m["turn"] for m in users] == [m["turn"] for m in answers] == list(range(102))
+    text_of = dict(zip(turns, texts, strict=True))
+    assert [m["text"] for m in users[2:]] == [text_of[t] for t in range(2, 102)]
+    assert all(a["text"].startswith(f"re: {u['text']} | ") for u, a in zip(users, answers, strict=True))
+
+
+QUEUED = ("q0", "q1", "q2")
+
+
+async def test_a_message_past_the_waiting_limit_answers_503_with_retry_after_naming_the_limit(
+    client: Client, task_queue: str
+) -> None:
+    conversation = _cid()
+    async with chat_api(client, task_queue, queue_max=3) as http:
+        path = f"/conversations/chat/{conversation}"
+        asking = (await http.post(f"{path}/messages", json={"text": "refund my order"})).json()
+        approval = await _waiting_approval(http, asking["run_id"])
+        queued = [await http.post(f"{path}/messages", json={"text": t, "message_id": t}) for t in QUEUED]
+        over = await http.post(f"{path}/messages", json={"text": "one too many", "message_id": "q3"})
+        resent = await http.post(f"{path}/messages", json={"text": "q1", "message_id": "q1"})
+        await http.post(f"/runs/{asking['run_id']}/approve", json={"approval_id": approval, "approved": True})
+        await _answered(http, conversation, 4)
+        again = await http.post(f"{path}/messages", json={"text": "one too many", "message_id": "q3"})
+        page = await _answered(http, conversation, 5)
+
+    assert [r.status_code for r in queued] == [202, 202, 202]
+    assert over.status_code == 503, over.text
+    assert over.headers["Retry-After"] == "30"
+    assert over.json()["error"]["code"] == "unavailable"
+    assert "already has 3 messages waiting" in over.json()["error"]["message"]
+    # a resent id answers its turn, full queue or not; the refused message is taken once turns caught up
+    assert resent.status_code == 200 and resent.json()["turn"] == queued[1].json()["turn"]
+    assert again.status_code == 202 and again.json()["turn"] == 4
+    assert page["messages"][-1]["text"] == "re: one too many | earlier: ['refund my order', 'q0', 'q1', 'q2']"
