@@ -38,6 +38,7 @@ from chamvi.errors import (
     ChamviValidationError,
     InvalidInputError,
     ValidationIssue,
+    shown,
 )
 from chamvi.models import Artifact, FilePart, ProviderOptions
 from chamvi.settings import Settings
@@ -67,9 +68,8 @@ def parse_artifact_id(value: str) -> tuple[str, int]:
     run_id, index = (match["run"], int(match["index"])) if match is not None else ("", 0)
     # one id per artifact: '<run>.00000' is not another name of '<run>.0000'
     if match is None or artifact_id(run_id, index) != value or not _is_run_folder(run_id):
-        shown = repr(value) if len(value) <= 80 else f"{value[:60]!r}... ({len(value)} characters)"
         raise InvalidInputError(
-            f"artifact id {shown} is malformed: artifact ids look like '<run_id>.0000', one per "
+            f"artifact id {shown(value)} is malformed: artifact ids look like '<run_id>.0000', one per "
             "artifact, as `chamvi artifacts list RUN` lists them"
         )
     return run_id, index
@@ -268,7 +268,16 @@ class ArtifactStore:
         return await self._read(self._path(run_id, index), artifact_id)
 
     async def list(self, run_id: str) -> list[Artifact]:
-        """A run's artifacts in input order (none for a run that has none)."""
+        """A run's artifacts in input order (none for a run that has none).
+
+        Raises:
+            InvalidInputError: ``run_id`` cannot name a folder of the store (``..``, over 255 bytes
+                quoted), so no run of it has artifacts.
+        """
+        if not _is_run_folder(run_id):
+            raise InvalidInputError(
+                f"run id {shown(run_id)} is no run's: it cannot name a folder of the artifact store"
+            )
         entries = await obstore.list(self.store, prefix=f"{_folder(run_id)}/").collect_async()
         records = [str(e["path"]) for e in entries if str(e["path"]).endswith(".json")]
         bodies = await asyncio.gather(*(self._read(path, path) for path in records))

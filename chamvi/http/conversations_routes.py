@@ -17,7 +17,7 @@ from fastapi.responses import StreamingResponse
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi.client import ChamviClient
-from chamvi.constants import CONVERSATION_ID_MAX_LENGTH, NAME_MAX_LENGTH
+from chamvi.constants import CONVERSATION_ID_MAX_LENGTH
 from chamvi.conversations.client import check_conversation_id
 from chamvi.conversations.events import CONVERSATION_MESSAGE, TurnStarted, conversation_turns, parse_stream_id
 from chamvi.conversations.store import ConversationStore
@@ -25,6 +25,7 @@ from chamvi.errors import NotFoundError, RunNotFoundError, UnavailableError
 from chamvi.http.agents_routes import AgentCheck, AgentDirectory, agent_check
 from chamvi.http.auth import QUERY_TOKEN_KEY, Token, permission, principal
 from chamvi.http.errors import error_responses
+from chamvi.http.params import AgentName
 from chamvi.http.runs_routes import (
     KEEPALIVE_SECONDS,
     SSE_HEADERS,
@@ -35,11 +36,12 @@ from chamvi.http.schemas import ChatAgents, ConversationDeleted, ConversationLis
 from chamvi.models.conversations import ConversationPage, TurnRecord, conversation_workflow_id
 from chamvi.run_events import EventHub
 
-Agent = Annotated[str, Path(min_length=1, max_length=NAME_MAX_LENGTH, description="The agent's name")]
 ConversationId = Annotated[
     str, Path(min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH, description="The conversation's id")
 ]
 Principal = Annotated[Token, Depends(principal)]
+STREAM_ID_PATTERN = r"^([0-9]+\.[0-9]+)?$"
+"""The ``id`` of a conversation stream's event, ``<turn>.<event>``; empty is none."""
 
 
 def conversations_router(
@@ -77,7 +79,7 @@ def conversations_router(
         summary="Send a message",
     )
     async def send_message(
-        agent: Agent,
+        agent: AgentName,
         conversation_id: ConversationId,
         body: Annotated[SendMessage, Body()],
         token: Principal,
@@ -129,7 +131,7 @@ def conversations_router(
         summary="List conversations",
     )
     async def list_conversations(
-        agent: Agent, limit: Annotated[int, Query(ge=1, le=100)] = 20
+        agent: AgentName, limit: Annotated[int, Query(ge=1, le=100)] = 20
     ) -> ConversationList:
         """The agent's conversations, the latest started first, from Temporal's visibility."""
         await check_agent(agent)
@@ -143,7 +145,7 @@ def conversations_router(
         summary="Read a conversation",
     )
     async def read_conversation(
-        agent: Agent,
+        agent: AgentName,
         conversation_id: ConversationId,
         limit: Annotated[int, Query(ge=1, le=100, description="Turns per page")] = 20,
         before: Annotated[
@@ -170,12 +172,20 @@ def conversations_router(
         summary="Follow a conversation",
     )
     async def conversation_events(
-        agent: Agent,
+        agent: AgentName,
         conversation_id: ConversationId,
-        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=40)] = None,
+        # a header is text or absent: empty is none, so the document offers no null to send
+        last_event_id: Annotated[
+            str, Header(alias="Last-Event-ID", max_length=40, pattern=STREAM_ID_PATTERN)
+        ] = "",
         resume_after: Annotated[
             str | None,
-            Query(alias="last_event_id", max_length=40, description="As `Last-Event-ID`; the header wins"),
+            Query(
+                alias="last_event_id",
+                max_length=40,
+                pattern=STREAM_ID_PATTERN,
+                description="As `Last-Event-ID`; the header wins",
+            ),
         ] = None,
     ) -> Response:
         """Each turn, from the one under way (or the next), as Server-Sent Events.
@@ -188,7 +198,7 @@ def conversations_router(
         """
         await check_agent(agent)
         check_conversation_id(conversation_id)
-        resume = parse_stream_id(last_event_id if last_event_id is not None else resume_after)
+        resume = parse_stream_id(last_event_id or resume_after)
         handle = runs.client.get_workflow_handle(conversation_workflow_id(agent, conversation_id))
         try:
             description = await handle.describe()
@@ -209,7 +219,7 @@ def conversations_router(
         openapi_extra=permission("conversations:write"),
         summary="Forget a conversation",
     )
-    async def delete_conversation(agent: Agent, conversation_id: ConversationId) -> ConversationDeleted:
+    async def delete_conversation(agent: AgentName, conversation_id: ConversationId) -> ConversationDeleted:
         """Ends the conversation and forgets it.
 
         The conversation's workflow ends (with a turn under way), its transcript is deleted, and so are
