@@ -37,7 +37,13 @@ from chamvi.models.conversations import ConversationPage, TurnRecord, conversati
 from chamvi.run_events import EventHub
 
 ConversationId = Annotated[
-    str, Path(min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH, description="The conversation's id")
+    str,
+    Path(
+        min_length=1,
+        max_length=CONVERSATION_ID_MAX_LENGTH,
+        description="The conversation's id: no control characters, not dots only, at most 255 bytes "
+        "percent-encoded as UTF-8 (200 ASCII characters fit; 422 over it)",
+    ),
 ]
 Principal = Annotated[Token, Depends(principal)]
 STREAM_ID_PATTERN = r"^([0-9]+\.[0-9]+)?$"
