@@ -8,7 +8,7 @@ length, so a request the document calls valid is one the server takes.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Path
 
@@ -21,34 +21,44 @@ from chamvi.constants import (
     RUN_ID_PATTERN,
 )
 
+
+def _checked(max_length: int, pattern: str, description: str, example: str, min_length: int = 1) -> Any:
+    """A path parameter with its rule: checked by the route's validation, stated in the document."""
+    return Path(
+        min_length=min_length,
+        max_length=max_length,
+        pattern=pattern,
+        description=description,
+        examples=[example],
+    )
+
+
+_RUN = "run-support-0f8e4c2a9b7d4e6f8a1b2c3d4e5f6a7b"
 RunId = Annotated[
     str,
-    Path(
-        min_length=1,
-        max_length=RUN_ID_MAX_LENGTH,
-        pattern=RUN_ID_PATTERN,
-        description="The run id dispatch answered: letters, digits, '.', '_', '-' and single ':' between "
-        "them",
-        examples=["run-support-0f8e4c2a9b7d4e6f8a1b2c3d4e5f6a7b"],
+    _checked(
+        RUN_ID_MAX_LENGTH,
+        RUN_ID_PATTERN,
+        "The run id dispatch answered: letters, digits, '.', '_', '-' and single ':' between them",
+        _RUN,
     ),
 ]
 ArtifactId = Annotated[
     str,
-    Path(
+    _checked(
+        ARTIFACT_ID_MAX_LENGTH,
+        ARTIFACT_ID_PATTERN,
+        "An artifact id, `<run_id>.0000`, as `GET /runs/{run_id}/artifacts` lists them",
+        f"{_RUN}.0000",
         min_length=6,
-        max_length=ARTIFACT_ID_MAX_LENGTH,
-        pattern=ARTIFACT_ID_PATTERN,
-        description="An artifact id, `<run_id>.0000`, as `GET /runs/{run_id}/artifacts` lists them",
-        examples=["run-support-0f8e4c2a9b7d4e6f8a1b2c3d4e5f6a7b.0000"],
     ),
 ]
 AgentName = Annotated[
+    str, _checked(NAME_MAX_LENGTH, NAME_PATTERN, "The agent's name: lowercase words joined by '-'", "support")
+]
+ScheduleId = Annotated[
     str,
-    Path(
-        min_length=1,
-        max_length=NAME_MAX_LENGTH,
-        pattern=NAME_PATTERN,
-        description="The agent's name: lowercase words joined by '-'",
-        examples=["support"],
+    _checked(
+        NAME_MAX_LENGTH, NAME_PATTERN, "The schedule's id: lowercase words joined by '-'", "daily-digest"
     ),
 ]

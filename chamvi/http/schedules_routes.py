@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Response
+from fastapi import APIRouter, Body, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from chamvi.client import ChamviClient
@@ -16,19 +16,10 @@ from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.http.agents_routes import AgentCheck
 from chamvi.http.auth import permission
 from chamvi.http.errors import error_responses
+from chamvi.http.params import ScheduleId
 from chamvi.models import Overlap, ScheduleView
 from chamvi.schedules import DEFAULT_MIN_INTERVAL, check_min_interval, define_schedule
 
-ScheduleId = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=NAME_MAX_LENGTH,
-        pattern=NAME_PATTERN,
-        description="The schedule's id: lowercase words joined by '-'",
-        examples=["daily-digest"],
-    ),
-]
 EVERY_PATTERN = r"^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
 """``every``'s form (``chamvi.schedules.parse_every``): whole days, hours, minutes, seconds."""
 
