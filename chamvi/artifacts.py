@@ -38,6 +38,7 @@ from chamvi.errors import (
     ChamviValidationError,
     InvalidInputError,
     ValidationIssue,
+    shown,
 )
 from chamvi.models import Artifact, FilePart, ProviderOptions
 from chamvi.settings import Settings
@@ -66,18 +67,20 @@ def parse_artifact_id(value: str) -> tuple[str, int]:
     match = _ID.match(value)
     run_id, index = (match["run"], int(match["index"])) if match is not None else ("", 0)
     # one id per artifact: '<run>.00000' is not another name of '<run>.0000'
-    if match is None or artifact_id(run_id, index) != value or not _is_run_folder(run_id):
-        shown = repr(value) if len(value) <= 80 else f"{value[:60]!r}... ({len(value)} characters)"
+    if match is None or artifact_id(run_id, index) != value or not names_a_folder(run_id):
         raise InvalidInputError(
-            f"artifact id {shown} is malformed: artifact ids look like '<run_id>.0000', one per "
+            f"artifact id {shown(value)} is malformed: artifact ids look like '<run_id>.0000', one per "
             "artifact, as `chamvi artifacts list RUN` lists them"
         )
     return run_id, index
 
 
-def _is_run_folder(run_id: str) -> bool:
-    """Whether ``run_id`` can name a folder of the store: ``.`` and ``..`` cannot, nor past 255 bytes."""
-    return run_id not in (".", "..") and len(_folder(run_id)) <= _MAX_FOLDER_LENGTH
+def names_a_folder(name: str) -> bool:
+    """Whether ``name``, quoted as the stores quote a run or a conversation, can name a folder.
+
+    ``.`` and ``..`` cannot, nor a name over 255 bytes once quoted (``é`` is six: ``%C3%A9``).
+    """
+    return name not in (".", "..") and len(_folder(name)) <= _MAX_FOLDER_LENGTH
 
 
 def guess_media_type(filename: str) -> str:
@@ -268,7 +271,16 @@ class ArtifactStore:
         return await self._read(self._path(run_id, index), artifact_id)
 
     async def list(self, run_id: str) -> list[Artifact]:
-        """A run's artifacts in input order (none for a run that has none)."""
+        """A run's artifacts in input order (none for a run that has none).
+
+        Raises:
+            InvalidInputError: ``run_id`` cannot name a folder of the store (``..``, over 255 bytes
+                quoted), so no run of it has artifacts.
+        """
+        if not names_a_folder(run_id):
+            raise InvalidInputError(
+                f"run id {shown(run_id)} is no run's: it cannot name a folder of the artifact store"
+            )
         entries = await obstore.list(self.store, prefix=f"{_folder(run_id)}/").collect_async()
         records = [str(e["path"]) for e in entries if str(e["path"]).endswith(".json")]
         bodies = await asyncio.gather(*(self._read(path, path) for path in records))

@@ -113,6 +113,12 @@ SA_CONVERSATION = SearchAttributeKey.for_keyword("ChamviConversation")
 SEARCH_ATTRIBUTES = (SA_AGENT, SA_STATUS, SA_CHANNEL, SA_TAINTED, SA_CONVERSATION)
 
 RUN_ID_PREFIX = "run-"
+RUN_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*(:[A-Za-z0-9._-]+)*$"
+"""A run id the API takes: what chamvi's run ids are (``run-<agent>-<32 hex>``, a schedule's
+``scheduled-run:<id>-<time>``), letters, digits, ``.``, ``_``, ``-`` and single ``:`` between them."""
+RUN_ID_MAX_LENGTH = 128
+"""With ``RUN_ID_PATTERN``, a run id's artifact folder (``:`` quoted as ``%3A``) stays within the 255
+bytes a folder name may have: 128 characters hold at most 63 ``:``, 254 bytes quoted."""
 CHANNEL_TRIGGER = "channel"
 """The ``trigger`` of a run a channel started (its ``channel`` names which)."""
 CHANNEL_INVOKER_KIND = "channel"
@@ -146,6 +152,9 @@ RUNTIME_AGENT_MAX_STEPS = 1000
 """The highest ``budget.max_steps`` a runtime agent may ask for (a code agent is not bounded)."""
 ARTIFACT_INDEX_DIGITS = 4
 """Artifact ids are ``<run_id>.0000``, ``<run_id>.0001``, ...: stored in references and typed by people."""
+ARTIFACT_ID_PATTERN = RUN_ID_PATTERN.removesuffix("$") + r"\.([0-9]{4}|[1-9][0-9]{4,})$"
+"""An artifact id the API takes: a run id and the artifact's index, as ``artifact_id`` writes it."""
+ARTIFACT_ID_MAX_LENGTH = RUN_ID_MAX_LENGTH + 1 + ARTIFACT_INDEX_DIGITS
 ARTIFACT_MEDIA_TYPE_PATTERN = r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$"
 """The seed's ``isArtifactMediaType``: ``type/subtype``, no parameters (``; charset=utf-8``)."""
 INLINE_PART_MAX_BYTES = 512 * 1024

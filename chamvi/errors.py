@@ -123,6 +123,11 @@ class ValidationIssue:
         return ".".join(str(part) for part in self.path) or "value"
 
 
+def shown(value: str) -> str:
+    """``value`` as a message names it: its ``repr``, cut to 60 characters and its length when long."""
+    return repr(value) if len(value) <= 80 else f"{value[:60]!r}... ({len(value)} characters)"
+
+
 def validation_issues(errors: Iterable[Mapping[str, Any]]) -> tuple[ValidationIssue, ...]:
     """The issues of a pydantic ``ValidationError``: pass ``error.errors(include_input=False)``.
 

@@ -32,7 +32,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
-from chamvi.artifacts import ArtifactStore, Attachment
+from chamvi.artifacts import ArtifactStore, Attachment, names_a_folder
 from chamvi.conversations.store import ConversationStore
 from chamvi.errors import (
     ERROR_CLASSES,
@@ -85,7 +85,9 @@ def check_conversation_id(value: str) -> str:
     """``value`` once it can name a conversation.
 
     Raises:
-        InvalidInputError: it is empty, too long, holds NUL or a control character, or is dots only.
+        InvalidInputError: it is empty, too long (in characters, or in bytes once quoted as the
+            store's folder name: 200 ``é`` are 1 200), holds NUL or a control character, or is dots
+            only.
     """
     if (
         not isinstance(value, str)
@@ -93,10 +95,12 @@ def check_conversation_id(value: str) -> str:
         or len(value) > c.CONVERSATION_ID_MAX_LENGTH
         or any(ord(ch) < 32 for ch in value)
         or _DOTS.match(value)
+        or not names_a_folder(value)
     ):
         raise InvalidInputError(
             f"conversation id {value!r} is invalid: use 1-{c.CONVERSATION_ID_MAX_LENGTH} characters "
-            "without control characters (and not only dots)"
+            "without control characters (and not only dots), at most 255 bytes percent-encoded as UTF-8 "
+            "(the store's folder name)"
         )
     return value
 

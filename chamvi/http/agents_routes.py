@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Annotated, Any, Protocol
 
-from fastapi import APIRouter, Body, Depends, Path, Query, Response
+from fastapi import APIRouter, Body, Depends, Query, Response
 from pydantic import BaseModel, WithJsonSchema
 
 from chamvi.client import ChamviClient
-from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.errors import (
     AgentNotFoundError,
     ChamviValidationError,
@@ -26,6 +25,7 @@ from chamvi.errors import (
 )
 from chamvi.http.auth import AGENTS_READ, AGENTS_WRITE, Token, permission, principal
 from chamvi.http.errors import error_responses
+from chamvi.http.params import AgentName
 from chamvi.models import AgentDefinition, AgentInfo, AgentPutResult, Invoker
 from chamvi.models.skills import AgentSkills
 from chamvi.names import validate_agent_name
@@ -34,16 +34,6 @@ from chamvi.skills.library import SkillLibrary
 READ = AGENTS_READ
 WRITE = AGENTS_WRITE
 
-AgentName = Annotated[
-    str,
-    Path(
-        min_length=1,
-        max_length=NAME_MAX_LENGTH,
-        pattern=NAME_PATTERN,
-        description="The agent's name: lowercase words joined by '-'",
-        examples=["triage"],
-    ),
-]
 Principal = Annotated[Token, Depends(principal)]
 _EXAMPLE = {
     "description": "Labels incoming issues.",

@@ -15,7 +15,7 @@ import json
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Depends, Path, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.routing import APIRoute
 from pydantic import ValidationError as PydanticValidationError
 from starlette.datastructures import UploadFile
@@ -34,6 +34,7 @@ from chamvi.errors import (
 from chamvi.http.agents_routes import AgentCheck
 from chamvi.http.auth import Token, permission, principal
 from chamvi.http.errors import error_responses
+from chamvi.http.params import ArtifactId, RunId
 from chamvi.http.runs_routes import dispatch_as
 from chamvi.http.schemas import ArtifactList, DispatchResultOut, DispatchRun
 from chamvi.models import Artifact
@@ -46,10 +47,6 @@ READ = "artifacts:read"
 GENERIC_MEDIA_TYPES = frozenset({"", "application/octet-stream"})
 """What clients send when they do not know: the file name says more."""
 
-RunId = Annotated[str, Path(min_length=1, max_length=1000, description="The run id dispatch answered")]
-ArtifactId = Annotated[
-    str, Path(min_length=6, max_length=1010, description="An artifact id, `<run_id>.0000`")
-]
 Principal = Annotated[Token, Depends(principal)]
 
 
@@ -103,17 +100,22 @@ def artifacts_router(runs: ChamviClient, check_agent: AgentCheck) -> APIRouter:
     @router.get(
         "/runs/{run_id}/artifacts",
         response_model=ArtifactList,
-        responses=error_responses(401, 403, 422),
+        responses=error_responses(401, 403, 404, 422),
         openapi_extra=permission(READ, narrowed=True),
         summary="List a run's artifacts",
     )
     async def list_artifacts(run_id: RunId, token: Principal) -> ArtifactList:
-        """Its attachments, then the files its tools put, in order (none for an unknown run).
+        """Its attachments, then the files its tools put, in order; 404 `run_not_found` for an unknown run.
 
-        `artifacts:read` reads every run's; `artifacts:read:<agent>` the runs of that agent only.
+        `artifacts:read` reads every run's; `artifacts:read:<agent>` the runs of that agent only (an
+        unknown run is 403 to such a token, as another agent's run is).
         """
         await check_reader(token, run_id)
-        return ArtifactList(data=await _store(runs).list(run_id))
+        listed = await _store(runs).list(run_id)
+        if not listed:
+            # a run's artifacts outlive its history (Temporal's retention): only an empty listing asks
+            await runs.agent_of(run_id)
+        return ArtifactList(data=listed)
 
     @router.get(
         "/artifacts/{artifact_id}",

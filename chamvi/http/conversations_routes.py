@@ -17,7 +17,7 @@ from fastapi.responses import StreamingResponse
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi.client import ChamviClient
-from chamvi.constants import CONVERSATION_ID_MAX_LENGTH, CONVERSATION_QUEUE_MAX, NAME_MAX_LENGTH
+from chamvi.constants import CONVERSATION_ID_MAX_LENGTH, CONVERSATION_QUEUE_MAX
 from chamvi.conversations.client import check_conversation_id
 from chamvi.conversations.events import CONVERSATION_MESSAGE, TurnStarted, conversation_turns, parse_stream_id
 from chamvi.conversations.store import ConversationStore
@@ -25,6 +25,7 @@ from chamvi.errors import NotFoundError, PermissionDeniedError, RunNotFoundError
 from chamvi.http.agents_routes import AgentCheck, AgentDirectory, agent_check
 from chamvi.http.auth import QUERY_TOKEN_KEY, Token, permission, principal
 from chamvi.http.errors import error_responses
+from chamvi.http.params import AgentName
 from chamvi.http.runs_routes import (
     KEEPALIVE_SECONDS,
     SSE_HEADERS,
@@ -43,9 +44,14 @@ from chamvi.models.conversations import ConversationPage, TurnRecord, conversati
 from chamvi.permissions import has_agent_permission
 from chamvi.run_events import EventHub
 
-Agent = Annotated[str, Path(min_length=1, max_length=NAME_MAX_LENGTH, description="The agent's name")]
 ConversationId = Annotated[
-    str, Path(min_length=1, max_length=CONVERSATION_ID_MAX_LENGTH, description="The conversation's id")
+    str,
+    Path(
+        min_length=1,
+        max_length=CONVERSATION_ID_MAX_LENGTH,
+        description="The conversation's id: no control characters, not dots only, at most 255 bytes "
+        "percent-encoded as UTF-8 (200 ASCII characters fit; 422 over it)",
+    ),
 ]
 Principal = Annotated[Token, Depends(principal)]
 READ = "conversations:read"
@@ -65,6 +71,10 @@ def check_scope(token: Token, required: str, agent: str) -> None:
             f"token {token.id!r} lacks the permission {f'{required}:{agent}'!r} (or {required!r}) "
             f"the conversations of agent {agent!r} need"
         )
+
+
+STREAM_ID_PATTERN = r"^([0-9]+\.[0-9]+)?$"
+"""The ``id`` of a conversation stream's event, ``<turn>.<event>``; empty is none."""
 
 
 def conversations_router(
@@ -113,7 +123,7 @@ def conversations_router(
         summary="Send a message",
     )
     async def send_message(
-        agent: Agent,
+        agent: AgentName,
         conversation_id: ConversationId,
         body: Annotated[SendMessage, Body()],
         token: Principal,
@@ -169,7 +179,7 @@ def conversations_router(
         summary="List conversations",
     )
     async def list_conversations(
-        agent: Agent, token: Principal, limit: Annotated[int, Query(ge=1, le=100)] = 20
+        agent: AgentName, token: Principal, limit: Annotated[int, Query(ge=1, le=100)] = 20
     ) -> ConversationList:
         """The agent's conversations, the latest started first, from Temporal's visibility.
 
@@ -187,7 +197,7 @@ def conversations_router(
         summary="Read a conversation",
     )
     async def read_conversation(
-        agent: Agent,
+        agent: AgentName,
         conversation_id: ConversationId,
         token: Principal,
         limit: Annotated[int, Query(ge=1, le=100, description="Turns per page")] = 20,
@@ -217,13 +227,21 @@ def conversations_router(
         summary="Follow a conversation",
     )
     async def conversation_events(
-        agent: Agent,
+        agent: AgentName,
         conversation_id: ConversationId,
         token: Principal,
-        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=40)] = None,
+        # a header is text or absent: empty is none, so the document offers no null to send
+        last_event_id: Annotated[
+            str, Header(alias="Last-Event-ID", max_length=40, pattern=STREAM_ID_PATTERN)
+        ] = "",
         resume_after: Annotated[
             str | None,
-            Query(alias="last_event_id", max_length=40, description="As `Last-Event-ID`; the header wins"),
+            Query(
+                alias="last_event_id",
+                max_length=40,
+                pattern=STREAM_ID_PATTERN,
+                description="As `Last-Event-ID`; the header wins",
+            ),
         ] = None,
     ) -> Response:
         """Each turn, from the one under way (or the next), as Server-Sent Events.
@@ -237,7 +255,7 @@ def conversations_router(
         check_scope(token, READ, agent)
         await check_agent(agent)
         check_conversation_id(conversation_id)
-        resume = parse_stream_id(last_event_id if last_event_id is not None else resume_after)
+        resume = parse_stream_id(last_event_id or resume_after)
         handle = runs.client.get_workflow_handle(conversation_workflow_id(agent, conversation_id))
         try:
             description = await handle.describe()
@@ -259,7 +277,7 @@ def conversations_router(
         summary="Forget a conversation",
     )
     async def delete_conversation(
-        agent: Agent, conversation_id: ConversationId, token: Principal
+        agent: AgentName, conversation_id: ConversationId, token: Principal
     ) -> ConversationDeleted:
         """Ends the conversation and forgets it.
 

@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -45,6 +46,7 @@ from chamvi.errors import (
     UnavailableError,
     ValidationIssue,
     WebhookSignatureError,
+    shown,
     validation_issues,
 )
 from chamvi.http.schemas import ErrorBody
@@ -62,6 +64,8 @@ BAD_REQUEST = "bad_request"
 UNAVAILABLE = "unavailable"
 INTERNAL_ERROR = "internal_error"
 
+_METHODS = ("DELETE", "GET", "PATCH", "POST", "PUT")
+"""The methods a route may take, for ``Allow``."""
 _MAX_LISTED_ERRORS = 10
 _MAX_MESSAGE_CHARS = 2000
 _MAX_ISSUES = 50
@@ -167,6 +171,9 @@ def describe_validation(errors: Sequence[Any]) -> str:
         if error.get("type") == "json_invalid":
             detail = (error.get("ctx") or {}).get("error")
             message = f"the body is not valid JSON ({detail})" if detail else "the body is not valid JSON"
+        elif error.get("type") == "string_pattern_mismatch" and isinstance(error.get("input"), str):
+            # the pattern alone does not say which value broke it: a path parameter is not echoed
+            message = f"{shown(error['input'])} does not match {(error.get('ctx') or {}).get('pattern')}"
         elif message.startswith("Value error, "):
             message = message.removeprefix("Value error, ")
         parts.append(f"{location}: {message}")
@@ -175,10 +182,32 @@ def describe_validation(errors: Sequence[Any]) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
+def allowed_methods(request: Request) -> str:
+    """The ``Allow`` header of the request's path: every method some route there takes, and OPTIONS.
+
+    Starlette's 405 names the methods of the first route at the path only, and a path such as
+    ``/agents/{name}`` has one route per method.
+    """
+    routes = request.app.router.routes
+    # asked method by method: an included router matches as a whole, and holds no method set
+    methods = [
+        method
+        for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+    ]
+    return ", ".join(sorted([*methods, "OPTIONS"]))
+
+
 async def _on_http_exception(request: Request, error: Exception) -> Response:
     assert isinstance(error, StarletteHTTPException)
     status = error.status_code
     code = _CODE_BY_STATUS.get(status, f"http_{status}")
+    headers = error.headers
+    if status == 405:
+        headers = {**(headers or {}), "Allow": allowed_methods(request)}
+        if request.method == "OPTIONS":
+            # no route takes OPTIONS itself: the answer is the methods the path has (RFC 9110)
+            return Response(status_code=204, headers=headers)
     if status == 404:
         message = f"no route {request.url.path!r}: see /openapi.json for the routes"
     elif status == 405:
@@ -187,7 +216,7 @@ async def _on_http_exception(request: Request, error: Exception) -> Response:
         message = str(error.detail)
     if status == 400 and message == "There was an error parsing the body":
         message = "the body cannot be read as JSON (invalid, nested too deep, or a number too long)"
-    return ErrorResponse(status, code, message, headers=error.headers)
+    return ErrorResponse(status, code, message, headers=headers)
 
 
 async def _on_validation_error(request: Request, error: Exception) -> Response:

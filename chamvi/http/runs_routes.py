@@ -12,15 +12,17 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Annotated, TypeVar
 
-from fastapi import APIRouter, Body, Depends, Header, Path, Query, Response
+from fastapi import APIRouter, Body, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
 from chamvi.artifacts import Attachment
 from chamvi.client import ChamviClient
-from chamvi.errors import InvalidAgentDefinitionError, InvalidInputError, UnavailableError
+from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
+from chamvi.errors import UnavailableError
 from chamvi.http.agents_routes import AgentCheck, agent_check
 from chamvi.http.auth import QUERY_TOKEN_KEY, Token, permission, principal
 from chamvi.http.errors import error_responses
+from chamvi.http.params import RunId
 from chamvi.http.schemas import (
     ApprovalOut,
     ApproveRun,
@@ -31,7 +33,6 @@ from chamvi.http.schemas import (
     RunListMeta,
 )
 from chamvi.models import RunStatus, RunView
-from chamvi.names import validate_agent_name
 from chamvi.run_events import RUN_DELTA, DeltaOrder, EventHub, RunEvent, parse_event_id
 
 T = TypeVar("T")
@@ -43,10 +44,11 @@ APPROVE_TIMEOUT_SECONDS = 30.0
 SSE_MEDIA_TYPE = "text/event-stream"
 SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 """No cache may keep a stream, and no proxy may buffer it (nginx honours ``X-Accel-Buffering``)."""
+EVENT_ID_PATTERN = r"^[0-9]*$"
+"""The ``id`` of a run's event, as the stream sent it; empty is none."""
 KEEPALIVE_SECONDS = 15.0
 """A comment line this often while nothing happens, so proxies do not close an idle stream."""
 
-RunId = Annotated[str, Path(min_length=1, max_length=1000, description="The run id dispatch answered")]
 Principal = Annotated[Token, Depends(principal)]
 
 
@@ -138,18 +140,13 @@ def runs_router(
         summary="List runs",
     )
     async def list_runs(
-        agent: Annotated[str | None, Query(max_length=255)] = None,
+        agent: Annotated[str | None, Query(max_length=NAME_MAX_LENGTH, pattern=NAME_PATTERN)] = None,
         status: Annotated[RunStatus | None, Query()] = None,
         limit: Annotated[int, Query(ge=1, le=100)] = 20,
         offset: Annotated[int, Query(ge=0, le=10_000)] = 0,
         channel: Annotated[str | None, Query(min_length=1, max_length=255)] = None,
     ) -> RunList:
         """The most recent runs first, from Temporal's visibility (no worker needed)."""
-        if agent is not None:
-            try:
-                validate_agent_name(agent)
-            except InvalidAgentDefinitionError as error:
-                raise InvalidInputError(error.message) from None
         found = await runs.list_runs(
             agent=agent, status=status.value if status else None, limit=offset + limit, channel=channel
         )
@@ -179,12 +176,16 @@ def runs_router(
     )
     async def run_events(
         run_id: RunId,
-        last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=40)] = None,
+        # a header is text or absent: empty is none, so the document offers no null to send
+        last_event_id: Annotated[
+            str, Header(alias="Last-Event-ID", max_length=40, pattern=EVENT_ID_PATTERN)
+        ] = "",
         resume_after: Annotated[
             str | None,
             Query(
                 alias="last_event_id",
                 max_length=40,
+                pattern=EVENT_ID_PATTERN,
                 description="As `Last-Event-ID`, for a new EventSource (a reloaded page); the header wins",
             ),
         ] = None,
@@ -196,7 +197,7 @@ def runs_router(
         (`run.delta`) carry no id: they are not stored. The token may come as `?token=` for a
         browser's `EventSource`, which cannot send headers.
         """
-        after = parse_event_id(last_event_id if last_event_id is not None else resume_after)
+        after = parse_event_id(last_event_id or resume_after)
         if not await runs.is_open(run_id):
             # an ended run's history is complete: read it at once, and tell a browser that
             # reconnects after the last event to stop (204), rather than reconnect forever

@@ -8,25 +8,39 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Response
+from fastapi import APIRouter, Body, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from chamvi.client import ChamviClient
+from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.http.agents_routes import AgentCheck
 from chamvi.http.auth import permission
 from chamvi.http.errors import error_responses
+from chamvi.http.params import ScheduleId
 from chamvi.models import Overlap, ScheduleView
 from chamvi.schedules import DEFAULT_MIN_INTERVAL, check_min_interval, define_schedule
 
-ScheduleId = Annotated[str, Path(min_length=1, max_length=64, description="The schedule's id")]
+EVERY_PATTERN = r"^([0-9]+d)?([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
+"""``every``'s form (``chamvi.schedules.parse_every``): whole days, hours, minutes, seconds."""
 
 
 class CreateSchedule(BaseModel):
-    """Body of ``POST /schedules``: the agent, one of ``cron`` and ``every``, and each run's payload."""
+    """Body of ``POST /schedules``: the agent, one of ``cron`` and ``every``, and each run's payload.
+
+    ``define_schedule`` enforces exactly one of ``cron`` and ``every`` (and ``timezone`` with a cron
+    only), 422 ``invalid_schedule``; the document states it as a ``oneOf``.
+    """
 
     model_config = ConfigDict(
         extra="forbid",
         json_schema_extra={
+            "oneOf": [
+                {"required": ["cron"], "not": {"required": ["every"]}},
+                {
+                    "required": ["every"],
+                    "not": {"anyOf": [{"required": ["cron"]}, {"required": ["timezone"]}]},
+                },
+            ],
             "examples": [
                 {"agent": "digest", "cron": "0 8 * * 1-5", "timezone": "Europe/Madrid", "id": "daily-digest"},
                 {"agent": "digest", "every": "1h", "payload": {"topic": "releases"}},
@@ -34,13 +48,30 @@ class CreateSchedule(BaseModel):
         },
     )
 
-    agent: str = Field(min_length=1, max_length=64)
-    cron: str | None = Field(default=None, max_length=200, description="Five cron fields, or @daily")
-    every: str | None = Field(default=None, max_length=40, description="An interval: 90s, 15m, 1h30m, 1d")
+    agent: str = Field(min_length=1, max_length=NAME_MAX_LENGTH, pattern=NAME_PATTERN)
+    cron: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="Five cron fields, or @daily; one that never fires is 422 `invalid_schedule`",
+    )
+    every: str | None = Field(
+        default=None,
+        min_length=2,
+        max_length=40,
+        pattern=EVERY_PATTERN,
+        description="An interval: 90s, 15m, 1h30m, 1d; from the server's minimum interval (a minute unless "
+        "configured) to 100 years",
+    )
     timezone: str | None = Field(default=None, max_length=100, description="IANA zone of the cron (UTC)")
     payload: Any = Field(default=None, description="Each run's payload (any JSON value)")
     overlap: Overlap = "skip"
-    id: str | None = Field(default=None, max_length=64, description="The schedule's id (the agent's name)")
+    id: str | None = Field(
+        default=None,
+        max_length=NAME_MAX_LENGTH,
+        pattern=NAME_PATTERN,
+        description="The schedule's id (by default the agent's name)",
+    )
 
 
 class PauseSchedule(BaseModel):

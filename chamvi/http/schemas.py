@@ -9,7 +9,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from chamvi.approval_tokens import TOKEN_MAX_CHARS
-from chamvi.constants import CONVERSATION_MESSAGE_MAX_CHARS, TRIGGER_KEY_MAX_LENGTH
+from chamvi.constants import (
+    CONVERSATION_MESSAGE_MAX_CHARS,
+    NAME_MAX_LENGTH,
+    NAME_PATTERN,
+    TRIGGER_KEY_MAX_LENGTH,
+)
 from chamvi.errors import ValidationIssue
 from chamvi.knowledge.managed import MAX_CONTENT_CHARS, DocumentPage
 from chamvi.models import Artifact, ModelSettings, RunSummary
@@ -90,7 +95,9 @@ class CreateCollection(_Body):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [{"name": "tickets"}]})
 
     name: str = Field(
-        description="Lowercase letters and digits in words joined by single '-', at most 64 characters"
+        max_length=NAME_MAX_LENGTH,
+        pattern=NAME_PATTERN,
+        description="Lowercase letters and digits in words joined by single '-', at most 64 characters",
     )
 
     @field_validator("name")
@@ -257,7 +264,9 @@ class DispatchRun(_Body):
         },
     )
 
-    agent: str
+    agent: str = Field(
+        max_length=NAME_MAX_LENGTH, pattern=NAME_PATTERN, description="The agent's name", examples=["support"]
+    )
     payload: Any = Field(default=None, description="Any JSON value; the run's first message carries it")
     channel: str | None = _Key
     address: str | None = _Key

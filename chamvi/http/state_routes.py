@@ -10,17 +10,24 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from chamvi.errors import InvalidAgentDefinitionError, InvalidInputError
+from chamvi.constants import STATE_COLLECTION_MAX_LENGTH, STATE_COLLECTION_PATTERN
 from chamvi.http.auth import permission
 from chamvi.http.errors import error_responses
+from chamvi.http.params import AgentName
 from chamvi.models.state import STATE_LIST_MAX, StateListing, StateListRequest
-from chamvi.names import validate_agent_name
 from chamvi.state.views import StateViews
 
 READ = "state:read"
 
-AgentName = Annotated[str, Path(min_length=1, max_length=64, description="The agent's name")]
-CollectionName = Annotated[str, Path(min_length=1, max_length=64, description="A declared state collection")]
+CollectionName = Annotated[
+    str,
+    Path(
+        min_length=1,
+        max_length=STATE_COLLECTION_MAX_LENGTH,
+        pattern=STATE_COLLECTION_PATTERN,
+        description="A declared state collection",
+    ),
+]
 Limit = Annotated[int, Query(ge=1, le=STATE_LIST_MAX)]
 Offset = Annotated[int, Query(ge=0, le=1_000_000)]
 _READING: dict[str, Any] = {
@@ -35,10 +42,6 @@ def state_router(views: StateViews) -> APIRouter:
     router = APIRouter(prefix="/state", tags=["state"])
 
     async def listing(agent: str, collection: str | None, limit: int, offset: int) -> StateListing:
-        try:
-            validate_agent_name(agent)
-        except InvalidAgentDefinitionError as error:
-            raise InvalidInputError(error.message) from None
         request = StateListRequest(agent=agent, collection=collection, limit=limit, offset=offset)
         return await views.listing(request)
 

@@ -62,7 +62,7 @@ class NamedTool(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tool: str
+    tool: str = Field(json_schema_extra={"minLength": 1})
 
 
 class ModelSettings(BaseModel):
@@ -94,17 +94,36 @@ class ModelSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # fields left at None stay out of the stored form (each model step records the settings)
-    temperature: float | None = Field(default=None, exclude_if=_unset)
-    max_output_tokens: int | None = Field(default=None, exclude_if=_unset)
-    top_p: float | None = Field(default=None, exclude_if=_unset)
-    stop: list[str] | None = Field(default=None, exclude_if=_unset)
+    # fields left at None stay out of the stored form (each model step records the settings). The
+    # ranges are checked by field_problems, where the settings are used, and only stated in the JSON
+    # Schema (the API's document): a pydantic constraint would also refuse them when a stored
+    # history is read back
+    temperature: float | None = Field(
+        default=None, exclude_if=_unset, json_schema_extra={"minimum": 0, "maximum": 2}
+    )
+    max_output_tokens: int | None = Field(default=None, exclude_if=_unset, json_schema_extra={"minimum": 1})
+    top_p: float | None = Field(
+        default=None, exclude_if=_unset, json_schema_extra={"exclusiveMinimum": 0, "maximum": 1}
+    )
+    stop: list[str] | None = Field(
+        default=None,
+        exclude_if=_unset,
+        json_schema_extra={
+            "minItems": 1,
+            "maxItems": STOP_SEQUENCES_MAX,
+            "items": {"type": "string", "minLength": 1},
+        },
+    )
     seed: int | None = Field(default=None, exclude_if=_unset)
     tool_choice: ToolChoiceMode | NamedTool | None = Field(default=None, exclude_if=_unset)
     parallel_tool_calls: bool | None = Field(default=None, exclude_if=_unset)
     reasoning_effort: ReasoningEffort | None = Field(default=None, exclude_if=_unset)
     service_tier: str | None = Field(default=None, exclude_if=_unset)
-    extra_body: dict[str, Any] | None = Field(default=None, exclude_if=_unset)
+    extra_body: dict[str, Any] | None = Field(
+        default=None,
+        exclude_if=_unset,
+        json_schema_extra={"propertyNames": {"not": {"enum": [*sorted(CHECKED_BODY_FIELDS)]}}},
+    )
 
     @field_validator("stop", mode="before")
     @classmethod

@@ -92,7 +92,7 @@ async def test_a_multipart_dispatch_stores_its_files_and_the_model_reads_them(st
     assert body.headers["content-type"] == "application/pdf"
     assert "invoice.pdf" in body.headers["content-disposition"]
     assert (missing.status_code, missing.json()["error"]["code"]) == (404, "artifact_not_found")
-    assert (malformed.status_code, malformed.json()["error"]["code"]) == (422, "invalid_input")
+    assert (malformed.status_code, malformed.json()["error"]["code"]) == (422, "validation_error")
     assert refused.status_code == 403
     assert (not_reader.status_code, not_reader.json()["error"]["code"]) == (403, "forbidden")
 
@@ -149,13 +149,13 @@ async def folder_store(client: Client, task_queue: str, tmp_path: Path) -> Async
     run_id = f"run-reader-{uuid.uuid4().hex}"
     await store.put(run_id, 0, "text/html", b"<script>alert(1)</script>", "page.html")
     await store.put(run_id, 1, "text/plain", b"second")
-    tokens = make_tokens(reader=["artifacts:read"])
+    tokens = make_tokens(reader=["artifacts:read", "runs:read"])
     runs = ChamviClient(client, task_queue=task_queue, artifacts=store)
     async with serving(create_api(tokens=list(tokens.values()), managed=None, runs=runs)) as url:
         yield FolderStore(url, tokens["reader"], run_id)
 
 
-MALFORMED = (422, "invalid_input")
+MALFORMED = (422, "validation_error")  # the route's own check, as the document states it
 ABSENT = (404, "artifact_not_found")
 
 
@@ -170,7 +170,7 @@ ABSENT = (404, "artifact_not_found")
         ("{run}.00001", MALFORMED),
         ("{run}.0", MALFORMED),
         ("{run}.", MALFORMED),
-        (".0000", (422, "validation_error")),  # shorter than any id: the route's own check
+        (".0000", MALFORMED),  # shorter than any id
         ("{run}.0002", ABSENT),
         ("{run}.10000", ABSENT),
         ("run-elsewhere.0000", ABSENT),
@@ -182,6 +182,28 @@ async def test_an_odd_artifact_id_answers_404_or_422_never_500(
     async with httpx.AsyncClient(base_url=folder_store.url, headers=bearer(folder_store.reader)) as http:
         response = await http.get(f"/artifacts/{artifact_id.format(run=folder_store.run_id)}")
     assert (response.status_code, response.json()["error"]["code"]) == answer, response.text
+
+
+async def test_a_run_id_too_long_for_a_folder_answers_422_before_the_store_is_read(
+    folder_store: FolderStore,
+) -> None:
+    async with httpx.AsyncClient(base_url=folder_store.url, headers=bearer(folder_store.reader)) as http:
+        response = await http.get(f"/runs/{'r' * 300}/artifacts")  # 300 bytes: no folder name holds it
+    error = response.json()["error"]
+    assert (response.status_code, error["code"]) == (422, "validation_error"), response.text
+    assert [issue["path"] for issue in error["issues"]] == [["path", "run_id"]]
+
+
+async def test_an_unknown_runs_artifacts_answer_404_like_the_run(folder_store: FolderStore) -> None:
+    async with httpx.AsyncClient(base_url=folder_store.url, headers=bearer(folder_store.reader)) as http:
+        artifacts = await http.get("/runs/run-reader-unknown/artifacts")
+        run = await http.get("/runs/run-reader-unknown")
+        # this run's history is gone (never started here), its artifacts are not: they still list
+        kept = await http.get(f"/runs/{folder_store.run_id}/artifacts")
+    assert (artifacts.status_code, artifacts.json()["error"]["code"]) == (404, "run_not_found")
+    assert artifacts.json()["error"]["code"] == run.json()["error"]["code"]
+    run_id = folder_store.run_id
+    assert [a["id"] for a in kept.json()["data"]] == [f"{run_id}.0000", f"{run_id}.0001"]
 
 
 async def test_an_artifact_is_served_with_nosniff_so_a_browser_never_runs_it(

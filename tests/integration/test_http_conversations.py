@@ -228,6 +228,18 @@ async def test_a_deleted_conversation_answers_404(client: Client, task_queue: st
     assert again.status_code in (200, 404)
 
 
+async def test_a_conversation_id_too_long_for_a_folder_is_refused_before_any_turn(
+    client: Client, task_queue: str
+) -> None:
+    conversation = "é" * 200  # 200 characters, as the document allows, and 1 200 bytes as a folder name
+    async with chat_api(client, task_queue) as http:
+        sent = await http.post(f"/conversations/chat/{conversation}/messages", json={"text": "hi"})
+        listed = await http.get("/conversations/chat")
+    assert (sent.status_code, sent.json()["error"]["code"]) == (422, "invalid_input"), sent.text
+    assert "at most 255 bytes" in sent.json()["error"]["message"]
+    assert conversation not in {c["id"] for c in listed.json()["data"]}  # nothing was started
+
+
 @pytest.mark.parametrize("last", ["x", "1", "1.x"])
 async def test_a_malformed_last_event_id_is_refused(client: Client, task_queue: str, last: str) -> None:
     conversation = _cid()

@@ -196,7 +196,8 @@ async def test_collections_are_created_listed_shown_and_deleted(stack: Stack, na
     }
     assert error_of(again) == (409, "conflict") and "already exists" in again.json()["error"]["message"]
     assert error_of(declared) == (409, "conflict") and "declared" in declared.json()["error"]["message"]
-    assert error_of(invalid) == (422, "invalid_input") and "'Not Valid'" in invalid.json()["error"]["message"]
+    assert error_of(invalid) == (422, "validation_error")
+    assert "'Not Valid'" in invalid.json()["error"]["message"]
     assert listed.status_code == 200
     kinds = {c["name"]: (c["kind"], c["status"], c["trusted"]) for c in listed.json()["data"]}
     assert kinds == {name: ("managed", "pending", False), stack.declared: ("declared", "ready", True)}
@@ -607,3 +608,14 @@ async def test_unknown_routes_and_methods_answer_in_the_error_shape(stack: Stack
     assert error_of(unknown) == (404, "not_found")
     assert error_of(method) == (405, "method_not_allowed") and "allow" in method.headers
     assert error_of(slash) == (404, "not_found")
+
+
+async def test_options_and_a_405_list_every_method_the_path_has(stack: Stack) -> None:
+    # GET and DELETE are two routes at one path: Starlette's own 405 names the first one's only
+    async with stack.http() as http:
+        options = await http.options("/collections/tickets")
+        method = await http.patch("/collections/tickets")
+    assert options.status_code == 204 and options.content == b""
+    assert options.headers["allow"] == "DELETE, GET, OPTIONS"
+    assert error_of(method) == (405, "method_not_allowed")
+    assert method.headers["allow"] == "DELETE, GET, OPTIONS"

@@ -155,7 +155,7 @@ async def test_a_run_is_shown_with_its_steps_and_output_and_listed_by_agent_and_
     assert {r["run_id"] for r in first_page["data"] + second_page["data"]} == set(dispatched)
     assert waiting["data"] == []
     assert error_of(bad_status) == (422, "validation_error") and "query.status" in bad_status.text
-    assert error_of(bad_agent) == (422, "invalid_input")
+    assert error_of(bad_agent) == (422, "validation_error") and "query.agent" in bad_agent.text
     assert error_of(bad_limit) == (422, "validation_error")
 
 
@@ -249,7 +249,7 @@ async def test_a_dispatch_is_checked_before_a_run_starts(stack: Stack) -> None:
             headers={"content-type": "application/json"},
         )
     assert error_of(unknown) == (404, "agent_not_found") and repr(stack.echo) in unknown.text
-    assert error_of(invalid) == (422, "invalid_input")
+    assert error_of(invalid) == (422, "validation_error") and "body.agent" in invalid.text
     assert error_of(missing) == (422, "validation_error") and "body.agent" in missing.text
     assert error_of(extra) == (422, "validation_error") and "body.colour" in extra.text
     assert error_of(empty_key) == (422, "validation_error") and "body.idempotency_key" in empty_key.text
