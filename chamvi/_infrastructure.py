@@ -21,9 +21,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextvars import ContextVar
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from obstore.exceptions import GenericError
 from temporalio.client import RPCTimeoutOrCancelledError
@@ -50,8 +50,8 @@ _RETRIED_STATUSES = frozenset({429, *range(500, 600)})
 def _http_failures(error: BaseException) -> bool:
     """The transport failures of httpx and qdrant-client, looked up only where those are loaded.
 
-    The command line and the workflows import this module without them (``test_cli_imports``,
-    ``test_layers``); a client that is not loaded raised nothing.
+    The command line imports this module (through ``chamvi.artifacts``) and must not load them
+    (``test_cli_imports``); a client that is not loaded raised nothing.
     """
     httpx = sys.modules.get("httpx")
     if httpx is not None and isinstance(error, httpx.TransportError):
@@ -81,14 +81,17 @@ def is_infrastructure_failure(error: BaseException) -> bool:
     return False
 
 
-def bookkeeping(what: str) -> Callable[[Callable[P, Awaitable[T]]], Callable[P, Awaitable[T]]]:
+Method = Callable[P, Coroutine[Any, Any, T]]
+
+
+def bookkeeping(what: str) -> Callable[[Method[P, T]], Method[P, T]]:
     """Makes a transport failure of the wrapped method an ``InfrastructureUnavailableError``.
 
     Args:
         what: what the method does, for the message (``asking the run for a recorded effect``).
     """
 
-    def wrap(method: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    def wrap(method: Method[P, T]) -> Method[P, T]:
         @functools.wraps(method)
         async def guarded(*args: P.args, **kwargs: P.kwargs) -> T:
             try:
