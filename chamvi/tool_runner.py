@@ -112,7 +112,7 @@ def _error(error: BaseException) -> ErrorInfo:
     return ErrorInfo(code="tool_error", message=f"{type(error).__name__}: {error}")
 
 
-RETRIED: tuple[type[ChamviError], ...] = (ChannelUnavailableError, InfrastructureUnavailableError)
+_RETRIED: tuple[type[ChamviError], ...] = (ChannelUnavailableError, InfrastructureUnavailableError)
 """What the call raises rather than reports, for Temporal to run it again: nothing the model can act on."""
 
 
@@ -336,7 +336,7 @@ async def _call(
         return ToolResult(status="wait", wait=required.request, effects=ctx.effects.new)
     except FatalToolError as fatal:
         status, error = "fatal", _error(fatal)
-    except RETRIED:
+    except _RETRIED:
         raise  # the receiver or chamvi's own store may answer later: Temporal runs the call again
     except Exception as failure:
         status, error = "error", _error(failure)
@@ -373,7 +373,7 @@ async def _notify_source(ctx: ToolContext, tool: str, request: ApprovalRequest) 
             index=request.index or 0,
             required=False,
         )
-    except RETRIED:
+    except _RETRIED:
         raise
     except Exception as error:
         log.warning(

@@ -188,7 +188,7 @@ async def outages(tmp_path: Path, ledger: Ledger, at: tuple[int, ...]) -> AsyncI
         drill.stop()
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 async def test_forty_five_effect_runs_through_three_server_kills_apply_each_effect_exactly_once(
     task_queue: str, tmp_path: Path
 ) -> None:
@@ -203,8 +203,8 @@ async def test_forty_five_effect_runs_through_three_server_kills_apply_each_effe
             started = await asyncio.gather(*(chamvi.dispatch("drill", payload={"n": n}) for n in range(RUNS)))
             run_ids = [s.run_id for s in started]
             drill.armed = True
-            await asyncio.wait_for(restarts, timeout=180)
-            runs = await asyncio.wait_for(asyncio.gather(*(chamvi.wait(r) for r in run_ids)), timeout=150)
+            await asyncio.wait_for(restarts, timeout=150)
+            runs = await asyncio.wait_for(asyncio.gather(*(chamvi.wait(r) for r in run_ids)), timeout=120)
 
     assert len(drill.in_flight_at_kills) == KILLS
     assert all(n >= 1 for n in drill.in_flight_at_kills), drill.in_flight_at_kills  # tools were running
