@@ -1,7 +1,8 @@
 """The tool activity: ``chamvi.tool_runner`` on Temporal.
 
 It reads what the call needs from the run through queries (the trigger envelope once per run and
-worker, recorded effects as asked), and heartbeats so that a cancelled run stops its tool within
+worker, recorded effects as asked); a server that does not answer them fails the call, which Temporal
+runs again (``chamvi._infrastructure``). It heartbeats so that a cancelled run stops its tool within
 seconds and a killed worker's call is retried soon.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 from temporalio import activity
 
 from chamvi._heartbeat import heartbeating
+from chamvi._infrastructure import bookkeeping
 from chamvi.app_runtime import AppRuntime
 from chamvi.client import ChamviClient
 from chamvi.constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT, QUERY_TRIGGER, SIGNAL_EFFECT_RECORDED
@@ -37,6 +39,7 @@ class _TemporalRunAccess:
         self._triggers = triggers
         self._max_runs = max_runs
 
+    @bookkeeping("asking the run for its trigger")
     async def trigger(self) -> TriggerEnvelope:
         envelope = self._triggers.get(self._run_id)
         if envelope is None:
@@ -48,16 +51,19 @@ class _TemporalRunAccess:
         self._triggers.move_to_end(self._run_id)
         return envelope
 
+    @bookkeeping("asking the run for a recorded effect")
     async def recorded_effect(self, key: str) -> tuple[bool, Any]:
         handle = activity.client().get_workflow_handle(self._run_id)
         record = await handle.query(QUERY_EFFECT, EffectQuery(key=key), result_type=EffectRecord)
         return record.found, record.result
 
+    @bookkeeping("recording an effect in the run")
     async def record_effect(self, key: str, result: Any) -> None:
         # a signal is in the run's history once the call returns: a query of a retried call sees it
         handle = activity.client().get_workflow_handle(self._run_id)
         await handle.signal(SIGNAL_EFFECT_RECORDED, RecordedEffect(key=key, result=result))
 
+    @bookkeeping("starting a run (ctx.dispatch)")
     async def start(self, run_input: RunInput) -> str:
         client = ChamviClient(activity.client(), task_queue=activity.info().task_queue)
         return (await client.start(run_input)).run_id

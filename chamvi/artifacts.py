@@ -31,6 +31,7 @@ from urllib.parse import quote
 import obstore
 from obstore.store import LocalStore, MemoryStore, from_url
 
+from chamvi._infrastructure import bookkeeping
 from chamvi.constants import ARTIFACT_INDEX_DIGITS, ARTIFACT_MEDIA_TYPE_PATTERN
 from chamvi.errors import (
     ArtifactNotFoundError,
@@ -315,6 +316,7 @@ class RunArtifacts:
     base: int
     new: list[Artifact] = field(default_factory=list)
 
+    @bookkeeping("storing an artifact of the run")
     async def put(self, media_type: str, data: bytes | str, filename: str | None = None) -> Artifact:
         """Stores a file as the run's next artifact and answers its reference.
 
@@ -328,6 +330,7 @@ class RunArtifacts:
         self.new.append(artifact)
         return artifact
 
+    @bookkeeping("reading an artifact of the run")
     async def get(self, artifact_id: str) -> bytes:
         """The bytes of an artifact of this run.
 
@@ -340,6 +343,7 @@ class RunArtifacts:
             raise InvalidInputError(f"artifact {artifact_id!r} belongs to run {run_id!r}, not to this run")
         return await self.store.read(artifact_id)
 
+    @bookkeeping("listing the artifacts of the run")
     async def list(self) -> list[Artifact]:
         """This run's artifacts so far: its attachments, then what its tools put, in order."""
         # what an earlier, interrupted attempt of this call put past ``base`` is not the run's

@@ -541,6 +541,18 @@ class InvalidTokensError(ChamviError):
     code = "invalid_tokens"
 
 
+class InfrastructureUnavailableError(ChamviError):
+    """Chamvi's own bookkeeping in a tool call could not reach its server (``chamvi._infrastructure``).
+
+    The Temporal server (the run's recorded effects, an emit's record, a run ``ctx.dispatch`` starts),
+    the state store or the artifact store did not answer. Retryable: the tool runner lets it fail the
+    tool activity, so Temporal runs the call again once they are back, and the model never reads it.
+    """
+
+    code = "infrastructure_unavailable"
+    retryable = True
+
+
 class ApiPortError(ChamviError):
     """The HTTP API's port cannot be bound."""
 
@@ -606,6 +618,7 @@ ERROR_CLASSES: tuple[type[ChamviError], ...] = (
     LogUnavailableError,
     DevStackError,
     InvalidTokensError,
+    InfrastructureUnavailableError,
     ApiPortError,
     UnavailableError,
     BackgroundError,

@@ -102,7 +102,8 @@ DEFAULT_TOOL_RETRY = RetryPolicy(
     maximum_attempts=10,
 )
 """Bounded: a tool call whose worker keeps dying, or that keeps timing out, fails the run in the end
-(a tool that raises is a tool error the model sees, and is never retried)."""
+(a tool that raises is a tool error the model sees, and is never retried; chamvi's own bookkeeping
+that cannot reach the Temporal server or a store is, ``infrastructure_unavailable``)."""
 DEFAULT_EMBEDDING_RETRY = RetryPolicy(maximum_attempts=1)
 """One attempt per embedding call inside a pass or a search: a failed pass is retried as a whole on
 the collection's backoff (``backoff``), the seed's rule."""

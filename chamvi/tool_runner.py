@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_jsonable_python
 
+from chamvi._infrastructure import watching
 from chamvi._mcp_client import as_tool
 from chamvi.agents import Agent, AgentHooks, AgentTrust, ToolCallInfo
 from chamvi.app_runtime import AppRuntime
@@ -37,6 +38,7 @@ from chamvi.errors import (
     ChamviValidationError,
     ChannelUnavailableError,
     FatalToolError,
+    InfrastructureUnavailableError,
     ToolDeniedError,
     ToolNotAllowedError,
     ToolResultTooLargeError,
@@ -108,6 +110,10 @@ def _error(error: BaseException) -> ErrorInfo:
     if isinstance(error, ChamviError):
         return ErrorInfo(code=error.code, message=error.message)
     return ErrorInfo(code="tool_error", message=f"{type(error).__name__}: {error}")
+
+
+_RETRIED: tuple[type[ChamviError], ...] = (ChannelUnavailableError, InfrastructureUnavailableError)
+"""What the call raises rather than reports, for Temporal to run it again: nothing the model can act on."""
 
 
 def _refused(error: ChamviError) -> ToolResult:
@@ -238,7 +244,9 @@ async def call_tool(
     """One call of ``tool``, from its input's validation to its recorded result (the seed's order).
 
     Never raises for the tool's own failure: it is the result's ``error``; only a channel that may
-    take the message later (``ChannelUnavailableError``) is raised, for the call to run again.
+    take the message later (``ChannelUnavailableError``) and chamvi's own bookkeeping failing to reach
+    the Temporal server or a store (``InfrastructureUnavailableError``, even if the tool caught it) are
+    raised, for the call to run again.
     """
     try:
         parsed = tool.parse_input(arguments)
@@ -267,7 +275,10 @@ async def call_tool(
         run_artifacts=scope.artifacts,
         state_access=scope.state,
     )
-    result = await _call(tool, parsed, ctx, scope.tainted, hooks, trust)
+    with watching() as failures:
+        result = await _call(tool, parsed, ctx, scope.tainted, hooks, trust)
+    if failures:
+        raise failures[0]  # the tool caught it: the model must not read a result made without it
     return _within_payload_limit(_without_inline_bytes(result, tool.name), tool.name)
 
 
@@ -325,8 +336,8 @@ async def _call(
         return ToolResult(status="wait", wait=required.request, effects=ctx.effects.new)
     except FatalToolError as fatal:
         status, error = "fatal", _error(fatal)
-    except ChannelUnavailableError:
-        raise  # the receiver may take it later: Temporal runs the call again, with backoff
+    except _RETRIED:
+        raise  # the receiver or chamvi's own store may answer later: Temporal runs the call again
     except Exception as failure:
         status, error = "error", _error(failure)
     if await _holds(trust.taint, arguments, ctx):
@@ -362,7 +373,7 @@ async def _notify_source(ctx: ToolContext, tool: str, request: ApprovalRequest) 
             index=request.index or 0,
             required=False,
         )
-    except ChannelUnavailableError:
+    except _RETRIED:
         raise
     except Exception as error:
         log.warning(

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
+from chamvi._infrastructure import bookkeeping
 from chamvi.constants import STATE_KEY_MAX_LENGTH, STATE_VALUE_MAX_BYTES
 from chamvi.context import define_context_key
 from chamvi.errors import ChamviValidationError, NotFoundError, validation_issues
@@ -83,6 +84,7 @@ class StateCollection(Generic[M]):
                 issues=validation_issues(error.errors(include_input=False)),
             ) from None
 
+    @bookkeeping("reading the agent's state")
     async def list(
         self, *, limit: int = 20, offset: int = 0, where: Mapping[str, str | int | bool] | None = None
     ) -> StatePage:
@@ -107,16 +109,19 @@ class StateCollection(Generic[M]):
         page = await self._store.page(self.agent, self.name, limit=limit, offset=offset, where=where)
         return page.model_copy(update={"items": [self._typed(i) for i in page.items]})
 
+    @bookkeeping("reading the agent's state")
     async def item(self, key: str) -> StateItem | None:
         """What is stored under ``key``, with when it was written (the value as the model when it fits)."""
         item = await self._store.get(self.agent, self.name, _check_key(key))
         return self._typed(item) if item is not None else None
 
+    @bookkeeping("reading the agent's state")
     async def get(self, key: str) -> M | None:
         """The item under ``key`` as the model, or None (also for an item the model no longer accepts)."""
         item = await self.item(key)
         return item.value if item is not None and isinstance(item.value, self.model) else None
 
+    @bookkeeping("writing the agent's state")
     async def upsert(
         self, key: str, item: M | Mapping[str, Any], *, effect_key: str | None = None
     ) -> StateItem:
@@ -136,10 +141,12 @@ class StateCollection(Generic[M]):
         stored = await self._store.put(self.agent, self.name, _check_key(key), data, effect=effect_key)
         return stored.model_copy(update={"value": checked})
 
+    @bookkeeping("writing the agent's state")
     async def remove(self, key: str) -> bool:
         """Removes the item under ``key``; answers whether it was there."""
         return await self._store.delete(self.agent, self.name, _check_key(key))
 
+    @bookkeeping("reading the agent's state")
     async def written_by(self, key: str) -> str | None:
         """The effect key stored with the item under ``key`` (see :meth:`upsert`), if any."""
         return await self._store.written_by(self.agent, self.name, _check_key(key))
@@ -156,11 +163,13 @@ class AgentStateAccess:
         self.agent = agent
         self._collections = collections
 
+    @bookkeeping("reading the agent's state")
     async def get(self, key: str, default: Any = None) -> Any:
         """The value stored under ``key`` (``None``, ``False`` and ``0`` are values), else ``default``."""
         item = await self._store.get(self.agent, None, _check_key(key))
         return default if item is None else item.value
 
+    @bookkeeping("writing the agent's state")
     async def set(self, key: str, value: Any) -> None:
         """Stores ``value`` (JSON data, at most 256 KiB) under ``key``.
 
@@ -169,6 +178,7 @@ class AgentStateAccess:
         """
         await self._store.put(self.agent, None, _check_key(key), _json(f"state value {key!r}", value))
 
+    @bookkeeping("writing the agent's state")
     async def delete(self, key: str) -> bool:
         """Removes ``key``; answers whether it was there."""
         return await self._store.delete(self.agent, None, _check_key(key))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
 import pytest
+from obstore.store import S3Store
 from pydantic import BaseModel
+from qdrant_client import AsyncQdrantClient
 
 from chamvi import (
     AgentHooks,
@@ -25,12 +28,16 @@ from chamvi import (
     inject,
     tool,
 )
+from chamvi._infrastructure import is_infrastructure_failure
 from chamvi.app_runtime import AppRuntime
+from chamvi.artifacts import ArtifactStore
 from chamvi.channels import ChannelMessage, console_channel
 from chamvi.constants import TOOL_RESULT_MAX_BYTES
 from chamvi.errors import (
+    ArtifactNotFoundError,
     ChamviValidationError,
     FatalToolError,
+    InfrastructureUnavailableError,
     InvalidAgentDefinitionError,
     InvalidInputError,
 )
@@ -47,6 +54,7 @@ from chamvi.models import (
     TriggerEnvelope,
 )
 from chamvi.run_context import ApprovalRequired, Approvals, request_approval
+from chamvi.state import StateStore
 from chamvi.tool_runner import ToolRunner
 
 
@@ -453,3 +461,98 @@ async def test_waiting_for_a_run_stops_the_call_until_its_outcome_is_recorded() 
     run.effects[waiting.wait.key] = outcome.model_dump(mode="json")
     answered = await call(clerk(delegate), request("delegate", {}), run)
     assert answered.output == "helper said 42"
+
+
+# ---- chamvi's own stores failing under a call: the call fails, for Temporal to run it again ----
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])  # nothing listens once the probe is closed
+
+
+def _refusing_state() -> StateStore:
+    """A state store on a Qdrant server nobody runs: every read and write is refused."""
+    return StateStore(AsyncQdrantClient(url=f"http://127.0.0.1:{_closed_port()}", check_compatibility=False))
+
+
+def _refusing_artifacts() -> ArtifactStore:
+    """An S3 artifact store at a port nobody listens on, without obstore's own retries."""
+    store = S3Store(
+        "artifacts",
+        endpoint=f"http://127.0.0.1:{_closed_port()}",
+        region="us-east-1",
+        skip_signature=True,
+        client_options={"allow_http": True},
+        retry_config={"max_retries": 0, "retry_timeout": timedelta(seconds=5)},
+    )
+    return ArtifactStore(store, "s3://artifacts")
+
+
+@tool
+async def remember(note: str, ctx: ToolContext) -> str:
+    """Keeps a note in the agent's state."""
+    await ctx.state.set("note", note)
+    return "noted"
+
+
+@tool
+async def remember_or_not(note: str, ctx: ToolContext) -> str:
+    """Keeps a note if it can, and says so either way."""
+    try:
+        await ctx.state.set("note", note)
+    except Exception as error:
+        return f"could not keep the note: {error}"
+    return "noted"
+
+
+@tool
+async def attach(text: str, ctx: ToolContext) -> str:
+    """Stores a file with the run."""
+    return (await ctx.artifacts.put("text/plain", text)).id
+
+
+async def _run_on(runtime: AppRuntime, req: ToolRequest) -> ToolResult:
+    return await ToolRunner(runtime).run(req, InMemoryRun(), asyncio.Event())
+
+
+async def test_a_state_store_refusing_the_connection_fails_the_call_the_model_never_reads_it() -> None:
+    runtime = AppRuntime(clerk(remember))
+    runtime.state = _refusing_state()
+    with pytest.raises(InfrastructureUnavailableError, match="writing the agent's state failed"):
+        await _run_on(runtime, request("remember", {"note": "call back"}))
+
+
+async def test_a_state_failure_the_tool_caught_still_fails_the_call() -> None:
+    runtime = AppRuntime(clerk(remember_or_not))
+    runtime.state = _refusing_state()
+    with pytest.raises(InfrastructureUnavailableError):
+        await _run_on(runtime, request("remember_or_not", {"note": "call back"}))
+
+
+async def test_an_artifact_store_refusing_the_connection_fails_the_call_the_model_never_reads_it() -> None:
+    runtime = AppRuntime(clerk(attach), artifacts=_refusing_artifacts())
+    with pytest.raises(InfrastructureUnavailableError, match="storing an artifact of the run failed"):
+        await _run_on(runtime, request("attach", {"text": "minutes"}))
+
+
+async def test_a_connection_error_of_the_tools_own_body_stays_a_tool_error_the_model_reads() -> None:
+    @tool
+    async def fetch_rate(currency: str) -> str:
+        """Asks an exchange-rate API."""
+        raise ConnectionError(f"rates.example.com refused the connection for {currency}")
+
+    result = await call(clerk(fetch_rate), request("fetch_rate", {"currency": "EUR"}))
+    assert result.status == "error" and result.error is not None
+    assert result.error.code == "tool_error" and "rates.example.com refused" in result.error.message
+
+
+def test_a_chamvi_error_raised_over_a_missing_file_is_no_infrastructure_failure() -> None:
+    try:
+        try:
+            raise FileNotFoundError("runs/r/0000")
+        except FileNotFoundError:
+            raise ArtifactNotFoundError("artifact 'r.0000' is not in the artifact store") from None
+    except ArtifactNotFoundError as error:
+        assert not is_infrastructure_failure(error)
