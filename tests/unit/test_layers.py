@@ -77,9 +77,10 @@ def _sibling_imports(module: str) -> set[str]:
     while todo:
         tree = ast.parse((WORKFLOWS_DIR / f"{todo.pop()}.py").read_text())
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module not in (None, *found):
-                found.add(node.module)
-                todo.append(node.module)
+            name = node.module if isinstance(node, ast.ImportFrom) and node.level == 1 else None
+            if name is not None and name not in found:
+                found.add(name)
+                todo.append(name)
     return found
 
 
