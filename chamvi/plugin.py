@@ -67,15 +67,20 @@ RUN_MODULES_PASSTHROUGH = (
     "chamvi.workflows.agent_run",
     "chamvi.workflows._approvals",
     "chamvi.workflows._calls",
+    "chamvi.workflows._model_calls",
+    "chamvi.workflows._run_record",
+    "chamvi.workflows._tool_calls",
 )
-"""``AgentRun``'s own modules, loaded once instead of imported (and, without ``.pyc`` files, compiled)
-again in every run's sandbox: about 1 ms of a 10-step run's CPU per step in ``bench/runs.py``. They
-hold no module-level state a run could change (constants, functions, classes whose state lives in
-their instances), and they stay under the replay tests of ``tests/histories``; what passes through
-is not checked by the sandbox's restrictions, so they must keep to workflow code's rules (no clock,
-no I/O, no randomness) by themselves. The other workflow modules (conversations, knowledge,
-schedules, which run far fewer workflow tasks) and a user's own are still imported afresh for each
-run, as the sandbox intends; exact names, so that nothing else under ``chamvi.workflows`` passes."""
+"""``AgentRun``'s own modules (``agent_run`` and every helper module it imports, which
+``tests/unit/test_layers.py`` holds this list to), loaded once instead of imported (and, without
+``.pyc`` files, compiled) again in every run's sandbox: about 1 ms of a 10-step run's CPU per
+step in ``bench/runs.py``. They hold no module-level state a run could change (constants,
+functions, classes whose state lives in their instances), and they stay under the replay tests of
+``tests/histories``; what passes through is not checked by the sandbox's restrictions, so they
+must keep to workflow code's rules (no clock, no I/O, no randomness) by themselves. The other
+workflow modules (conversations, knowledge, schedules, which run far fewer workflow tasks) and a
+user's own are still imported afresh for each run, as the sandbox intends; exact names, so that
+nothing else under ``chamvi.workflows`` passes."""
 
 _heap_frozen = False
 

@@ -16,65 +16,41 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ApplicationError
 
-from ._approvals import ApprovalWaits
 from ._calls import RunFailed, call_activity, settled
+from ._model_calls import ModelCalls
+from ._tool_calls import ToolCalls
 
 with workflow.unsafe.imports_passed_through():
     from chamvi import constants as c
     from chamvi.errors import (
         BudgetExceededError,
-        ChamviValidationError,
-        FatalToolError,
         IncompleteResponseError,
-        InvalidAgentDefinitionError,
         RunTimeoutError,
     )
     from chamvi.models import (
         AgentSpec,
         ApprovalAnswer,
-        ApprovalDecision,
         DescribeAgentRequest,
         EffectQuery,
         EffectRecord,
         ErrorInfo,
-        ExtractInput,
         ExtractionRequest,
-        ExtractResult,
         LockRequest,
-        McpListRequest,
         McpToolInfo,
-        McpToolList,
         Message,
-        ModelRequest,
-        ModelResponse,
         RecordedEffect,
         RunInput,
         RunStatus,
         RunView,
         RunWaitRequest,
-        StepView,
-        Taint,
         ToolCall,
-        ToolRequest,
-        ToolResult,
         TranscriptQuery,
         TriggerEnvelope,
-        Usage,
-        approval_id,
-        tool_output_parts,
     )
     from chamvi.retry import (
         AGENT_LOOKUP_FAILURES,
-        DEFAULT_MODEL_RETRY,
-        DEFAULT_TOOL_RETRY,
-        MCP_LISTING_FAILURES,
-        MODEL_CALL_FAILURES,
-        TOOL_CALL_FAILURES,
-        activity_policy,
         non_retryable,
     )
-    from chamvi.run_details import current_details
-    from chamvi.transcript import EMPTY_DIGEST, chain_digest
 
 RUN_WAIT_TIMEOUT = timedelta(days=30)
 """How long a tool call may wait for a run it started (that run may itself wait for people)."""
@@ -103,38 +79,11 @@ async def _cancel(task: asyncio.Task[None]) -> None:
 
 
 @workflow.defn(name=c.AGENT_RUN_WORKFLOW)
-class AgentRunWorkflow:
+class AgentRunWorkflow(ModelCalls, ToolCalls):
     """One agent run (its id is the run id): the model and tool calls, approvals, budgets and taint.
 
     Its queries and search attributes are how the CLI, the HTTP API and the Temporal UI see a run.
     """
-
-    def __init__(self) -> None:
-        self._input: RunInput | None = None
-        self._bare_trigger: TriggerEnvelope | None = None
-        """The trigger without its payload, as every call's input carries it: built once per run."""
-        self._spec: AgentSpec | None = None
-        self._status = RunStatus.QUEUED
-        self._messages: list[Message] = []
-        self._sent_count = 0
-        self._sent_digest = EMPTY_DIGEST
-        self._steps: list[StepView] = []
-        self._usage = Usage()
-        self._output: Any = None
-        self._error: ErrorInfo | None = None
-        self._approvals = ApprovalWaits()
-        self._taint: Taint | None = None
-        self._effects: dict[str, Any] = {}
-        self._artifact_count = 0
-        """Artifacts the run holds (attachments, then what tools put): the next put numbers on."""
-        self._mcp_tools: list[McpToolInfo] = []
-        self._granted = False
-        self._extracting: dict[str, ExtractionRequest] = {}
-        self._policies: dict[str | None, RetryPolicy] = {}
-        """Retry policies by tool name (None: the model call), built once per run from its spec."""
-        self._created_at = workflow.now()
-        self._started_at: Any = None
-        self._ended_at: Any = None
 
     # ---- handlers ---------------------------------------------------------------------------
 
@@ -362,215 +311,6 @@ class AgentRunWorkflow:
                     )
                 )
 
-    async def _list_mcp_tools(self, spec: AgentSpec) -> None:
-        """Lists each MCP server's tools once, so the run offers the same tools from first step to last.
-
-        A name taken twice (by the agent's own tool or another server) would make calls ambiguous:
-        the run fails naming both, as it does when the agent's ``trust=`` classifies a tool nobody
-        lists. An agent without MCP servers schedules nothing here, so runs recorded before MCP
-        tools existed replay unchanged.
-        """
-        owners = {t.name: "the agent's own tools" for t in spec.tools}
-        for server in spec.mcp_servers:
-            listing = await call_activity(
-                c.ACTIVITY_LIST_MCP_TOOLS,
-                McpListRequest(server=server),
-                McpToolList,
-                start_to_close=timedelta(seconds=spec.tool_timeout_seconds),
-                heartbeat=timedelta(seconds=spec.tool_heartbeat_seconds),
-                retry_policy=activity_policy(spec.tool_retry, DEFAULT_TOOL_RETRY, MCP_LISTING_FAILURES),
-                summary=f"list the tools of MCP server {server}",
-            )
-            for tool in listing.tools:
-                if tool.name in owners:
-                    raise RunFailed.of(
-                        InvalidAgentDefinitionError(
-                            f"tool {tool.name!r} of MCP server {server!r} has the name of one of "
-                            f"{owners[tool.name]}: leave one out with mcp_server(tools=[...])"
-                        )
-                    )
-                owners[tool.name] = f"the tools of MCP server {server!r}"
-                self._mcp_tools.append(tool)
-        unknown = [name for name in spec.classified_tools if name not in owners]
-        if spec.mcp_servers and unknown:
-            raise RunFailed.of(
-                InvalidAgentDefinitionError(
-                    "the agent's trust names tools that neither it nor its MCP servers have: "
-                    f"{', '.join(map(repr, unknown))} (its tools are {', '.join(map(repr, owners))})"
-                )
-            )
-
-    def _finish(self, spec: AgentSpec, response: ModelResponse) -> None:
-        if not spec.structured_output:
-            self._output = response.message.content or ""
-            return
-        if response.output_error is not None:
-            raise RunFailed.of(
-                ChamviValidationError(
-                    f"the final answer does not match the output schema: {response.output_error[:500]}",
-                    issues=response.output_issues or (),
-                )
-            )
-        self._output = response.output
-
-    async def _call_model(self, spec: AgentSpec, step: int) -> ModelResponse:
-        delta = self._messages[self._sent_count :]
-        started = workflow.now()
-        response = await call_activity(
-            c.ACTIVITY_CALL_MODEL,
-            ModelRequest(
-                run_id=workflow.info().workflow_id,
-                agent=spec.name,
-                step=step,
-                trigger=self._trigger_without_payload(),
-                base_count=self._sent_count,
-                base_digest=self._sent_digest,
-                delta=delta,
-                skills_version=spec.skills_version,
-                conversation=self._require_input().conversation,
-                revision=spec.revision,
-                model_settings=self._require_input().model_settings,
-            ),
-            ModelResponse,
-            start_to_close=timedelta(seconds=spec.model_timeout_seconds),
-            retry_policy=self._retry_policy(spec, None),
-            summary=f"step {step}: {spec.model}",
-        )
-        self._sent_digest = chain_digest(self._sent_digest, delta)
-        self._sent_count = len(self._messages)
-        self._usage = self._usage + response.usage
-        self._steps.append(
-            StepView(
-                index=step,
-                kind="llm",
-                started_at=started,
-                ended_at=workflow.now(),
-                text=response.message.content,
-                tool_calls=response.message.tool_calls,
-                usage=response.usage,
-                model=spec.model,
-                model_settings=response.model_settings,
-            )
-        )
-        self._show_details()
-        return response
-
-    async def _call_tool(self, spec: AgentSpec, step: int, call: ToolCall) -> None:
-        decisions: list[ApprovalDecision] = []
-        waits = 0
-        started = workflow.now()
-        listed = next((t for t in self._mcp_tools if t.name == call.name), None)
-        while True:
-            result = await call_activity(
-                c.ACTIVITY_CALL_TOOL,
-                ToolRequest(
-                    run_id=workflow.info().workflow_id,
-                    agent=spec.name,
-                    step=step,
-                    call=call,
-                    trigger=self._trigger_without_payload(),
-                    decisions=decisions,
-                    tainted=self._taint is not None,
-                    mcp_server=listed.server if listed is not None else None,
-                    mcp_hints=listed.hints if listed is not None else None,
-                    artifact_count=self._artifact_count,
-                    skills_version=spec.skills_version,
-                    approval_waits=waits,
-                    revision=spec.revision,
-                ),
-                ToolResult,
-                start_to_close=timedelta(seconds=spec.tool_timeout_seconds),
-                heartbeat=timedelta(seconds=spec.tool_heartbeat_seconds),
-                retry_policy=self._retry_policy(spec, call.name),
-                summary=f"step {step}: {call.name}",
-            )
-            self._effects.update(result.effects)
-            if result.taint is not None:
-                self._mark_tainted(result.taint)
-            if result.status == "extraction" and result.extraction is not None:
-                await self._extract(spec, step, call, result.extraction)
-                continue
-            if result.status == "wait" and result.wait is not None:
-                await self._wait_for_run(spec, step, call, result.wait)
-                continue
-            if result.status != "approval" or result.approval is None:
-                break
-            request = result.approval
-            decision = await self._approvals.wait(
-                step,
-                call,
-                approval_id(step, call.id, waits),
-                request,
-                steps=self._steps,
-                set_status=self._set_status,
-            )
-            waits += 1
-            decision.input_digest = request.input_digest
-            if request.index is None:  # a call recorded before decisions were bound to their input
-                decisions.append(decision)
-            else:  # later answers were given for an input the call no longer has
-                decisions = [*decisions[: request.index], decision]
-        self._artifact_count += len(result.artifacts)
-        view = StepView(
-            index=step,
-            kind="tool",
-            started_at=started,
-            ended_at=workflow.now(),
-            tool=call.name,
-            tool_call_id=call.id,
-            input=call.arguments,
-            output=result.output,
-            error=result.error,
-        )
-        self._steps.append(view)
-        self._show_details()
-        if result.status == "fatal":
-            message = result.error.message if result.error else "a tool failed the run"
-            raise RunFailed.of(FatalToolError(message))
-        # a result made of parts (artifact_file_part) reaches the model as parts, by reference
-        parts = tool_output_parts(result.output) if result.status == "ok" else None
-        if parts is not None:
-            content = None
-        elif result.status == "ok":
-            content = result.output if isinstance(result.output, str) else json.dumps(result.output)
-        else:
-            content = f"{result.error.code}: {result.error.message}" if result.error else "tool error"
-        self._messages.append(
-            Message(
-                role="tool",
-                tool_call_id=call.id,
-                name=call.name,
-                content=content,
-                is_error=result.status != "ok",
-                parts=parts or [],
-            )
-        )
-
-    async def _extract(self, spec: AgentSpec, step: int, call: ToolCall, request: ExtractionRequest) -> None:
-        """Makes the extraction a tool call asked for and records it where the call will find it."""
-        self._extracting[request.key] = request
-        try:
-            extracted = await call_activity(
-                c.ACTIVITY_EXTRACT,
-                ExtractInput(
-                    run_id=workflow.info().workflow_id,
-                    agent=spec.name,
-                    step=step,
-                    key=request.key,
-                    revision=spec.revision,
-                ),
-                ExtractResult,
-                start_to_close=timedelta(seconds=spec.model_timeout_seconds),
-                retry_policy=self._retry_policy(spec, None),
-                summary=f"step {step}: extract for {call.name}",
-            )
-        finally:
-            del self._extracting[request.key]
-        self._effects[request.key] = extracted.output
-        self._usage = self._usage + extracted.usage
-        if request.taints:  # before the call that asked reads it
-            self._mark_tainted(f"extract:{call.name}")
-
     async def _wait_for_run(
         self, spec: AgentSpec, step: int, call: ToolCall, request: RunWaitRequest
     ) -> None:
@@ -590,76 +330,3 @@ class AgentRunWorkflow:
         if outcome.taint is not None:
             self._mark_tainted(f"run:{request.run_id}")
         self._effects[request.key] = outcome.model_dump(mode="json")
-
-    def _retry_policy(self, spec: AgentSpec, tool: str | None) -> RetryPolicy:
-        policy = self._policies.get(tool)
-        if policy is None:
-            if tool is None:
-                policy = activity_policy(spec.model_retry, DEFAULT_MODEL_RETRY, MODEL_CALL_FAILURES)
-            else:
-                own = next((t.retry for t in spec.tools if t.name == tool and t.retry is not None), None)
-                policy = activity_policy(own or spec.tool_retry, DEFAULT_TOOL_RETRY, TOOL_CALL_FAILURES)
-            self._policies[tool] = policy
-        return policy
-
-    # ---- state ----------------------------------------------------------------------------
-
-    def _require_input(self) -> RunInput:
-        assert self._input is not None
-        return self._input
-
-    def _trigger_without_payload(self) -> TriggerEnvelope:
-        assert self._bare_trigger is not None
-        return self._bare_trigger
-
-    def _mark_tainted(self, source: str) -> None:
-        if self._taint is None:
-            self._taint = Taint(at=workflow.now(), source=source)
-            workflow.upsert_search_attributes([c.SA_TAINTED.value_set(True)])
-
-    def _set_status(self, status: RunStatus) -> None:
-        previous, self._status = self._status, status
-        workflow.upsert_search_attributes([c.SA_STATUS.value_set(status.value)])
-        self._count_transition(previous, status)
-        self._show_details()
-
-    def _show_details(self) -> None:
-        """The status and the approval's question on the run's page in the Temporal UI (no command)."""
-        workflow.set_current_details(
-            current_details(
-                self._status,
-                run_id=workflow.info().workflow_id,
-                steps=len(self._steps),
-                waiting=self._approvals.waiting,
-                error=self._error,
-            )
-        )
-
-    def _count_transition(self, previous: RunStatus | None, status: RunStatus) -> None:
-        """Counts the run out of ``previous`` and into ``status`` (the SDK records nothing on replay)."""
-        if previous == status:
-            return
-        meter = workflow.metric_meter()
-        agent = self._require_input().agent
-        if previous is not None:
-            meter.create_counter(c.METRIC_RUNS_LEFT, "Runs that left a status.").add(
-                1, {"agent": agent, "status": previous.value}
-            )
-        meter.create_counter(c.METRIC_RUNS_ENTERED, "Runs that entered a status.").add(
-            1, {"agent": agent, "status": status.value}
-        )
-
-    def _settle(self, status: RunStatus) -> None:
-        self._ended_at = workflow.now()
-        # a run cancelled during an approval wait never clears the wait itself: an ended run waits
-        # on nothing, so no view (`runs show`, the HTTP API) offers to answer it
-        self._approvals.waiting = None
-        self._set_status(status)
-
-    def _upsert(self, *, agent: str, channel: str | None) -> None:
-        self._count_transition(None, RunStatus.QUEUED)
-        updates = [c.SA_AGENT.value_set(agent), c.SA_STATUS.value_set(RunStatus.QUEUED.value)]
-        if channel:
-            updates.append(c.SA_CHANNEL.value_set(channel))
-        workflow.upsert_search_attributes(updates)
-        self._show_details()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import json
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import chamvi.activities
 import chamvi.workflows
@@ -53,3 +55,39 @@ def test_every_exported_name_is_what_its_module_defines_even_after_every_module_
     for name in chamvi.__all__:
         module = importlib.import_module(chamvi._EXPORTS[name])
         assert getattr(chamvi, name) is getattr(module, name), name
+
+
+WORKFLOWS_DIR = Path(__file__).parents[2] / "workflows"
+AGENT_RUN_MAX_LINES = 500
+
+
+def test_the_agent_run_workflow_module_stays_short_enough_to_read_in_one_sitting() -> None:
+    """Issue 35: the activity calls, approvals and run record live in helpers named after the UI."""
+    lines = len((WORKFLOWS_DIR / "agent_run.py").read_text().splitlines())
+    assert lines <= AGENT_RUN_MAX_LINES, (
+        f"workflows/agent_run.py has {lines} lines, past {AGENT_RUN_MAX_LINES}: move machinery into "
+        "a helper module (_model_calls, _tool_calls, _run_record, ...) rather than growing the workflow"
+    )
+
+
+def _sibling_imports(module: str) -> set[str]:
+    """The ``chamvi.workflows`` modules ``module`` imports relatively, and theirs, transitively."""
+    found: set[str] = set()
+    todo = [module]
+    while todo:
+        tree = ast.parse((WORKFLOWS_DIR / f"{todo.pop()}.py").read_text())
+        for node in ast.walk(tree):
+            name = node.module if isinstance(node, ast.ImportFrom) and node.level == 1 else None
+            if name is not None and name not in found:
+                found.add(name)
+                todo.append(name)
+    return found
+
+
+def test_every_module_agent_run_imports_passes_the_sandbox_with_it() -> None:
+    """A helper left out would be imported afresh in each run's sandbox, a second copy of its classes."""
+    from chamvi.plugin import RUN_MODULES_PASSTHROUGH
+
+    helpers = {f"chamvi.workflows.{name}" for name in _sibling_imports("agent_run")}
+    assert {"chamvi.workflows._tool_calls", "chamvi.workflows._approvals"} <= helpers
+    assert helpers | {"chamvi.workflows.agent_run"} == set(RUN_MODULES_PASSTHROUGH)
