@@ -313,7 +313,7 @@ async def test_the_worker_serves_temporal_and_chamvi_metrics_on_its_prometheus_e
         page = await metrics_page(settings)
         assert samples(page, "chamvi_runs_entered", agent=agent, status="waiting") == [1]
         assert samples(page, "chamvi_runs_left", agent=agent, status="waiting") == []
-        await chamvi.approve(run_id, approved=True)
+        await chamvi.approvals.approve(run_id, approved=True)
         await chamvi.wait(run_id)
 
         async def settled() -> str | None:
