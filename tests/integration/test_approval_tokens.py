@@ -36,7 +36,6 @@ from chamvi import (
     ToolContext,
     console_channel,
     define_agent,
-    resume,
     tool,
 )
 from chamvi.cli import cli
@@ -103,7 +102,7 @@ async def test_a_waiting_run_is_answered_by_its_token_once_and_records_the_token
     chamvi = checking(client, task_queue)
     assert waiting.lines[0] == "[console -> console] Approval needed: Restart api?"
     assert waiting.lines[3] == f"Approve with `chamvi approve --token {waiting.token}` (or `--deny`)."
-    resumed = await resume(chamvi, waiting.token, ApprovalDecision(approved=True))
+    resumed = await chamvi.approvals.resume(waiting.token, ApprovalDecision(approved=True))
     assert (resumed.run_id, resumed.approval_id, resumed.approved) == (waiting.run_id, "0:call-1:0", True)
     run = await chamvi.wait(waiting.run_id)
     assert run.status == RunStatus.COMPLETED
