@@ -116,10 +116,10 @@ async def one_shot(chamvi: ChamviClient, agent: str = "bench-chat") -> float:
 async def turn(chamvi: ChamviClient, conversation: str, text: str, agent: str = "bench-chat") -> float:
     """One message's turn: the time until its answer is there; then waits for it to be recorded."""
     started = time.perf_counter()
-    sent = await chamvi.send_message(agent, text, conversation=conversation)
+    sent = await chamvi.conversations.send(agent, text, conversation=conversation)
     await _ended(chamvi, sent.run_id)
     elapsed = time.perf_counter() - started
-    await chamvi.wait_turn(sent)  # recorded: the next message is the next turn
+    await chamvi.conversations.wait_turn(sent)  # recorded: the next message is the next turn
     await asyncio.sleep(SETTLE_SECONDS)
     return elapsed
 
@@ -181,10 +181,10 @@ async def long_conversation(chamvi: ChamviClient, samples: tuple[int, ...]) -> l
     measured: list[Sample] = []
     last_runs: list[str] = []
     for index in range(samples[-1]):
-        sent = await chamvi.send_message(
+        sent = await chamvi.conversations.send(
             "bench-chat", f"message {index}: where is my order?", conversation=conversation
         )
-        await chamvi.wait_turn(sent, poll=(0.002, 0.02))
+        await chamvi.conversations.wait_turn(sent, poll=(0.002, 0.02))
         last_runs = [*last_runs[-4:], sent.run_id]
         if index + 1 in samples:
             total, runs = await history_bytes(chamvi.client, workflow_id)

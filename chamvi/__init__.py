@@ -24,7 +24,7 @@ if TYPE_CHECKING:
         App,
     )
     from chamvi.app_runtime import AppRuntime
-    from chamvi.approval_tokens import ApprovalTokens, resume
+    from chamvi.approval_tokens import ApprovalTokens
     from chamvi.artifacts import (
         ArtifactStore,
         Attachment,
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from chamvi.client import (
         ChamviClient,
         DispatchResult,
+        resume,
     )
     from chamvi.context import (
         ContextKey,
@@ -312,7 +313,7 @@ _EXPORTS: dict[str, str] = {
     "mcp_server": "chamvi.mcp",
     "mcp_tools": "chamvi.mcp",
     "require_tool_permission": "chamvi.permissions",
-    "resume": "chamvi.approval_tokens",
+    "resume": "chamvi.client",
     "tool": "chamvi.tools",
     "try_inject": "chamvi.context",
     "urls": "chamvi.knowledge",

@@ -3,8 +3,8 @@
 A channel's approval request (``handle.approve(...)``, and the run's automatic notice to its source
 channel) carries a token, and a link to the approvals page with it when ``CHAMVI_PUBLIC_URL`` is
 set. The token answers that one approval without the run or approval id:
-``ChamviClient.resume(token, decision)``, ``POST /approvals/answer``, ``chamvi approve --token``,
-or the page the link opens.
+``client.approvals.resume(token, decision)`` (``chamvi.client``), ``POST /approvals/answer``,
+``chamvi approve --token``, or the page the link opens.
 
 **A capability.** Possession answers: the token is the permission, as a link in a chat message is
 meant to be. Whoever answers with it is recorded as the approver: the API's caller when it also
@@ -50,19 +50,13 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel
 
 from chamvi.errors import (
-    ApprovalNotPendingError,
     ApprovalTokenExpiredError,
     ApprovalTokenInvalidError,
     ChamviValidationError,
-    InvalidInputError,
-    InvalidRunStateError,
-    RunNotFoundError,
-    UnavailableError,
 )
-from chamvi.models import ApprovalDecision, Invoker, RunStatus
+from chamvi.models import Invoker
 
 if TYPE_CHECKING:
-    from chamvi.client import ChamviClient
     from chamvi.settings import Settings
 
 SECRET_FILE = "approval-secret"
@@ -76,7 +70,7 @@ so the link's token is in no access log, proxy log or ``Referer``."""
 
 _PREFIX = "ca1"
 _LABEL = b"chamvi approval token v1\n"
-_NOT_PENDING = "this approval is not pending any more: it was answered already, timed out, or its run ended"
+NOT_PENDING = "this approval is not pending any more: it was answered already, timed out, or its run ended"
 
 TOKEN_HOLDER = Invoker(id="token holder", kind="approval_token")
 """The approver recorded for an answer by token from a caller who said nothing else about itself."""
@@ -268,68 +262,3 @@ def approval_tokens(settings: Settings, *, create: bool = True) -> ApprovalToken
     secret = approval_secret(settings, create=create)
     return ApprovalTokens(secret, public_url=settings.public_url) if secret else None
 
-
-def _checked(client: ChamviClient, token: str) -> ApprovalClaims:
-    tokens = client.approval_tokens
-    if tokens is None:
-        raise InvalidInputError(
-            "this client cannot check approval tokens: build it with "
-            "ChamviClient(..., approval_tokens=approval_tokens(settings)), the workers' secret"
-        )
-    return tokens.verify(token)
-
-
-async def pending_approval(client: ChamviClient, token: str) -> PendingApproval:
-    """The approval ``token`` answers, while it is pending (see :class:`PendingApproval`).
-
-    Raises:
-        ApprovalTokenInvalidError: not a token of this secret.
-        ApprovalTokenExpiredError: past its expiry.
-        ApprovalNotPendingError: the approval was answered, timed out, or its run has ended.
-        UnavailableError: no worker answers for the run now.
-    """
-    claims = _checked(client, token)
-    try:
-        run = await client.get_run(claims.run_id)
-    except RunNotFoundError:
-        raise ApprovalNotPendingError(_NOT_PENDING) from None
-    waiting = run.waiting
-    if waiting is None and run.status == RunStatus.WAITING:
-        raise UnavailableError("no worker answers for this approval's run now: try again in a moment")
-    if waiting is None or waiting.approval_id != claims.approval_id:
-        raise ApprovalNotPendingError(_NOT_PENDING)
-    return PendingApproval(
-        run_id=claims.run_id,
-        approval_id=claims.approval_id,
-        agent=run.agent,
-        tool=waiting.tool,
-        until=waiting.until,
-        title=waiting.title if claims.detail else None,
-        body=waiting.body if claims.detail else None,
-    )
-
-
-async def resume(client: ChamviClient, token: str, decision: ApprovalDecision) -> ResumedApproval:
-    """Answers the approval ``token`` names with ``decision`` (the seed's ``resume(token, decision)``).
-
-    The decision's ``approver`` is recorded, else :data:`TOKEN_HOLDER`.
-
-    Raises:
-        ApprovalTokenInvalidError: not a token of this secret.
-        ApprovalTokenExpiredError: past its expiry.
-        ApprovalNotPendingError: used already, or the approval was answered otherwise, timed out,
-            or its run has ended.
-    """
-    claims = _checked(client, token)
-    try:
-        await client.approve(
-            claims.run_id,
-            approved=decision.approved,
-            reason=decision.reason,
-            approval_id=claims.approval_id,
-            approver=decision.approver or TOKEN_HOLDER,
-        )
-    except (ApprovalNotPendingError, InvalidRunStateError, RunNotFoundError):
-        # the validator's own message names the approval the run waits on now: not the holder's business
-        raise ApprovalNotPendingError(_NOT_PENDING) from None
-    return ResumedApproval(run_id=claims.run_id, approval_id=claims.approval_id, approved=decision.approved)

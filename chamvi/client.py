@@ -3,19 +3,27 @@
 The same operations work with the ``temporal`` CLI (``workflow start --type AgentRun``, ``workflow
 update execute --name answer_approval``, ``workflow cancel``); this client adds idempotency and
 concurrency keys, clear errors and typed results.
+
+:class:`ChamviClient` is a small core of runs (``dispatch``, ``get_run``, ``wait``, ``cancel``, ...);
+the other families of methods are reached as its attributes, as openai-python groups its resources:
+``client.conversations``, ``client.approvals``, ``client.schedules``, ``client.agents``,
+``client.state``, ``client.knowledge``.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import hashlib
 import json
 import re
 import uuid
-from collections.abc import AsyncGenerator, Mapping, Sequence
+import warnings
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar, Unpack
+from functools import cached_property
+from typing import Any, TypeVar, cast, overload
 
 from pydantic import ValidationError as PydanticValidationError
 from temporalio.api.common.v1 import WorkflowExecution
@@ -41,9 +49,16 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import constants as c
 from chamvi._idle import wait_idle
-from chamvi.approval_tokens import ApprovalTokens, PendingApproval, ResumedApproval, pending_approval, resume
+from chamvi.approval_tokens import (
+    NOT_PENDING,
+    TOKEN_HOLDER,
+    ApprovalClaims,
+    ApprovalTokens,
+    PendingApproval,
+    ResumedApproval,
+)
 from chamvi.artifacts import ArtifactStore, Attachment, check_media_type
-from chamvi.conversations.client import ConversationMethods
+from chamvi.conversations.client import Conversations
 from chamvi.errors import (
     ERROR_CLASSES,
     ApprovalNotPendingError,
@@ -76,31 +91,22 @@ from chamvi.models import (
     RunStatus,
     RunSummary,
     RunView,
-    ScheduleView,
     StateListing,
     StateListRequest,
 )
 from chamvi.names import checked_agent_name, validate_agent_name
 from chamvi.run_details import static_details, static_summary
 from chamvi.run_events import RunEvent, history_events
-from chamvi.schedules import (
-    ScheduleOptions,
-    create_schedule,
-    define_schedule,
-    delete_schedule,
-    get_schedule,
-    list_schedules,
-    set_paused,
-)
+from chamvi.schedules import Schedules
 from chamvi.starters import enqueue, request_sync
 
 T = TypeVar("T")
 
 QUERY_TIMEOUT = timedelta(seconds=5)
 AGENT_CHECK_TIMEOUT = timedelta(seconds=3)
-"""How long ``check_agent`` waits for a worker; a worker that is up answers within milliseconds."""
+"""How long ``client.agents.check`` waits for a worker; a worker that is up answers within milliseconds."""
 STATE_LIST_TIMEOUT = timedelta(seconds=10)
-"""How long ``state_list`` waits for a worker to read a page."""
+"""How long ``client.state.list`` waits for a worker to read a page."""
 AGENT_REGISTRY_TIMEOUT = timedelta(seconds=10)
 """How long a put, remove or read of runtime agents waits for a worker."""
 
@@ -114,6 +120,42 @@ _TEMPORAL_STATUS = {
 
 
 _ERRORS_BY_CODE = {cls.code: cls for cls in ERROR_CLASSES}
+
+
+class _Moved:
+    """An old name of a method that moved to a family, kept working for one release with a warning.
+
+    ``client.send_message`` is ``client.conversations.send`` now: reading the old name warns with a
+    ``DeprecationWarning`` that names the new place, and answers the method found there.
+
+    Args:
+        path: where the method is now, from the client (``"conversations.send"``).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> _Moved: ...
+
+    @overload
+    def __get__(self, instance: ChamviClient, owner: type | None = None) -> Callable[..., Any]: ...
+
+    def __get__(
+        self, instance: ChamviClient | None, owner: type | None = None
+    ) -> _Moved | Callable[..., Any]:
+        if instance is None:
+            return self
+        message = f"ChamviClient.{self.name} is deprecated: use client.{self.path}"
+        warnings.warn(message, DeprecationWarning, stacklevel=2)
+        found: Any = instance
+        for part in self.path.split("."):
+            found = getattr(found, part)
+        return cast("Callable[..., Any]", found)
 
 
 def _worker_cause(error: WorkflowFailureError) -> BaseException | None:
@@ -238,8 +280,14 @@ def _run_settings(settings: ModelSettings | Mapping[str, Any] | None) -> ModelSe
     return None if checked.empty else checked
 
 
-class ChamviClient(ConversationMethods):
+class ChamviClient:
     """Runs, conversations and knowledge collections through Temporal, for the API, the CLI, your code.
+
+    The runs are its own methods; the rest are families reached as attributes
+    (``client.conversations.send(...)``, ``client.approvals.approve(run_id)``,
+    ``client.schedules.create(...)``, ``client.agents``, ``client.state``, ``client.knowledge``).
+    The methods' old names (``client.send_message``, ``client.approve``, ...) still work for one
+    release, with a ``DeprecationWarning``.
 
     A run's view is a query a worker answers; with no worker polling, ``get_run`` falls back to the
     run's search attributes instead of hanging.
@@ -249,8 +297,8 @@ class ChamviClient(ConversationMethods):
         task_queue: the workers' task queue, where runs are started.
         artifacts: where attachments are stored; the workers must use the same store.
         attachment_max_bytes: the size limit per attachment.
-        approval_tokens: checks the approval tokens :meth:`resume` takes, under the workers' secret
-            (``chamvi.approval_tokens.approval_tokens(settings)``); without it, ``resume`` refuses.
+        approval_tokens: checks the approval tokens :meth:`Approvals.resume` takes, under the workers' secret
+            (``chamvi.approval_tokens.approval_tokens(settings)``); without it, ``approvals.resume`` refuses.
     """
 
     def __init__(
@@ -269,7 +317,6 @@ class ChamviClient(ConversationMethods):
         self.approval_tokens = approval_tokens
         self.open_streams = 0
         """How many ``events()`` iterators are open (each holds one history long-poll)."""
-        self._gates = {}
         self._dispatched: dict[str, str] = {}
         """The runs this client started and has not seen end, with their agent (``idle`` reads them
         one by one: the visibility list may not show them yet)."""
@@ -320,7 +367,7 @@ class ChamviClient(ConversationMethods):
         )
         if run_input.model_settings is not None:
             validate_run_input(run_input)
-            await self.check_agent(agent, channel=channel, model_settings=run_input.model_settings)
+            await self.agents.check(agent, channel=channel, model_settings=run_input.model_settings)
         return await self.start(run_input, attachments)
 
     async def start(self, run_input: RunInput, attachments: Sequence[Attachment] = ()) -> DispatchResult:
@@ -392,74 +439,6 @@ class ChamviClient(ConversationMethods):
             raise
         return True
 
-    async def check_agent(
-        self,
-        agent: str,
-        *,
-        channel: str | None = None,
-        model_settings: ModelSettings | None = None,
-        timeout: timedelta = AGENT_CHECK_TIMEOUT,
-    ) -> bool:
-        """Asks a worker on the task queue whether its app serves ``agent``, before a dispatch.
-
-        A process without the app (the CLI) learns of an unknown agent at once, with the app's
-        own message, rather than from a run that fails later. True when a worker said yes; False
-        when none answered within ``timeout`` (a run dispatched now waits in the queue for one).
-        With ``model_settings``, the worker also checks them against the agent's ``dispatch_settings``.
-
-        Raises:
-            AgentNotFoundError: the worker's app does not serve ``agent`` (or another
-                ``ChamviError`` the app raised describing it).
-            ChamviValidationError: ``model_settings`` set what the agent does not let a dispatch set.
-        """
-        _check_agent_name(agent)
-        workflow_id = f"{c.AGENT_CHECK_ID_PREFIX}{uuid.uuid4().hex}"
-        try:
-            await self.client.execute_workflow(
-                c.AGENT_CHECK_WORKFLOW,
-                DescribeAgentRequest(agent=agent, channel=channel, model_settings=model_settings),
-                id=workflow_id,
-                task_queue=self.task_queue,
-                execution_timeout=timeout,
-            )
-        except WorkflowFailureError as error:
-            cause = _worker_cause(error)
-            if isinstance(cause, TemporalTimeoutError):
-                return False
-            raise ChamviError(f"the worker could not describe agent {agent!r}: {cause}") from None
-        finally:
-            await self._forget(workflow_id)
-        return True
-
-    async def state_list(
-        self,
-        agent: str,
-        collection: str | None = None,
-        *,
-        limit: int = 20,
-        offset: int = 0,
-        timeout: timedelta = STATE_LIST_TIMEOUT,
-    ) -> StateListing:
-        """A page of ``agent``'s state, read by a worker (the one process that holds Qdrant locally).
-
-        Without ``collection``: its key-value entries and the size of each declared collection.
-
-        Raises:
-            AgentNotFoundError, NotFoundError: the worker's app has no such agent or collection.
-            UnavailableError: no worker answered within ``timeout``.
-        """
-        _check_agent_name(agent)
-        request = StateListRequest(agent=agent, collection=collection, limit=limit, offset=offset)
-        return await self._ask_worker(
-            c.AGENT_STATE_LIST_WORKFLOW,
-            request,
-            f"{c.AGENT_STATE_LIST_ID_PREFIX}{uuid.uuid4().hex}",
-            StateListing,
-            timeout,
-            f"list the state of agent {agent!r}",
-            forget=True,
-        )
-
     async def _ask_worker(
         self,
         workflow: str,
@@ -513,92 +492,6 @@ class ChamviClient(ConversationMethods):
         )
         with contextlib.suppress(RPCError):
             await self.client.workflow_service.delete_workflow_execution(request)
-
-    # -- agents defined at runtime (see chamvi.runtime_agents) --------------------------------------------
-
-    async def put_agent(
-        self,
-        name: str,
-        definition: Mapping[str, Any] | AgentDefinition,
-        *,
-        by: Invoker | None = None,
-        timeout: timedelta = AGENT_REGISTRY_TIMEOUT,
-    ) -> AgentPutResult:
-        """Puts agent ``name`` made of data as its next revision (the seed's ``putAgent``).
-
-        A worker checks ``definition`` against its App (the tools it names come from
-        ``App(runtime_tools=...)``, its model from the App's registry) and stores the revision where
-        every worker reads it; new runs of ``name`` start on it, runs already going keep theirs. A
-        definition equal to the latest revision writes nothing.
-
-        Raises:
-            ChamviValidationError: the name or definition is invalid (``issues`` by field path).
-            ConflictError: an agent in code has the name.
-            UnavailableError: no worker answered within ``timeout``.
-        """
-        checked_agent_name(name)
-        data = (
-            definition.model_dump(mode="json", exclude_none=True)
-            if isinstance(definition, AgentDefinition)
-            else dict(definition)
-        )
-        request = AgentRegistryRequest(action="put", name=name, definition=data, by=by)
-        result = await self._agent_registry(request, timeout)
-        assert result.put is not None
-        return result.put
-
-    async def remove_agent(
-        self, name: str, *, by: Invoker | None = None, timeout: timedelta = AGENT_REGISTRY_TIMEOUT
-    ) -> int:
-        """Makes runtime agent ``name`` unavailable for new runs (the seed's ``removeAgent``).
-
-        Runs already going finish on their revision. Returns the number of the revision that removed
-        it; a later put makes the next one.
-
-        Raises:
-            AgentNotFoundError: no runtime agent of that name is live.
-            ConflictError: an agent in code has the name.
-            UnavailableError: no worker answered within ``timeout``.
-        """
-        request = AgentRegistryRequest(action="remove", name=name, by=by)
-        result = await self._agent_registry(request, timeout)
-        assert result.removed_revision is not None
-        return result.removed_revision
-
-    async def get_agent(
-        self, name: str, revision: int | None = None, *, timeout: timedelta = AGENT_REGISTRY_TIMEOUT
-    ) -> AgentInfo:
-        """Agent ``name`` (the seed's ``getAgent``): in code, or a runtime agent with its definition.
-
-        Raises:
-            AgentNotFoundError: no such agent (or no such revision of it).
-            UnavailableError: no worker answered within ``timeout``.
-        """
-        request = AgentRegistryRequest(action="get", name=name, revision=revision)
-        result = await self._agent_registry(request, timeout)
-        assert result.agent is not None
-        return result.agent
-
-    async def list_agents(self, *, timeout: timedelta = AGENT_REGISTRY_TIMEOUT) -> list[AgentInfo]:
-        """Every agent the workers start runs of (the seed's ``listAgents``): in code, then at runtime.
-
-        Raises:
-            UnavailableError: no worker answered within ``timeout``.
-        """
-        return (await self._agent_registry(AgentRegistryRequest(action="list"), timeout)).agents
-
-    async def _agent_registry(self, request: AgentRegistryRequest, timeout: timedelta) -> AgentRegistryResult:
-        workflow_id = f"{c.AGENT_REGISTRY_ID_PREFIX}{uuid.uuid4().hex}"
-        return await self._ask_worker(
-            c.AGENT_REGISTRY_WORKFLOW,
-            request.model_copy(update={"request_id": workflow_id}),
-            workflow_id,
-            AgentRegistryResult,
-            timeout,
-            f"{request.action} agents",
-            # a put or a remove keeps its workflow: its history says who changed the agent, and when
-            forget=request.action in ("get", "list"),
-        )
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(run_id)
@@ -782,81 +675,6 @@ class ChamviClient(ConversationMethods):
         """
         await wait_idle(self.client, self.task_queue, self._dispatched, agent, timeout)
 
-    async def approve(
-        self,
-        run_id: str,
-        *,
-        approved: bool = True,
-        reason: str | None = None,
-        approval_id: str | None = None,
-        approver: Invoker | None = None,
-    ) -> str:
-        """Answers the approval the run waits on (or ``approval_id``); returns the id answered."""
-        if approval_id is None:
-            run = await self.get_run(run_id)
-            if run.waiting is None:
-                raise InvalidRunStateError(
-                    f"run {run_id!r} is not waiting for an approval (it is {run.status.value})"
-                )
-            approval_id = run.waiting.approval_id
-        else:
-            await self._describe(run_id)
-        answer = ApprovalAnswer(approval_id=approval_id, approved=approved, reason=reason, approver=approver)
-        try:
-            await self._handle(run_id).execute_update(c.UPDATE_ANSWER_APPROVAL, answer)
-        except WorkflowUpdateFailedError as error:
-            cause = error.cause
-            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
-            raise ApprovalNotPendingError(message) from None
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                raise InvalidRunStateError(f"run {run_id!r} has ended: nothing to approve") from None
-            raise
-        return approval_id
-
-    async def resume(self, token: str, decision: ApprovalDecision) -> ResumedApproval:
-        """Answers the approval an approval token names, knowing neither the run nor the approval id.
-
-        The seed's ``resume(token, decision)``; see ``chamvi.approval_tokens``. The decision's
-        ``approver`` is recorded, else ``token holder``.
-
-        Raises:
-            ApprovalTokenInvalidError: ``approval_token_invalid``: not a token of the workers' secret.
-            ApprovalTokenExpiredError: ``approval_token_expired``: past the approval's deadline.
-            ApprovalNotPendingError: ``approval_not_pending``: used already, or answered otherwise,
-                timed out, or the run has ended.
-            InvalidInputError: this client has no ``approval_tokens``.
-        """
-        return await resume(self, token, decision)
-
-    async def pending_approval(self, token: str) -> PendingApproval:
-        """The approval a token answers, while it is pending: what its holder is shown before answering.
-
-        Raises:
-            ApprovalTokenInvalidError, ApprovalTokenExpiredError, ApprovalNotPendingError: as
-                :meth:`resume`.
-            UnavailableError: no worker answers for the run now.
-        """
-        return await pending_approval(self, token)
-
-    async def sync_knowledge(self, name: str) -> None:
-        """Asks collection ``name`` for a pass now; during a pass, exactly one more pass follows it."""
-        await request_sync(self.client, self.task_queue, name)
-
-    async def knowledge_state(self, name: str) -> CollectionState:
-        """What the collection's workflow knows: status, counts, the last pass, an error and its retry."""
-        try:
-            state: CollectionState = await self._handle(c.KNOWLEDGE_ID_PREFIX + name).query(
-                c.QUERY_KNOWLEDGE_STATE, result_type=CollectionState, rpc_timeout=QUERY_TIMEOUT
-            )
-            return state
-        except RPCError as error:
-            if error.status == RPCStatusCode.NOT_FOUND:
-                raise InvalidInputError(
-                    f"no knowledge collection {name!r} has been indexed on this namespace"
-                ) from None
-            raise
-
     async def cancel(self, run_id: str) -> None:
         """Requests cancellation; the run settles ``cancelled`` once its workflow handles it.
 
@@ -873,47 +691,379 @@ class ChamviClient(ConversationMethods):
             )
         await self._handle(run_id).cancel()
 
-    # -- agent schedules (see chamvi.schedules) ---------------------------------------------------------
+    # -- the families of methods, reached as attributes (as openai-python groups its resources) -------
 
-    async def create_schedule(self, agent: str, **options: Unpack[ScheduleOptions]) -> ScheduleView:
-        """Creates a Temporal Schedule that runs ``agent`` on this task queue, kept until deleted.
+    @cached_property
+    def conversations(self) -> Conversations:
+        """Messages to agents and their turns (:class:`~chamvi.conversations.client.Conversations`)."""
+        return Conversations(self)
 
-        The options are ``App.schedule``'s (:class:`chamvi.schedules.ScheduleOptions`). The agent is
-        not looked up here (no app in this process): ``check_agent`` asks a worker; a fire naming an
-        agent the workers lack fails.
+    @cached_property
+    def approvals(self) -> Approvals:
+        """Answers to the approvals runs wait on, by run or by token (:class:`Approvals`)."""
+        return Approvals(self)
+
+    @cached_property
+    def schedules(self) -> Schedules:
+        """Agent schedules created at runtime (:class:`~chamvi.schedules.Schedules`)."""
+        return Schedules(self.client, self.task_queue)
+
+    @cached_property
+    def agents(self) -> Agents:
+        """The agents the workers serve, and runtime agents (:class:`Agents`)."""
+        return Agents(self)
+
+    @cached_property
+    def state(self) -> State:
+        """What agents keep, read by a worker (:class:`State`)."""
+        return State(self)
+
+    @cached_property
+    def knowledge(self) -> Knowledge:
+        """The knowledge collections' workflows (:class:`Knowledge`)."""
+        return Knowledge(self)
+
+    # -- the old names, kept for one release: each warns and answers its new place's method ---------
+
+    send_message = _Moved("conversations.send")
+    wait_turn = _Moved("conversations.wait_turn")
+    turn_started = _Moved("conversations.turn_started")
+    conversation = _Moved("conversations.get")
+    conversation_messages = _Moved("conversations.messages")
+    list_conversations = _Moved("conversations.list")
+    delete_conversation = _Moved("conversations.delete")
+    approve = _Moved("approvals.approve")
+    resume = _Moved("approvals.resume")
+    pending_approval = _Moved("approvals.pending")
+    create_schedule = _Moved("schedules.create")
+    list_schedules = _Moved("schedules.list")
+    get_schedule = _Moved("schedules.get")
+    pause_schedule = _Moved("schedules.pause")
+    unpause_schedule = _Moved("schedules.unpause")
+    delete_schedule = _Moved("schedules.delete")
+    check_agent = _Moved("agents.check")
+    put_agent = _Moved("agents.put")
+    remove_agent = _Moved("agents.remove")
+    get_agent = _Moved("agents.get")
+    list_agents = _Moved("agents.list")
+    state_list = _Moved("state.list")
+    sync_knowledge = _Moved("knowledge.sync")
+    knowledge_state = _Moved("knowledge.state")
+
+
+class Agents:
+    """``client.agents``: the agents the workers serve, and the ones defined at runtime.
+
+    A worker answers each call: it holds the App and the stores (``chamvi.runtime_agents``).
+    """
+
+    def __init__(self, core: ChamviClient) -> None:
+        self._core = core
+
+    async def check(
+        self,
+        agent: str,
+        *,
+        channel: str | None = None,
+        model_settings: ModelSettings | None = None,
+        timeout: timedelta = AGENT_CHECK_TIMEOUT,
+    ) -> bool:
+        """Asks a worker on the task queue whether its app serves ``agent``, before a dispatch.
+
+        A process without the app (the CLI) learns of an unknown agent at once, with the app's
+        own message, rather than from a run that fails later. True when a worker said yes; False
+        when none answered within ``timeout`` (a run dispatched now waits in the queue for one).
+        With ``model_settings``, the worker also checks them against the agent's ``dispatch_settings``.
 
         Raises:
-            InvalidScheduleError: both or neither of cron and every, a bad cron, interval or overlap.
-            ConflictError: a schedule with this id exists.
+            AgentNotFoundError: the worker's app does not serve ``agent`` (or another
+                ``ChamviError`` the app raised describing it).
+            ChamviValidationError: ``model_settings`` set what the agent does not let a dispatch set.
         """
-        schedule = define_schedule(agent, **options)
-        return await create_schedule(self.client, self.task_queue, schedule)
+        _check_agent_name(agent)
+        workflow_id = f"{c.AGENT_CHECK_ID_PREFIX}{uuid.uuid4().hex}"
+        try:
+            await self._core.client.execute_workflow(
+                c.AGENT_CHECK_WORKFLOW,
+                DescribeAgentRequest(agent=agent, channel=channel, model_settings=model_settings),
+                id=workflow_id,
+                task_queue=self._core.task_queue,
+                execution_timeout=timeout,
+            )
+        except WorkflowFailureError as error:
+            cause = _worker_cause(error)
+            if isinstance(cause, TemporalTimeoutError):
+                return False
+            raise ChamviError(f"the worker could not describe agent {agent!r}: {cause}") from None
+        finally:
+            await self._core._forget(workflow_id)
+        return True
 
-    async def list_schedules(self) -> list[ScheduleView]:
-        """Every agent schedule of the namespace, declared in code or created at runtime, by id."""
-        return await list_schedules(self.client)
+    async def put(
+        self,
+        name: str,
+        definition: Mapping[str, Any] | AgentDefinition,
+        *,
+        by: Invoker | None = None,
+        timeout: timedelta = AGENT_REGISTRY_TIMEOUT,
+    ) -> AgentPutResult:
+        """Puts agent ``name`` made of data as its next revision (the seed's ``putAgent``).
 
-    async def get_schedule(self, schedule_id: str) -> ScheduleView:
-        """The schedule ``schedule_id``: spec, payload, paused, next and recent fires.
+        A worker checks ``definition`` against its App (the tools it names come from
+        ``App(runtime_tools=...)``, its model from the App's registry) and stores the revision where
+        every worker reads it; new runs of ``name`` start on it, runs already going keep theirs. A
+        definition equal to the latest revision writes nothing.
 
         Raises:
-            ScheduleNotFoundError: there is none.
+            ChamviValidationError: the name or definition is invalid (``issues`` by field path).
+            ConflictError: an agent in code has the name.
+            UnavailableError: no worker answered within ``timeout``.
         """
-        return await get_schedule(self.client, schedule_id)
+        checked_agent_name(name)
+        data = (
+            definition.model_dump(mode="json", exclude_none=True)
+            if isinstance(definition, AgentDefinition)
+            else dict(definition)
+        )
+        request = AgentRegistryRequest(action="put", name=name, definition=data, by=by)
+        result = await self._agent_registry(request, timeout)
+        assert result.put is not None
+        return result.put
 
-    async def pause_schedule(self, schedule_id: str, note: str | None = None) -> ScheduleView:
-        """Stops a schedule's fires until it is unpaused (a worker's start keeps it paused)."""
-        await set_paused(self.client, schedule_id, True, note)
-        return await get_schedule(self.client, schedule_id)
+    async def remove(
+        self, name: str, *, by: Invoker | None = None, timeout: timedelta = AGENT_REGISTRY_TIMEOUT
+    ) -> int:
+        """Makes runtime agent ``name`` unavailable for new runs (the seed's ``removeAgent``).
 
-    async def unpause_schedule(self, schedule_id: str, note: str | None = None) -> ScheduleView:
-        """Lets a paused schedule fire again."""
-        await set_paused(self.client, schedule_id, False, note)
-        return await get_schedule(self.client, schedule_id)
+        Runs already going finish on their revision. Returns the number of the revision that removed
+        it; a later put makes the next one.
 
-    async def delete_schedule(self, schedule_id: str) -> None:
-        """Deletes a schedule (a schedule declared in code comes back at the next worker's start)."""
-        await delete_schedule(self.client, schedule_id)
+        Raises:
+            AgentNotFoundError: no runtime agent of that name is live.
+            ConflictError: an agent in code has the name.
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        request = AgentRegistryRequest(action="remove", name=name, by=by)
+        result = await self._agent_registry(request, timeout)
+        assert result.removed_revision is not None
+        return result.removed_revision
+
+    async def get(
+        self, name: str, revision: int | None = None, *, timeout: timedelta = AGENT_REGISTRY_TIMEOUT
+    ) -> AgentInfo:
+        """Agent ``name`` (the seed's ``getAgent``): in code, or a runtime agent with its definition.
+
+        Raises:
+            AgentNotFoundError: no such agent (or no such revision of it).
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        request = AgentRegistryRequest(action="get", name=name, revision=revision)
+        result = await self._agent_registry(request, timeout)
+        assert result.agent is not None
+        return result.agent
+
+    async def list(self, *, timeout: timedelta = AGENT_REGISTRY_TIMEOUT) -> builtins.list[AgentInfo]:
+        """Every agent the workers start runs of (the seed's ``listAgents``): in code, then at runtime.
+
+        Raises:
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        return (await self._agent_registry(AgentRegistryRequest(action="list"), timeout)).agents
+
+    async def _agent_registry(self, request: AgentRegistryRequest, timeout: timedelta) -> AgentRegistryResult:
+        workflow_id = f"{c.AGENT_REGISTRY_ID_PREFIX}{uuid.uuid4().hex}"
+        return await self._core._ask_worker(
+            c.AGENT_REGISTRY_WORKFLOW,
+            request.model_copy(update={"request_id": workflow_id}),
+            workflow_id,
+            AgentRegistryResult,
+            timeout,
+            f"{request.action} agents",
+            # a put or a remove keeps its workflow: its history says who changed the agent, and when
+            forget=request.action in ("get", "list"),
+        )
+
+
+class State:
+    """``client.state``: what agents keep (``chamvi.state``), read by a worker."""
+
+    def __init__(self, core: ChamviClient) -> None:
+        self._core = core
+
+    async def list(
+        self,
+        agent: str,
+        collection: str | None = None,
+        *,
+        limit: int = 20,
+        offset: int = 0,
+        timeout: timedelta = STATE_LIST_TIMEOUT,
+    ) -> StateListing:
+        """A page of ``agent``'s state, read by a worker (the one process that holds Qdrant locally).
+
+        Without ``collection``: its key-value entries and the size of each declared collection.
+
+        Raises:
+            AgentNotFoundError, NotFoundError: the worker's app has no such agent or collection.
+            UnavailableError: no worker answered within ``timeout``.
+        """
+        _check_agent_name(agent)
+        request = StateListRequest(agent=agent, collection=collection, limit=limit, offset=offset)
+        return await self._core._ask_worker(
+            c.AGENT_STATE_LIST_WORKFLOW,
+            request,
+            f"{c.AGENT_STATE_LIST_ID_PREFIX}{uuid.uuid4().hex}",
+            StateListing,
+            timeout,
+            f"list the state of agent {agent!r}",
+            forget=True,
+        )
+
+
+class Knowledge:
+    """``client.knowledge``: the knowledge collections' workflows, on this namespace."""
+
+    def __init__(self, core: ChamviClient) -> None:
+        self._core = core
+
+    async def sync(self, name: str) -> None:
+        """Asks collection ``name`` for a pass now; during a pass, exactly one more pass follows it."""
+        await request_sync(self._core.client, self._core.task_queue, name)
+
+    async def state(self, name: str) -> CollectionState:
+        """What the collection's workflow knows: status, counts, the last pass, an error and its retry."""
+        try:
+            state: CollectionState = await self._core._handle(c.KNOWLEDGE_ID_PREFIX + name).query(
+                c.QUERY_KNOWLEDGE_STATE, result_type=CollectionState, rpc_timeout=QUERY_TIMEOUT
+            )
+            return state
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise InvalidInputError(
+                    f"no knowledge collection {name!r} has been indexed on this namespace"
+                ) from None
+            raise
+
+
+class Approvals:
+    """``client.approvals``: answering the approvals runs wait on, by run or by approval token.
+
+    The token's cryptography is ``chamvi.approval_tokens``'s; this checks a token with the client's
+    ``approval_tokens`` and answers through the run.
+    """
+
+    def __init__(self, core: ChamviClient) -> None:
+        self._core = core
+
+    async def approve(
+        self,
+        run_id: str,
+        *,
+        approved: bool = True,
+        reason: str | None = None,
+        approval_id: str | None = None,
+        approver: Invoker | None = None,
+    ) -> str:
+        """Answers the approval the run waits on (or ``approval_id``); returns the id answered."""
+        if approval_id is None:
+            run = await self._core.get_run(run_id)
+            if run.waiting is None:
+                raise InvalidRunStateError(
+                    f"run {run_id!r} is not waiting for an approval (it is {run.status.value})"
+                )
+            approval_id = run.waiting.approval_id
+        else:
+            await self._core._describe(run_id)
+        answer = ApprovalAnswer(approval_id=approval_id, approved=approved, reason=reason, approver=approver)
+        try:
+            await self._core._handle(run_id).execute_update(c.UPDATE_ANSWER_APPROVAL, answer)
+        except WorkflowUpdateFailedError as error:
+            cause = error.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            raise ApprovalNotPendingError(message) from None
+        except RPCError as error:
+            if error.status == RPCStatusCode.NOT_FOUND:
+                raise InvalidRunStateError(f"run {run_id!r} has ended: nothing to approve") from None
+            raise
+        return approval_id
+
+    def _claims(self, token: str) -> ApprovalClaims:
+        tokens = self._core.approval_tokens
+        if tokens is None:
+            raise InvalidInputError(
+                "this client cannot check approval tokens: build it with "
+                "ChamviClient(..., approval_tokens=approval_tokens(settings)), the workers' secret"
+            )
+        return tokens.verify(token)
+
+    async def pending(self, token: str) -> PendingApproval:
+        """The approval ``token`` answers, while it is pending: what its holder is shown before answering.
+
+        Raises:
+            ApprovalTokenInvalidError: ``approval_token_invalid``: not a token of the workers' secret.
+            ApprovalTokenExpiredError: ``approval_token_expired``: past the approval's deadline.
+            ApprovalNotPendingError: ``approval_not_pending``: the approval was answered, timed out,
+                or its run has ended.
+            UnavailableError: no worker answers for the run now.
+            InvalidInputError: this client has no ``approval_tokens``.
+        """
+        claims = self._claims(token)
+        try:
+            run = await self._core.get_run(claims.run_id)
+        except RunNotFoundError:
+            raise ApprovalNotPendingError(NOT_PENDING) from None
+        waiting = run.waiting
+        if waiting is None and run.status == RunStatus.WAITING:
+            raise UnavailableError("no worker answers for this approval's run now: try again in a moment")
+        if waiting is None or waiting.approval_id != claims.approval_id:
+            raise ApprovalNotPendingError(NOT_PENDING)
+        return PendingApproval(
+            run_id=claims.run_id,
+            approval_id=claims.approval_id,
+            agent=run.agent,
+            tool=waiting.tool,
+            until=waiting.until,
+            title=waiting.title if claims.detail else None,
+            body=waiting.body if claims.detail else None,
+        )
+
+    async def resume(self, token: str, decision: ApprovalDecision) -> ResumedApproval:
+        """Answers the approval an approval token names, knowing neither the run nor the approval id.
+
+        The seed's ``resume(token, decision)``; see ``chamvi.approval_tokens``. The decision's
+        ``approver`` is recorded, else :data:`~chamvi.approval_tokens.TOKEN_HOLDER`.
+
+        Raises:
+            ApprovalTokenInvalidError: ``approval_token_invalid``: not a token of the workers' secret.
+            ApprovalTokenExpiredError: ``approval_token_expired``: past the approval's deadline.
+            ApprovalNotPendingError: ``approval_not_pending``: used already, or answered otherwise,
+                timed out, or the run has ended.
+            InvalidInputError: this client has no ``approval_tokens``.
+        """
+        claims = self._claims(token)
+        try:
+            await self.approve(
+                claims.run_id,
+                approved=decision.approved,
+                reason=decision.reason,
+                approval_id=claims.approval_id,
+                approver=decision.approver or TOKEN_HOLDER,
+            )
+        except (ApprovalNotPendingError, InvalidRunStateError, RunNotFoundError):
+            # the validator's own message names the approval the run waits on now: not the holder's business
+            raise ApprovalNotPendingError(NOT_PENDING) from None
+        approved = decision.approved
+        return ResumedApproval(run_id=claims.run_id, approval_id=claims.approval_id, approved=approved)
+
+
+async def resume(client: ChamviClient, token: str, decision: ApprovalDecision) -> ResumedApproval:
+    """Deprecated: ``client.approvals.resume(token, decision)``; kept for one release."""
+    warnings.warn(
+        "chamvi.resume(client, token, decision) is deprecated: use client.approvals.resume(token, decision)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return await client.approvals.resume(token, decision)
 
 
 def _quote(value: str) -> str:

@@ -109,7 +109,7 @@ class InboundContext:
         key = subscription.conversation(event) if subscription.conversation is not None else None
         if key is not None:
             # the delivery's key is the message id: a redelivery is the same turn
-            sent = await self._runs.send_message(
+            sent = await self._runs.conversations.send(
                 agent.name,
                 subscription.message_text(event),
                 conversation=f"{self.channel}:{key}",

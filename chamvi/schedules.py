@@ -11,13 +11,14 @@ Starting ``AgentRun`` straight from the Schedule would give a fresh id per actio
 Schedule's own id suffix is not an idempotency key the run, the client or the API know.
 
 Schedules are declared in code (``App.schedule``: the worker lifecycle creates, updates and deletes
-them) or created at runtime (``ChamviClient.create_schedule``, ``chamvi schedules create``,
+them) or created at runtime (``client.schedules.create``, ``chamvi schedules create``,
 ``POST /schedules``: kept until deleted).
 """
 
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import logging
 import re
@@ -181,7 +182,7 @@ class AgentSchedule:
 
 
 class ScheduleOptions(TypedDict, total=False):
-    """What a schedule takes besides its agent (``App.schedule``, ``ChamviClient.create_schedule``).
+    """What a schedule takes besides its agent (``App.schedule``, ``client.schedules.create``).
 
     Attributes:
         cron: a five-field cron expression (``"0 8 * * 1-5"``) or a shortcut (``"@daily"``); exactly
@@ -529,3 +530,55 @@ async def boot_schedules(
 
 def _names(ids: Iterable[str]) -> str:
     return ", ".join(repr(i) for i in ids)
+
+
+class Schedules:
+    """``client.schedules``: the namespace's agent schedules, created and changed at runtime.
+
+    Args:
+        client: a connected Temporal client.
+        task_queue: the workers' task queue, where a schedule's runs start.
+    """
+
+    def __init__(self, client: Client, task_queue: str) -> None:
+        self._client = client
+        self._task_queue = task_queue
+
+    async def create(self, agent: str, **options: Unpack[ScheduleOptions]) -> ScheduleView:
+        """Creates a Temporal Schedule that runs ``agent`` on this task queue, kept until deleted.
+
+        The options are ``App.schedule``'s (:class:`ScheduleOptions`). The agent is not looked up
+        here (no app in this process): ``client.agents.check`` asks a worker; a fire naming an agent
+        the workers lack fails.
+
+        Raises:
+            InvalidScheduleError: both or neither of cron and every, a bad cron, interval or overlap.
+            ConflictError: a schedule with this id exists.
+        """
+        return await create_schedule(self._client, self._task_queue, define_schedule(agent, **options))
+
+    async def list(self) -> builtins.list[ScheduleView]:
+        """Every agent schedule of the namespace, declared in code or created at runtime, by id."""
+        return await list_schedules(self._client)
+
+    async def get(self, schedule_id: str) -> ScheduleView:
+        """The schedule ``schedule_id``: spec, payload, paused, next and recent fires.
+
+        Raises:
+            ScheduleNotFoundError: there is none.
+        """
+        return await get_schedule(self._client, schedule_id)
+
+    async def pause(self, schedule_id: str, note: str | None = None) -> ScheduleView:
+        """Stops a schedule's fires until it is unpaused (a worker's start keeps it paused)."""
+        await set_paused(self._client, schedule_id, True, note)
+        return await get_schedule(self._client, schedule_id)
+
+    async def unpause(self, schedule_id: str, note: str | None = None) -> ScheduleView:
+        """Lets a paused schedule fire again."""
+        await set_paused(self._client, schedule_id, False, note)
+        return await get_schedule(self._client, schedule_id)
+
+    async def delete(self, schedule_id: str) -> None:
+        """Deletes a schedule (a schedule declared in code comes back at the next worker's start)."""
+        await delete_schedule(self._client, schedule_id)

@@ -77,7 +77,7 @@ def agents() -> None:
 @temporal_options()
 def list_agents(as_json: bool, settings: Settings) -> None:
     """List the agents new runs may start: the app's, then those put at runtime with their revision."""
-    found = run_with_client(settings, lambda chamvi: chamvi.list_agents())
+    found = run_with_client(settings, lambda chamvi: chamvi.agents.list())
     if as_json:
         click.echo(dump(found))
         return
@@ -92,7 +92,7 @@ def list_agents(as_json: bool, settings: Settings) -> None:
 @temporal_options()
 def show_agent(name: str, revision: int | None, as_json: bool, settings: Settings) -> None:
     """Show agent NAME; a runtime agent with its definition (as `chamvi agents put` takes it)."""
-    found = run_with_client(settings, lambda chamvi: chamvi.get_agent(name, revision))
+    found = run_with_client(settings, lambda chamvi: chamvi.agents.get(name, revision))
     if as_json:
         click.echo(dump(found))
         return
@@ -125,7 +125,7 @@ def put_agent(source: str, name: str | None, as_json: bool, settings: Settings) 
         raise click.ClickException(f"{source} names no agent: give it a `name`, or pass --name")
     if name is not None:
         data = {**data, "name": name}
-    put = run_with_client(settings, lambda chamvi: chamvi.put_agent(agent, data))
+    put = run_with_client(settings, lambda chamvi: chamvi.agents.put(agent, data))
     if as_json:
         click.echo(dump(put))
     elif not put.changed:
@@ -140,5 +140,5 @@ def put_agent(source: str, name: str | None, as_json: bool, settings: Settings) 
 @temporal_options()
 def remove_agent(name: str, settings: Settings) -> None:
     """Remove runtime agent NAME: new runs are refused, runs going finish on their revision."""
-    revision = run_with_client(settings, lambda chamvi: chamvi.remove_agent(name))
+    revision = run_with_client(settings, lambda chamvi: chamvi.agents.remove(name))
     click.echo(f"removed agent {name} (revision {revision}); `chamvi agents put` brings it back")

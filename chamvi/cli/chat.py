@@ -86,7 +86,7 @@ def _message_line(message: ConversationMessage) -> str:
 
 async def _turn(chamvi: ChamviClient, run_id: str, api: Api | None, lines: _Lines) -> bool:
     """Prints one turn until it ends, asking its approvals; False when stdin ended meanwhile."""
-    await chamvi.turn_started(run_id)
+    await chamvi.conversations.turn_started(run_id)
     printer = ChatPrinter(run_id)
     async with contextlib.aclosing(events_of(chamvi, run_id, api)) as events:
         async for event in events:
@@ -97,7 +97,7 @@ async def _turn(chamvi: ChamviClient, run_id: str, api: Api | None, lines: _Line
                     echo_err(f"the turn waits for approval: chamvi approve {run_id} (or --deny)")
                     return False
                 approved = answer.strip().lower() in YES
-                await chamvi.approve(
+                await chamvi.approvals.approve(
                     run_id,
                     approved=approved,
                     approval_id=str(event.data["approval_id"]),
@@ -141,7 +141,7 @@ def chat(agent: str, conversation_id: str | None, history: int, api: Api | None,
     conversation = conversation_id or new_conversation_id()
 
     async def go(chamvi: ChamviClient) -> None:
-        if not await chamvi.check_agent(agent):
+        if not await chamvi.agents.check(agent):
             echo_err(
                 f"no worker answered on task queue {settings.task_queue!r} within "
                 f"{AGENT_CHECK_TIMEOUT.total_seconds():g} s: messages wait until one is up"
@@ -156,12 +156,14 @@ def chat(agent: str, conversation_id: str | None, history: int, api: Api | None,
                 return
             if not line.strip():
                 continue
-            sent = await chamvi.send_message(agent, line, conversation=conversation, invoker=_approver())
+            sent = await chamvi.conversations.send(
+                agent, line, conversation=conversation, invoker=_approver()
+            )
             if not await _turn(chamvi, sent.run_id, api, lines):
                 return
             # the conversation records the turn a moment after its answer: the next prompt (or a
             # `chamvi chat --conversation` right after this one ends) sees it whole
-            await chamvi.wait_turn(sent)
+            await chamvi.conversations.wait_turn(sent)
 
     try:
         run_with_client(settings, go, artifacts=True)
@@ -172,7 +174,7 @@ def chat(agent: str, conversation_id: str | None, history: int, api: Api | None,
 
 async def _earlier(chamvi: ChamviClient, agent: str, conversation: str, history: int) -> None:
     try:
-        page = await chamvi.conversation_messages(agent, conversation, limit=max(history, 1))
+        page = await chamvi.conversations.messages(agent, conversation, limit=max(history, 1))
     except NotFoundError:
         echo_err(f"no conversation {conversation!r} with {agent!r} yet: this starts it")
         return
@@ -194,7 +196,7 @@ def conversations() -> None:
 @temporal_options()
 def list_conversations(agent: str, limit: int, as_json: bool, settings: Settings) -> None:
     """List AGENT's conversations, the latest started first (no worker needed)."""
-    found = run_with_client(settings, lambda chamvi: chamvi.list_conversations(agent, limit=limit))
+    found = run_with_client(settings, lambda chamvi: chamvi.conversations.list(agent, limit=limit))
     if as_json:
         click.echo(dump(found))
     elif not found:
@@ -217,7 +219,7 @@ def show_conversation(
     """Show conversation ID of AGENT: its messages, the latest turns first paged, oldest first."""
     page = run_with_client(
         settings,
-        lambda chamvi: chamvi.conversation_messages(agent, conversation_id, limit=limit, before=before),
+        lambda chamvi: chamvi.conversations.messages(agent, conversation_id, limit=limit, before=before),
         artifacts=True,
     )
     if as_json:

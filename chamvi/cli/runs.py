@@ -194,7 +194,7 @@ def dispatch(
     printer = Printer("", as_json=as_json)
 
     async def go(chamvi: ChamviClient) -> RunView | RunEvent | None:
-        if not await chamvi.check_agent(agent, channel=channel):
+        if not await chamvi.agents.check(agent, channel=channel):
             echo_err(
                 f"no worker answered on task queue {settings.task_queue!r} within "
                 f"{AGENT_CHECK_TIMEOUT.total_seconds():g} s: the run is queued and starts when a worker "
@@ -449,7 +449,7 @@ def approve(
         presented = sys.stdin.read().strip() if token == "-" else token
         decision = ApprovalDecision(approved=not deny, reason=reason, approver=_approver())
         resumed = run_with_client(
-            settings, lambda chamvi: chamvi.resume(presented, decision), approval_tokens=True
+            settings, lambda chamvi: chamvi.approvals.resume(presented, decision), approval_tokens=True
         )
         click.echo(f"{'denied' if deny else 'approved'} {resumed.approval_id} on run {resumed.run_id}")
         return
@@ -458,7 +458,7 @@ def approve(
     answering = run_id
     answered = run_with_client(
         settings,
-        lambda chamvi: chamvi.approve(
+        lambda chamvi: chamvi.approvals.approve(
             answering, approved=not deny, reason=reason, approval_id=approval_id, approver=_approver()
         ),
     )

@@ -75,7 +75,7 @@ def schedules() -> None:
 @temporal_options()
 def list_schedules(as_json: bool, settings: Settings) -> None:
     """List the agent schedules of the namespace (from Temporal's visibility: a new one shows in a moment)."""
-    found = run_with_client(settings, lambda chamvi: chamvi.list_schedules())
+    found = run_with_client(settings, lambda chamvi: chamvi.schedules.list())
     if as_json:
         click.echo(dump(found))
     elif not found:
@@ -91,7 +91,7 @@ def list_schedules(as_json: bool, settings: Settings) -> None:
 @temporal_options()
 def show_schedule(schedule_id: str, as_json: bool, settings: Settings) -> None:
     """Show a schedule: agent, cron or interval, state, next and recent fires."""
-    _print(run_with_client(settings, lambda chamvi: chamvi.get_schedule(schedule_id)), as_json)
+    _print(run_with_client(settings, lambda chamvi: chamvi.schedules.get(schedule_id)), as_json)
 
 
 @schedules.command("create")
@@ -128,13 +128,13 @@ def create_schedule(
     value = _parse_payload(payload)
 
     async def go(chamvi: ChamviClient) -> ScheduleView:
-        if not await chamvi.check_agent(agent):
+        if not await chamvi.agents.check(agent):
             echo_err(
                 f"no worker answered on task queue {settings.task_queue!r} within "
                 f"{AGENT_CHECK_TIMEOUT.total_seconds():g} s: the schedule is created, and its fires wait "
                 "for a worker (`chamvi dev` or `chamvi worker`)"
             )
-        return await chamvi.create_schedule(
+        return await chamvi.schedules.create(
             agent, cron=cron, every=every, payload=value, overlap=overlap, id=schedule_id, timezone=timezone
         )
 
@@ -150,9 +150,9 @@ def _pause_command(name: str, paused: bool, doc: str) -> None:
     @temporal_options()
     def command(schedule_id: str, note: str | None, settings: Settings) -> None:
         if paused:
-            run_with_client(settings, lambda chamvi: chamvi.pause_schedule(schedule_id, note))
+            run_with_client(settings, lambda chamvi: chamvi.schedules.pause(schedule_id, note))
         else:
-            run_with_client(settings, lambda chamvi: chamvi.unpause_schedule(schedule_id, note))
+            run_with_client(settings, lambda chamvi: chamvi.schedules.unpause(schedule_id, note))
         click.echo(f"{name}d schedule {schedule_id}")
 
 
@@ -167,5 +167,5 @@ _pause_command("unpause", False, "Let SCHEDULE fire again.")
 @temporal_options()
 def delete_schedule(schedule_id: str, settings: Settings) -> None:
     """Delete SCHEDULE; runs it started go on (one the app declares comes back with the next worker)."""
-    run_with_client(settings, lambda chamvi: chamvi.delete_schedule(schedule_id))
+    run_with_client(settings, lambda chamvi: chamvi.schedules.delete(schedule_id))
     click.echo(f"deleted schedule {schedule_id}")

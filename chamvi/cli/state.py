@@ -51,7 +51,7 @@ def list_state(
     Without COLLECTION: the agent's collections with their sizes, and its key-value entries.
     """
     listing = run_with_client(
-        settings, lambda chamvi: chamvi.state_list(agent, collection, limit=limit, offset=offset)
+        settings, lambda chamvi: chamvi.state.list(agent, collection, limit=limit, offset=offset)
     )
     if as_json:
         click.echo(dump(listing))

@@ -1,4 +1,4 @@
-"""Conversations through Temporal, from any process: ``ChamviClient``'s conversation methods.
+"""Conversations through Temporal, from any process: ``ChamviClient.conversations``.
 
 A message is the ``send_message`` update of the conversation's workflow, sent with update-with-start,
 so the first message starts the conversation and every later one finds it; the update answers once
@@ -10,13 +10,14 @@ artifact store.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import re
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from temporalio.api.common.v1 import WorkflowExecution
 from temporalio.api.workflowservice.v1 import DeleteWorkflowExecutionRequest
@@ -58,9 +59,6 @@ from chamvi.models.conversations import (
 )
 from chamvi.names import validate_agent_name
 
-if TYPE_CHECKING:
-    from chamvi.client import ChamviClient
-
 QUERY_TIMEOUT = timedelta(seconds=5)
 TURN_START_POLL = (0.02, 1.0)
 """How often ``wait_turn`` looks for a queued turn's run: from 20 ms, growing to a second."""
@@ -70,7 +68,7 @@ _DOTS = re.compile(r"^\.+$")
 
 @dataclass(frozen=True)
 class SentMessage:
-    """What :meth:`ChamviClient.send_message` answers: the conversation, and the message's turn."""
+    """What :meth:`Conversations.send` answers: the conversation, and the message's turn."""
 
     agent: str
     conversation: str
@@ -188,20 +186,48 @@ def _pending_message(queued: QueuedMessage, status: str) -> ConversationMessage:
     )
 
 
-class ConversationMethods:
-    """The conversation half of :class:`~chamvi.client.ChamviClient` (mixed into it)."""
+class RunsCore(Protocol):
+    """What the conversations use of the client's core, ``ChamviClient``.
+
+    Named here so that this module imports nothing of ``chamvi.client``, which builds
+    :class:`Conversations`.
+    """
 
     client: Client
     task_queue: str
     artifacts: ArtifactStore | None
-    conversation_turns_per_run: int = c.CONVERSATION_TURNS_PER_RUN
-    """Turns a conversation's workflow run takes before it continues as new; fewer in tests."""
-    conversation_queue_max: int = c.CONVERSATION_QUEUE_MAX
-    """Messages a conversation this client starts lets wait at once; fewer in tests."""
-    _gates: dict[str, _Gate]
-    """Per conversation workflow id, this client's messages on their way to it (``_sending``)."""
 
-    async def send_message(
+    async def get_run(self, run_id: str) -> RunView:
+        """The run's view (``ChamviClient.get_run``)."""
+        ...
+
+    async def wait(self, run_id: str) -> RunView:
+        """The run once it settles (``ChamviClient.wait``)."""
+        ...
+
+    async def _exists(self, run_id: str) -> bool: ...
+
+    async def _store_attachments(self, run_id: str, attachments: Sequence[Attachment]) -> list[Artifact]: ...
+
+
+class Conversations:
+    """``client.conversations``: messages to agents and the conversations they make.
+
+    Args:
+        core: the client the conversations belong to (its Temporal client, task queue, artifact
+            store and runs).
+    """
+
+    turns_per_run: int = c.CONVERSATION_TURNS_PER_RUN
+    """Turns a conversation's workflow run takes before it continues as new; fewer in tests."""
+    queue_max: int = c.CONVERSATION_QUEUE_MAX
+    """Messages a conversation this client starts lets wait at once; fewer in tests."""
+    def __init__(self, core: RunsCore) -> None:
+        self._core = core
+        self._gates: dict[str, _Gate] = {}
+        """Per conversation workflow id, this client's messages on their way to it (``_sending``)."""
+
+    async def send(
         self,
         agent: str,
         text: str = "",
@@ -266,11 +292,11 @@ class ConversationMethods:
             ConversationState(
                 agent=agent,
                 id=conversation,
-                turns_per_run=self.conversation_turns_per_run,
-                queue_max=self.conversation_queue_max,
+                turns_per_run=self.turns_per_run,
+                queue_max=self.queue_max,
             ),
             id=workflow_id,
-            task_queue=self.task_queue,
+            task_queue=self._core.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=TypedSearchAttributes(
                 [SearchAttributePair(c.SA_AGENT, agent), SearchAttributePair(c.SA_CONVERSATION, conversation)]
@@ -279,7 +305,7 @@ class ConversationMethods:
         )
         try:
             async with self._sending(workflow_id):
-                accepted: MessageAccepted = await self.client.execute_update_with_start_workflow(
+                accepted: MessageAccepted = await self._core.client.execute_update_with_start_workflow(
                     c.UPDATE_SEND_MESSAGE,
                     message,
                     start_workflow_operation=start,
@@ -324,12 +350,14 @@ class ConversationMethods:
             if not gate.users:
                 del gates[workflow_id]
 
-    async def _store_turn_attachments(self, run_id: str, attachments: Sequence[Attachment]) -> list[Artifact]:
-        chamvi: ChamviClient = self  # type: ignore[assignment]
-        if chamvi.artifacts is not None and await chamvi._exists(run_id):
+    async def _store_turn_attachments(
+        self, run_id: str, attachments: Sequence[Attachment]
+    ) -> builtins.list[Artifact]:
+        core = self._core
+        if core.artifacts is not None and await core._exists(run_id):
             # a resent message: its turn has its files already
-            return await chamvi.artifacts.list(run_id)
-        return await chamvi._store_attachments(run_id, attachments)
+            return await core.artifacts.list(run_id)
+        return await core._store_attachments(run_id, attachments)
 
     async def wait_turn(self, sent: SentMessage, *, poll: tuple[float, float] = TURN_START_POLL) -> RunView:
         """Waits for a message's turn to start, end (however it ends) and be recorded; returns its run.
@@ -337,11 +365,10 @@ class ConversationMethods:
         A turn's run exists once the turns before it have ended, and the conversation records the
         turn a moment after its run ends: until then this looks, from every 20 ms to every second.
         """
-        chamvi: ChamviClient = self  # type: ignore[assignment]
         if await self._recorded_turns(sent.agent, sent.conversation) > sent.turn:
-            return await chamvi.get_run(sent.run_id)  # a resent message of a turn long done
+            return await self._core.get_run(sent.run_id)  # a resent message of a turn long done
         await self.turn_started(sent.run_id, poll=poll)
-        run = await chamvi.wait(sent.run_id)
+        run = await self._core.wait(sent.run_id)
         delay, longest = poll
         while await self._recorded_turns(sent.agent, sent.conversation) <= sent.turn:
             await asyncio.sleep(delay)
@@ -349,17 +376,17 @@ class ConversationMethods:
         return run
 
     async def _recorded_turns(self, agent: str, conversation: str) -> int:
-        if self.artifacts is not None:
-            head = await ConversationStore(self.artifacts).head(agent, conversation)
+        if self._core.artifacts is not None:
+            head = await ConversationStore(self._core.artifacts).head(agent, conversation)
             return head.turns if head is not None else 0
-        return (await self.conversation(agent, conversation)).turns
+        return (await self.get(agent, conversation)).turns
 
     async def turn_started(self, run_id: str, *, poll: tuple[float, float] = TURN_START_POLL) -> None:
         """Returns once the turn's run exists (it may have ended already)."""
         delay, longest = poll
         while True:
             try:
-                await self.client.get_workflow_handle(run_id).describe()
+                await self._core.client.get_workflow_handle(run_id).describe()
                 return
             except RPCError as error:
                 if error.status != RPCStatusCode.NOT_FOUND:
@@ -367,7 +394,7 @@ class ConversationMethods:
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, longest)
 
-    async def conversation(self, agent: str, conversation: str) -> ConversationView:
+    async def get(self, agent: str, conversation: str) -> ConversationView:
         """What the conversation's workflow holds now: turns, the turn under way, the queue, its taint.
 
         Raises:
@@ -376,7 +403,7 @@ class ConversationMethods:
         """
         _check_agent(agent)
         check_conversation_id(conversation)
-        handle = self.client.get_workflow_handle(conversation_workflow_id(agent, conversation))
+        handle = self._core.client.get_workflow_handle(conversation_workflow_id(agent, conversation))
         try:
             view: ConversationView = await handle.query(
                 c.QUERY_CONVERSATION, result_type=ConversationView, rpc_timeout=QUERY_TIMEOUT
@@ -387,20 +414,20 @@ class ConversationMethods:
             if error.status in (RPCStatusCode.FAILED_PRECONDITION, RPCStatusCode.DEADLINE_EXCEEDED):
                 raise UnavailableError(
                     f"no worker answered for conversation {conversation!r} on task queue "
-                    f"{self.task_queue!r}: start one with `chamvi dev` or `chamvi worker`"
+                    f"{self._core.task_queue!r}: start one with `chamvi dev` or `chamvi worker`"
                 ) from None
             raise
         return view
 
     def _conversation_store(self) -> ConversationStore:
-        if self.artifacts is None:
+        if self._core.artifacts is None:
             raise InvalidInputError(
                 "this client has no artifact store to read conversations from: "
                 "ChamviClient(..., artifacts=...)"
             )
-        return ConversationStore(self.artifacts)
+        return ConversationStore(self._core.artifacts)
 
-    async def conversation_messages(
+    async def messages(
         self, agent: str, conversation: str, *, limit: int = 20, before: int | None = None
     ) -> ConversationPage:
         """A page of the conversation's messages, oldest first: the ``limit`` turns before ``before``.
@@ -419,7 +446,7 @@ class ConversationMethods:
         view: ConversationView | None = None
         if before is None:
             try:
-                view = await self.conversation(agent, conversation)
+                view = await self.get(agent, conversation)
             except NotFoundError:
                 view = None
             except (WorkflowQueryFailedError, RPCError, ChamviError):
@@ -447,7 +474,7 @@ class ConversationMethods:
             taint=taint,
         )
 
-    async def list_conversations(self, agent: str, *, limit: int = 20) -> list[ConversationSummary]:
+    async def list(self, agent: str, *, limit: int = 20) -> builtins.list[ConversationSummary]:
         """The agent's conversations, latest first, from Temporal's visibility: no worker needed.
 
         A conversation's workflow lives until it is deleted; each continue-as-new starts a new run of
@@ -459,7 +486,7 @@ class ConversationMethods:
             'AND ExecutionStatus = "Running"'
         )
         found: list[ConversationSummary] = []
-        async for execution in self.client.list_workflows(query, limit=limit):
+        async for execution in self._core.client.list_workflows(query, limit=limit):
             found.append(
                 ConversationSummary(
                     agent=agent,
@@ -471,7 +498,7 @@ class ConversationMethods:
             )
         return found
 
-    async def delete_conversation(self, agent: str, conversation: str) -> int:
+    async def delete(self, agent: str, conversation: str) -> int:
         """Forgets a conversation and answers how many Temporal executions were deleted.
 
         It ends the conversation's workflow (and a turn under way), deletes the executions of the
@@ -487,7 +514,7 @@ class ConversationMethods:
         _check_agent(agent)
         check_conversation_id(conversation)
         workflow_id = conversation_workflow_id(agent, conversation)
-        handle = self.client.get_workflow_handle(workflow_id)
+        handle = self._core.client.get_workflow_handle(workflow_id)
         found = False
         try:
             description = await handle.describe()
@@ -504,31 +531,32 @@ class ConversationMethods:
             f'WorkflowType = "{c.AGENT_RUN_WORKFLOW}" AND {c.SA_AGENT.name} = "{agent}" '
             f'AND {c.SA_CONVERSATION.name} = "{_quote(conversation)}"',
         ):
-            async for execution in self.client.list_workflows(query):
+            async for execution in self._core.client.list_workflows(query):
                 executions.append((execution.id, execution.run_id))
         for execution_id, run_id in executions:
             await self._delete_execution(execution_id, run_id)
         removed = 0
-        if self.artifacts is not None:
-            removed = await ConversationStore(self.artifacts).delete(agent, conversation)
+        if self._core.artifacts is not None:
+            removed = await ConversationStore(self._core.artifacts).delete(agent, conversation)
         if not found and not executions and not removed:
             raise NotFoundError(f"no conversation {conversation!r} with agent {agent!r}")
         return len(executions)
 
     async def _delete_execution(self, workflow_id: str, run_id: str) -> None:
         request = DeleteWorkflowExecutionRequest(
-            namespace=self.client.namespace,
+            namespace=self._core.client.namespace,
             workflow_execution=WorkflowExecution(workflow_id=workflow_id, run_id=run_id),
         )
         try:
-            await self.client.workflow_service.delete_workflow_execution(request)
+            await self._core.client.workflow_service.delete_workflow_execution(request)
         except RPCError as error:
             if error.status != RPCStatusCode.NOT_FOUND:
                 raise
 
 
 __all__ = [
-    "ConversationMethods",
+    "Conversations",
+    "RunsCore",
     "SentMessage",
     "check_conversation_id",
     "new_conversation_id",

@@ -82,24 +82,24 @@ class ThroughWorkers:
     async def put_agent(
         self, name: str, definition: Mapping[str, Any] | AgentDefinition, *, by: Invoker | None = None
     ) -> AgentPutResult:
-        """``ChamviClient.put_agent``."""
-        return await self.runs.put_agent(name, definition, by=by)
+        """``ChamviClient.agents.put``."""
+        return await self.runs.agents.put(name, definition, by=by)
 
     async def remove_agent(self, name: str, *, by: Invoker | None = None) -> int:
-        """``ChamviClient.remove_agent``."""
-        return await self.runs.remove_agent(name, by=by)
+        """``ChamviClient.agents.remove``."""
+        return await self.runs.agents.remove(name, by=by)
 
     async def get_agent(self, name: str, revision: int | None = None) -> AgentInfo:
-        """``ChamviClient.get_agent``."""
-        return await self.runs.get_agent(name, revision)
+        """``ChamviClient.agents.get``."""
+        return await self.runs.agents.get(name, revision)
 
     async def list_agents(self) -> list[AgentInfo]:
-        """``ChamviClient.list_agents``."""
-        return await self.runs.list_agents()
+        """``ChamviClient.agents.list``."""
+        return await self.runs.agents.list()
 
     async def check(self, name: str) -> None:
         """A worker's answer; with none answering, the run is let through (it waits in the queue)."""
-        await self.runs.check_agent(name)
+        await self.runs.agents.check(name)
 
 
 AgentCheck = Callable[[str], Awaitable[None]]

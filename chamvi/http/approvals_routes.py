@@ -72,7 +72,7 @@ def approvals_router(runs: ChamviClient, tokens: Sequence[Token]) -> APIRouter:
 
         Never the call's arguments: those are in `GET /runs/{run_id}` for tokens with `runs:read`.
         """
-        return await runs.pending_approval(body.token)
+        return await runs.approvals.pending(body.token)
 
     @router.post(
         "/answer",
@@ -87,7 +87,7 @@ def approvals_router(runs: ChamviClient, tokens: Sequence[Token]) -> APIRouter:
         The caller's bearer token, if it sends one, is recorded as the approver; else `token holder`.
         """
         decision = ApprovalDecision(approved=body.approved, reason=body.reason, approver=approver(request))
-        answered = await answer_in_time(runs.resume(body.token, decision), "the run")
+        answered = await answer_in_time(runs.approvals.resume(body.token, decision), "the run")
         return ApprovalOut(run_id=answered.run_id, approval_id=answered.approval_id, approved=body.approved)
 
     return router

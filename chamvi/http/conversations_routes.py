@@ -139,7 +139,7 @@ def conversations_router(
         """
         check_scope(token, WRITE, agent)
         await check_agent(agent)
-        sent = await runs.send_message(
+        sent = await runs.conversations.send(
             agent,
             body.text,
             conversation=check_conversation_id(conversation_id),
@@ -187,7 +187,7 @@ def conversations_router(
         """
         check_scope(token, READ, agent)
         await check_agent(agent)
-        return ConversationList(data=await runs.list_conversations(agent, limit=limit))
+        return ConversationList(data=await runs.conversations.list(agent, limit=limit))
 
     @router.get(
         "/{agent}/{conversation_id}",
@@ -212,7 +212,7 @@ def conversations_router(
         """
         check_scope(token, READ, agent)
         await check_agent(agent)
-        return await runs.conversation_messages(
+        return await runs.conversations.messages(
             agent, check_conversation_id(conversation_id), limit=limit, before=before
         )
 
@@ -288,7 +288,7 @@ def conversations_router(
         """
         check_scope(token, WRITE, agent)
         await check_agent(agent)
-        executions = await runs.delete_conversation(agent, check_conversation_id(conversation_id))
+        executions = await runs.conversations.delete(agent, check_conversation_id(conversation_id))
         return ConversationDeleted(agent=agent, id=conversation_id, executions=executions)
 
     return router
@@ -399,5 +399,5 @@ async def _recorded_turns(runs: ChamviClient, agent: str, conversation: str) -> 
         if head is not None:
             return head.turns
     with contextlib.suppress(Exception):
-        return (await runs.conversation(agent, conversation)).turns
+        return (await runs.conversations.get(agent, conversation)).turns
     return 0

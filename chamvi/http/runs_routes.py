@@ -224,7 +224,7 @@ def runs_router(
         An id the run is not waiting on (stale, unknown or answered) is 409.
         """
         answered = await answer_in_time(
-            runs.approve(
+            runs.approvals.approve(
                 run_id,
                 approved=body.approved,
                 reason=body.reason,

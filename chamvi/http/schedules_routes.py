@@ -111,7 +111,7 @@ def schedules_router(
     )
     async def list_schedules() -> ScheduleList:
         """Every agent schedule, declared in code or created here (Temporal's visibility lags a moment)."""
-        return ScheduleList(data=await runs.list_schedules())
+        return ScheduleList(data=await runs.schedules.list())
 
     @router.post(
         "",
@@ -131,7 +131,7 @@ def schedules_router(
             await check_agent(body.agent)
         options = body.model_dump(exclude={"agent"})
         check_min_interval(define_schedule(body.agent, **options), min_interval)
-        return await runs.create_schedule(body.agent, **options)
+        return await runs.schedules.create(body.agent, **options)
 
     @router.get(
         "/{schedule_id}",
@@ -142,7 +142,7 @@ def schedules_router(
     )
     async def get_schedule(schedule_id: ScheduleId) -> ScheduleView:
         """The schedule: agent, cron or interval, state, next and recent fires."""
-        return await runs.get_schedule(schedule_id)
+        return await runs.schedules.get(schedule_id)
 
     def add_pause_route(action: str, paused: bool, doc: str) -> None:
         """``pause`` and ``unpause``: one shape, the state they set differs."""
@@ -152,8 +152,8 @@ def schedules_router(
         ) -> ScheduleView:
             note = body.note if body else None
             if paused:
-                return await runs.pause_schedule(schedule_id, note)
-            return await runs.unpause_schedule(schedule_id, note)
+                return await runs.schedules.pause(schedule_id, note)
+            return await runs.schedules.unpause(schedule_id, note)
 
         router.add_api_route(
             f"/{{schedule_id}}/{action}",
@@ -179,7 +179,7 @@ def schedules_router(
     )
     async def delete_schedule(schedule_id: ScheduleId) -> Response:
         """Deletes the schedule; the runs it started go on."""
-        await runs.delete_schedule(schedule_id)
+        await runs.schedules.delete(schedule_id)
         return Response(status_code=204)
 
     return router

@@ -250,7 +250,7 @@ class ConversationView(BaseModel):
 
 
 class ConversationMessage(BaseModel):
-    """One message of a conversation as people read it (``ChamviClient.conversation_messages``)."""
+    """One message of a conversation as people read it (``client.conversations.messages``)."""
 
     turn: int
     role: str

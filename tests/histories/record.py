@@ -295,7 +295,7 @@ async def _record_knowledge_passes(
             return True if state.passes >= 2 and not state.running and state.error is None else None
 
         await eventually(moved_and_passed, "the moved collection's second pass workflow", seconds=60)
-        await ChamviClient(env.client, task_queue=task_queue).sync_knowledge("moved")
+        await ChamviClient(env.client, task_queue=task_queue).knowledge.sync("moved")
         await wait_for_passes(env.client, "moved", 3)
 
         async def three_passes() -> list[str] | None:
@@ -503,7 +503,7 @@ async def _record_state(env: WorkflowEnvironment, task_queue: str, recorded: dic
     async with build_worker(env.client, App(agents=[agent], models=models), task_queue=task_queue):
         chamvi = ChamviClient(env.client, task_queue=task_queue)
         recorded["state"] = (await chamvi.wait((await chamvi.dispatch("state")).run_id)).run_id
-        await chamvi.state_list("state", "notes")
+        await chamvi.state.list("state", "notes")
     async for execution in env.client.list_workflows(f'WorkflowType = "{AGENT_STATE_LIST_WORKFLOW}"'):
         recorded["state-list"] = execution.id
 
@@ -511,7 +511,7 @@ async def _record_state(env: WorkflowEnvironment, task_queue: str, recorded: dic
 async def _record_scheduled_run(env: WorkflowEnvironment, task_queue: str, recorded: dict[str, str]) -> None:
     """One fire of an agent schedule (a backfill over a past cron time): dispatch, then wait for the run."""
     chamvi = ChamviClient(env.client, task_queue=task_queue)
-    await chamvi.create_schedule("tools", cron="0 0 1 1 *", id="record-schedule")
+    await chamvi.schedules.create("tools", cron="0 0 1 1 *", id="record-schedule")
     fire = datetime(2026, 1, 1, tzinfo=UTC)
     await env.client.get_schedule_handle(SCHEDULE_ID_PREFIX + "record-schedule").backfill(
         ScheduleBackfill(start_at=fire - timedelta(minutes=1), end_at=fire + timedelta(minutes=1))
@@ -525,7 +525,7 @@ async def _record_scheduled_run(env: WorkflowEnvironment, task_queue: str, recor
         return None
 
     await eventually(fired, "the scheduled fire")
-    await chamvi.delete_schedule("record-schedule")
+    await chamvi.schedules.delete("record-schedule")
     recorded["scheduled-run"] = workflow_id
 
 
@@ -553,22 +553,26 @@ async def _record_conversation(env: WorkflowEnvironment, task_queue: str, record
     )
     async with build_worker(env.client, app, task_queue=task_queue, artifacts=store):
         chamvi = ChamviClient(env.client, task_queue=task_queue, artifacts=store)
-        first = await chamvi.send_message("chat", "hello", conversation="recorded", message_id="m-0")
-        await chamvi.wait_turn(first)
-        asking = await chamvi.send_message("chat", "refund it", conversation="recorded", message_id="m-1")
-        await chamvi.turn_started(asking.run_id)
+        first = await chamvi.conversations.send("chat", "hello", conversation="recorded", message_id="m-0")
+        await chamvi.conversations.wait_turn(first)
+        asking = await chamvi.conversations.send(
+            "chat", "refund it", conversation="recorded", message_id="m-1"
+        )
+        await chamvi.conversations.turn_started(asking.run_id)
         await until_status(chamvi, asking.run_id, RunStatus.WAITING)
-        queued = await chamvi.send_message("chat", "and then?", conversation="recorded", message_id="m-2")
-        await chamvi.approve(asking.run_id, approved=True)
-        await chamvi.wait_turn(queued)
+        queued = await chamvi.conversations.send(
+            "chat", "and then?", conversation="recorded", message_id="m-2"
+        )
+        await chamvi.approvals.approve(asking.run_id, approved=True)
+        await chamvi.conversations.wait_turn(queued)
         async for execution in env.client.list_workflows(f'WorkflowId = "{workflow_id}"'):
             RUN_IDS["conversation-first"] = execution.run_id  # the oldest run is listed last
         for index in range(3, 5):
-            sent = await chamvi.send_message(
+            sent = await chamvi.conversations.send(
                 "chat", f"m{index}", conversation="recorded", message_id=f"m-{index}"
             )
-            await chamvi.wait_turn(sent)
-        resent = await chamvi.send_message("chat", "hello", conversation="recorded", message_id="m-0")
+            await chamvi.conversations.wait_turn(sent)
+        resent = await chamvi.conversations.send("chat", "hello", conversation="recorded", message_id="m-0")
         assert not resent.created
     recorded["conversation-first"] = workflow_id
     recorded["conversation"] = workflow_id
@@ -602,7 +606,7 @@ async def _record_approval_token(env: WorkflowEnvironment, task_queue: str, reco
                 found = re.findall(r"--token (\S+)`", "\n".join(lines))
                 return found if len(found) == n else None
 
-            await chamvi.resume(
+            await chamvi.approvals.resume(
                 (await eventually(sent, f"approval request {n}"))[-1], ApprovalDecision(approved=True)
             )
         await chamvi.wait(run_id)
@@ -617,7 +621,7 @@ async def _record_runs(env: WorkflowEnvironment, task_queue: str, recorded: dict
     recorded["emits"] = (await chamvi.dispatch("emits", channel="console", address="ops")).run_id
     approved = (await chamvi.dispatch("approval")).run_id
     await until_status(chamvi, approved, RunStatus.WAITING)
-    await chamvi.approve(approved, approved=True)
+    await chamvi.approvals.approve(approved, approved=True)
     recorded["approval"] = approved
     recorded["approval-input-bound"] = approved  # decisions bound to the call's input
     cancelled = (await chamvi.dispatch("approval")).run_id
@@ -641,11 +645,11 @@ async def _record_runtime_agents(env: WorkflowEnvironment, task_queue: str, reco
     async with build_worker(env.client, app, task_queue=task_queue):
         chamvi = ChamviClient(env.client, task_queue=task_queue)
         definition = {"model": "scripted/runtime", "instructions": "Deploy.", "tools": ["add", "deploy"]}
-        await chamvi.put_agent("runtime", definition)
+        await chamvi.agents.put("runtime", definition)
         run_id = (await chamvi.dispatch("runtime")).run_id
         await until_status(chamvi, run_id, RunStatus.WAITING)
-        await chamvi.put_agent("runtime", {**definition, "tools": ["add"]})
-        await chamvi.approve(run_id, approved=True)
+        await chamvi.agents.put("runtime", {**definition, "tools": ["add"]})
+        await chamvi.approvals.approve(run_id, approved=True)
         recorded["runtime-agent"] = (await chamvi.wait(run_id)).run_id
     async for execution in env.client.list_workflows(f'WorkflowType = "{AGENT_REGISTRY_WORKFLOW}"'):
         recorded["agent-registry"] = execution.id

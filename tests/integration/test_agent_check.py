@@ -17,9 +17,9 @@ async def test_an_agent_check_leaves_no_workflow_in_the_list_whatever_the_worker
 ) -> None:
     app = App(agents=[define_agent(name="support", model="local/demo", instructions="Support.")])
     async with running_worker(app):
-        assert await chamvi.check_agent("support") is True
+        assert await chamvi.agents.check("support") is True
         with pytest.raises(AgentNotFoundError) as unknown:
-            await chamvi.check_agent("suport")
+            await chamvi.agents.check("suport")
     assert "\n" not in unknown.value.message and "'suport'" in unknown.value.message
 
     query = f"WorkflowType = '{c.AGENT_CHECK_WORKFLOW}' AND TaskQueue = '{task_queue}'"

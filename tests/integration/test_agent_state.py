@@ -208,8 +208,8 @@ async def test_a_listing_asks_a_worker_through_a_short_workflow(
     app = _app("lister", [call("state_refunds_upsert", key="A-1002", item=refund), reply("noted")])
     async with running_worker(app):
         await until_status(chamvi, (await chamvi.dispatch("lister")).run_id, RunStatus.COMPLETED)
-        listing = await chamvi.state_list("lister", "refunds")
-        overview = await chamvi.state_list("lister")
+        listing = await chamvi.state.list("lister", "refunds")
+        overview = await chamvi.state.list("lister")
     assert [(i.key, i.value) for i in listing.page.items] == [("A-1002", refund)]
     assert overview.collections == {"refunds": 1}
     assert overview.page.items == []
@@ -225,11 +225,11 @@ async def test_the_support_example_remembers_each_customers_past_refunds(
     async with running_worker(support_app):
         first = (await chamvi.dispatch("support", payload)).run_id
         await until_status(chamvi, first, RunStatus.WAITING)
-        await chamvi.approve(first, approved=True)
+        await chamvi.approvals.approve(first, approved=True)
         assert (await chamvi.wait(first)).status == RunStatus.COMPLETED
         second = (await chamvi.dispatch("support", {"order_id": "A-1001"})).run_id
         run = await chamvi.wait(second)
-        listing = await chamvi.state_list("support", "refunds")
+        listing = await chamvi.state.list("support", "refunds")
     lookup = next(s for s in run.steps if s.tool == "lookup_order")
     assert lookup.output["past_refunds"] == [{"order_id": "A-1001", "amount": 25.0, "run_id": first}]
     assert [(i.key, i.value["customer"]) for i in listing.page.items] == [("A-1001", "ada@example.com")]

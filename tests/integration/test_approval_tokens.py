@@ -36,7 +36,6 @@ from chamvi import (
     ToolContext,
     console_channel,
     define_agent,
-    resume,
     tool,
 )
 from chamvi.cli import cli
@@ -103,7 +102,7 @@ async def test_a_waiting_run_is_answered_by_its_token_once_and_records_the_token
     chamvi = checking(client, task_queue)
     assert waiting.lines[0] == "[console -> console] Approval needed: Restart api?"
     assert waiting.lines[3] == f"Approve with `chamvi approve --token {waiting.token}` (or `--deny`)."
-    resumed = await resume(chamvi, waiting.token, ApprovalDecision(approved=True))
+    resumed = await chamvi.approvals.resume(waiting.token, ApprovalDecision(approved=True))
     assert (resumed.run_id, resumed.approval_id, resumed.approved) == (waiting.run_id, "0:call-1:0", True)
     run = await chamvi.wait(waiting.run_id)
     assert run.status == RunStatus.COMPLETED
@@ -113,7 +112,7 @@ async def test_a_waiting_run_is_answered_by_its_token_once_and_records_the_token
         id="token holder", kind="approval_token"
     )
     with pytest.raises(ApprovalNotPendingError, match="not pending any more") as again:
-        await chamvi.resume(waiting.token, ApprovalDecision(approved=False))
+        await chamvi.approvals.resume(waiting.token, ApprovalDecision(approved=False))
     assert again.value.code == "approval_not_pending" and "call-1" not in again.value.message
     # the token is signed, never stored: no payload of the run's history (what the Temporal UI shows) holds it
     history = (await client.get_workflow_handle(run.run_id).fetch_history()).to_json()
@@ -128,9 +127,9 @@ async def test_a_forged_expired_or_stale_token_is_refused_with_its_code_and_noth
     chamvi = checking(client, task_queue)
     no = ApprovalDecision(approved=False)
     with pytest.raises(ApprovalTokenInvalidError) as forged:
-        await chamvi.resume(waiting.token[:-4] + "AAAA", no)
+        await chamvi.approvals.resume(waiting.token[:-4] + "AAAA", no)
     with pytest.raises(ApprovalTokenInvalidError):
-        await chamvi.resume(
+        await chamvi.approvals.resume(
             ApprovalTokens("another-secret-" * 3).issue(
                 waiting.run_id, "0:call-1:0", expires=datetime.now(UTC) + timedelta(hours=1), detail=True
             ),
@@ -140,25 +139,25 @@ async def test_a_forged_expired_or_stale_token_is_refused_with_its_code_and_noth
         waiting.run_id, "0:call-1:0", expires=datetime.now(UTC) - timedelta(seconds=1), detail=True
     )
     with pytest.raises(ApprovalTokenExpiredError) as expired:
-        await chamvi.resume(past, no)
+        await chamvi.approvals.resume(past, no)
     stale = TOKENS.issue(
         waiting.run_id, "7:call-9:0", expires=datetime.now(UTC) + timedelta(hours=1), detail=True
     )
     with pytest.raises(ApprovalNotPendingError) as not_pending:
-        await chamvi.resume(stale, no)
+        await chamvi.approvals.resume(stale, no)
     gone = TOKENS.issue(
         "run-operator-nope", "0:call-1:0", expires=datetime.now(UTC) + timedelta(hours=1), detail=True
     )
     with pytest.raises(ApprovalNotPendingError):
-        await chamvi.pending_approval(gone)
+        await chamvi.approvals.pending(gone)
     for refused in (forged.value, expired.value, not_pending.value):
         assert waiting.run_id not in refused.message and "call-1" not in refused.message
     assert (forged.value.code, expired.value.code) == ("approval_token_invalid", "approval_token_expired")
     with pytest.raises(InvalidInputError, match="cannot check approval tokens"):
-        await ChamviClient(client, task_queue=task_queue).resume(waiting.token, no)
+        await ChamviClient(client, task_queue=task_queue).approvals.resume(waiting.token, no)
     # none of it answered anything: the run still waits, and its own token still works
-    assert (await chamvi.pending_approval(waiting.token)).approval_id == "0:call-1:0"
-    await chamvi.resume(waiting.token, no)
+    assert (await chamvi.approvals.pending(waiting.token)).approval_id == "0:call-1:0"
+    await chamvi.approvals.resume(waiting.token, no)
     assert (await chamvi.wait(waiting.run_id)).status == RunStatus.COMPLETED
 
 
@@ -311,7 +310,7 @@ async def test_a_request_asked_again_for_new_arguments_sends_a_new_token_and_the
         await until_status(chamvi, run_id, RunStatus.WAITING)
         first = TOKEN.findall("\n".join(lines))
         price["now"] = 25  # the price moves while the person reads the request
-        await chamvi.resume(first[0], ApprovalDecision(approved=True))
+        await chamvi.approvals.resume(first[0], ApprovalDecision(approved=True))
 
         async def asked_again() -> RunView | None:
             view = await chamvi.get_run(run_id)
@@ -321,7 +320,7 @@ async def test_a_request_asked_again_for_new_arguments_sends_a_new_token_and_the
         tokens = TOKEN.findall("\n".join(lines))
         assert len(tokens) == 2 and "Pay 25?" in "\n".join(lines)
         with pytest.raises(ApprovalNotPendingError):
-            await chamvi.resume(first[0], ApprovalDecision(approved=True))
-        await chamvi.resume(tokens[1], ApprovalDecision(approved=True))
+            await chamvi.approvals.resume(first[0], ApprovalDecision(approved=True))
+        await chamvi.approvals.resume(tokens[1], ApprovalDecision(approved=True))
         run = await chamvi.wait(run_id)
     assert next(s for s in run.steps if s.kind == "tool").output == "paid 25"

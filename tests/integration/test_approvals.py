@@ -70,7 +70,7 @@ async def test_an_approval_puts_the_run_in_waiting_and_approve_resumes_it(
         assert waiting.waiting is not None
         assert waiting.waiting.approval_id == "0:call-1:0"
         assert waiting.waiting.title == "Deploy 1.2?"
-        await chamvi.approve(run_id, approved=True, approver=Invoker(id="u-7", kind="user"))
+        await chamvi.approvals.approve(run_id, approved=True, approver=Invoker(id="u-7", kind="user"))
         run = await chamvi.wait(run_id)
     assert run.status == RunStatus.COMPLETED
     tool_step = next(s for s in run.steps if s.kind == "tool")
@@ -84,7 +84,7 @@ async def test_a_denial_reaches_the_tool_with_its_reason(chamvi: ChamviClient, r
     async with running_worker(make_app()):
         run_id = (await chamvi.dispatch("deployer")).run_id
         await until_status(chamvi, run_id, RunStatus.WAITING)
-        await chamvi.approve(run_id, approved=False, reason="freeze week")
+        await chamvi.approvals.approve(run_id, approved=False, reason="freeze week")
         run = await chamvi.wait(run_id)
     assert next(s for s in run.steps if s.kind == "tool").output == "not deployed: freeze week"
 
@@ -94,11 +94,11 @@ async def test_a_stale_or_used_approval_id_is_rejected_clearly(chamvi: ChamviCli
         run_id = (await chamvi.dispatch("deployer")).run_id
         await until_status(chamvi, run_id, RunStatus.WAITING)
         with pytest.raises(ApprovalNotPendingError, match="'9:x:0' is stale or unknown"):
-            await chamvi.approve(run_id, approval_id="9:x:0")
-        await chamvi.approve(run_id, approval_id="0:call-1:0")
+            await chamvi.approvals.approve(run_id, approval_id="9:x:0")
+        await chamvi.approvals.approve(run_id, approval_id="0:call-1:0")
         await chamvi.wait(run_id)
         with pytest.raises((ApprovalNotPendingError, InvalidRunStateError)):
-            await chamvi.approve(run_id, approval_id="0:call-1:0")
+            await chamvi.approvals.approve(run_id, approval_id="0:call-1:0")
 
 
 async def test_the_approve_signal_resumes_a_run_like_the_temporal_cli_does(
@@ -207,7 +207,7 @@ async def test_an_approve_signal_with_invalid_input_logs_one_line_and_is_ignored
         await handle.signal(SIGNAL_APPROVE)
         records = await eventually(logged, "both invalid signals logged")
         assert (await chamvi.get_run(run_id)).status == RunStatus.WAITING
-        await chamvi.approve(run_id)
+        await chamvi.approvals.approve(run_id)
         run = await chamvi.wait(run_id)
     assert run.status == RunStatus.COMPLETED
     hint = 'send {"approval_id": "0:call-1:0", "approved": true}'
@@ -245,7 +245,7 @@ async def test_a_waiting_approval_survives_a_worker_restart(chamvi: ChamviClient
     # no worker at all now: the run waits in Temporal, holding no process
     assert (await chamvi.get_run(run_id)).status == RunStatus.WAITING
     async with running_worker(make_app()):
-        await chamvi.approve(run_id, approved=True)
+        await chamvi.approvals.approve(run_id, approved=True)
         run = await chamvi.wait(run_id)
     assert run.status == RunStatus.COMPLETED
     assert next(s for s in run.steps if s.kind == "tool").output.startswith("deployed 1.2")
@@ -282,14 +282,14 @@ async def test_an_approved_call_whose_arguments_changed_asks_again_and_shows_the
         run_id = (await chamvi.dispatch("buyer")).run_id
         first = await until_status(chamvi, run_id, RunStatus.WAITING)
         prices["gold"] = 25  # the price moves while the person reads the request
-        await chamvi.approve(run_id)
+        await chamvi.approvals.approve(run_id)
 
         async def asked_again() -> RunView | None:
             view = await chamvi.get_run(run_id)
             return view if view.waiting is not None and view.waiting.approval_id != "0:call-1:0" else None
 
         second = await eventually(asked_again, "a second approval for the new price")
-        await chamvi.approve(run_id)
+        await chamvi.approvals.approve(run_id)
         run = await chamvi.wait(run_id)
 
     assert first.waiting is not None and first.waiting.input == {"item": "gold", "amount": 10}

@@ -57,7 +57,7 @@ async def test_each_thread_is_one_conversation_and_its_answers_go_back_to_the_th
         await inbound.dispatch({"text": "elsewhere"}, key="ev-2", address=other)
         await inbound.dispatch({"text": "and now?"}, key="ev-3", address=thread)
         await eventually(lambda: _replies(threads, 3), "three replies")
-        page = await chamvi.conversation_messages("desk", f"threads:{thread}")
+        page = await chamvi.conversations.messages("desk", f"threads:{thread}")
 
     assert first[0].conversation == f"threads:{thread}" and first[0].created
     assert again[0].run_id == first[0].run_id and not again[0].created  # a redelivery is the same turn

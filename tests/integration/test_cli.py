@@ -220,7 +220,7 @@ async def test_dispatch_wait_shows_progress_and_prints_the_outcome(
 
         await eventually(run_waiting, f"run {run_id} reaching waiting")
         await asyncio.sleep(POLL_SECONDS * 3)  # the CLI polls: let it see the wait
-        await chamvi.approve(run_id)
+        await chamvi.approvals.approve(run_id)
         result = await waiting
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[0] == run_id

@@ -79,7 +79,7 @@ async def test_runs_watch_prints_the_models_text_as_written_and_each_step_and_ap
         run_id = (await chamvi.dispatch(agent, {"version": "1.2"})).run_id
         watching = chamvi_cli("runs", "watch", run_id, "--api", url, "--token", tokens["reader"].value)
         await until_status(chamvi, run_id, RunStatus.WAITING)
-        await chamvi.approve(run_id, approved=True, reason="ship it")
+        await chamvi.approvals.approve(run_id, approved=True, reason="ship it")
         watched = await watching
 
     assert watched.exit_code == 0, watched.output

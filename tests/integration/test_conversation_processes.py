@@ -90,11 +90,11 @@ async def test_a_worker_killed_mid_turn_leaves_the_turn_completed_once_and_its_a
 ) -> None:
     chat = ChamviClient(client, task_queue=task_queue, artifacts=_store(tmp_path))
     first = workers.spawn()
-    sent = await chat.send_message("chat", "slow question", conversation="killed")
+    sent = await chat.conversations.send("chat", "slow question", conversation="killed")
     await _events(tmp_path, "lookup-started")
     workers.kill(first)  # the turn's tool call is under way
     workers.spawn()
-    run = await asyncio.wait_for(chat.wait_turn(sent), timeout=90)
+    run = await asyncio.wait_for(chat.conversations.wait_turn(sent), timeout=90)
 
     assert run.status == RunStatus.COMPLETED
     assert run.output == "re: slow question | earlier: [] | tools: ['found slow question']"
@@ -120,14 +120,14 @@ async def test_twenty_conversations_of_ten_turns_through_worker_kills_answer_eac
     async def send(conversation: str) -> list[SentMessage]:
         # one after the other, so arrival order is the message order; the turns run meanwhile
         return [
-            await chat.send_message(
+            await chat.conversations.send(
                 "chat", f"m{i}", conversation=conversation, message_id=f"{conversation}-{i}"
             )
             for i in range(10)
         ]
 
     sent = await asyncio.gather(*(send(c) for c in conversations))
-    done = asyncio.ensure_future(asyncio.gather(*(chat.wait_turn(m[-1]) for m in sent)))
+    done = asyncio.ensure_future(asyncio.gather(*(chat.conversations.wait_turn(m[-1]) for m in sent)))
     chance = random.Random(23)
     kills = 0
     while not done.done() and kills < 6:
@@ -181,10 +181,10 @@ async def test_a_full_stack_restart_loses_no_message(task_queue: str, tmp_path: 
         client = await Client.connect(config.address, data_converter=pydantic_data_converter)
         chat = ChamviClient(client, task_queue=task_queue, artifacts=_store(tmp_path))
         workers.spawn()
-        asking = await chat.send_message("chat", "refund my order", conversation="restart")
-        await chat.turn_started(asking.run_id)
+        asking = await chat.conversations.send("chat", "refund my order", conversation="restart")
+        await chat.conversations.turn_started(asking.run_id)
         await until_status(chat, asking.run_id, RunStatus.WAITING)
-        queued = [await chat.send_message("chat", f"q{i}", conversation="restart") for i in range(3)]
+        queued = [await chat.conversations.send("chat", f"q{i}", conversation="restart") for i in range(3)]
 
         workers.stop()  # the whole stack dies at once: workers and the Temporal server
         _crash(server)
@@ -195,7 +195,7 @@ async def test_a_full_stack_restart_loses_no_message(task_queue: str, tmp_path: 
 
         async def answered() -> ConversationView | None:
             try:
-                return await chat.conversation("chat", "restart")
+                return await chat.conversations.get("chat", "restart")
             except (UnavailableError, RPCError):  # the server or the new worker is not up yet
                 return None
 
@@ -204,13 +204,15 @@ async def test_a_full_stack_restart_loses_no_message(task_queue: str, tmp_path: 
 
         async def approved() -> bool | None:
             try:
-                await chat.approve(asking.run_id, approved=True)
+                await chat.approvals.approve(asking.run_id, approved=True)
             except RPCError:  # the run's worker is not polling its queue yet
                 return None
             return True
 
         await eventually(approved, "the approval reaching the restarted run")
-        runs = [await asyncio.wait_for(chat.wait_turn(m), timeout=90) for m in [asking, *queued]]
+        runs = [
+            await asyncio.wait_for(chat.conversations.wait_turn(m), timeout=90) for m in [asking, *queued]
+        ]
     finally:
         workers.stop()
         server.stop()

@@ -55,24 +55,24 @@ def _cid() -> str:
 
 
 async def _answers(chat: ChamviClient, conversation: str) -> list[str | None]:
-    page = await chat.conversation_messages("chat", conversation, limit=100)
+    page = await chat.conversations.messages("chat", conversation, limit=100)
     return [m.text for m in page.messages if m.role == "assistant"]
 
 
 async def test_a_follow_up_sees_the_earlier_question_and_answer(chat: ChamviClient, serve) -> None:
     async with serve():
-        first = await chat.send_message("chat", "Can I get a refund?")
+        first = await chat.conversations.send("chat", "Can I get a refund?")
         assert first.created and first.turn == 0
-        assert (await chat.wait_turn(first)).status == RunStatus.COMPLETED
-        second = await chat.send_message(
+        assert (await chat.conversations.wait_turn(first)).status == RunStatus.COMPLETED
+        second = await chat.conversations.send(
             "chat", "and how long does that take?", conversation=first.conversation
         )
-        run = await chat.wait_turn(second)
+        run = await chat.conversations.wait_turn(second)
 
     assert second.turn == 1
     assert run.output == "re: and how long does that take? | earlier: ['Can I get a refund?']"
     assert run.conversation is not None and run.conversation.recall.first == 0
-    page = await chat.conversation_messages("chat", first.conversation)
+    page = await chat.conversations.messages("chat", first.conversation)
     assert [(m.turn, m.role) for m in page.messages] == [
         (0, "user"),
         (0, "assistant"),
@@ -89,17 +89,17 @@ async def test_three_messages_sent_at_once_are_answered_in_order_each_seeing_the
     async with serve():
         sent = await asyncio.gather(
             *(
-                chat.send_message("chat", f"m{i}", conversation=conversation, message_id=f"id-{i}")
+                chat.conversations.send("chat", f"m{i}", conversation=conversation, message_id=f"id-{i}")
                 for i in range(3)
             )
         )
         for message in sent:
-            await chat.wait_turn(message)
+            await chat.conversations.wait_turn(message)
         answers = await _answers(chat, conversation)
 
     assert sorted(m.turn for m in sent) == [0, 1, 2]
     # whatever order they arrived in, each answer recalls exactly the ones accepted before it
-    page = await chat.conversation_messages("chat", conversation)
+    page = await chat.conversations.messages("chat", conversation)
     users = [m.text or "" for m in page.messages if m.role == "user"]
     assert sorted(users) == ["m0", "m1", "m2"]
     assert answers == [f"re: {users[i]} | earlier: {users[:i]}" for i in range(3)]
@@ -108,11 +108,11 @@ async def test_three_messages_sent_at_once_are_answered_in_order_each_seeing_the
 async def test_a_resent_message_id_is_the_same_turn_and_starts_nothing(chat: ChamviClient, serve) -> None:
     conversation = _cid()
     async with serve():
-        first = await chat.send_message("chat", "hello", conversation=conversation, message_id="m-1")
-        again = await chat.send_message("chat", "hello", conversation=conversation, message_id="m-1")
-        await chat.wait_turn(first)
-        later = await chat.send_message("chat", "hello", conversation=conversation, message_id="m-1")
-        view = await chat.conversation("chat", conversation)
+        first = await chat.conversations.send("chat", "hello", conversation=conversation, message_id="m-1")
+        again = await chat.conversations.send("chat", "hello", conversation=conversation, message_id="m-1")
+        await chat.conversations.wait_turn(first)
+        later = await chat.conversations.send("chat", "hello", conversation=conversation, message_id="m-1")
+        view = await chat.conversations.get("chat", conversation)
 
     assert first.created and not again.created and not later.created
     assert first.run_id == again.run_id == later.run_id and again.turn == later.turn == 0
@@ -122,21 +122,21 @@ async def test_a_resent_message_id_is_the_same_turn_and_starts_nothing(chat: Cha
 async def test_a_turn_waiting_for_approval_holds_the_next_messages_queued(chat: ChamviClient, serve) -> None:
     conversation = _cid()
     async with serve():
-        asking = await chat.send_message("chat", "refund my order", conversation=conversation)
-        await chat.turn_started(asking.run_id)
+        asking = await chat.conversations.send("chat", "refund my order", conversation=conversation)
+        await chat.conversations.turn_started(asking.run_id)
         await until_status(chat, asking.run_id, RunStatus.WAITING)
-        queued = [await chat.send_message("chat", f"q{i}", conversation=conversation) for i in range(2)]
-        view = await chat.conversation("chat", conversation)
+        queued = [await chat.conversations.send("chat", f"q{i}", conversation=conversation) for i in range(2)]
+        view = await chat.conversations.get("chat", conversation)
         assert view.current is not None and view.current.run_id == asking.run_id
         assert [q.run_id for q in view.queue] == [m.run_id for m in queued]
-        page = await chat.conversation_messages("chat", conversation)
+        page = await chat.conversations.messages("chat", conversation)
         assert [(m.text, m.status) for m in page.messages] == [
             ("refund my order", "running"),
             ("q0", "queued"),
             ("q1", "queued"),
         ]
-        await chat.approve(asking.run_id, approved=True)
-        runs = [await chat.wait_turn(m) for m in [asking, *queued]]
+        await chat.approvals.approve(asking.run_id, approved=True)
+        runs = [await chat.conversations.wait_turn(m) for m in [asking, *queued]]
 
     assert runs[0].output == "re: refund my order | earlier: [] | tools: ['refunded 25.00']"
     assert runs[2].output == "re: q1 | earlier: ['refund my order', 'q0']"
@@ -146,8 +146,8 @@ async def test_recall_is_bounded_by_the_policy_and_the_rest_is_dropped(chat: Cha
     conversation = _cid()
     async with serve(recall=RecallPolicy(max_messages=4)):
         for i in range(4):
-            sent = await chat.send_message("chat", f"m{i}", conversation=conversation)
-            run = await chat.wait_turn(sent)
+            sent = await chat.conversations.send("chat", f"m{i}", conversation=conversation)
+            run = await chat.conversations.wait_turn(sent)
 
     assert run.output == "re: m3 | earlier: ['m1', 'm2']"
     assert run.conversation is not None and (run.conversation.recall.first, run.conversation.recall.upto) == (
@@ -162,10 +162,10 @@ async def test_earlier_tool_calls_are_recalled_only_when_the_policy_keeps_them(
 ) -> None:
     conversation = _cid()
     async with serve(recall=RecallPolicy(tool_calls=kept)):
-        asking = await chat.send_message("chat", "slow lookup of refunds", conversation=conversation)
-        await chat.wait_turn(asking)
-        later = await chat.send_message("chat", "and?", conversation=conversation)
-        run = await chat.wait_turn(later)
+        asking = await chat.conversations.send("chat", "slow lookup of refunds", conversation=conversation)
+        await chat.conversations.wait_turn(asking)
+        later = await chat.conversations.send("chat", "and?", conversation=conversation)
+        run = await chat.conversations.wait_turn(later)
         record = await ConversationStore(chat.artifacts).turn("chat", conversation, 0)  # type: ignore[arg-type]
 
     recalled = " | recalled tools: ['found slow lookup of refunds']" if kept else ""
@@ -179,8 +179,8 @@ async def test_a_summarizer_folds_what_falls_out_of_the_recall(chat: ChamviClien
     async with serve(recall=policy):
         outputs = []
         for i in range(5):
-            sent = await chat.send_message("chat", f"m{i}", conversation=conversation)
-            outputs.append((await chat.wait_turn(sent)).output)
+            sent = await chat.conversations.send("chat", f"m{i}", conversation=conversation)
+            outputs.append((await chat.conversations.wait_turn(sent)).output)
 
     # turn 3 would drop m0: the older half (m0, m1) is folded, m2 stays whole
     assert outputs[3] == "re: m3 | earlier: ['m2'] | summary: folded ['m0', 'm1']"
@@ -190,13 +190,15 @@ async def test_a_summarizer_folds_what_falls_out_of_the_recall(chat: ChamviClien
 async def test_a_tainted_turn_taints_every_later_turn_of_the_conversation(chat: ChamviClient, serve) -> None:
     conversation = _cid()
     async with serve(untrusted=True):
-        first = await chat.send_message("chat", "hi", conversation=conversation)
-        await chat.wait_turn(first)
-        outside = await chat.send_message("chat", "from outside", conversation=conversation, channel="inbox")
-        tainted = await chat.wait_turn(outside)
-        later = await chat.send_message("chat", "and now?", conversation=conversation)
-        after = await chat.wait_turn(later)
-        view = await chat.conversation("chat", conversation)
+        first = await chat.conversations.send("chat", "hi", conversation=conversation)
+        await chat.conversations.wait_turn(first)
+        outside = await chat.conversations.send(
+            "chat", "from outside", conversation=conversation, channel="inbox"
+        )
+        tainted = await chat.conversations.wait_turn(outside)
+        later = await chat.conversations.send("chat", "and now?", conversation=conversation)
+        after = await chat.conversations.wait_turn(later)
+        view = await chat.conversations.get("chat", conversation)
 
     assert (await chat.get_run(first.run_id)).taint is None
     assert tainted.taint is not None and tainted.taint.source == "channel:inbox"
@@ -222,12 +224,14 @@ async def test_a_conversation_continues_as_new_and_still_knows_old_message_ids(
         sent = []
         for i in range(5):
             sent.append(
-                await chat.send_message("chat", f"m{i}", conversation=conversation, message_id=f"id-{i}")
+                await chat.conversations.send(
+                    "chat", f"m{i}", conversation=conversation, message_id=f"id-{i}"
+                )
             )
-            last = await chat.wait_turn(sent[-1])
+            last = await chat.conversations.wait_turn(sent[-1])
         # id-0 fell out of the ids the workflow keeps, two continue-as-news ago: the store knows it
-        again = await chat.send_message("chat", "m0", conversation=conversation, message_id="id-0")
-        view = await chat.conversation("chat", conversation)
+        again = await chat.conversations.send("chat", "m0", conversation=conversation, message_id="id-0")
+        view = await chat.conversations.get("chat", conversation)
 
     assert last.output == "re: m4 | earlier: ['m0', 'm1', 'm2', 'm3']"
     assert not again.created and again.run_id == sent[0].run_id and again.turn == 0
@@ -241,12 +245,12 @@ async def test_a_conversation_started_again_over_its_store_numbers_on(
 ) -> None:
     conversation = _cid()
     async with serve():
-        first = await chat.send_message("chat", "m0", conversation=conversation)
-        await chat.wait_turn(first)
+        first = await chat.conversations.send("chat", "m0", conversation=conversation)
+        await chat.conversations.wait_turn(first)
         # Temporal loses the conversation (its workflow is gone), the store keeps it
         await client.get_workflow_handle(conversation_workflow_id("chat", conversation)).terminate()
-        second = await chat.send_message("chat", "m1", conversation=conversation)
-        run = await chat.wait_turn(second)
+        second = await chat.conversations.send("chat", "m1", conversation=conversation)
+        run = await chat.conversations.wait_turn(second)
 
     assert second.turn == 1
     assert run.output == "re: m1 | earlier: ['m0']"
@@ -255,12 +259,12 @@ async def test_a_conversation_started_again_over_its_store_numbers_on(
 async def test_attachments_reach_the_turn_and_are_named_in_later_recalls(chat: ChamviClient, serve) -> None:
     conversation = _cid()
     async with serve():
-        first = await chat.send_message(
+        first = await chat.conversations.send(
             "chat", "see the file", conversation=conversation, attachments=[Attachment(b"hello", "note.txt")]
         )
-        await chat.wait_turn(first)
-        second = await chat.send_message("chat", "and?", conversation=conversation)
-        run = await chat.wait_turn(second)
+        await chat.conversations.wait_turn(first)
+        second = await chat.conversations.send("chat", "and?", conversation=conversation)
+        run = await chat.conversations.wait_turn(second)
         artifacts = await chat.artifacts.list(first.run_id)  # type: ignore[union-attr]
 
     assert [a.filename for a in artifacts] == ["note.txt"]
@@ -270,11 +274,11 @@ async def test_attachments_reach_the_turn_and_are_named_in_later_recalls(chat: C
 async def test_an_invalid_message_is_refused_before_it_is_queued(chat: ChamviClient, serve) -> None:
     async with serve():
         with pytest.raises(AgentNotFoundError, match="unknown agent 'nosuch'"):
-            await chat.send_message("nosuch", "hello", conversation=_cid())
+            await chat.conversations.send("nosuch", "hello", conversation=_cid())
         with pytest.raises(InvalidInputError, match="empty"):
-            await chat.send_message("chat", "  ", conversation=_cid())
+            await chat.conversations.send("chat", "  ", conversation=_cid())
         with pytest.raises(InvalidInputError, match="conversation id"):
-            await chat.send_message("chat", "x", conversation="")
+            await chat.conversations.send("chat", "x", conversation="")
 
 
 async def test_a_deleted_conversation_is_forgotten(
@@ -282,21 +286,21 @@ async def test_a_deleted_conversation_is_forgotten(
 ) -> None:
     conversation = _cid()
     async with serve():
-        sent = await chat.send_message("chat", "remember me", conversation=conversation)
-        await chat.wait_turn(sent)
+        sent = await chat.conversations.send("chat", "remember me", conversation=conversation)
+        await chat.conversations.wait_turn(sent)
 
         async def listed() -> bool | None:
-            found = await chat.list_conversations("chat", limit=100)
+            found = await chat.conversations.list("chat", limit=100)
             return True if conversation in [c.id for c in found] else None
 
         await eventually(listed, "the conversation in the listing")
         await eventually(lambda: _visible(client, sent.run_id), "the turn's run in visibility")
-        deleted = await chat.delete_conversation("chat", conversation)
+        deleted = await chat.conversations.delete("chat", conversation)
 
     assert deleted >= 2
     assert await ConversationStore(store).head("chat", conversation) is None
     with pytest.raises(NotFoundError):
-        await chat.conversation_messages("chat", conversation)
+        await chat.conversations.messages("chat", conversation)
 
 
 async def _visible(client: Client, run_id: str) -> bool | None:
@@ -310,9 +314,9 @@ async def test_the_temporal_ui_shows_the_conversation_with_its_turns_as_children
 ) -> None:
     conversation = _cid()
     async with serve():
-        sent = [await chat.send_message("chat", f"m{i}", conversation=conversation) for i in range(2)]
+        sent = [await chat.conversations.send("chat", f"m{i}", conversation=conversation) for i in range(2)]
         for message in sent:
-            await chat.wait_turn(message)
+            await chat.conversations.wait_turn(message)
     parent = conversation_workflow_id("chat", conversation)
 
     async def listed() -> dict[str, str] | None:
@@ -361,12 +365,12 @@ async def test_a_conversation_of_ten_thousand_turns_answers_within_its_policy_an
         )
     await transcripts.write_head(ConversationHead(agent="chat", id=conversation, turns=turns, created_at=now))
     async with serve(recall=RecallPolicy(max_messages=6)):
-        sent = [await chat.send_message("chat", f"q{i}", conversation=conversation) for i in range(3)]
-        runs = [await chat.wait_turn(m) for m in sent]
-        again = await chat.send_message("chat", "m5", conversation=conversation, message_id="m-5")
-        latest = await chat.conversation_messages("chat", conversation, limit=2)
-        older = await chat.conversation_messages("chat", conversation, limit=2, before=latest.before)
-        first = await chat.conversation_messages("chat", conversation, limit=2, before=2)
+        sent = [await chat.conversations.send("chat", f"q{i}", conversation=conversation) for i in range(3)]
+        runs = [await chat.conversations.wait_turn(m) for m in sent]
+        again = await chat.conversations.send("chat", "m5", conversation=conversation, message_id="m-5")
+        latest = await chat.conversations.messages("chat", conversation, limit=2)
+        older = await chat.conversations.messages("chat", conversation, limit=2, before=latest.before)
+        first = await chat.conversations.messages("chat", conversation, limit=2, before=2)
     history = await client.get_workflow_handle(conversation_workflow_id("chat", conversation)).fetch_history()
 
     assert [m.turn for m in sent] == [10_000, 10_001, 10_002]

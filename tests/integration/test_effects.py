@@ -139,7 +139,7 @@ async def test_an_untrusted_result_taints_the_run_and_guards_outbound_tools(
         waiting = await until_status(chamvi, run_id, RunStatus.WAITING)
         assert waiting.taint is not None and waiting.taint.source == "tool:read_web"
         assert waiting.waiting is not None and "publish" in waiting.waiting.title
-        await chamvi.approve(run_id, approved=False, reason="not after reading the web")
+        await chamvi.approvals.approve(run_id, approved=False, reason="not after reading the web")
         run = await chamvi.wait(run_id)
     assert applied == ["published:before"]
     denied = [s for s in run.steps if s.kind == "tool"][-1]
@@ -153,7 +153,7 @@ async def test_a_channel_approval_is_delivered_once_with_its_deadline(
     async with running_worker(make_app([call("ask_on_console", action="Restart"), reply("ok")])):
         run_id = (await chamvi.dispatch("effects", channel="console", address="ops-room")).run_id
         await until_status(chamvi, run_id, RunStatus.WAITING)
-        await chamvi.approve(run_id)
+        await chamvi.approvals.approve(run_id)
         run = await chamvi.wait(run_id)
     assert next(s for s in run.steps if s.kind == "tool").output == "Restart: yes"
     assert lines[:2] == ["[console -> ops-room] Approval needed: Restart?", "Please check."]

@@ -84,7 +84,7 @@ async def test_hooks_gate_rewrite_and_wrap_tool_calls(chamvi: ChamviClient, runn
     async with running_worker(app):
         run_id = (await chamvi.dispatch("ops")).run_id
         await until_status(chamvi, run_id, RunStatus.WAITING)
-        await chamvi.approve(run_id)
+        await chamvi.approvals.approve(run_id)
         run = await chamvi.wait(run_id)
     assert deployer.deployed == ["2.1"]
     tools = [s for s in run.steps if s.kind == "tool"]

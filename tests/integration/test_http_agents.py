@@ -148,7 +148,7 @@ async def test_a_put_over_the_api_of_another_process_reaches_the_workers(
         put = await http.put("/agents/triage", json=TRIAGE, headers=writer)
         dispatched = await http.post("/runs", json={"agent": "triage"}, headers=writer)
         run = await runs.wait(dispatched.json()["run_id"])
-        listed = await runs.list_agents()  # the worker's own view of the store
+        listed = await runs.agents.list()  # the worker's own view of the store
     assert put.status_code == 201
     assert (run.status, run.agent_revision) == (RunStatus.COMPLETED, 1)
     assert [a.name for a in listed] == ["support", "triage"]

@@ -42,7 +42,7 @@ async def chat_api(
     store = ArtifactStore.memory()
     plugin = local_plugin(make_app(), artifacts=store)
     runs = ChamviClient(client, task_queue=task_queue, artifacts=store)
-    runs.conversation_queue_max = queue_max
+    runs.conversations.queue_max = queue_max
     api = create_api(
         tokens=list(TOKENS.values()),
         managed=None,

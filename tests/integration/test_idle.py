@@ -81,7 +81,7 @@ async def test_a_run_waiting_for_a_person_has_freed_its_slot_and_does_not_keep_i
 
         await eventually(waiting, "the run waiting for its approval")
         await chamvi.idle()
-        await chamvi.approve(run_id)
+        await chamvi.approvals.approve(run_id)
         await chamvi.idle()
         assert (await chamvi.get_run(run_id)).status == RunStatus.COMPLETED
 

@@ -205,7 +205,7 @@ async def test_a_changed_file_is_reembedded_alone_and_a_removed_one_is_deleted(
         (tmp_path / "refunds.md").write_text("# Refunds\n\nRefunds are now paid within 7 days.\n")
         (tmp_path / "shipping.md").unlink()
         embedded_before = embedder.texts
-        await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
+        await ChamviClient(client, task_queue=task_queue).knowledge.sync(name)
         state = await wait_for_passes(client, name, 2)
         embedded = embedder.texts - embedded_before
         hits = await searcher(app).search([name], "refunds paid days", top_k=5)
@@ -244,7 +244,7 @@ async def test_a_source_that_fails_on_page_3_fails_the_pass_deletes_nothing_and_
         await wait_for_passes(client, name, 1)
         fail_on.add(3)
         with caplog.at_level(logging.ERROR):
-            await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
+            await ChamviClient(client, task_queue=task_queue).knowledge.sync(name)
             failed = await wait_for_passes(client, name, 2)
         meta = await store.meta(name)
         assert failed.error is not None and "page 3 answered 503" in failed.error
@@ -270,7 +270,7 @@ async def test_an_incomplete_read_keeps_every_document(client: Client, task_queu
     async with knowledge_worker(client, app, store, task_queue):
         await wait_for_passes(client, name, 1)
         incomplete_on.add(2)
-        await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
+        await ChamviClient(client, task_queue=task_queue).knowledge.sync(name)
         state = await wait_for_passes(client, name, 2)
     assert state.meta is not None and state.meta.documents == 3
     assert state.meta.last_stats is not None and state.meta.last_stats.deleted == 0
@@ -328,7 +328,7 @@ async def test_sync_requests_during_a_pass_add_exactly_one_more_pass(
     async with knowledge_worker(client, app, store, task_queue):
         await eventually(embedder.embedding, "the first pass embedding")
         for _ in range(3):
-            await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
+            await ChamviClient(client, task_queue=task_queue).knowledge.sync(name)
         assert (await collection_state(client, name)).queued
         assert embedder.gate is not None
         embedder.gate.set()
@@ -408,7 +408,7 @@ async def test_a_file_that_becomes_a_bad_entry_is_skipped_and_its_document_delet
         (tmp_path / "shipping.md").write_text("# Shipping\n\n" + "x" * 1_048_577)  # over 1 MiB
         (tmp_path / "refunds.md").unlink()
         (tmp_path / "refunds.md").symlink_to(tmp_path / "guide" / "warranty.md")  # never followed
-        await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
+        await ChamviClient(client, task_queue=task_queue).knowledge.sync(name)
         state = await wait_for_passes(client, name, 2)
     assert state.meta is not None and state.meta.documents == 1
     assert state.meta.last_stats is not None and state.meta.last_stats.deleted == 2
@@ -446,7 +446,7 @@ async def test_a_document_that_shrinks_leaves_none_of_its_old_passages(
     async with knowledge_worker(client, app, store, task_queue):
         first = await wait_for_passes(client, name, 1)
         (tmp_path / "long.md").write_text("# Long\n\nNow one short paragraph about penguins.")
-        await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
+        await ChamviClient(client, task_queue=task_queue).knowledge.sync(name)
         second = await wait_for_passes(client, name, 2)
         hits = await searcher(app).search([name], "zebra migration", top_k=10)
     assert first.meta is not None and first.meta.passages > 1

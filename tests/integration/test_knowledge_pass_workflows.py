@@ -70,7 +70,7 @@ async def test_each_pass_is_a_child_workflow_listed_with_its_collection_summary_
     store, embedder = new_store(), CountingEmbedder()
     async with knowledge_worker(client, app_for(name, embedder), store, task_queue):
         await wait_for_meta(store, name, "ready")
-        await ChamviClient(client, task_queue=task_queue).sync_knowledge(name)
+        await ChamviClient(client, task_queue=task_queue).knowledge.sync(name)
         state = await wait_for_passes(client, name, 2)
     first, second = await listed(client, name, 2)
     collection = await client.get_workflow_handle(KNOWLEDGE_ID_PREFIX + name).describe()

@@ -101,7 +101,7 @@ async def test_retire_asks_a_person_first_and_retires_once_approved(
         )
         page = await store.read("concept/returns")
         assert page is not None and page.status == "active"  # nothing happens before the answer
-        await chamvi.approve(run_id, approved=True)
+        await chamvi.approvals.approve(run_id, approved=True)
         run = await chamvi.wait(run_id)
     assert tool_steps(run)[0].output == "Retired concept/returns."
     page = await store.read("concept/returns")

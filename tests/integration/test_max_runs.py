@@ -132,6 +132,6 @@ async def test_a_run_waiting_for_a_person_frees_its_slot(
 
         await eventually(inside, "the other run executing in the one slot")
         floor.gates[holding].set()
-        await chamvi.approve(asking)
+        await chamvi.approvals.approve(asking)
         await completed(chamvi, [asking, holding])
     assert plugin.slots.peak == 1

@@ -75,7 +75,7 @@ async def test_a_destructive_filesystem_tool_asks_for_approval_once_the_run_is_t
         waiting = await until_status(chamvi, run_id, RunStatus.WAITING)
         assert waiting.waiting is not None and waiting.waiting.tool == "write_file"
         assert (folder / "plan.txt").read_text() == "v1"
-        await chamvi.approve(run_id, approved=True)
+        await chamvi.approvals.approve(run_id, approved=True)
         run = await chamvi.wait(run_id)
     assert run.status == RunStatus.COMPLETED, run.error
     assert run.taint is not None and run.taint.source == "tool:read_text_file"

@@ -342,7 +342,7 @@ async def test_after_taint_an_unclassified_servers_tool_runs_and_a_classified_on
         waiting = await until_status(chamvi, guarded_id, RunStatus.WAITING)
         assert waiting.waiting is not None and waiting.waiting.tool == "add_note"
         assert "untrusted" in waiting.waiting.title
-        await chamvi.approve(guarded_id, approved=False, reason="not today")
+        await chamvi.approvals.approve(guarded_id, approved=False, reason="not today")
         guarded_run = await chamvi.wait(guarded_id)
     assert guarded_run.status == RunStatus.COMPLETED
     denied = [s.error for s in guarded_run.steps if s.kind == "tool"][-1]

@@ -40,7 +40,7 @@ async def test_the_readme_main_example_looks_up_asks_a_person_and_voids_the_invo
         run_id = (await chamvi.dispatch("billing", {"invoice_id": "INV-7"}, channel="console")).run_id
         waiting = await until_status(chamvi, run_id, RunStatus.WAITING)
         assert waiting.waiting is not None and waiting.waiting.title == "Void invoice INV-7?"
-        await chamvi.approve(run_id, approved=True)
+        await chamvi.approvals.approve(run_id, approved=True)
         run = await chamvi.wait(run_id)
     assert run.status == RunStatus.COMPLETED, run.error
     assert run.output == "INV-7 is voided."

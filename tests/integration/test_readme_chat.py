@@ -60,10 +60,9 @@ async def test_the_tours_follow_up_is_answered_from_the_question_it_follows(
         chatted = await asyncio.to_thread(
             CliRunner().invoke, cli, argv, input="".join(f"{s}\n" for s in said)
         )
-        alone = await ChamviClient(client, task_queue=task_queue, artifacts=artifacts).send_message(
-            "support", said[1]
-        )
-        asked_alone = await ChamviClient(client, task_queue=task_queue, artifacts=artifacts).wait_turn(alone)
+        conversations = ChamviClient(client, task_queue=task_queue, artifacts=artifacts).conversations
+        alone = await conversations.send("support", said[1])
+        asked_alone = await conversations.wait_turn(alone)
 
     assert chatted.exit_code == 0, chatted.output
     out = chatted.stdout.splitlines()

@@ -15,7 +15,7 @@ async def test_the_readme_state_example_counts_loops_and_remembers_who_counted(
     async with running_worker(app):
         first = await chamvi.wait((await chamvi.dispatch("digest")).run_id)
         second = await chamvi.wait((await chamvi.dispatch("digest")).run_id)
-        overview = await chamvi.state_list("digest")
+        overview = await chamvi.state.list("digest")
     assert first.status == second.status == RunStatus.COMPLETED, first.error
     outputs = {s.tool: s.output for s in second.steps if s.kind == "tool"}
     # the demo model calls every tool without required arguments: the count and the generated list

@@ -109,7 +109,7 @@ async def test_every_event_of_a_run_with_an_approval_arrives_once_and_in_order(
                 "prod, 3 hosts",
                 "deploy",
             )
-            await chamvi.approve(run_id, approved=True, reason="go")
+            await chamvi.approvals.approve(run_id, approved=True, reason="go")
 
     assert [e.type for e in seen] == EXPECTED
     ids = [e.event_id or 0 for e in seen]
@@ -140,7 +140,7 @@ async def test_the_sse_stream_carries_the_same_events_with_their_ids_and_resumes
                 if message.event == "run.waiting":
                     break  # the client goes away mid-run
         await until_status(chamvi, run_id, RunStatus.WAITING)
-        await chamvi.approve(run_id, approved=True)
+        await chamvi.approvals.approve(run_id, approved=True)
         rest: list[Message] = []
         async with http.stream(
             "GET", f"/runs/{run_id}/events", headers={"Last-Event-ID": first[-1].id or ""}
@@ -231,7 +231,7 @@ async def test_listeners_in_the_worker_process_hear_each_event_of_the_runs_it_st
     async with running_worker(app):
         run_id = (await chamvi.dispatch("deployer", {"version": "2.0"})).run_id
         await until_status(chamvi, run_id, RunStatus.WAITING)
-        await chamvi.approve(run_id, approved=False, reason="not today")
+        await chamvi.approvals.approve(run_id, approved=False, reason="not today")
         await chamvi.wait(run_id)
 
         async def ended() -> bool | None:

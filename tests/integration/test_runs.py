@@ -204,8 +204,8 @@ async def test_the_client_acts_on_agent_runs_only_and_leaves_other_workflows_alo
     )
     attempts: list[Callable[[], Awaitable[object]]] = [
         lambda: chamvi.get_run(handle.id),
-        lambda: chamvi.approve(handle.id),
-        lambda: chamvi.approve(handle.id, approval_id="a"),
+        lambda: chamvi.approvals.approve(handle.id),
+        lambda: chamvi.approvals.approve(handle.id, approval_id="a"),
         lambda: chamvi.cancel(handle.id),
         lambda: asyncio.wait_for(chamvi.wait(handle.id), timeout=30),
     ]

@@ -78,13 +78,13 @@ async def test_a_runtime_agent_put_through_the_client_runs_on_a_worker(
     model = ScriptedModel([call("lookup", order_id="A1"), reply("A1 shipped")])
     models.register("scripted/triage", model)
     async with running_worker(make_app(models)):
-        put = await chamvi.put_agent(
+        put = await chamvi.agents.put(
             "triage",
             {"model": "scripted/triage", "instructions": "Triage.", "tools": ["lookup"], "description": "T"},
         )
         run = await chamvi.wait((await chamvi.dispatch("triage", {"order": "A1"})).run_id)
-        listed = [(a.name, a.kind, a.revision) for a in await chamvi.list_agents()]
-        shown = await chamvi.get_agent("triage")
+        listed = [(a.name, a.kind, a.revision) for a in await chamvi.agents.list()]
+        shown = await chamvi.agents.get("triage")
     assert (put.agent.revision, put.created) == (1, True)
     assert (run.status, run.output, run.agent_revision) == (RunStatus.COMPLETED, "A1 shipped", 1)
     assert [s.output for s in run.steps if s.kind == "tool"] == ["order A1 shipped"]
@@ -98,15 +98,15 @@ async def test_a_worker_refuses_an_invalid_put_naming_each_field(
 ) -> None:
     async with running_worker(make_app(ModelRegistry())):
         with pytest.raises(ChamviValidationError) as refused:
-            await chamvi.put_agent(
+            await chamvi.agents.put(
                 "triage", {"instructions": "x", "tools": ["rm_rf"], "budget": {"max_steps": 0}}
             )
         with pytest.raises(ConflictError, match="defined in code"):
-            await chamvi.put_agent("support", {"instructions": "x"})
+            await chamvi.agents.put("support", {"instructions": "x"})
         with pytest.raises(AgentNotFoundError):
-            await chamvi.remove_agent("triage")
+            await chamvi.agents.remove("triage")
         with pytest.raises(AgentNotFoundError):
-            await chamvi.get_agent("triage")
+            await chamvi.agents.get("triage")
     paths = sorted(".".join(map(str, issue.path)) for issue in refused.value.issues)
     assert paths == ["budget.max_steps"]  # the fields are checked before the App is asked
     assert refused.value.issues[0].code == "greater_than_equal"
@@ -124,17 +124,17 @@ async def test_a_run_keeps_its_revision_across_a_put_a_worker_restart_and_an_app
     app = make_app(models)
     store = ArtifactStore.memory()  # shared by both workers, as a deployment's folder or bucket is
     async with build_worker(client, app, task_queue=task_queue, artifacts=store):
-        await chamvi.put_agent(
+        await chamvi.agents.put(
             "deployer", {"model": "scripted/one", "instructions": "One.", "tools": ["deploy"]}
         )
         first = (await chamvi.dispatch("deployer")).run_id
         await until_status(chamvi, first, RunStatus.WAITING)
-        put = await chamvi.put_agent(
+        put = await chamvi.agents.put(
             "deployer", {"model": "scripted/two", "instructions": "Two.", "tools": ["lookup"]}
         )
     assert put.agent.revision == 2
     async with build_worker(client, app, task_queue=task_queue, artifacts=store):  # a restarted worker
-        await chamvi.approve(first, approved=True)
+        await chamvi.approvals.approve(first, approved=True)
         run = await chamvi.wait(first)
         second = await chamvi.wait((await chamvi.dispatch("deployer")).run_id)
     assert (run.status, run.output, run.agent_revision) == (RunStatus.COMPLETED, "deployed 1.0", 1)
@@ -160,10 +160,10 @@ async def test_a_retried_model_call_keeps_the_runs_revision_after_a_put(
     models.register("scripted/one", one)
     models.register("scripted/two", two)
     async with running_worker(make_app(models)):
-        await chamvi.put_agent("flaky", {"model": "scripted/one", "instructions": "One."})
+        await chamvi.agents.put("flaky", {"model": "scripted/one", "instructions": "One."})
         run_id = (await chamvi.dispatch("flaky")).run_id
         await asyncio.wait_for(failed.wait(), timeout=30)
-        await chamvi.put_agent("flaky", {"model": "scripted/two", "instructions": "Two."})
+        await chamvi.agents.put("flaky", {"model": "scripted/two", "instructions": "Two."})
         run = await chamvi.wait(run_id)
     assert (run.status, run.output, run.agent_revision) == (RunStatus.COMPLETED, "answered", 1)
     assert instructions_seen(one) == ["One.", "One."] and two.requests == []
@@ -176,18 +176,18 @@ async def test_a_removed_agent_refuses_new_runs_while_its_run_finishes(
     models = ModelRegistry()
     models.register("scripted/one", ScriptedModel([call("deploy", "c1", version="2.0"), reply("ok")] * 2))
     async with running_worker(make_app(models)):
-        await chamvi.put_agent(
+        await chamvi.agents.put(
             "deployer", {"model": "scripted/one", "instructions": "One.", "tools": ["deploy"]}
         )
         going = (await chamvi.dispatch("deployer")).run_id
         await until_status(chamvi, going, RunStatus.WAITING)
-        assert await chamvi.remove_agent("deployer") == 2
+        assert await chamvi.agents.remove("deployer") == 2
         with pytest.raises(AgentNotFoundError, match="was removed"):
-            await chamvi.check_agent("deployer")
+            await chamvi.agents.check("deployer")
         refused = await chamvi.wait((await chamvi.dispatch("deployer")).run_id)
-        await chamvi.approve(going, approved=True)
+        await chamvi.approvals.approve(going, approved=True)
         finished = await chamvi.wait(going)
-        names = [a.name for a in await chamvi.list_agents()]
+        names = [a.name for a in await chamvi.agents.list()]
     assert (refused.status, refused.error and refused.error.code) == (RunStatus.FAILED, "agent_not_found")
     assert (finished.status, finished.agent_revision, deployed) == (RunStatus.COMPLETED, 1, ["2.0"])
     assert names == ["support"]
@@ -201,9 +201,9 @@ async def test_a_schedule_fires_runs_of_a_runtime_agent(
     # Other tests run agents named "digest" too, and run lists span the namespace.
     agent = unique("digest")
     async with running_worker(make_app(models)):
-        await chamvi.put_agent(agent, {"model": "scripted/digest", "instructions": "Digest."})
+        await chamvi.agents.put(agent, {"model": "scripted/digest", "instructions": "Digest."})
         schedule = f"{agent}-yearly"
-        await chamvi.create_schedule(agent, cron="0 0 1 1 *", id=schedule)
+        await chamvi.schedules.create(agent, cron="0 0 1 1 *", id=schedule)
         try:
             fire = datetime(2026, 1, 1, tzinfo=UTC)
             await client.get_schedule_handle(SCHEDULE_ID_PREFIX + schedule).backfill(
@@ -217,7 +217,7 @@ async def test_a_schedule_fires_runs_of_a_runtime_agent(
             runs = await eventually(completed, "the scheduled run of the runtime agent")
             run = await chamvi.get_run(runs[0].run_id)
         finally:
-            await chamvi.delete_schedule(schedule)
+            await chamvi.schedules.delete(schedule)
     assert (run.trigger.trigger, run.agent_revision) == ("schedule", 1)
 
 
@@ -274,11 +274,11 @@ async def test_a_runtime_agents_key_value_state_is_listed_like_any_agents(
     models = ModelRegistry()
     models.register("scripted/notes", ScriptedModel([call("remember", note="call back"), reply("ok")]))
     async with running_worker(make_app(models)):
-        await chamvi.put_agent(
+        await chamvi.agents.put(
             "notes", {"model": "scripted/notes", "instructions": "x", "tools": ["remember"]}
         )
         run = await chamvi.wait((await chamvi.dispatch("notes")).run_id)
-        listing = await chamvi.state_list("notes")
+        listing = await chamvi.state.list("notes")
     assert run.status == RunStatus.COMPLETED
     assert [(item.key, item.value) for item in listing.page.items] == [("note", "call back")]
     assert listing.collections == {}
@@ -293,17 +293,17 @@ async def test_a_conversation_with_a_runtime_agent_recalls_its_turns_each_on_the
     models.register("scripted/chat", ScriptedModel([answer], repeat_last=True))
     name = unique("helper")
     async with running_worker(make_app(models)):
-        await chamvi.put_agent(name, {"model": "scripted/chat", "instructions": "Help."})
-        first = await chamvi.send_message(name, "Can I get a refund?")
-        before = await chamvi.wait_turn(first)
-        await chamvi.put_agent(name, {"model": "scripted/chat", "instructions": "Help, briefly."})
-        second = await chamvi.send_message(name, "and how long?", conversation=first.conversation)
-        after = await chamvi.wait_turn(second)
-        await chamvi.remove_agent(name)
-        third = await chamvi.send_message(name, "still there?", conversation=first.conversation)
-        gone = await chamvi.wait_turn(third)
+        await chamvi.agents.put(name, {"model": "scripted/chat", "instructions": "Help."})
+        first = await chamvi.conversations.send(name, "Can I get a refund?")
+        before = await chamvi.conversations.wait_turn(first)
+        await chamvi.agents.put(name, {"model": "scripted/chat", "instructions": "Help, briefly."})
+        second = await chamvi.conversations.send(name, "and how long?", conversation=first.conversation)
+        after = await chamvi.conversations.wait_turn(second)
+        await chamvi.agents.remove(name)
+        third = await chamvi.conversations.send(name, "still there?", conversation=first.conversation)
+        gone = await chamvi.conversations.wait_turn(third)
         with pytest.raises(AgentNotFoundError, match="was removed"):
-            await chamvi.send_message(name, "hello", conversation="a-new-one")
+            await chamvi.conversations.send(name, "hello", conversation="a-new-one")
     assert (before.status, before.agent_revision) == (RunStatus.COMPLETED, 1)
     assert (after.output, after.agent_revision) == ("re: and how long? | earlier: ['Can I get a refund?']", 2)
     assert after.conversation is not None and after.conversation.turn == 1

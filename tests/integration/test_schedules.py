@@ -32,7 +32,7 @@ def digest_app(agent: str) -> App:
 
 async def _delete_quietly(chamvi: ChamviClient, schedule_id: str) -> None:
     with contextlib.suppress(ScheduleNotFoundError):
-        await chamvi.delete_schedule(schedule_id)
+        await chamvi.schedules.delete(schedule_id)
 
 
 async def test_a_schedule_fires_on_the_dev_server_and_starts_an_ordinary_run(
@@ -40,7 +40,7 @@ async def test_a_schedule_fires_on_the_dev_server_and_starts_an_ordinary_run(
 ) -> None:
     agent, schedule_id = unique("digest"), unique("every-second")
     async with running_worker(digest_app(agent)):
-        await chamvi.create_schedule(agent, every="1s", id=schedule_id, payload={"topic": "news"})
+        await chamvi.schedules.create(agent, every="1s", id=schedule_id, payload={"topic": "news"})
         try:
 
             async def a_run() -> str | None:
@@ -50,7 +50,7 @@ async def test_a_schedule_fires_on_the_dev_server_and_starts_an_ordinary_run(
             run_id = await eventually(a_run, f"a run of schedule {schedule_id}")
             view = await chamvi.wait(run_id)
         finally:
-            await chamvi.delete_schedule(schedule_id)
+            await chamvi.schedules.delete(schedule_id)
     assert view.status == RunStatus.COMPLETED
     assert view.output == "today: nothing new"
     assert view.trigger.trigger == SCHEDULE_TRIGGER
@@ -76,7 +76,7 @@ async def test_with_overlap_skip_no_fire_starts_a_run_while_the_last_one_goes_on
     )
     handle = client.get_schedule_handle(SCHEDULE_ID_PREFIX + schedule_id)
     async with running_worker(app):
-        await chamvi.create_schedule(agent, every="1s", id=schedule_id, overlap="skip")
+        await chamvi.schedules.create(agent, every="1s", id=schedule_id, overlap="skip")
         try:
 
             async def skipped() -> int | None:
@@ -89,7 +89,7 @@ async def test_with_overlap_skip_no_fire_starts_a_run_while_the_last_one_goes_on
             for run in runs:
                 await chamvi.cancel(run.run_id)
         finally:
-            await chamvi.delete_schedule(schedule_id)
+            await chamvi.schedules.delete(schedule_id)
     assert len(runs) == 1
     assert (await chamvi.get_run(runs[0].run_id)).status in (RunStatus.WAITING, RunStatus.CANCELLED)
 
@@ -122,7 +122,7 @@ async def test_a_fire_repeated_over_the_same_time_starts_one_run(
         ]
 
     async with running_worker(digest_app(agent)):
-        await chamvi.create_schedule(agent, cron="0 0 1 1 *", id=schedule_id)
+        await chamvi.schedules.create(agent, cron="0 0 1 1 *", id=schedule_id)
         handle = client.get_schedule_handle(SCHEDULE_ID_PREFIX + schedule_id)
         try:
             await handle.backfill(window)
@@ -130,7 +130,7 @@ async def test_a_fire_repeated_over_the_same_time_starts_one_run(
             await handle.backfill(window)  # the same fire time again
             results = await eventually(lambda: fires(2), "the repeated fire")
         finally:
-            await chamvi.delete_schedule(schedule_id)
+            await chamvi.schedules.delete(schedule_id)
         runs = await chamvi.list_runs(agent=agent)
     assert sorted(r.created for r in results) == [False, True]
     assert len({r.run_id for r in results}) == 1
@@ -143,7 +143,7 @@ async def test_a_schedule_of_an_agent_the_workers_lack_fails_its_fire_without_re
 ) -> None:
     schedule_id = unique("nobody")
     async with running_worker(digest_app(unique("digest"))):
-        await chamvi.create_schedule("no-such-agent", cron="0 0 1 1 *", id=schedule_id)
+        await chamvi.schedules.create("no-such-agent", cron="0 0 1 1 *", id=schedule_id)
         try:
             await client.get_schedule_handle(SCHEDULE_ID_PREFIX + schedule_id).trigger()
 
@@ -157,25 +157,25 @@ async def test_a_schedule_of_an_agent_the_workers_lack_fails_its_fire_without_re
 
             await eventually(failed, "the fire failing")
         finally:
-            await chamvi.delete_schedule(schedule_id)
+            await chamvi.schedules.delete(schedule_id)
 
 
 async def test_creating_a_schedule_whose_id_exists_is_a_conflict(chamvi: ChamviClient) -> None:
     schedule_id = unique("twice")
-    await chamvi.create_schedule("digest", cron="@daily", id=schedule_id)
+    await chamvi.schedules.create("digest", cron="@daily", id=schedule_id)
     try:
         with pytest.raises(ConflictError, match=f"schedule '{schedule_id}' exists"):
-            await chamvi.create_schedule("digest", every="1h", id=schedule_id)
+            await chamvi.schedules.create("digest", every="1h", id=schedule_id)
     finally:
-        await chamvi.delete_schedule(schedule_id)
+        await chamvi.schedules.delete(schedule_id)
 
 
 async def test_pausing_unpausing_and_deleting_an_unknown_schedule_name_it(chamvi: ChamviClient) -> None:
     for operation in (
-        chamvi.pause_schedule,
-        chamvi.unpause_schedule,
-        chamvi.delete_schedule,
-        chamvi.get_schedule,
+        chamvi.schedules.pause,
+        chamvi.schedules.unpause,
+        chamvi.schedules.delete,
+        chamvi.schedules.get,
     ):
         with pytest.raises(ScheduleNotFoundError, match="no schedule 'never-made'"):
             await operation("never-made")
@@ -193,28 +193,28 @@ async def test_code_declared_schedules_are_created_on_worker_start_updated_when_
 
     first = digest_app(agent)
     first.schedule(agent, cron="0 8 * * *", id=declared)
-    await chamvi.create_schedule(agent, every="1h", id=kept)
+    await chamvi.schedules.create(agent, every="1h", id=kept)
     try:
         await start_worker(first)
-        created = await chamvi.get_schedule(declared)
-        await chamvi.pause_schedule(declared, note="holiday")
+        created = await chamvi.schedules.get(declared)
+        await chamvi.schedules.pause(declared, note="holiday")
 
         changed = digest_app(agent)
         changed.schedule(
             agent, cron="30 9 * * 1-5", id=declared, payload={"team": "ops"}, timezone="Europe/Madrid"
         )
         await start_worker(changed)
-        updated = await chamvi.get_schedule(declared)
+        updated = await chamvi.schedules.get(declared)
 
         async def listed() -> list[str] | None:
-            ids = [s.id for s in await chamvi.list_schedules()]
+            ids = [s.id for s in await chamvi.schedules.list()]
             return ids if declared in ids and kept in ids else None
 
         await eventually(listed, "both schedules listed")
         await start_worker(digest_app(agent))  # the code no longer declares it
         with pytest.raises(ScheduleNotFoundError):
-            await chamvi.get_schedule(declared)
-        survivor = await chamvi.get_schedule(kept)
+            await chamvi.schedules.get(declared)
+        survivor = await chamvi.schedules.get(kept)
     finally:
         await _delete_quietly(chamvi, declared)
         await _delete_quietly(chamvi, kept)
@@ -248,7 +248,7 @@ async def test_the_example_daily_digest_is_declared_and_its_fire_posts_one_diges
     plugin = ChamviPlugin(app, index=memory_index(), start_collections=False)
     async with build_worker(client, plugin, task_queue=task_queue):
         await plugin.schedules_started()
-        declared = await chamvi.get_schedule("daily-digest")
+        declared = await chamvi.schedules.get("daily-digest")
         await client.get_schedule_handle(SCHEDULE_ID_PREFIX + "daily-digest").trigger()
 
         async def a_digest() -> str | None:

@@ -45,7 +45,7 @@ async def agent(client: Client, task_queue: str) -> AsyncIterator[str]:
 
 
 async def _listed(chamvi: ChamviClient, schedule_id: str) -> bool | None:
-    return True if schedule_id in [s.id for s in await chamvi.list_schedules()] else None
+    return True if schedule_id in [s.id for s in await chamvi.schedules.list()] else None
 
 
 async def test_the_cli_creates_lists_pauses_unpauses_and_deletes_a_schedule(
@@ -73,12 +73,12 @@ async def test_the_cli_creates_lists_pauses_unpauses_and_deletes_a_schedule(
     assert "state     paused (holiday)" in shown.stdout
     unpaused = await chamvi_cli("schedules", "unpause", schedule_id)
     assert (unpaused.exit_code, unpaused.stdout.strip()) == (0, f"unpaused schedule {schedule_id}")
-    assert not (await chamvi.get_schedule(schedule_id)).paused
+    assert not (await chamvi.schedules.get(schedule_id)).paused
 
     deleted = await chamvi_cli("schedules", "delete", schedule_id)
     assert (deleted.exit_code, deleted.stdout.strip()) == (0, f"deleted schedule {schedule_id}")
     with pytest.raises(ScheduleNotFoundError):
-        await chamvi.get_schedule(schedule_id)
+        await chamvi.schedules.get(schedule_id)
 
 
 async def test_the_cli_names_bad_schedule_input(chamvi_cli, agent: str) -> None:

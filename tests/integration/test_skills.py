@@ -89,7 +89,7 @@ async def test_a_model_loads_a_skill_and_follows_it_and_the_catalog_names_exactl
     async with build_worker(client, app, task_queue=task_queue):
         run_id = (await chamvi.dispatch("support")).run_id
         await until_status(chamvi, run_id, RunStatus.WAITING)
-        await chamvi.approve(run_id, approved=True)
+        await chamvi.approvals.approve(run_id, approved=True)
         run = await chamvi.wait(run_id)
         greeting = await chamvi.wait((await chamvi.dispatch("greeter")).run_id)
         transcript = await client.get_workflow_handle(run_id).query(
@@ -137,15 +137,15 @@ async def test_a_run_waiting_for_an_approval_across_a_deploy_that_changed_a_skil
     async with build_worker(
         client, local_plugin(make_app(folder, model), artifacts=artifacts), task_queue=task_queue
     ):
-        await chamvi.approve(run_id, approved=True)
+        await chamvi.approvals.approve(run_id, approved=True)
         await until_status(chamvi, run_id, RunStatus.WAITING)  # the second refund, as its skill says
-        await chamvi.approve(run_id, approved=True)
+        await chamvi.approvals.approve(run_id, approved=True)
         run = await chamvi.wait(run_id)
         later = (await chamvi.dispatch("support")).run_id
         await until_status(chamvi, later, RunStatus.WAITING)
-        await chamvi.approve(later, approved=True)
+        await chamvi.approvals.approve(later, approved=True)
         await until_status(chamvi, later, RunStatus.WAITING)
-        await chamvi.approve(later, approved=True)
+        await chamvi.approvals.approve(later, approved=True)
         await chamvi.wait(later)
     assert run.status == RunStatus.COMPLETED
     assert refunds == [("A-1", 1.0), ("A-1", 10.0), ("A-1", 1.0), ("A-1", 99.0)]
@@ -171,7 +171,7 @@ async def test_the_support_example_loads_its_refund_procedure_before_it_refunds(
     async with running_worker(support_app):
         run_id = (await chamvi.dispatch("support", payload)).run_id
         await until_status(chamvi, run_id, RunStatus.WAITING)
-        await chamvi.approve(run_id, approved=True)
+        await chamvi.approvals.approve(run_id, approved=True)
         run = await chamvi.wait(run_id)
         searched = await chamvi.wait((await chamvi.dispatch("support", {"query": "shipping"})).run_id)
     tools = [s.tool for s in run.steps if s.kind == "tool"]
@@ -190,7 +190,7 @@ async def test_a_runtime_agent_loads_one_of_the_apps_default_skills_in_its_run(
     app = make_app(write_procedure(tmp_path / "skills", "1"), ScriptedModel([reply("x")]))
     app.models.register("scripted/runtime", model)
     async with build_worker(client, app, task_queue=task_queue):
-        await chamvi.put_agent("triage", {"model": "scripted/runtime", "instructions": "Triage."})
+        await chamvi.agents.put("triage", {"model": "scripted/runtime", "instructions": "Triage."})
         run = await chamvi.wait((await chamvi.dispatch("triage")).run_id)
     assert run.status == RunStatus.COMPLETED
     assert catalog_names(model.requests[0]) == ["tone"]  # the App's defaults, not support's own

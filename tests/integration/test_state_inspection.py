@@ -89,7 +89,7 @@ async def test_state_list_prints_a_collection_newest_first_and_the_agent_overvie
 async def test_state_list_without_a_worker_says_so_in_one_line(client: Client, task_queue: str) -> None:
     chamvi = ChamviClient(client, task_queue=task_queue)
     with pytest.raises(UnavailableError, match=f"no worker answered on task queue {task_queue!r}"):
-        await chamvi.state_list("keeper", timeout=timedelta(seconds=1))
+        await chamvi.state.list("keeper", timeout=timedelta(seconds=1))
 
 
 async def test_the_state_routes_need_state_read_and_page_a_collection(

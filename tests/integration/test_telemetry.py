@@ -348,7 +348,7 @@ async def test_the_worker_serves_temporal_and_chamvi_metrics_on_its_prometheus_e
         page = await metrics_page(settings)
         assert samples(page, "chamvi_runs_entered", agent=agent, status="waiting") == [1]
         assert samples(page, "chamvi_runs_left", agent=agent, status="waiting") == []
-        await chamvi.approve(run_id, approved=True)
+        await chamvi.approvals.approve(run_id, approved=True)
         await chamvi.wait(run_id)
 
         async def settled() -> str | None:
@@ -587,7 +587,7 @@ async def test_a_run_that_outlives_its_worker_is_still_one_trace(
         await until_status(chamvi, run_id, RunStatus.WAITING)
     # a new worker replays the run from its history, then runs the rest
     async with build_worker(traced_client, make_app(agent), task_queue=task_queue):
-        await chamvi.approve(run_id, approved=True)
+        await chamvi.approvals.approve(run_id, approved=True)
         run = await chamvi.wait(run_id)
     assert run.status == RunStatus.COMPLETED, run.error
 

@@ -63,7 +63,7 @@ async def test_a_runs_page_shows_who_started_it_and_its_status_and_the_question_
         await until_status(chamvi, run_id, RunStatus.WAITING)
         description = await client.get_workflow_handle(run_id).describe()
         waiting = await current_details(client, run_id)
-        await chamvi.approve(run_id, approved=False, reason="already refunded")
+        await chamvi.approvals.approve(run_id, approved=False, reason="already refunded")
         await chamvi.wait(run_id)
         settled = await current_details(client, run_id)
         timers = await timer_summaries(client, run_id)

@@ -415,7 +415,7 @@ async def test_a_tainted_runs_emit_to_another_address_waits_for_approval_and_the
     assert "chamvi approve" in notices[0]["body"]
     # generic: neither the text nor the address the model chose
     assert "someone-else" not in json.dumps(notices[0]) and "FYI" not in json.dumps(notices[0])
-    await stack.chamvi.approve(run_id)
+    await stack.chamvi.approvals.approve(run_id)
     run = await stack.chamvi.wait(run_id)
     assert run.status == RunStatus.COMPLETED
     sent = stack.receiver.accepted()

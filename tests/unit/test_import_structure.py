@@ -53,13 +53,6 @@ DOMAIN_PACKAGES = (
 )
 
 
-# Issue 35 item 3 splits the client: the approval calls move into chamvi.client, token cryptography
-# alone stays in chamvi.approval_tokens, and chamvi.conversations.client stops importing chamvi.client
-# back. Until that lands, a circle within these modules is known; once none is left, the test below
-# asks for this exception to be removed.
-KNOWN_CIRCLE = frozenset({"chamvi.client", "chamvi.approval_tokens", "chamvi.conversations.client"})
-
-
 def _modules() -> dict[str, Path]:
     found: dict[str, Path] = {}
     for package, folder in PACKAGES.items():
@@ -185,11 +178,8 @@ def test_the_import_graph_is_read_whole() -> None:
 def test_no_module_of_chamvi_imports_itself_back_through_others() -> None:
     graph = _graph()
     found = _circles(graph)
-    circles = [_describe(component, graph) for component in found if not set(component) <= KNOWN_CIRCLE]
+    circles = [_describe(component, graph) for component in found]
     assert not circles, "import circles (type-only and function-local imports count):\n" + "\n".join(circles)
-    assert any(set(component) <= KNOWN_CIRCLE for component in found), (
-        "the circle of issue 35 item 3 is gone: remove KNOWN_CIRCLE from this test"
-    )
 
 
 def test_no_module_of_chamvi_imports_a_name_through_an_old_path_alias() -> None:
