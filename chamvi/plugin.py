@@ -136,10 +136,11 @@ class ChamviPlugin(SimplePlugin):
 
     The lifecycle, around each worker's run: open the knowledge index (unless given) and check it
     against the app before the worker polls (with ``runtime_tunings``, the first worker of the
-    process then freezes the heap its imports built, out of the garbage collector's walks); start the app's collections and their
-    resync schedules, and create or update the app's agent schedules, in the background once it
-    runs; start the app's channels that receive on their own (``start(ctx)``) once it polls; when
-    its run ends, stop those channels first, then close the index it opened.
+    process then freezes the heap its imports built, out of the garbage collector's walks); start
+    the app's collections and their resync schedules, and create or update the app's agent
+    schedules, in the background once it runs; start the app's channels that receive on their own
+    (``start(ctx)``) once it polls; when its run ends, stop those channels first, then close the
+    index it opened.
 
     What the worker holds while it serves the app (stores, provided values, event hub, run slots,
     the tool sets factories built) is the plugin's :attr:`runtime`, never written into the ``App``:

@@ -11,11 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from chamvi import App, ChamviPlugin
-from chamvi.lifecycle import memory_index
 from chamvi.workflows import WORKFLOWS
 from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
+
+from chamvi import App, ChamviPlugin
+from chamvi.lifecycle import memory_index
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
 
