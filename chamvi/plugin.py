@@ -46,7 +46,7 @@ from chamvi.state import StateStore
 from chamvi.state.views import StateViews
 from chamvi.telemetry import ChamviTelemetry
 
-log = logging.getLogger("chamvi.channels")
+log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "chamvi.ChamviPlugin"
 

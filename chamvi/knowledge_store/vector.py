@@ -52,7 +52,7 @@ from chamvi.starters import request_sync
 if TYPE_CHECKING:
     from chamvi.app import App
 
-log = logging.getLogger("chamvi.knowledge_store")
+log = logging.getLogger(__name__)
 
 _SNIPPET_CHARS = 160
 
