@@ -38,7 +38,7 @@ from chamvi.recall import (
     turn_stat,
 )
 
-log = logging.getLogger("chamvi.conversations")
+log = logging.getLogger(__name__)
 
 SUMMARIZER_INSTRUCTIONS = (
     "You keep the running summary of a conversation between people and an assistant. Given the "

@@ -33,7 +33,7 @@ from chamvi.models.knowledge import (
 from chamvi.retry import PASS_HEARTBEAT_INTERVAL, backoff
 from chamvi.starters import request_sync
 
-log = logging.getLogger("chamvi.knowledge")
+log = logging.getLogger(__name__)
 
 
 class KnowledgeActivities:

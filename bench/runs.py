@@ -564,8 +564,8 @@ async def bench_tracing(plan: Plan, client: Client, app: App) -> None:
         provider.add_span_processor(counter)
         trace.set_tracer_provider(provider)
         async with (
-            build_worker(client, app, task_queue=plain.task_queue),
-            build_worker(traced, app, task_queue=tracing.task_queue),
+            build_worker(client, app, task_queue=plain.task_queue, runtime_tunings=True),
+            build_worker(traced, app, task_queue=tracing.task_queue, runtime_tunings=True),
         ):
             sides: dict[bool, list[Measured]] = {False: [], True: []}
             spans = 0
@@ -621,7 +621,7 @@ async def main(plan: Plan, quick: bool) -> None:
         bare_queue = f"bench-bare-{suffix}"
         app = build_app(plan)
         async with (
-            build_worker(client, app, task_queue=chamvi.task_queue),
+            build_worker(client, app, task_queue=chamvi.task_queue, runtime_tunings=True),
             Worker(client, task_queue=bare_queue, workflows=[BareChainWorkflow], activities=[noop]),
         ):
             await bench_latency(plan, client, chamvi, bare_queue)

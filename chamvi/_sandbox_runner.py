@@ -18,7 +18,6 @@ from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.converter import DataConverter, SerializationContext, StorageDriverStoreContext
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
-from temporalio.worker._command_aware_visitor import CommandInfo
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from temporalio.workflow import Info
 
@@ -64,10 +63,12 @@ class _ContextFreeInstance(WorkflowInstance):
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
         return self._sandboxed.activate(act)
 
-    def get_serialization_context(self, command_info: CommandInfo | None) -> SerializationContext | None:
+    # ``command_info`` is typed ``object``: temporalio's own annotation is a class of a private module
+    # (``temporalio.worker._command_aware_visitor``), and neither method reads it
+    def get_serialization_context(self, command_info: object) -> SerializationContext | None:
         return None
 
-    def get_external_store_context(self, command_info: CommandInfo | None) -> StorageDriverStoreContext:
+    def get_external_store_context(self, command_info: object) -> StorageDriverStoreContext:
         return StorageDriverStoreContext(target=None)
 
     def get_info(self) -> Info:

@@ -26,7 +26,7 @@ from temporalio.worker import (
 
 from chamvi.errors import ChamviError, ChamviValidationError
 
-log = logging.getLogger("chamvi.activities")
+log = logging.getLogger(__name__)
 
 
 def as_failure(error: ChamviError) -> ApplicationError:

@@ -35,6 +35,7 @@ from chamvi.models import AgentSpec, Message
 from chamvi.permissions import PolicyRun
 from chamvi.run_context import Approvals, EffectLedger, RunContext
 from chamvi.run_events import EventHub
+from chamvi.run_history import history_events
 from chamvi.run_slots import DEFAULT_MAX_RUNS, RunSlots
 from chamvi.runtime_agents import RuntimeAgents
 from chamvi.skills.library import SkillLibrary
@@ -117,7 +118,7 @@ class AppRuntime:
         """The agents this worker serves: the App's, and those defined at runtime (their revisions)."""
         self.provided = Provided(parent=app.provided)
         """What tools inject: chamvi's own keys for this worker, over the App's values."""
-        self.events = EventHub(app.listeners, app.errors)
+        self.events = EventHub(app.listeners, app.errors, history=history_events)
         """This worker's run events: the App's listeners (their failures to the App's ``on_error``),
         and the streams that follow runs here."""
         self.slots = RunSlots(max_runs)

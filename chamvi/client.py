@@ -96,7 +96,8 @@ from chamvi.models import (
 )
 from chamvi.names import checked_agent_name, validate_agent_name
 from chamvi.run_details import static_details, static_summary
-from chamvi.run_events import RunEvent, history_events
+from chamvi.run_events import RunEvent
+from chamvi.run_history import history_events
 from chamvi.schedules import Schedules
 from chamvi.starters import enqueue, request_sync
 

@@ -135,6 +135,9 @@ DEFAULT_MAX_STEPS = 20
 DEFAULT_TIMEOUT = timedelta(seconds=900)
 DEFAULT_APPROVAL_TIMEOUT = timedelta(hours=24)
 APPROVAL_TIMEOUT_MAX = timedelta(milliseconds=2_147_483_647)
+RUN_WAIT_TIMEOUT = timedelta(days=30)
+"""How long a workflow may wait for a run it started (a tool call's sub-run, a schedule's fire): that
+run may itself wait for people."""
 
 NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 NAME_MAX_LENGTH = 64

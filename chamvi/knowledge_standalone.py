@@ -49,7 +49,7 @@ from chamvi.on_error import ErrorHook, OnError
 from chamvi.retry import RetryPolicies, backoff
 from chamvi.settings import Settings
 
-log = logging.getLogger("chamvi.knowledge")
+log = logging.getLogger(__name__)
 
 
 @dataclass

@@ -47,7 +47,7 @@ from chamvi.vectors.client import ClientStore
 from chamvi.vectors.edge import EdgeStore
 from chamvi.vectors.migrate import is_local_mode_folder, migrate_local_folder
 
-log = logging.getLogger("chamvi.knowledge")
+log = logging.getLogger(__name__)
 
 
 # qdrant-client's local mode locks its folder; a second client raises RuntimeError with this text

@@ -44,7 +44,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from chamvi.mcp import McpServer
 
-log = logging.getLogger("chamvi.mcp")
+log = logging.getLogger(__name__)
 
 HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 """The SDK's own defaults: a server may hold a response stream open for as long as a tool runs

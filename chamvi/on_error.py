@@ -17,7 +17,7 @@ from typing import Any
 
 from chamvi.errors import BackgroundError, InvalidAppError
 
-log = logging.getLogger("chamvi")
+log = logging.getLogger(__name__)
 
 OnError = Callable[[BackgroundError, str | None], Any]
 """``on_error(error, run_id)``: a function or a coroutine function; ``run_id`` is None unless the error

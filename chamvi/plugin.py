@@ -20,7 +20,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
 from temporalio.converter import DataConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import Worker, WorkerConfig, WorkflowRunner
+from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi._sandbox_runner import without_payload_contexts
@@ -46,7 +46,7 @@ from chamvi.state import StateStore
 from chamvi.state.views import StateViews
 from chamvi.telemetry import ChamviTelemetry
 
-log = logging.getLogger("chamvi.channels")
+log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "chamvi.ChamviPlugin"
 
@@ -117,14 +117,13 @@ def _data_converter(existing: DataConverter | None) -> DataConverter:
     return dataclasses.replace(existing, payload_converter_class=PydanticPayloadConverter)
 
 
-def _workflow_runner(existing: WorkflowRunner | None) -> WorkflowRunner:
+def _workflow_runner(existing: WorkflowRunner | None, tunings: bool) -> WorkflowRunner:
     if existing is None:
         existing = SandboxedWorkflowRunner()
     if not isinstance(existing, SandboxedWorkflowRunner):
         return existing  # an unsandboxed runner the user chose
-    restrictions = existing.restrictions.with_passthrough_modules(
-        *SANDBOX_PASSTHROUGH, *RUN_MODULES_PASSTHROUGH
-    )
+    passthrough = (*SANDBOX_PASSTHROUGH, *(RUN_MODULES_PASSTHROUGH if tunings else ()))
+    restrictions = existing.restrictions.with_passthrough_modules(*passthrough)
     return dataclasses.replace(existing, restrictions=restrictions)
 
 
@@ -141,11 +140,12 @@ class ChamviPlugin(SimplePlugin):
     worker's lifecycle.
 
     The lifecycle, around each worker's run: open the knowledge index (unless given) and check it
-    against the app before the worker polls (the first worker of the process then freezes the heap
-    its imports built, out of the garbage collector's walks); start the app's collections and their
-    resync schedules, and create or update the app's agent schedules, in the background once it
-    runs; start the app's channels that receive on their own (``start(ctx)``) once it polls; when
-    its run ends, stop those channels first, then close the index it opened.
+    against the app before the worker polls (with ``runtime_tunings``, the first worker of the
+    process then freezes the heap its imports built, out of the garbage collector's walks); start
+    the app's collections and their resync schedules, and create or update the app's agent
+    schedules, in the background once it runs; start the app's channels that receive on their own
+    (``start(ctx)``) once it polls; when its run ends, stop those channels first, then close the
+    index it opened.
 
     What the worker holds while it serves the app (stores, provided values, event hub, run slots,
     the tool sets factories built) is the plugin's :attr:`runtime`, never written into the ``App``:
@@ -180,6 +180,15 @@ class ChamviPlugin(SimplePlugin):
         agent_revisions: where the revisions of agents defined at runtime live
             (``chamvi.agent_revisions``); by default the artifact store's object store, which the
             HTTP API and every other worker share.
+        runtime_tunings: three tunings of a worker's CPU, each measured in ``bench/runs.py``, none
+            changing a command a workflow issues (the replay tests run every saved history with
+            them on and off): ``AgentRun``'s own modules pass through the sandbox
+            (:data:`RUN_MODULES_PASSTHROUGH`), the sandbox answers the payload contexts outside
+            itself when no codec or external storage reads them (``chamvi._sandbox_runner``), and
+            the first worker of the process freezes the heap its imports built (``gc.freeze()``).
+            Off by default: freezing the heap is a choice of the whole process, which a library
+            leaves to the application; ``chamvi worker`` and ``chamvi dev``, processes chamvi owns,
+            turn them on.
     """
 
     def __init__(
@@ -196,8 +205,11 @@ class ChamviPlugin(SimplePlugin):
         max_runs: int | None = None,
         approval_tokens: ApprovalTokens | None = None,
         agent_revisions: AgentRevisionStore | None = None,
+        runtime_tunings: bool = False,
     ) -> None:
         self.app = app
+        self.runtime_tunings = runtime_tunings
+        """Whether this plugin's workers run with the three runtime tunings (see the class)."""
         if max_runs is None:
             max_runs = settings.max_runs if settings is not None else DEFAULT_MAX_RUNS
         self.runtime = AppRuntime(
@@ -234,7 +246,7 @@ class ChamviPlugin(SimplePlugin):
             data_converter=_data_converter,
             activities=self._with_activities,
             workflows=self._with_workflows,
-            workflow_runner=_workflow_runner,
+            workflow_runner=lambda existing: _workflow_runner(existing, runtime_tunings),
             interceptors=[
                 ActivityErrors(),
                 ChamviTelemetry(
@@ -357,22 +369,32 @@ class ChamviPlugin(SimplePlugin):
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """Adds chamvi to the worker, and lets heartbeats carry cancellation within seconds.
 
-        Its sandbox answers the payload contexts outside the sandbox when the worker's converter has
-        no codec and no external storage to read them (``chamvi._sandbox_runner``).
+        With ``runtime_tunings``, its sandbox answers the payload contexts outside the sandbox when
+        the worker's converter has no codec and no external storage to read them
+        (``chamvi._sandbox_runner``).
         """
         config = super().configure_worker(config)
         runner, client = config.get("workflow_runner"), config.get("client")
-        if runner is not None and client is not None:
+        if self.runtime_tunings and runner is not None and client is not None:
             config["workflow_runner"] = without_payload_contexts(runner, client.data_converter)
         throttle = config.get("max_heartbeat_throttle_interval") or HEARTBEAT_THROTTLE
         config["max_heartbeat_throttle_interval"] = min(throttle, HEARTBEAT_THROTTLE)
+        return config
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        """Adds chamvi to a replayer, with the sandbox a worker of this plugin would run."""
+        config = super().configure_replayer(config)
+        runner, converter = config.get("workflow_runner"), config.get("data_converter")
+        if self.runtime_tunings and runner is not None and converter is not None:
+            config["workflow_runner"] = without_payload_contexts(runner, converter)
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Any]) -> None:
         """The lifecycle around one worker's run (see the class)."""
         try:
             await self.prepare()
-            _freeze_heap()
+            if self.runtime_tunings:
+                _freeze_heap()
             task_queue = worker.config(active_config=True)["task_queue"]
             if self._start_collections:
                 self._booted.clear()

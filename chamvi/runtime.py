@@ -47,12 +47,14 @@ def local_plugin(
     artifacts: ArtifactStore | None = None,
     max_runs: int | None = None,
     approval_tokens: ApprovalTokens | None = None,
+    runtime_tunings: bool = False,
 ) -> ChamviPlugin:
     """A plugin for tests and benchmarks, with nothing started in the background.
 
     Its index is ``index`` or an in-memory one, its artifact store ``artifacts`` or an in-memory one,
     and collections pass when asked; ``max_runs`` is the plugin's (4 by default); approval requests
-    carry tokens only with ``approval_tokens``. Build one to reach what its worker holds
+    carry tokens only with ``approval_tokens``; ``runtime_tunings`` as the plugin's (off by default, on in
+    the benchmarks, which measure what ``chamvi worker`` runs). Build one to reach what its worker holds
     (``plugin.runtime.events`` for an API beside it), and hand it to :func:`build_worker`.
     """
     return ChamviPlugin(
@@ -62,6 +64,7 @@ def local_plugin(
         artifacts=artifacts or ArtifactStore.memory(),
         max_runs=max_runs,
         approval_tokens=approval_tokens,
+        runtime_tunings=runtime_tunings,
     )
 
 
@@ -75,6 +78,7 @@ def build_worker(
     max_concurrent_activities: int | None = None,
     artifacts: ArtifactStore | None = None,
     max_runs: int | None = None,
+    runtime_tunings: bool = False,
 ) -> Worker:
     """A worker serving chamvi through :class:`ChamviPlugin`: the one way chamvi starts a worker.
 
@@ -83,13 +87,15 @@ def build_worker(
     has its index and lifecycle (``chamvi worker``, ``chamvi dev``). Given an app, as tests and
     benchmarks do, the index is ``index`` or an in-memory one, the artifact store ``artifacts`` or an
     in-memory one, and nothing starts in the background: collections pass when asked
-    (:func:`local_plugin`); ``max_runs`` is the plugin's (the most runs executing at once, 4 by
-    default).
+    (:func:`local_plugin`); ``max_runs`` and ``runtime_tunings`` are the plugin's (the most runs
+    executing at once, 4 by default; the runtime tunings, off by default).
     """
     plugin = (
         app
         if isinstance(app, ChamviPlugin)
-        else local_plugin(app, index=index, artifacts=artifacts, max_runs=max_runs)
+        else local_plugin(
+            app, index=index, artifacts=artifacts, max_runs=max_runs, runtime_tunings=runtime_tunings
+        )
     )
     return Worker(
         client,

@@ -56,7 +56,7 @@ from chamvi.errors import (
 from chamvi.models import Invoker, Overlap, RunInput, ScheduledDispatch, ScheduledRunInput, ScheduleView
 from chamvi.on_error import ErrorHook
 
-log = logging.getLogger("chamvi.schedules")
+log = logging.getLogger(__name__)
 
 OVERLAPS: tuple[str, ...] = get_args(Overlap)
 _OVERLAP_POLICY = {

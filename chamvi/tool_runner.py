@@ -71,7 +71,7 @@ from chamvi.tools import Predicate, Tool, ToolContext, approve
 if TYPE_CHECKING:
     from chamvi.state.access import AgentStateAccess
 
-log = logging.getLogger("chamvi.channels")
+log = logging.getLogger(__name__)
 
 
 class RunAccess(Protocol):

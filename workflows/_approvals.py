@@ -7,7 +7,6 @@ point, waits for the answer with the request's timeout (a timer) and records the
 
 from __future__ import annotations
 
-import builtins
 import json
 from collections.abc import Callable
 from datetime import timedelta
@@ -127,7 +126,7 @@ class ApprovalWaits:
                 timeout_summary=approval_summary(approval_id, request.title),
             )
             decision = self.answer or ApprovalDecision(approved=False)
-        except builtins.TimeoutError:
+        except TimeoutError:
             decision = ApprovalDecision(approved=False, reason="approval timed out")
         steps.append(
             StepView(

@@ -7,7 +7,6 @@ app's code (tools, models, channels) runs in activities.
 from __future__ import annotations
 
 import asyncio
-import builtins
 import json
 from datetime import timedelta
 from typing import Any
@@ -52,8 +51,6 @@ with workflow.unsafe.imports_passed_through():
         non_retryable,
     )
 
-RUN_WAIT_TIMEOUT = timedelta(days=30)
-"""How long a tool call may wait for a run it started (that run may itself wait for people)."""
 LOCAL_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=non_retryable(AGENT_LOOKUP_FAILURES))
 
 
@@ -253,7 +250,7 @@ class AgentRunWorkflow(ModelCalls, ToolCalls):
                         timeout=timedelta(seconds=spec.budget.timeout_seconds),
                         timeout_summary="run timeout",
                     )
-                except builtins.TimeoutError:
+                except TimeoutError:
                     await _cancel(loop)
                     raise RunFailed.of(
                         RunTimeoutError(
@@ -322,7 +319,7 @@ class AgentRunWorkflow(ModelCalls, ToolCalls):
             c.ACTIVITY_WAIT_FOR_RUN,
             request,
             RunView,
-            start_to_close=RUN_WAIT_TIMEOUT,
+            start_to_close=c.RUN_WAIT_TIMEOUT,
             heartbeat=timedelta(seconds=spec.tool_heartbeat_seconds),
             retry_policy=self._retry_policy(spec, call.name),
             summary=f"step {step}: {call.name} waits for {request.run_id}",

@@ -26,7 +26,6 @@ with workflow.unsafe.imports_passed_through():
     from chamvi.retry import non_retryable
 
 DISPATCH_TIMEOUT = timedelta(seconds=30)
-RUN_WAIT_TIMEOUT = timedelta(days=30)
 RUN_WAIT_HEARTBEAT = timedelta(seconds=30)
 
 
@@ -61,7 +60,7 @@ class ScheduledRunWorkflow:
             c.ACTIVITY_WAIT_FOR_RUN,
             RunWaitRequest(run_id=dispatched.run_id, key=f"schedule:{request.schedule_id}"),
             result_type=RunView,
-            start_to_close_timeout=RUN_WAIT_TIMEOUT,
+            start_to_close_timeout=c.RUN_WAIT_TIMEOUT,
             heartbeat_timeout=RUN_WAIT_HEARTBEAT,
             summary=f"wait for {dispatched.run_id}",
         )

@@ -124,7 +124,7 @@ async def serve_worker(
     """``chamvi worker``: a worker for ``app`` until SIGINT/SIGTERM; the index is checked before it polls."""
     stop = asyncio.Event()
     with stop_on_signals(stop):
-        plugin = ChamviPlugin(app, settings=settings)
+        plugin = ChamviPlugin(app, settings=settings, runtime_tunings=True)
         try:
             await plugin.prepare()
             client = await connect_or_fail(settings, serving=True)
@@ -196,7 +196,7 @@ async def serve_dev(
         api_socket = listen("127.0.0.1", api_port)
         # approval requests link to this API's approvals page unless CHAMVI_PUBLIC_URL says otherwise
         settings = replace(settings, public_url=settings.public_url or api_socket.url)
-        plugin = ChamviPlugin(app, settings=settings)
+        plugin = ChamviPlugin(app, settings=settings, runtime_tunings=True)
         try:
             tokens = dev_tokens(server.config.data, settings.tokens)
             await plugin.prepare()

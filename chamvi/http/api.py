@@ -43,7 +43,7 @@ from chamvi.state import StateStore
 from chamvi.state.views import StateViews
 from chamvi.webhooks import WebhookChannel
 
-log = logging.getLogger("chamvi.http")
+log = logging.getLogger(__name__)
 
 _BEARER = HTTPBearer(
     auto_error=False,  # the middleware answers 401/403 before any route runs

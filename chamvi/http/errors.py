@@ -51,7 +51,7 @@ from chamvi.errors import (
 )
 from chamvi.http.schemas import ErrorBody
 
-log = logging.getLogger("chamvi.http")
+log = logging.getLogger(__name__)
 
 UNAUTHORIZED = "unauthorized"
 FORBIDDEN = "forbidden"

@@ -50,7 +50,7 @@ from chamvi.knowledge.sparse import SPARSE_ENCODER
 from chamvi.models.knowledge import CollectionMeta, CollectionStatus, DocumentEntry, PassStats
 from chamvi.retry import DEFAULT_EMBEDDING_RETRY, call_with_retry
 
-log = logging.getLogger("chamvi.knowledge")
+log = logging.getLogger(__name__)
 
 BATCH_SIZE = 64
 MAX_REASONS = 20

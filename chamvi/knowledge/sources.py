@@ -36,7 +36,7 @@ from chamvi.knowledge._pdf import (
 )
 from chamvi.knowledge.documents import Document, describe_id
 
-log = logging.getLogger("chamvi.knowledge")
+log = logging.getLogger(__name__)
 
 DEFAULT_EXTENSIONS: tuple[str, ...] = (".md", ".markdown", ".mdx", ".txt", PDF_SUFFIX)
 MAX_FILE_BYTES = 1_048_576

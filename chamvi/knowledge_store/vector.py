@@ -48,7 +48,7 @@ from chamvi.knowledge_store._types import (
 from chamvi.knowledge_store.protocol import KnowledgeStore
 from chamvi.starters import request_sync
 
-log = logging.getLogger("chamvi.knowledge_store")
+log = logging.getLogger(__name__)
 
 _SNIPPET_CHARS = 160
 

@@ -76,7 +76,7 @@ from chamvi.vectors._types import (
     cosine,
 )
 
-log = logging.getLogger("chamvi.vectors")
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 

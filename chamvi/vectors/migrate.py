@@ -26,7 +26,7 @@ from chamvi.vectors._types import SPARSE_VECTOR, Distance, FieldType, Point
 from chamvi.vectors.client import ClientStore
 from chamvi.vectors.edge import EdgeStore
 
-log = logging.getLogger("chamvi.vectors")
+log = logging.getLogger(__name__)
 
 MIGRATED_SUFFIX = ".migrated"
 _PAGE = 1_000

@@ -120,7 +120,7 @@ async def test_a_collection_moved_to_another_task_queue_as_the_readme_says_embed
 async def test_a_collection_whose_task_queue_workers_poll_stays_there_and_the_new_worker_says_how_to_move_it(
     client: Client, task_queue: str, tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="chamvi.knowledge")
+    caplog.set_level(logging.INFO, logger="chamvi.lifecycle")
     write_handbook(tmp_path)
     theirs, ours = new_store(), new_store()
     app = app_for(name, [folder(tmp_path)], CountingEmbedder())
@@ -135,7 +135,7 @@ async def test_a_collection_whose_task_queue_workers_poll_stays_there_and_the_ne
     warnings = [
         r.getMessage()
         for r in caplog.records
-        if r.name == "chamvi.knowledge" and r.levelno >= logging.WARNING
+        if r.name == "chamvi.lifecycle" and r.levelno >= logging.WARNING
     ]
     assert len(warnings) == 1, warnings
     warning = warnings[0]

@@ -1,4 +1,5 @@
-"""A worker's sandbox skips the payload contexts only when no codec or external storage could read them."""
+"""With the runtime tunings, a worker's sandbox skips the payload contexts only when no codec or external
+storage could read them; without them, it is temporalio's own."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import dataclasses
 import uuid
 from collections.abc import Sequence
 
+import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.converter import (
@@ -57,11 +59,14 @@ class Seeing(PayloadCodec, WithSerializationContext):
         return [Payload(metadata=p.metadata, data=p.data[::-1]) for p in payloads]
 
 
-async def test_without_a_codec_the_sandbox_answers_no_contexts_and_runs_complete(
-    chamvi: ChamviClient, client: Client, task_queue: str
+@pytest.mark.parametrize(
+    ("tunings", "runner"), [(True, ContextFreeSandboxedRunner), (False, SandboxedWorkflowRunner)]
+)
+async def test_without_a_codec_the_tuned_sandbox_answers_no_contexts_and_runs_complete(
+    chamvi: ChamviClient, client: Client, task_queue: str, tunings: bool, runner: type
 ) -> None:
-    worker = build_worker(client, adder_app(), task_queue=task_queue)
-    assert type(worker.config(active_config=True)["workflow_runner"]) is ContextFreeSandboxedRunner
+    worker = build_worker(client, adder_app(), task_queue=task_queue, runtime_tunings=tunings)
+    assert type(worker.config(active_config=True)["workflow_runner"]) is runner
     async with worker:
         run = await chamvi.wait((await chamvi.dispatch("adder", {"q": "2+3"})).run_id)
     assert run.status == RunStatus.COMPLETED, run.error
@@ -73,10 +78,11 @@ async def test_a_codec_gets_each_activitys_context_from_the_sandbox(client: Clie
     converter = dataclasses.replace(client.data_converter, payload_codec=Seeing(seen))
     coded = Client(client.service_client, namespace=client.namespace, data_converter=converter)
     chamvi = ChamviClient(coded, task_queue=f"test-{uuid.uuid4().hex[:12]}")
-    worker = build_worker(coded, adder_app(), task_queue=chamvi.task_queue)
+    worker = build_worker(coded, adder_app(), task_queue=chamvi.task_queue, runtime_tunings=True)
     assert type(worker.config(active_config=True)["workflow_runner"]) is SandboxedWorkflowRunner
     async with worker:
         run = await chamvi.wait((await chamvi.dispatch("adder", {"q": "2+3"})).run_id)
     assert run.status == RunStatus.COMPLETED, run.error
     assert run.output == "5"
     assert {ACTIVITY_CALL_MODEL, ACTIVITY_CALL_TOOL} <= seen
+

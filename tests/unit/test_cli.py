@@ -416,7 +416,7 @@ async def test_a_failing_knowledge_boot_is_logged_and_never_raises(caplog: pytes
             raise ConnectionError("qdrant went away")
 
     app = load_app("examples.support.app:app")
-    with caplog.at_level(logging.INFO, logger="chamvi.knowledge"):
+    with caplog.at_level(logging.INFO, logger="chamvi.lifecycle"):
         await boot_collections(None, app, BrokenStore(), "q")  # type: ignore[arg-type]
     assert [r.getMessage() for r in caplog.records] == [
         "knowledge error: starting the collections failed: ConnectionError: qdrant went away (the worker "

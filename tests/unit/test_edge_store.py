@@ -330,7 +330,7 @@ async def test_a_shard_cut_short_on_disk_is_named_with_how_to_rebuild_it_and_the
     assert f"in its shard {folder / 'shard-0'}" in message
     assert f"stop the worker, delete the folder {folder} and start the worker again" in message
     assert "`chamvi knowledge sync <collection>`" in message
-    assert [r.getMessage() for r in caplog.records if r.name == "chamvi.vectors"] == [message]
+    assert [r.getMessage() for r in caplog.records if r.name == "chamvi.vectors.edge"] == [message]
     await again.close()
 
 

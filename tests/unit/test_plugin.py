@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,7 +12,7 @@ import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.pydantic import PydanticPayloadConverter
 from temporalio.converter import DataConverter, PayloadCodec
-from temporalio.worker import UnsandboxedWorkflowRunner
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi import App, ChamviPlugin
@@ -45,7 +47,7 @@ def test_a_client_gets_pydantic_payloads_and_keeps_the_users_codec() -> None:
 
 
 def test_the_sandbox_passes_the_shared_kernel_through_and_an_unsandboxed_runner_stays() -> None:
-    configure = plugin().workflow_runner
+    configure = ChamviPlugin(App(agents=[]), index=memory_index(), runtime_tunings=True).workflow_runner
     assert callable(configure)
     runner = configure(None)
     assert isinstance(runner, SandboxedWorkflowRunner)
@@ -56,6 +58,49 @@ def test_the_sandbox_passes_the_shared_kernel_through_and_an_unsandboxed_runner_
     assert "chamvi" not in runner.restrictions.passthrough_modules
     unsandboxed = UnsandboxedWorkflowRunner()
     assert configure(unsandboxed) is unsandboxed
+
+
+@pytest.mark.parametrize("tunings", [False, True])
+def test_a_replayer_gets_the_sandbox_a_worker_of_the_plugin_runs(tunings: bool) -> None:
+    # the replay tests' "tunings on" replays through the tuned sandbox, not temporalio's own
+    chamvi = ChamviPlugin(App(agents=[]), index=memory_index(), runtime_tunings=tunings)
+    runner = Replayer(workflows=[], plugins=[chamvi]).config(active_config=True)["workflow_runner"]
+    assert isinstance(runner, SandboxedWorkflowRunner)
+    assert set(SANDBOX_PASSTHROUGH) <= set(runner.restrictions.passthrough_modules)
+    assert (type(runner) is ContextFreeSandboxedRunner) is tunings
+    assert set(RUN_MODULES_PASSTHROUGH).isdisjoint(runner.restrictions.passthrough_modules) is not tunings
+
+
+FIRST_WORKERS = """
+import asyncio, gc
+from chamvi import App, ChamviPlugin
+from chamvi.lifecycle import memory_index
+
+class Worker:  # what run_worker reads of a worker with nothing started in the background
+    def config(self, active_config):
+        return {"task_queue": "q"}
+
+async def next(worker):
+    pass
+
+async def main():
+    for tunings in ({}, {"runtime_tunings": True}):
+        plugin = ChamviPlugin(App(agents=[]), index=memory_index(), start_collections=False,
+                              start_schedules=False, start_channels=False, **tunings)
+        await plugin.run_worker(Worker(), next)
+        print(gc.get_freeze_count() > 0)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.timeout(300)
+def test_a_worker_freezes_the_heap_only_when_the_application_asks() -> None:
+    # a process of its own (a frozen heap stays frozen, and this one's is the test runner's): its
+    # first worker leaves the heap alone, the second, with the runtime tunings, freezes it
+    done = subprocess.run([sys.executable, "-c", FIRST_WORKERS], capture_output=True, text=True, timeout=280)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
 
 
 def test_the_cap_on_runs_at_once_comes_from_the_plugin_then_chamvi_max_runs_then_four() -> None:
@@ -69,7 +114,7 @@ def test_the_cap_on_runs_at_once_comes_from_the_plugin_then_chamvi_max_runs_then
 
 
 def test_only_temporalios_sandbox_without_a_codec_skips_the_payload_contexts() -> None:
-    configure = plugin().workflow_runner
+    configure = ChamviPlugin(App(agents=[]), index=memory_index(), runtime_tunings=True).workflow_runner
     assert callable(configure)
     sandboxed = configure(None)
     assert isinstance(sandboxed, SandboxedWorkflowRunner)
