@@ -28,7 +28,9 @@ def test_no_node_skips_the_tests_that_need_it_saying_so(monkeypatch: pytest.Monk
         npm.npm_bin("mcp-inspector")
 
 
-def test_an_installed_npm_tool_is_found_where_npm_ci_put_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_installed_npm_tool_is_found_where_npm_ci_put_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "node_modules" / ".bin").mkdir(parents=True)
     (tmp_path / "node_modules" / ".bin" / "mcp-inspector").touch()
     monkeypatch.setattr(npm, "NODE_TESTS", tmp_path)
