@@ -155,17 +155,23 @@ async def collection_state(client: Client, name: str) -> CollectionState:
     return await handle.query(QUERY_KNOWLEDGE_STATE, result_type=CollectionState)
 
 
+async def answered_state(client: Client, name: str) -> CollectionState | None:
+    """The collection's state, or None while no worker answers: its workflow is not up yet, or no worker
+    polls yet ("no poller seen for task queue recently" from a worker process still starting)."""
+    try:
+        return await collection_state(client, name)
+    except (RPCError, WorkflowQueryFailedError):
+        return None
+
+
 async def wait_for_passes(
     client: Client, name: str, passes: int, seconds: float = PATIENCE_SECONDS
 ) -> CollectionState:
     """Waits until ``passes`` passes of the collection ended (whatever their outcome)."""
 
     async def probe() -> CollectionState | None:
-        try:
-            state = await collection_state(client, name)
-        except (RPCError, WorkflowQueryFailedError):  # the collection's workflow is not up yet
-            return None
-        return state if state.passes >= passes and not state.running else None
+        state = await answered_state(client, name)
+        return state if state is not None and state.passes >= passes and not state.running else None
 
     return await eventually(probe, f"{passes} finished passes of {name!r}", seconds)
 

@@ -16,6 +16,15 @@ T = TypeVar("T")
 
 PATIENCE_SECONDS = 60.0
 
+SLOW_PATIENCE_SECONDS = 180.0
+"""The patience for what a loaded machine slows most: a fresh process starting to serve (Python importing
+chamvi, node loading an npm tool), a browser rendering, Temporal's background work (a deleted workflow
+leaving the list). Each can take well over a minute on 2 cores at load 10. A test that waits this long
+also needs ``SLOW_TEST_TIMEOUT``."""
+
+SLOW_TEST_TIMEOUT = 360
+"""pytest-timeout's bound (``@pytest.mark.timeout``) for a test that waits ``SLOW_PATIENCE_SECONDS``."""
+
 
 async def eventually(
     probe: Callable[[], Awaitable[T | None]], what: str, seconds: float = PATIENCE_SECONDS

@@ -25,11 +25,12 @@ from chamvi.providers import ModelRegistry, OpenAIProvider, ScriptedModel, call,
 from chamvi.runtime import build_worker, local_plugin
 from tests.integration.test_approval_tokens import SECRET as APPROVAL_SECRET
 from tests.integration.test_approval_tokens import make_app as console_app
-from tests.polling import until_status
+from tests.polling import SLOW_PATIENCE_SECONDS, SLOW_TEST_TIMEOUT, until_status
 from tests.support.http_api import bearer, make_tokens, runs_api, serving
 from tests.support.openai_server import OpenAIServer, Reasoning, stream, tool_call
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+NO_CHROMIUM = "Debian's chromium is not installed: `apt-get install chromium` (scripts/test does when it can)"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -39,10 +40,13 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-PATIENCE_MS = 60_000
+PATIENCE_MS = int(SLOW_PATIENCE_SECONDS * 1000)
 """How long the page may take to show what the run did (a bound on waiting, not a measured time)."""
 
-pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium package")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("chromium") is None, reason=NO_CHROMIUM),
+    pytest.mark.timeout(SLOW_TEST_TIMEOUT),  # each test waits on the browser several times
+]
 
 
 @tool

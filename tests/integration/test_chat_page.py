@@ -19,10 +19,14 @@ from chamvi.artifacts import ArtifactStore
 from chamvi.http import Token, create_api
 from chamvi.runtime import build_worker, local_plugin
 from tests.apps.chat import make_app
-from tests.integration.test_approvals_page import CHROMIUM, CHROMIUM_ARGS, PATIENCE_MS
+from tests.integration.test_approvals_page import CHROMIUM, CHROMIUM_ARGS, NO_CHROMIUM, PATIENCE_MS
+from tests.polling import SLOW_TEST_TIMEOUT
 from tests.support.http_api import bearer, make_tokens, serving
 
-pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium package")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("chromium") is None, reason=NO_CHROMIUM),
+    pytest.mark.timeout(SLOW_TEST_TIMEOUT),  # each test waits on the browser several times
+]
 
 
 @dataclass

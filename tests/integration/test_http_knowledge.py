@@ -149,11 +149,19 @@ def error_of(response: httpx.Response) -> tuple[int, str]:
 
 
 async def until_document(http: httpx.AsyncClient, name: str, document_id: str, status: str) -> dict[str, Any]:
+    """Waits until the document has ``status``; a ready one, until its collection is searchable too.
+
+    A new collection's first pass marks its documents ready before it ends, and the collection is
+    ``pending`` (unsearchable, never ``stale``) until it ends.
+    """
+
     async def probe() -> dict[str, Any] | None:
         response = await http.get(doc(name, document_id))
-        if response.status_code == 200 and response.json()["status"] == status:
-            return dict(response.json())
-        return None
+        if response.status_code != 200 or response.json()["status"] != status:
+            return None
+        if status == "ready" and (await http.get(f"/collections/{name}")).json()["status"] == "pending":
+            return None
+        return dict(response.json())
 
     return await eventually(probe, f"document {document_id!r} becoming {status}")
 

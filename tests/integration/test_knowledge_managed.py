@@ -18,7 +18,7 @@ from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
-from chamvi.models.knowledge import CollectionMeta, CollectionState, DocumentEntry
+from chamvi.models.knowledge import CollectionMeta, CollectionState, CollectionStatus, DocumentEntry
 from chamvi.starters import request_sync
 from tests.knowledge_helpers import (
     CountingEmbedder,
@@ -85,11 +85,17 @@ async def serving(managed: ManagedCollections, name: str, model: str) -> Collect
 async def wait_for_document(
     managed: ManagedCollections, name: str, document_id: str, status: str, content: str | None = None
 ) -> DocumentEntry:
-    """Waits until the document has ``status`` (and holds ``content``, when one is given)."""
+    """Waits until the document has ``status`` (and holds ``content``, when one is given).
+
+    A new collection's first pass marks its documents ready before it ends, and the collection is
+    ``pending`` (unsearchable, never ``stale``) until it ends: so a ready document waits for that too.
+    """
 
     async def probe() -> DocumentEntry | None:
         entry = await managed.document(name, document_id)
         if entry.status != status or (content is not None and entry.content != content):
+            return None
+        if status == "ready" and (await managed.get(name)).status == CollectionStatus.PENDING:
             return None
         return entry
 

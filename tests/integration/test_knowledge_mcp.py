@@ -39,10 +39,11 @@ from chamvi.knowledge.search import MAX_TOP_K
 from chamvi.knowledge_mcp import package_version
 from chamvi.knowledge_store import FileKnowledgeStore
 from tests.knowledge_helpers import knowledge_worker, new_store, wait_for_passes
-from tests.polling import eventually
+from tests.polling import SLOW_PATIENCE_SECONDS, SLOW_TEST_TIMEOUT, eventually
 from tests.support.npm import npm_bin
 
 ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.timeout(SLOW_TEST_TIMEOUT)  # most tests start `chamvi mcp` in a fresh process
 READING_TOOLS = {"knowledge_read", "knowledge_index", "knowledge_search", "knowledge_check"}
 WIKI_TOOLS = READING_TOOLS | {
     "knowledge_create",
@@ -168,7 +169,7 @@ async def serving(served: Served, *args: str) -> AsyncIterator[str]:
         return True
 
     try:
-        await eventually(accepting, f"`chamvi mcp` on port {port}")
+        await eventually(accepting, f"`chamvi mcp` on port {port}", seconds=SLOW_PATIENCE_SECONDS)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.kill()
@@ -473,7 +474,7 @@ async def test_the_mcp_inspector_cli_lists_chamvi_mcps_tools_with_their_annotati
         [*command, "--method", "tools/list"],
         capture_output=True,
         text=True,
-        timeout=90,
+        timeout=SLOW_PATIENCE_SECONDS,  # node starts the Inspector, which starts `chamvi mcp`
         cwd=ROOT,
         env={**os.environ},
     )

@@ -29,8 +29,10 @@ from chamvi.constants import QUERY_MCP_TOOLS
 from chamvi.mcp import McpServer
 from chamvi.models import ImagePart, McpToolHints, McpToolInfo
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply
-from tests.polling import until_status
+from tests.polling import SLOW_PATIENCE_SECONDS, SLOW_TEST_TIMEOUT, until_status
 from tests.support.npm import npm_bin
+
+pytestmark = pytest.mark.timeout(SLOW_TEST_TIMEOUT)  # each test starts node servers, slow on a loaded machine
 
 
 def filesystem(folder: Path, **options: object) -> McpServer:
@@ -132,7 +134,8 @@ def _check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, servers: str) -> Res
         "app = App(agents=[agent], mcp_servers=servers)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    argv = ["check", "--app", f"{module}:app", "--data", str(tmp_path / "data"), "--mcp-timeout", "20"]
+    patience = str(int(SLOW_PATIENCE_SECONDS))  # node starting the server on a loaded machine
+    argv = ["check", "--app", f"{module}:app", "--data", str(tmp_path / "data"), "--mcp-timeout", patience]
     return CliRunner().invoke(cli, argv)
 
 

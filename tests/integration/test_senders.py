@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -47,8 +45,9 @@ from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
 from chamvi.webhooks import signed_headers, webhook_channel
 from tests.support.http_api import make_tokens, serving
+from tests.support.npm import NODE_TESTS, node_missing
 
-NODE_SENDER = Path(__file__).parents[1] / "node" / "github_sender.mjs"
+NODE_SENDER = NODE_TESTS / "github_sender.mjs"
 GITHUB_SECRET = "github-webhook-secret-0123"
 SLACK_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 STRIPE_SECRET = "whsec_stripe_test_0123456789abcdef"
@@ -60,11 +59,7 @@ SLACK_TOKEN = "xoxb-loopback-token"
 
 def node_ready() -> str | None:
     """Why the octokit-signed tests cannot run here, or None when they can."""
-    if shutil.which("node") is None:
-        return "no node on this machine: octokit cannot sign the GitHub deliveries"
-    if not (NODE_SENDER.parent / "node_modules" / "@octokit" / "webhooks-methods").is_dir():
-        return "tests/node has no node_modules: run `npm ci --prefix tests/node` (.ci/run does)"
-    return None
+    return node_missing("@octokit/webhooks-methods")
 
 
 async def octokit(
