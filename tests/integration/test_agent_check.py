@@ -6,7 +6,7 @@ import pytest
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient, define_agent
-from chamvi import constants as c
+from chamvi import _constants as c
 from chamvi.errors import AgentNotFoundError
 from tests.conftest import RunningWorker
 from tests.polling import eventually
