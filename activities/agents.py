@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from chamvi.app_runtime import AppRuntime
-from chamvi.constants import ACTIVITY_AGENT_REGISTRY, ACTIVITY_DESCRIBE_AGENT
+from chamvi._constants import ACTIVITY_AGENT_REGISTRY, ACTIVITY_DESCRIBE_AGENT
 from chamvi.models import AgentSpec, DescribeAgentRequest
 from chamvi.models.agents import AgentRegistryRequest, AgentRegistryResult
 from chamvi.permissions import PolicyRun
+from chamvi.worker_state import AppRuntime
 
 
 class AgentActivities:
@@ -50,7 +50,7 @@ class AgentActivities:
 
     @activity.defn(name=ACTIVITY_AGENT_REGISTRY)
     async def agent_registry(self, request: AgentRegistryRequest) -> AgentRegistryResult:
-        """One operation on the worker's agents (``chamvi.runtime_agents.RuntimeAgents``).
+        """One operation on the worker's agents (``chamvi.dynamic_agents.RuntimeAgents``).
 
         Raises:
             ChamviValidationError: a put's name or definition is invalid (``issues`` by field).

@@ -11,10 +11,17 @@ import logging
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus
 
-from chamvi import constants as c
+from chamvi import _constants as c
 from chamvi._heartbeat import heartbeating
-from chamvi.app_runtime import AppRuntime
 from chamvi.channels import ChannelMessage, channel_sends
+from chamvi.conversations.recall import (
+    answer_text,
+    estimate_tokens,
+    kept_tool_messages,
+    summary_message,
+    turn_messages,
+    turn_stat,
+)
 from chamvi.conversations.store import ConversationStore, SummaryRecord
 from chamvi.models import Message, TranscriptQuery
 from chamvi.models.conversations import (
@@ -29,14 +36,7 @@ from chamvi.models.conversations import (
     TurnRecorded,
 )
 from chamvi.providers import ChatRequest
-from chamvi.recall import (
-    answer_text,
-    estimate_tokens,
-    kept_tool_messages,
-    summary_message,
-    turn_messages,
-    turn_stat,
-)
+from chamvi.worker_state import AppRuntime
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class ConversationActivities:
     async def load(self, request: ConversationRequest) -> ConversationSetup:
         """The agent's recall policy and untrusted channels, and the conversation's stored head.
 
-        An agent defined at runtime (``chamvi.runtime_agents``) has the default recall policy: a
+        An agent defined at runtime (``chamvi.dynamic_agents``) has the default recall policy: a
         definition holds none. Its turns are ordinary runs of its latest revision each.
 
         Raises:

@@ -10,7 +10,8 @@ from typing import Any
 
 from temporalio import activity
 
-from chamvi import constants as c
+from chamvi import _constants as c
+from chamvi._starters import request_sync
 from chamvi.app import App
 from chamvi.errors import (
     BackgroundError,
@@ -31,7 +32,6 @@ from chamvi.models.knowledge import (
     SyncRequest,
 )
 from chamvi.retry import PASS_HEARTBEAT_INTERVAL, backoff
-from chamvi.starters import request_sync
 
 log = logging.getLogger(__name__)
 

@@ -6,12 +6,12 @@ from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from chamvi.constants import (
+from chamvi._constants import (
     ACTIVITY_ENQUEUE_LOCK,
     ACTIVITY_RUN_IS_OPEN,
 )
+from chamvi._starters import enqueue
 from chamvi.models import LockRequest, RunIsOpenRequest
-from chamvi.starters import enqueue
 
 
 class LockActivities:

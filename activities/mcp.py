@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from chamvi._constants import ACTIVITY_LIST_MCP_TOOLS
 from chamvi._heartbeat import heartbeating
-from chamvi._mcp_client import list_tools
-from chamvi.app_runtime import AppRuntime
-from chamvi.constants import ACTIVITY_LIST_MCP_TOOLS
+from chamvi.mcp._client import list_tools
 from chamvi.models import McpListRequest, McpToolList
+from chamvi.worker_state import AppRuntime
 
 
 class McpActivities:

@@ -10,16 +10,17 @@ from dataclasses import replace
 from pydantic import ValidationError as PydanticValidationError
 from temporalio import activity
 
-from chamvi._heartbeat import heartbeating
-from chamvi.agents import Agent
-from chamvi.app_runtime import AppRuntime
-from chamvi.constants import (
+from chamvi._constants import (
     ACTIVITY_CALL_MODEL,
     ACTIVITY_EXTRACT,
     QUERY_EXTRACTION,
     QUERY_MCP_TOOLS,
     QUERY_TRANSCRIPT,
 )
+from chamvi._heartbeat import heartbeating
+from chamvi._run_slots import RunSlots
+from chamvi._transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
+from chamvi.agents import Agent
 from chamvi.conversations.store import ConversationStore, recalled_messages
 from chamvi.errors import (
     IncompleteResponseError,
@@ -45,8 +46,7 @@ from chamvi.permissions import PolicyRun
 from chamvi.providers import AttachedFile, ChatModel, ChatRequest, DeltaKind, OnDelta, ToolSchema
 from chamvi.providers._base import refused_settings
 from chamvi.run_events import RUN_DELTA, RunEvent
-from chamvi.run_slots import RunSlots
-from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
+from chamvi.worker_state import AppRuntime
 
 
 class ModelActivities:
@@ -135,7 +135,7 @@ class ModelActivities:
 
         The request carries the step's new messages only (history grows linearly); the tools offered
         are the run's (its factory's, its MCP servers' listing) as its policy allows them. The call
-        runs in the run's slot of this worker (``chamvi.run_slots``).
+        runs in the run's slot of this worker (``chamvi._run_slots``).
         """
         # heartbeating while it waits for a slot too, so a cancelled run stops waiting
         async with heartbeating(), self.slots.slot(request.run_id):

@@ -7,8 +7,8 @@ import contextlib
 
 from temporalio import activity
 
+from chamvi._constants import ACTIVITY_WAIT_FOR_RUN
 from chamvi.client import ChamviClient
-from chamvi.constants import ACTIVITY_WAIT_FOR_RUN
 from chamvi.models import RunView, RunWaitRequest
 
 HEARTBEAT_SECONDS = 10.0

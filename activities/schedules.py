@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from chamvi import constants as c
+from chamvi import _constants as c
 from chamvi.client import ChamviClient
+from chamvi.dynamic_agents import RuntimeAgents
 from chamvi.models import ScheduledDispatch, ScheduledRunResult
-from chamvi.runtime_agents import RuntimeAgents
 from chamvi.schedules import scheduled_run_input
 
 

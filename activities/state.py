@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from chamvi.constants import ACTIVITY_STATE_LIST
+from chamvi._constants import ACTIVITY_STATE_LIST
 from chamvi.models import StateListing, StateListRequest
 from chamvi.state.views import StateViews
 

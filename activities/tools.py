@@ -1,4 +1,4 @@
-"""The tool activity: ``chamvi.tool_runner`` on Temporal.
+"""The tool activity: ``chamvi._tool_runner`` on Temporal.
 
 It reads what the call needs from the run through queries (the trigger envelope once per run and
 worker, recorded effects as asked); a server that does not answer them fails the call, which Temporal
@@ -13,11 +13,12 @@ from typing import Any
 
 from temporalio import activity
 
+from chamvi._constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT, QUERY_TRIGGER, SIGNAL_EFFECT_RECORDED
 from chamvi._heartbeat import heartbeating
 from chamvi._infrastructure import bookkeeping
-from chamvi.app_runtime import AppRuntime
+from chamvi._run_slots import RunSlots
+from chamvi._tool_runner import ToolRunner
 from chamvi.client import ChamviClient
-from chamvi.constants import ACTIVITY_CALL_TOOL, QUERY_EFFECT, QUERY_TRIGGER, SIGNAL_EFFECT_RECORDED
 from chamvi.models import (
     EffectQuery,
     EffectRecord,
@@ -27,8 +28,7 @@ from chamvi.models import (
     ToolResult,
     TriggerEnvelope,
 )
-from chamvi.run_slots import RunSlots
-from chamvi.tool_runner import ToolRunner
+from chamvi.worker_state import AppRuntime
 
 
 class _TemporalRunAccess:
@@ -81,7 +81,7 @@ class ToolActivities:
 
     @activity.defn(name=ACTIVITY_CALL_TOOL)
     async def call_tool(self, request: ToolRequest) -> ToolResult:
-        """One tool call of a run, in the run's slot of this worker (``chamvi.run_slots``)."""
+        """One tool call of a run, in the run's slot of this worker (``chamvi._run_slots``)."""
         access = _TemporalRunAccess(request.run_id, self._triggers, self._max_runs)
         async with heartbeating() as cancellation:
             # the run's first call here asks the run for its trigger: a round trip through the

@@ -16,8 +16,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from chamvi.constants import SEARCH_ATTRIBUTES
-from chamvi.dev import find_temporal
+from chamvi._constants import SEARCH_ATTRIBUTES
+from chamvi._dev import find_temporal
 from chamvi.errors import DevStackError
 
 

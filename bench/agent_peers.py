@@ -34,11 +34,11 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from chamvi import App, Budget, ChamviClient, ChamviPlugin, define_agent, tool
+from chamvi._lifecycle import memory_index
+from chamvi._run_slots import DEFAULT_MAX_RUNS
 from chamvi.artifacts import ArtifactStore
-from chamvi.lifecycle import memory_index
 from chamvi.models import RunStatus, RunView
 from chamvi.providers import OpenAIProvider
-from chamvi.run_slots import DEFAULT_MAX_RUNS
 from chamvi.runtime import build_worker
 
 ROOT = Path(__file__).resolve().parents[1]

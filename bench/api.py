@@ -36,7 +36,8 @@ from qdrant_client import AsyncQdrantClient
 from temporalio.client import Client
 
 from chamvi import App
-from chamvi.constants import KNOWLEDGE_ID_PREFIX, QUERY_KNOWLEDGE_STATE
+from chamvi._constants import KNOWLEDGE_ID_PREFIX, QUERY_KNOWLEDGE_STATE
+from chamvi._starters import request_sync
 from chamvi.http import Token, create_api
 from chamvi.http.server import bind, server
 from chamvi.knowledge import define_source, knowledge_collection
@@ -45,7 +46,6 @@ from chamvi.knowledge.managed import ManagedCollections
 from chamvi.knowledge.search import KnowledgeSearch
 from chamvi.models.knowledge import CollectionState
 from chamvi.runtime import build_worker
-from chamvi.starters import request_sync
 
 MODEL = "test/hash-64"
 IN_FLIGHT = 16

@@ -33,12 +33,12 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import App, ChamviClient, RecallPolicy, define_agent
+from chamvi._constants import ACTIVITY_CALL_MODEL
 from chamvi.artifacts import ArtifactStore
-from chamvi.constants import ACTIVITY_CALL_MODEL
+from chamvi.conversations.recall import estimate_tokens
 from chamvi.models import RunStatus, RunView
 from chamvi.models.conversations import conversation_workflow_id
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, reply
-from chamvi.recall import estimate_tokens
 from chamvi.runtime import build_worker
 
 RECALL = RecallPolicy(max_messages=20, max_tokens=None)

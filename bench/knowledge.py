@@ -48,7 +48,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from chamvi import App
-from chamvi.constants import KNOWLEDGE_ID_PREFIX
+from chamvi._constants import KNOWLEDGE_ID_PREFIX
+from chamvi._starters import request_sync
 from chamvi.knowledge import (
     CHUNKER_VERSION,
     CollectionMeta,
@@ -69,7 +70,6 @@ from chamvi.knowledge.indexing import BATCH_SIZE, Indexer
 from chamvi.knowledge.search import KnowledgeSearch
 from chamvi.models.knowledge import DocumentEntry
 from chamvi.runtime import build_worker
-from chamvi.starters import request_sync
 from chamvi.vectors import Point
 
 LOCAL = "local/all-minilm-l6-v2"

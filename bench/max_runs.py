@@ -22,11 +22,11 @@ from _server import dev_server, machine, options, temporal_path
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient, ChamviPlugin, define_agent, tool
+from chamvi._lifecycle import memory_index
+from chamvi._run_slots import DEFAULT_MAX_RUNS
 from chamvi.artifacts import ArtifactStore
-from chamvi.lifecycle import memory_index
 from chamvi.models import RunStatus
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply
-from chamvi.run_slots import DEFAULT_MAX_RUNS
 from chamvi.runtime import build_worker
 
 MODEL_MS = 150

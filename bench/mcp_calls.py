@@ -16,7 +16,7 @@ Starts its own Temporal dev server and a worker serving an agent whose scripted 
 - the ratio of the run's call, less the bare activity, to the direct call on an open session: the
   MCP part of a call through a run, whose target is at most 1.3x (the whole call's ratio is printed
   too: on a loaded 2-core machine an activity's own round trip is a few ms, the direct call ~1 ms);
-- **the MCP call inside the activity**: ``chamvi._mcp_client.call_tool`` timed in the worker, from
+- **the MCP call inside the activity**: ``chamvi.mcp._client.call_tool`` timed in the worker, from
   the tool runner handing it the arguments to the result as history keeps it (the worker's session,
   the timeout, the heartbeat detail and the result's conversion): the MCP part measured directly,
   which a loaded machine's scheduling noise in the two activity timings does not blur;
@@ -47,12 +47,12 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from temporalio.worker import Worker
 
-import chamvi._mcp_client as mcp_client
+import chamvi.mcp._client as mcp_client
 from chamvi import App, ChamviClient, define_agent, mcp_server, mcp_tools
+from chamvi._constants import ACTIVITY_CALL_TOOL
+from chamvi._lifecycle import memory_index
 from chamvi.agents import Budget
-from chamvi.constants import ACTIVITY_CALL_TOOL
-from chamvi.lifecycle import memory_index
-from chamvi.mcp_sessions import McpSessions
+from chamvi.mcp._sessions import McpSessions
 from chamvi.models import RunStatus
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker

@@ -52,7 +52,7 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Worker
 
 from chamvi import App, Budget, ChamviClient, define_agent, tool
-from chamvi.constants import ACTIVITY_CALL_MODEL, ACTIVITY_CALL_TOOL
+from chamvi._constants import ACTIVITY_CALL_MODEL, ACTIVITY_CALL_TOOL
 from chamvi.models import Message, ModelRequest, RunStatus, RunView
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply
 from chamvi.runtime import build_worker

@@ -35,15 +35,15 @@ from _server import dev_server, machine, options, temporal_path
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient, define_agent, tool
-from chamvi.app_runtime import AppRuntime
+from chamvi._constants import TOOL_SKILL_LOAD
+from chamvi._tool_runner import ToolRunner
 from chamvi.artifacts import ArtifactStore
-from chamvi.constants import TOOL_SKILL_LOAD
 from chamvi.models import ToolCall, ToolRequest, TriggerEnvelope
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
 from chamvi.skills import skill, skill_catalog
 from chamvi.skills.sources import InlineSkill
-from chamvi.tool_runner import ToolRunner
+from chamvi.worker_state import AppRuntime
 
 SKILLS = 16
 SKILL_BYTES = 64 * 1024

@@ -24,11 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
 
+from chamvi._lifecycle import memory_index
 from chamvi.knowledge import knowledge_collection, urls
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.embedders.hashing import HashEmbedder
 from chamvi.knowledge.indexing import Indexer
-from chamvi.lifecycle import memory_index
 
 BODY = (
     "<html><head><title>Page {n}</title></head><body><article><h1>Page {n}</h1>"

@@ -51,10 +51,10 @@ from _cgroup import MemoryGroup, Usage, controller
 from _common import ratio, table
 from qdrant_client import AsyncQdrantClient
 
+from chamvi._lifecycle import memory_index
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry, HashEmbedder, OpenAIEmbeddingProvider
 from chamvi.knowledge.indexing import Indexer
-from chamvi.lifecycle import memory_index
 from chamvi.vectors import Point, VectorStore
 from chamvi.vectors.client import ClientStore
 from chamvi.vectors.edge import EdgeStore

@@ -17,7 +17,7 @@ from datetime import timedelta
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from chamvi import constants as c
+from chamvi import _constants as c
 from chamvi.errors import IdleTimeoutError
 from chamvi.models import RunStatus
 

@@ -25,7 +25,7 @@ import obstore
 from obstore.exceptions import AlreadyExistsError
 from obstore.store import MemoryStore
 
-from chamvi.constants import AGENT_REVISION_DIGITS, AGENT_REVISIONS_PREFIX
+from chamvi._constants import AGENT_REVISION_DIGITS, AGENT_REVISIONS_PREFIX
 from chamvi.models.agents import AgentRevision
 
 if TYPE_CHECKING:  # obstore's type stubs only

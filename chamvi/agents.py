@@ -11,16 +11,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 
+from chamvi._constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, SKILL_TOOL_NAMES
+from chamvi._names import validate_agent_name as validate_agent_name
+from chamvi._provider_objects import is_chat_model
 from chamvi.channels import ChannelSubscription
-from chamvi.constants import DEFAULT_MAX_STEPS, DEFAULT_TIMEOUT, NAME_MAX_LENGTH, SKILL_TOOL_NAMES
+from chamvi.conversations.recall import RecallPolicy, check_recall_policy
 from chamvi.errors import ChamviError, ChamviValidationError, InvalidAgentDefinitionError, validation_issues
 from chamvi.mcp import McpTools
 from chamvi.models import BudgetSpec, DispatchSettings, Message, ModelSettings
-from chamvi.names import validate_agent_name as validate_agent_name
 from chamvi.permissions import PolicyRun, ToolPolicy
-from chamvi.provider_objects import is_chat_model
 from chamvi.providers import ChatModel
-from chamvi.recall import RecallPolicy, check_recall_policy
 from chamvi.skills.sources import SkillSource, check_source
 from chamvi.state import AgentState, check_state
 from chamvi.state.tools import state_tools
@@ -110,7 +110,7 @@ class Agent:
 
     name: str
     model: str | ChatModel | None
-    """A ``<provider>/<model id>`` ref, or a chat model object (see ``chamvi.provider_objects``)."""
+    """A ``<provider>/<model id>`` ref, or a chat model object (see ``chamvi._provider_objects``)."""
     instructions: tuple[Message, ...]
     tools: Mapping[str, Tool]
     budget: Budget
@@ -140,7 +140,7 @@ class Agent:
     knowledge: AgentKnowledge | None = None
     """Its own knowledge folder, a collection only it searches (``chamvi.knowledge.agent_folders``)."""
     revision: int | None = None
-    """None for an agent in code; the revision of an agent defined at runtime (``chamvi.runtime_agents``),
+    """None for an agent in code; the revision of an agent defined at runtime (``chamvi.dynamic_agents``),
     whose ``model`` is then always a ref."""
 
     def build_tools(self, ctx: ToolFactoryContext) -> RunTools:
@@ -325,7 +325,7 @@ def define_agent(
     are the provider's instructions, the rest come in order before the run's transcript. They are
     rebuilt from the definition for each model call and never enter a run's history.
 
-    ``model`` is a ``<provider>/<model id>`` ref or a chat model object (``chamvi.provider_objects``
+    ``model`` is a ``<provider>/<model id>`` ref or a chat model object (``chamvi._provider_objects``
     says which ref the App registers it under). ``tools`` holds the agent's own tools and
     , through ``*mcp_tools(name)``, the tools of MCP
     servers the App declares.

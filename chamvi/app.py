@@ -2,7 +2,7 @@
 
 An App is a definition only: what the user declared. What a worker holds while it serves it (the
 state store, the knowledge searcher, the event hub, the tool sets its factories built) lives in that
-worker's :class:`chamvi.app_runtime.AppRuntime`, so two workers built from one App share nothing by
+worker's :class:`chamvi.worker_state.AppRuntime`, so two workers built from one App share nothing by
 accident.
 """
 
@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TypeVar, Unpack
 
+from chamvi._constants import SKILL_TOOL_NAMES
+from chamvi._on_error import ErrorHook, OnError
+from chamvi._provider_objects import chat_ref, embedder_ref, is_chat_model
 from chamvi.agents import Agent
 from chamvi.channels import Channel, validate_channel_name
-from chamvi.constants import SKILL_TOOL_NAMES
 from chamvi.context import ContextKey, Provided
 from chamvi.errors import (
     AgentNotFoundError,
@@ -34,8 +36,6 @@ from chamvi.knowledge.embedders import (
 )
 from chamvi.mcp import McpServer, McpTools
 from chamvi.models import AgentSpec, ToolSpec
-from chamvi.on_error import ErrorHook, OnError
-from chamvi.provider_objects import chat_ref, embedder_ref, is_chat_model
 from chamvi.providers import ChatModel, ModelRegistry, NamedProvider, default_registry
 from chamvi.providers._base import refused_settings
 from chamvi.providers._registry import environment_registry
@@ -80,7 +80,7 @@ class App:
         embedding_model: the managed collections' model (``CHAMVI_KNOWLEDGE_MODEL`` wins over it):
             a ref, or an embedding model object (known by its ``ref``). Wherever a model is given as
             an object, the App registers it under a ref the workflow sees instead
-            (``chamvi.provider_objects``).
+            (``chamvi._provider_objects``).
         retry: how model, tool and embedding calls are retried (Temporal retry policies); the
             defaults retry a model call 10 times and a tool call 10 times, and leave a failed
             embedding call to the collection's backoff.
@@ -98,7 +98,7 @@ class App:
         on_error: ``on_error(error, run_id)``, called with each error that has no caller to throw
             to (a :class:`~chamvi.errors.BackgroundError`: a channel that failed to start or stop, a
             run event listener that raised, a failed sync of the schedules or the collections, a
-            failed knowledge pass); by default each is logged (see ``chamvi.on_error``). Every
+            failed knowledge pass); by default each is logged (see ``chamvi._on_error``). Every
             worker built from the App reports to it.
         skills: skill sources every agent has (``skills_folder(...)``, ``git_skills(...)``,
             ``skill(...)``, ``define_skill_source(...)``); an agent's own ``skills=`` add to them.
@@ -107,7 +107,7 @@ class App:
         runtime_tools: the tools agents defined at runtime may name (``put_agent``, ``PUT
             /agents/{name}``, ``chamvi agents put``): tools, and ``*mcp_tools(name)`` of declared MCP
             servers. The code stays here; a runtime agent's data picks from it by name. None by
-            default: a runtime agent then has no tools (see ``chamvi.runtime_agents``).
+            default: a runtime agent then has no tools (see ``chamvi.dynamic_agents``).
 
     Raises:
         InvalidAppError, InvalidAgentDefinitionError: the boot fails, naming the problem.
@@ -481,7 +481,7 @@ class App:
         """The agent's model ref (its own, else the app's default) and the chat model serving it."""
         if agent.revision is None:
             ref: str | None = self._model_refs[agent.name]  # every code agent's is set at construction
-        else:  # a runtime agent's data names a ref, or takes the default (chamvi.runtime_agents)
+        else:  # a runtime agent's data names a ref, or takes the default (chamvi.dynamic_agents)
             ref = agent.model if isinstance(agent.model, str) else self.model
         if ref is None:
             raise ModelNotFoundError(

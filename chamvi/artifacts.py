@@ -31,8 +31,8 @@ from urllib.parse import quote
 import obstore
 from obstore.store import LocalStore, MemoryStore, from_url
 
+from chamvi._constants import ARTIFACT_INDEX_DIGITS, ARTIFACT_MEDIA_TYPE_PATTERN
 from chamvi._infrastructure import bookkeeping
-from chamvi.constants import ARTIFACT_INDEX_DIGITS, ARTIFACT_MEDIA_TYPE_PATTERN
 from chamvi.errors import (
     ArtifactNotFoundError,
     AttachmentTooLargeError,

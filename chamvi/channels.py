@@ -5,7 +5,7 @@ identical emits of one run (and a step redone after a crash) send once; its key 
 run as soon as ``out`` returns, so a worker killed later in the same tool call does not send it again.
 
 Inbound: a channel with ``start(ctx)`` / ``stop()`` is started by every worker's lifecycle
-(``ChamviPlugin``) and dispatches through its :class:`ChannelContext` (``chamvi.inbound`` has the
+(``ChamviPlugin``) and dispatches through its :class:`ChannelContext` (``chamvi._inbound`` has the
 one chamvi hands it); the built-in
 webhook channel (``chamvi.webhooks``) receives through a route of the HTTP API instead. Either way an
 inbound delivery carries a key, so the same delivery seen by two replicas starts one run per
@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from chamvi._constants import DEFAULT_APPROVAL_TIMEOUT
+from chamvi._names import validate_channel_name as validate_channel_name
+from chamvi._run_context import Approvals, EffectLedger, RunContext, request_approval
 from chamvi.approval_tokens import ApprovalTokens
-from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT
 from chamvi.errors import (
     ChamviValidationError,
     ChannelNotFoundError,
@@ -33,8 +35,6 @@ from chamvi.errors import (
     ToolDeniedError,
 )
 from chamvi.models import ApprovalDecision, approval_id
-from chamvi.names import validate_channel_name as validate_channel_name
-from chamvi.run_context import Approvals, EffectLedger, RunContext, request_approval
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ class StartedRun:
 class ChannelContext(Protocol):
     """What a channel receives with: ``dispatch`` starts the runs one inbound delivery asks for.
 
-    A protocol, so that channels depend on the shape alone; ``chamvi.inbound.InboundContext`` is
+    A protocol, so that channels depend on the shape alone; ``chamvi._inbound.InboundContext`` is
     the one workers and the HTTP API hand a channel.
     """
 
@@ -101,7 +101,7 @@ class ChannelContext(Protocol):
     ) -> list[StartedRun]:
         """Starts a run of every subscribed agent whose filter accepts the delivery.
 
-        See ``chamvi.inbound.InboundContext.dispatch`` for the arguments and what it answers.
+        See ``chamvi._inbound.InboundContext.dispatch`` for the arguments and what it answers.
         """
         ...
 

@@ -47,8 +47,11 @@ from temporalio.exceptions import ActivityError, ApplicationError, WorkflowAlrea
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 from temporalio.service import RPCError, RPCStatusCode
 
-from chamvi import constants as c
+from chamvi import _constants as c
 from chamvi._idle import wait_idle
+from chamvi._names import checked_agent_name, validate_agent_name
+from chamvi._run_details import static_details, static_summary
+from chamvi._starters import enqueue, request_sync
 from chamvi.approval_tokens import (
     NOT_PENDING,
     TOKEN_HOLDER,
@@ -94,12 +97,9 @@ from chamvi.models import (
     StateListing,
     StateListRequest,
 )
-from chamvi.names import checked_agent_name, validate_agent_name
-from chamvi.run_details import static_details, static_summary
 from chamvi.run_events import RunEvent
 from chamvi.run_history import history_events
 from chamvi.schedules import Schedules
-from chamvi.starters import enqueue, request_sync
 
 T = TypeVar("T")
 
@@ -177,7 +177,7 @@ def _worker_cause(error: WorkflowFailureError) -> BaseException | None:
 
 
 def _issues(details: Sequence[Any]) -> list[ValidationIssue]:
-    """The issues a validation error carried across Temporal (``chamvi.activity_boundary.as_failure``)."""
+    """The issues a validation error carried across Temporal (``chamvi._activity_boundary.as_failure``)."""
     found = details[0].get("issues") if details and isinstance(details[0], dict) else None
     return [
         ValidationIssue(tuple(i.get("path", ())), str(i.get("message", "")), str(i.get("code", "")))
@@ -755,7 +755,7 @@ class ChamviClient:
 class Agents:
     """``client.agents``: the agents the workers serve, and the ones defined at runtime.
 
-    A worker answers each call: it holds the App and the stores (``chamvi.runtime_agents``).
+    A worker answers each call: it holds the App and the stores (``chamvi.dynamic_agents``).
     """
 
     def __init__(self, core: ChamviClient) -> None:

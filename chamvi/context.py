@@ -1,7 +1,7 @@
 """Typed context keys: a tool reaches a shared instance (an API client, say) without a closure.
 
 Values are provided on the App (``app.provide``), kept by reference, and never stored or serialised.
-A worker's runtime (``chamvi.app_runtime.AppRuntime``) reads them through a :class:`Provided` of its
+A worker's runtime (``chamvi.worker_state.AppRuntime``) reads them through a :class:`Provided` of its
 own that adds chamvi's keys (the knowledge searcher, the state store) without writing into the App.
 """
 

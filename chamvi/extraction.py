@@ -4,7 +4,7 @@ A tool that holds untrusted content (a web page, an e-mail) asks for structured 
 extraction is a separate model call with structured output and no tools, its own activity, and its
 result is recorded like an effect, so a retried or replayed call never pays for it twice. The result
 leaves the run untainted only when its schema is conservatively constrained
-(``chamvi.schema_trust``); it never clears a taint the run already has.
+(``chamvi._schema_trust``); it never clears a taint the run already has.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from chamvi._run_context import ExtractionRequired
+from chamvi._schema_trust import is_conservative
 from chamvi.errors import InvalidInputError
 from chamvi.models import ExtractionRequest, ModelSettings
-from chamvi.run_context import ExtractionRequired
-from chamvi.schema_trust import is_conservative
 from chamvi.tools import ToolContext
 
 M = TypeVar("M", bound=BaseModel)
@@ -49,7 +49,7 @@ async def extract(
         ctx: the tool call's context.
         schema: a pydantic model; a conservatively constrained one (booleans, numbers, literals, strings
             of anchored patterns, short lists, closed objects; at most 32 letters its author chooses,
-            see ``chamvi.schema_trust``) keeps the run untainted.
+            see ``chamvi._schema_trust``) keeps the run untainted.
         content: what to extract from.
         instructions: what to look for, added to chamvi's own instructions.
         model: the model ref to extract with; the agent's model by default.

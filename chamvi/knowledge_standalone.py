@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
 
+from chamvi._lifecycle import check_index, close_index, index_location, open_index
+from chamvi._on_error import ErrorHook, OnError
 from chamvi.app import App
 from chamvi.errors import (
     BackgroundError,
@@ -43,9 +45,7 @@ from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KnowledgeSearch, SearchResult
-from chamvi.lifecycle import check_index, close_index, index_location, open_index
 from chamvi.models.knowledge import CollectionMeta
-from chamvi.on_error import ErrorHook, OnError
 from chamvi.retry import RetryPolicies, backoff
 from chamvi.settings import Settings
 

@@ -23,39 +23,39 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
+from chamvi._activity_boundary import ActivityErrors
+from chamvi._inbound import InboundContext
+from chamvi._lifecycle import boot_collections, check_index, close_index, index_location, open_index
+from chamvi._run_slots import DEFAULT_MAX_RUNS
 from chamvi._sandbox_runner import without_payload_contexts
-from chamvi.activity_boundary import ActivityErrors
 from chamvi.agent_revisions import AgentRevisionStore
 from chamvi.app import App
-from chamvi.app_runtime import AppRuntime
 from chamvi.approval_tokens import ApprovalTokens, approval_tokens
 from chamvi.artifacts import ArtifactStore, open_artifact_store
 from chamvi.channels import LifecycleChannel
 from chamvi.client import ChamviClient
 from chamvi.conversations.store import ConversationStore
 from chamvi.errors import BackgroundError, ChamviError
-from chamvi.inbound import InboundContext
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import Indexer
 from chamvi.knowledge.search import KnowledgeSearch
-from chamvi.lifecycle import boot_collections, check_index, close_index, index_location, open_index
-from chamvi.run_slots import DEFAULT_MAX_RUNS
 from chamvi.schedules import boot_schedules
 from chamvi.settings import Settings
 from chamvi.state import StateStore
 from chamvi.state.views import StateViews
-from chamvi.telemetry import ChamviTelemetry
+from chamvi.telemetry._otel import ChamviTelemetry
+from chamvi.worker_state import AppRuntime
 
 log = logging.getLogger(__name__)
 
 PLUGIN_NAME = "chamvi.ChamviPlugin"
 
 SANDBOX_PASSTHROUGH = (
-    "chamvi.constants",
+    "chamvi._constants",
     "chamvi.errors",
     "chamvi.models",
     "chamvi.retry",
-    "chamvi.transcript",
+    "chamvi._transcript",
 )
 """chamvi's shared kernel, loaded once and shared with every workflow instance instead of being
 re-imported into each sandbox: it is pure data and functions (pydantic models, constants, error
@@ -163,7 +163,7 @@ class ChamviPlugin(SimplePlugin):
         start_collections: start the app's collections when a worker runs (a pass each, resync
             schedules); off, they wait for ``chamvi knowledge sync``.
         trace_content: put messages, tool arguments and results on the spans (see
-            ``chamvi.telemetry``); by default ``settings.trace_content``, off without settings.
+            ``chamvi.telemetry._otel``); by default ``settings.trace_content``, off without settings.
         start_schedules: create or update the app's schedules (``App.schedule``) when a worker runs,
             and delete the ones the code no longer declares; off, they are left as they are.
         start_channels: start the app's channels that have ``start(ctx)`` / ``stop()``; off, this
@@ -171,7 +171,7 @@ class ChamviPlugin(SimplePlugin):
             runs still send through every channel's ``out``. By default ``App.start_channels``,
             unless ``settings.no_channels`` (``CHAMVI_NO_CHANNELS=true``).
         max_runs: the most runs executing at once in this process (the seed's
-            ``concurrencyMaxRuns``, see ``chamvi.run_slots``); by default ``settings.max_runs``
+            ``concurrencyMaxRuns``, see ``chamvi._run_slots``); by default ``settings.max_runs``
             (``CHAMVI_MAX_RUNS``), else 4.
         approval_tokens: signs the token (and the link to the approvals page) that approval
             requests sent through channels carry (``chamvi.approval_tokens``); by default from

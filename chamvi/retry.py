@@ -1,7 +1,7 @@
 """Retry policies: what chamvi retries, how often, and how long it waits, decided in one place.
 
 Activities never decide at a raise site: an activity raises a ``ChamviError`` and the activity
-boundary turns it into a failure typed by its code (``chamvi.activity_boundary``); every policy here
+boundary turns it into a failure typed by its code (``chamvi._activity_boundary``); every policy here
 lists the codes of the non-retryable errors its activity can raise (kept short: every scheduled
 activity carries its policy into the run's history), so a deterministic mistake fails at once and a
 provider that is down

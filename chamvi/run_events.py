@@ -26,8 +26,8 @@ from typing import Any
 
 from temporalio.client import Client
 
+from chamvi._on_error import ErrorHook
 from chamvi.errors import BackgroundError, InvalidInputError
-from chamvi.on_error import ErrorHook
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.converter import DataConverter, decode_typed_search_attributes
 
-from chamvi import constants as c
+from chamvi import _constants as c
 from chamvi.models import (
     ApprovalAnswer,
     ApprovalRequest,

@@ -10,13 +10,13 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.worker import Worker
 
+from chamvi._connection import connect as connect
+from chamvi._lifecycle import memory_index
 from chamvi.app import App
 from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import ArtifactStore
-from chamvi.connection import connect as connect
 from chamvi.errors import InvalidAppError
 from chamvi.knowledge.index import KnowledgeIndex
-from chamvi.lifecycle import memory_index
 from chamvi.plugin import ChamviPlugin
 
 

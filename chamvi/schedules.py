@@ -44,8 +44,9 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from chamvi import constants as c
+from chamvi import _constants as c
 from chamvi._cron import parse_cron, shortest_cron_gap
+from chamvi._on_error import ErrorHook
 from chamvi.errors import (
     BackgroundError,
     ChamviError,
@@ -54,7 +55,6 @@ from chamvi.errors import (
     ScheduleNotFoundError,
 )
 from chamvi.models import Invoker, Overlap, RunInput, ScheduledDispatch, ScheduledRunInput, ScheduleView
-from chamvi.on_error import ErrorHook
 
 log = logging.getLogger(__name__)
 

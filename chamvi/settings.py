@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Literal, overload
 from urllib.parse import unquote, urlsplit
 
-from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
+from chamvi._constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
+from chamvi._run_slots import DEFAULT_MAX_RUNS
 from chamvi.errors import ChamviError, ChamviValidationError
-from chamvi.run_slots import DEFAULT_MAX_RUNS
 
 DEFAULT_APP = "examples.support.app:app"
 GITHUB_API_URL = "https://api.github.com"
@@ -104,7 +104,7 @@ class Settings:
     """``CHAMVI_SCHEDULE_MIN_INTERVAL`` (``90s``, ``15m``): the shortest gap between fires of a
     schedule created over HTTP, so one token cannot start a run a second."""
     max_runs: int = DEFAULT_MAX_RUNS
-    """``CHAMVI_MAX_RUNS``: the most runs a worker process executes at once (``chamvi.run_slots``)."""
+    """``CHAMVI_MAX_RUNS``: the most runs a worker process executes at once (``chamvi._run_slots``)."""
     knowledge_routes: bool | None = None
     """``CHAMVI_KNOWLEDGE_ROUTES``: whether the HTTP API serves the managed collections' routes;
     unset, as the app's ``ManagedRoutes`` says (on by default)."""

@@ -23,12 +23,12 @@ from pydantic import BaseModel, ConfigDict, create_model
 from pydantic_core import to_jsonable_python
 from temporalio.common import RetryPolicy
 
+from chamvi._constants import DEFAULT_APPROVAL_TIMEOUT
+from chamvi._run_context import Approvals, EffectLedger, LinkedRuns, RunContext, request_approval
 from chamvi.channels import ChannelAccess
-from chamvi.constants import DEFAULT_APPROVAL_TIMEOUT
 from chamvi.context import Provided
 from chamvi.errors import InvalidAgentDefinitionError, InvalidInputError
 from chamvi.models import ApprovalDecision, RunView
-from chamvi.run_context import Approvals, EffectLedger, LinkedRuns, RunContext, request_approval
 
 if TYPE_CHECKING:
     from chamvi.artifacts import RunArtifacts
@@ -57,7 +57,7 @@ def require_state(access: AgentStateAccess | None) -> AgentStateAccess:
 class ToolContext:
     """Handed to a tool that asks for it: ``ctx.run``, ``ctx.state``, ``ctx.channels``, what the app provides.
 
-    Built by the tool runner for one tool call (``chamvi.tool_runner``).
+    Built by the tool runner for one tool call (``chamvi._tool_runner``).
     """
 
     run: RunContext

@@ -31,13 +31,13 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Protocol, runtime_checkable
 
+from chamvi._inbound import DELIVERY_KEY_MAX_LENGTH
 from chamvi.channels import ChannelMessage, validate_channel_name
 from chamvi.errors import (
     ChamviValidationError,
     ChannelDeliveryError,
     InvalidAgentDefinitionError,
 )
-from chamvi.inbound import DELIVERY_KEY_MAX_LENGTH
 from chamvi.senders import (
     ChamviSignature,
     SigningScheme,

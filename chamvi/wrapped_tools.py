@@ -1,7 +1,7 @@
 """``wrap_tools_for_run``: an agent's tools run outside a worker, the way a run's tool calls are.
 
 The seed's ``wrapToolsForRun(tools, ctx, store, { allow?, hooks? })``: each call goes through the
-same procedure as a tool activity (``chamvi.tool_runner.call_tool``): the input's validation,
+same procedure as a tool activity (``chamvi._tool_runner.call_tool``): the input's validation,
 ``before_tool_execution``, the taint guard, the recorded effect and ``already_applied``, the tool,
 ``after_tool_execution``, and the taint a result brings. What a worker takes from the run (its
 trigger, its recorded effects, its taint, its files) comes from the arguments here instead, so a
@@ -18,6 +18,8 @@ import asyncio
 from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from chamvi._run_context import EffectLedger, RunContext
+from chamvi._tool_runner import CallScope, call_tool
 from chamvi.agents import AgentHooks, AgentTrust
 from chamvi.app import App
 from chamvi.artifacts import ArtifactStore, RunArtifacts
@@ -25,8 +27,6 @@ from chamvi.channels import Channel
 from chamvi.context import Provided
 from chamvi.errors import ToolNotAllowedError
 from chamvi.models import ApprovalDecision, Artifact, ToolResult, TriggerEnvelope
-from chamvi.run_context import EffectLedger, RunContext
-from chamvi.tool_runner import CallScope, call_tool
 from chamvi.tools import Tool
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from chamvi._constants import SEARCH_ATTRIBUTES
 from chamvi.app import App
 from chamvi.client import ChamviClient
-from chamvi.constants import SEARCH_ATTRIBUTES
 from chamvi.plugin import ChamviPlugin
 from chamvi.runtime import build_worker
 

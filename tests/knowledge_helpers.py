@@ -13,25 +13,25 @@ from temporalio.service import RPCError
 from temporalio.worker import PatchActivationInput, Worker
 
 from chamvi import App, define_agent
-from chamvi.app_runtime import serving
-from chamvi.constants import (
+from chamvi._constants import (
     KNOWLEDGE_ID_PREFIX,
     KNOWLEDGE_PASS_ID_PREFIX,
     KNOWLEDGE_PASS_WORKFLOW,
     PATCH_KNOWLEDGE_PASS_WORKFLOW,
     QUERY_KNOWLEDGE_STATE,
 )
+from chamvi._lifecycle import memory_index
 from chamvi.knowledge import knowledge_tools
 from chamvi.knowledge.collections import KnowledgeCollection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.embedders.hashing import HashEmbedder
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.search import KnowledgeSearch
-from chamvi.lifecycle import memory_index
 from chamvi.models.knowledge import CollectionMeta, CollectionState
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, ScriptedModel, ScriptedTurn, reply
 from chamvi.runtime import build_worker
+from chamvi.worker_state import serving
 from tests.polling import PATIENCE_SECONDS, eventually
 
 

@@ -18,7 +18,8 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError as PydanticValidationError
 
-    from chamvi import constants as c
+    from chamvi import _constants as c
+    from chamvi._run_details import approval_summary
     from chamvi.errors import ApprovalNotPendingError
     from chamvi.models import (
         ApprovalAnswer,
@@ -29,7 +30,6 @@ with workflow.unsafe.imports_passed_through():
         ToolCall,
         WaitPoint,
     )
-    from chamvi.run_details import approval_summary
 
 
 def input_problem(error: PydanticValidationError) -> str:

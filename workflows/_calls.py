@@ -2,7 +2,7 @@
 
 One place for what every activity call of ``AgentRun`` does the same way: schedule it with its
 timeouts, retry policy and summary, and, when Temporal gives up on it, settle the run as failed
-with the code the activity's error carried (``chamvi.activity_boundary`` typed it by its code).
+with the code the activity's error carried (``chamvi._activity_boundary`` typed it by its code).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def failure(error: ActivityError | ApplicationError) -> RunFailed:
 
 
 def _issues(details: Sequence[Any]) -> list[ValidationIssue] | None:
-    """The validation issues an activity's failure carries (``chamvi.activity_boundary``), if any."""
+    """The validation issues an activity's failure carries (``chamvi._activity_boundary``), if any."""
     first = details[0] if details else None
     listed = first.get("issues") if isinstance(first, dict) else None
     if not isinstance(listed, list) or not listed:

@@ -14,10 +14,10 @@ from ._calls import RunFailed, call_activity
 from ._run_record import RunRecord
 
 with workflow.unsafe.imports_passed_through():
-    from chamvi import constants as c
+    from chamvi import _constants as c
+    from chamvi._transcript import chain_digest
     from chamvi.errors import ChamviValidationError
     from chamvi.models import AgentSpec, ModelRequest, ModelResponse, StepView
-    from chamvi.transcript import chain_digest
 
 
 class ModelCalls(RunRecord):

@@ -18,7 +18,9 @@ from temporalio.common import RetryPolicy
 from ._approvals import ApprovalWaits
 
 with workflow.unsafe.imports_passed_through():
-    from chamvi import constants as c
+    from chamvi import _constants as c
+    from chamvi._run_details import current_details
+    from chamvi._transcript import EMPTY_DIGEST
     from chamvi.models import (
         AgentSpec,
         ErrorInfo,
@@ -39,8 +41,6 @@ with workflow.unsafe.imports_passed_through():
         TOOL_CALL_FAILURES,
         activity_policy,
     )
-    from chamvi.run_details import current_details
-    from chamvi.transcript import EMPTY_DIGEST
 
 
 class RunRecord:

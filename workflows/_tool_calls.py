@@ -20,7 +20,7 @@ from ._calls import RunFailed, call_activity
 from ._run_record import RunRecord
 
 with workflow.unsafe.imports_passed_through():
-    from chamvi import constants as c
+    from chamvi import _constants as c
     from chamvi.errors import FatalToolError, InvalidAgentDefinitionError
     from chamvi.models import (
         AgentSpec,

@@ -13,7 +13,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from chamvi import constants as c
+    from chamvi import _constants as c
     from chamvi.models import AgentSpec, DescribeAgentRequest
     from chamvi.retry import DISPATCH_CHECK_FAILURES, non_retryable
 

@@ -3,7 +3,7 @@
 A process without the App (``chamvi agents put``, your own ``ChamviClient``) cannot check a
 definition against the App's runtime tools and models, so it asks a worker the way ``chamvi
 dispatch`` checks an agent: a short workflow whose one local activity does the work on the worker's
-runtime (``chamvi.runtime_agents``). Its history keeps who put what, and when.
+runtime (``chamvi.dynamic_agents``). Its history keeps who put what, and when.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from chamvi import constants as c
+    from chamvi import _constants as c
     from chamvi.models.agents import AgentRegistryRequest, AgentRegistryResult
     from chamvi.retry import AGENT_REGISTRY_FAILURES, non_retryable
 

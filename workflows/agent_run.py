@@ -20,7 +20,7 @@ from ._model_calls import ModelCalls
 from ._tool_calls import ToolCalls
 
 with workflow.unsafe.imports_passed_through():
-    from chamvi import constants as c
+    from chamvi import _constants as c
     from chamvi.errors import (
         BudgetExceededError,
         IncompleteResponseError,

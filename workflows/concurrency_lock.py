@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from chamvi import constants as c
+    from chamvi import _constants as c
     from chamvi.models import LockRequest, LockState, RunIsOpenRequest
 
 HOLDER_CHECK_INTERVAL = timedelta(seconds=60)

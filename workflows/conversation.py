@@ -30,7 +30,9 @@ from temporalio.exceptions import (
 from temporalio.exceptions import TimeoutError as TemporalTimeoutError
 
 with workflow.unsafe.imports_passed_through():
-    from chamvi import constants as c
+    from chamvi import _constants as c
+    from chamvi._run_details import static_details
+    from chamvi.conversations.recall import answer_text, fold_range, recall_window
     from chamvi.errors import InvalidInputError, UnavailableError
     from chamvi.models import ErrorInfo, RunInput, RunStatus, RunView, Usage
     from chamvi.models.conversations import (
@@ -51,9 +53,7 @@ with workflow.unsafe.imports_passed_through():
         turn_run_id,
     )
     from chamvi.models.recall import ConversationTurn, RecallSnapshot
-    from chamvi.recall import answer_text, fold_range, recall_window
     from chamvi.retry import AGENT_LOOKUP_FAILURES, non_retryable
-    from chamvi.run_details import static_details
 
 LOCAL_RETRY = RetryPolicy(maximum_attempts=5, non_retryable_error_types=non_retryable(AGENT_LOOKUP_FAILURES))
 STORE_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30))

@@ -45,7 +45,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 from .knowledge_pass import pass_activity, pass_failure, pass_workflow_id
 
 with workflow.unsafe.imports_passed_through():
-    from chamvi import constants as c
+    from chamvi import _constants as c
     from chamvi.errors import ChamviValidationError
     from chamvi.models.knowledge import (
         CollectionInput,

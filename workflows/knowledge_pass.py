@@ -22,7 +22,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
 
 with workflow.unsafe.imports_passed_through():
-    from chamvi import constants as c
+    from chamvi import _constants as c
     from chamvi.models.knowledge import CollectionMeta, PassRequest, PassResult, PassStats
     from chamvi.retry import PASS_HEARTBEAT_TIMEOUT
 

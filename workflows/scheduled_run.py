@@ -14,7 +14,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 
 with workflow.unsafe.imports_passed_through():
-    from chamvi import constants as c
+    from chamvi import _constants as c
     from chamvi.errors import AgentNotFoundError, InvalidInputError
     from chamvi.models import (
         RunView,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from chamvi.constants import DEFAULT_API_PORT, TASK_QUEUE
+from chamvi._constants import DEFAULT_API_PORT, TASK_QUEUE
 from chamvi.errors import ChamviError, RunNotFoundError
 from chamvi.settings import DEFAULT_APP, Settings
 
@@ -146,7 +146,7 @@ def beside_dev_stack(settings: Settings, data: Path) -> Settings:
     """
     if settings.temporal_address is not None:
         return settings
-    from chamvi.dev import read_stack
+    from chamvi._dev import read_stack
 
     stack = read_stack(data.resolve())
     if stack is None:
@@ -188,9 +188,9 @@ def refused(settings: Settings, error: RPCError) -> click.ClickException:
 async def connect_or_fail(settings: Settings, *, serving: bool = False) -> Client:
     """Connects to Temporal; an unreachable server is a one-line error that names the fix.
 
-    ``serving``: a worker or the API, which exports telemetry (see ``chamvi.connection.connect``).
+    ``serving``: a worker or the API, which exports telemetry (see ``chamvi._connection.connect``).
     """
-    from chamvi.connection import connect
+    from chamvi._connection import connect
 
     try:
         return await connect(settings, serving=serving)

@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 from click.core import ParameterSource
 
+from chamvi._constants import DEFAULT_API_PORT
 from chamvi.cli._common import api_port_option
 from chamvi.cli._output import dump, echo_err, short
-from chamvi.constants import DEFAULT_API_PORT
 from chamvi.run_events import RUN_DELTA, RunEvent
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def dev_api(api_url: str | None, token: str | None, data: Path, port: int | None
                 "--api needs a token with runs:read: pass --token or set CHAMVI_API_TOKEN"
             )
         return Api(api_url.rstrip("/"), token)
-    from chamvi.dev import read_stack
+    from chamvi._dev import read_stack
 
     stack = read_stack(data.resolve()) or {}
     url = f"http://127.0.0.1:{port or DEFAULT_API_PORT}"

@@ -2,7 +2,7 @@
 
 ``chamvi worker`` and ``chamvi dev`` both build their worker with ``build_worker`` (``ChamviPlugin``
 inside), so they open and check the knowledge index the same way and start collections the same way;
-``chamvi dev`` only adds the Temporal dev server (``chamvi.dev``) and the HTTP API in this process.
+``chamvi dev`` only adds the Temporal dev server (``chamvi._dev``) and the HTTP API in this process.
 """
 
 from __future__ import annotations
@@ -18,16 +18,16 @@ from typing import Any
 
 from temporalio.worker import Worker
 
+from chamvi._constants import DEFAULT_API_PORT
+from chamvi._dev import DevServer, write_stack
+from chamvi._lifecycle import index_location
 from chamvi.app import App
 from chamvi.approval_tokens import approval_tokens
 from chamvi.cli._common import connect_or_fail
-from chamvi.constants import DEFAULT_API_PORT
-from chamvi.dev import DevServer, write_stack
 from chamvi.http import Token, build_api
 from chamvi.http.process import ApiSocket, dev_tokens, listen
 from chamvi.knowledge.collections import ManagedRoutes
 from chamvi.knowledge.embedders import DEFAULT_EMBEDDING_MODEL
-from chamvi.lifecycle import index_location
 from chamvi.plugin import ChamviPlugin
 from chamvi.runtime import build_worker, connect
 from chamvi.settings import Settings

@@ -3,7 +3,7 @@
 A runtime agent is data (JSON or YAML: model, instructions, tools named from the App's
 ``runtime_tools``, budget, tool policy, trust); a worker on the task queue checks each put against its
 App and stores it as the agent's next revision, which new runs start on. See
-``chamvi.runtime_agents`` for what a definition may hold.
+``chamvi.dynamic_agents`` for what a definition may hold.
 """
 
 from __future__ import annotations

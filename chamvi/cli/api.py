@@ -6,6 +6,7 @@ import asyncio
 
 import click
 
+from chamvi._lifecycle import close_index, open_index
 from chamvi.approval_tokens import approval_tokens
 from chamvi.artifacts import open_artifact_store
 from chamvi.cli._common import (
@@ -22,9 +23,8 @@ from chamvi.errors import ChamviError
 from chamvi.http import build_api
 from chamvi.http.auth import required_tokens
 from chamvi.http.process import listen
-from chamvi.lifecycle import close_index, open_index
 from chamvi.settings import Settings
-from chamvi.telemetry import exporting_traces
+from chamvi.telemetry._otel import exporting_traces
 
 
 @click.command()

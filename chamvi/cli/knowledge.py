@@ -12,14 +12,14 @@ import click
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from chamvi import constants as c
+from chamvi import _constants as c
+from chamvi._constants import KNOWLEDGE_MAX_CHARS as MAX_CHARS
+from chamvi._constants import KNOWLEDGE_MAX_TOP_K as MAX_TOP_K
+from chamvi._starters import request_sync
 from chamvi.cli._common import POLL_SECONDS, T, json_option, run_with_client, temporal_options
 from chamvi.cli._output import Spinner, columns, dump, echo_err, short, when
-from chamvi.constants import KNOWLEDGE_MAX_CHARS as MAX_CHARS
-from chamvi.constants import KNOWLEDGE_MAX_TOP_K as MAX_TOP_K
 from chamvi.models.knowledge import CollectionMeta, CollectionState, PassStats
 from chamvi.settings import Settings
-from chamvi.starters import request_sync
 
 KNOWLEDGE_QUERY_TIMEOUT = timedelta(seconds=5)
 EXCERPT_CHARS = 240

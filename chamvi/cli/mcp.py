@@ -21,8 +21,8 @@ from chamvi.errors import ChamviError
 from chamvi.http.auth import Token, required_tokens
 from chamvi.knowledge.remote import CollectionSearch
 from chamvi.knowledge.search import MAX_TOP_K
-from chamvi.knowledge_mcp import allowed_hosts, knowledge_http_app, knowledge_server
 from chamvi.knowledge_store import KnowledgeStore
+from chamvi.mcp.knowledge import allowed_hosts, knowledge_http_app, knowledge_server
 from chamvi.settings import Settings
 
 DEFAULT_MCP_PORT = 8765

@@ -13,6 +13,17 @@ from pathlib import Path
 import click
 from temporalio.service import RPCError
 
+from chamvi._constants import TASK_QUEUE
+from chamvi._dev import DEFAULT_PORT, DevServer, DevServerConfig
+from chamvi._lifecycle import (
+    EDGE_FOLDER,
+    LOCAL_MODE_FOLDER,
+    check_index,
+    close_index,
+    index_location,
+    legacy_index,
+    open_index,
+)
 from chamvi.app import App
 from chamvi.cli._common import (
     F,
@@ -28,24 +39,13 @@ from chamvi.cli._common import (
 from chamvi.cli._output import echo_err
 from chamvi.cli._serving import log_to_terminal, managed_routes, serve_dev, serve_worker, telemetry_line
 from chamvi.cli.skills import load_listings
-from chamvi.constants import TASK_QUEUE
-from chamvi.dev import DEFAULT_PORT, DevServer, DevServerConfig
 from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
 from chamvi.knowledge import KnowledgeCollection, Source
-from chamvi.lifecycle import (
-    EDGE_FOLDER,
-    LOCAL_MODE_FOLDER,
-    check_index,
-    close_index,
-    index_location,
-    legacy_index,
-    open_index,
-)
 from chamvi.mcp import classify
 from chamvi.schedules import describe_interval
 from chamvi.settings import Settings, configured_providers, key_hosts, openai_credentials, publish_data_folder
 from chamvi.skills.library import sources_of
-from chamvi.telemetry import exporting_traces
+from chamvi.telemetry._otel import exporting_traces
 
 
 def max_runs_option(function: F) -> F:
@@ -294,8 +294,8 @@ def _check_mcp_servers(app: App, timeout: float, problems: list[str], lines: lis
     """
     if not app.mcp_servers:
         return
-    from chamvi._mcp_client import list_tools
-    from chamvi.mcp_sessions import McpSessions
+    from chamvi.mcp._client import list_tools
+    from chamvi.mcp._sessions import McpSessions
 
     async def listing() -> None:
         sessions = McpSessions()

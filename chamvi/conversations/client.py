@@ -32,7 +32,8 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes, Workfl
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from chamvi import constants as c
+from chamvi import _constants as c
+from chamvi._names import validate_agent_name
 from chamvi.artifacts import ArtifactStore, Attachment, names_a_folder
 from chamvi.conversations.store import ConversationStore
 from chamvi.errors import (
@@ -57,7 +58,6 @@ from chamvi.models.conversations import (
     conversation_workflow_id,
     turn_run_id,
 )
-from chamvi.names import validate_agent_name
 
 QUERY_TIMEOUT = timedelta(seconds=5)
 TURN_START_POLL = (0.02, 1.0)

@@ -26,13 +26,13 @@ from urllib.parse import quote, unquote
 import obstore
 from pydantic import BaseModel
 
+from chamvi._constants import CONVERSATIONS_STORE_PREFIX
 from chamvi.artifacts import ArtifactStore
-from chamvi.constants import CONVERSATIONS_STORE_PREFIX
+from chamvi.conversations.recall import summary_message, turn_messages
 from chamvi.errors import NotFoundError
 from chamvi.models import Message
 from chamvi.models.conversations import ConversationHead, TurnRecord
 from chamvi.models.recall import ConversationTurn
-from chamvi.recall import summary_message, turn_messages
 
 CACHED_TURNS = 4096
 """Turn records a process keeps: they never change once written."""

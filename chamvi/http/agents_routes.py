@@ -1,7 +1,7 @@
 """``/agents``: the agents the workers serve, agents defined at runtime (put and removed as data), skills.
 
 ``agents:read`` for ``GET``, ``agents:write`` for ``PUT`` and ``DELETE``. The routes work over an
-:class:`AgentDirectory`: the API's own view of the revision store (``chamvi.runtime_agents``, over
+:class:`AgentDirectory`: the API's own view of the revision store (``chamvi.dynamic_agents``, over
 the artifact store every process shares), or, without one, the workers (``ChamviClient``'s
 ``AgentRegistry`` workflow). Either way a put is checked against the App's runtime tools and models.
 ``GET /agents/{name}/skills`` answers an agent's skills from a :class:`SkillLibrary` (a worker's in
@@ -16,6 +16,7 @@ from typing import Annotated, Any, Protocol
 from fastapi import APIRouter, Body, Depends, Query, Response
 from pydantic import BaseModel, WithJsonSchema
 
+from chamvi._names import validate_agent_name
 from chamvi.client import ChamviClient
 from chamvi.errors import (
     AgentNotFoundError,
@@ -28,7 +29,6 @@ from chamvi.http.errors import error_responses
 from chamvi.http.params import AgentName
 from chamvi.models import AgentDefinition, AgentInfo, AgentPutResult, Invoker
 from chamvi.models.skills import AgentSkills
-from chamvi.names import validate_agent_name
 from chamvi.skills.library import SkillLibrary
 
 READ = AGENTS_READ

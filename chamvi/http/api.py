@@ -11,13 +11,14 @@ from fastapi import APIRouter, Depends, FastAPI, Security
 from fastapi.security import HTTPBearer
 from temporalio.client import Client
 
+from chamvi._constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
+from chamvi._starters import request_sync
 from chamvi.agent_revisions import ObjectRevisionStore
 from chamvi.app import App
-from chamvi.app_runtime import AppRuntime
 from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import ArtifactStore
 from chamvi.client import ChamviClient
-from chamvi.constants import DEFAULT_ATTACHMENT_MAX_BYTES, TASK_QUEUE
+from chamvi.dynamic_agents import RuntimeAgents
 from chamvi.http.agents_routes import AgentDirectory, ThroughWorkers, agent_check, agents_router
 from chamvi.http.approvals_routes import approvals_router
 from chamvi.http.artifacts_routes import artifacts_router, upload_body_limit
@@ -35,13 +36,12 @@ from chamvi.knowledge.collections import ManagedRoutes
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.run_events import EventHub
-from chamvi.runtime_agents import RuntimeAgents
 from chamvi.schedules import DEFAULT_MIN_INTERVAL
 from chamvi.skills.library import SkillLibrary
-from chamvi.starters import request_sync
 from chamvi.state import StateStore
 from chamvi.state.views import StateViews
 from chamvi.webhooks import WebhookChannel
+from chamvi.worker_state import AppRuntime
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def create_api(
         generate_unique_id_function=lambda route: route.name,
         # FastAPI's own OpenTelemetry: a server span per request on the installed tracer provider
         # (continuing the caller's traceparent, so a dispatch's run joins its trace), but no log
-        # records, which would carry a refused body's input values (see chamvi.telemetry)
+        # records, which would carry a refused body's input values (see chamvi.telemetry._otel)
         telemetry={"logs": False},
     )
     routers: list[APIRouter] = []

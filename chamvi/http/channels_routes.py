@@ -15,14 +15,14 @@ from fastapi import APIRouter, Path, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
+from chamvi._constants import TRIGGER_KEY_MAX_LENGTH
+from chamvi._inbound import InboundContext
 from chamvi.agents import Agent
 from chamvi.channels import Channel
 from chamvi.client import ChamviClient
-from chamvi.constants import TRIGGER_KEY_MAX_LENGTH
 from chamvi.errors import ChamviValidationError, ChannelNotFoundError
 from chamvi.http.errors import PAYLOAD_TOO_LARGE, ErrorResponse, error_responses
 from chamvi.http.schemas import check_json
-from chamvi.inbound import InboundContext
 from chamvi.senders import WebhookAnswer, WebhookEvent
 from chamvi.webhooks import WebhookChannel
 

@@ -16,8 +16,8 @@ from fastapi import APIRouter, Body, Depends, Header, Path, Query, Response
 from fastapi.responses import StreamingResponse
 from temporalio.service import RPCError, RPCStatusCode
 
+from chamvi._constants import CONVERSATION_ID_MAX_LENGTH, CONVERSATION_QUEUE_MAX
 from chamvi.client import ChamviClient
-from chamvi.constants import CONVERSATION_ID_MAX_LENGTH, CONVERSATION_QUEUE_MAX
 from chamvi.conversations.client import check_conversation_id
 from chamvi.conversations.events import CONVERSATION_MESSAGE, TurnStarted, conversation_turns, parse_stream_id
 from chamvi.conversations.store import ConversationStore

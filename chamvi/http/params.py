@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import Path
 
-from chamvi.constants import (
+from chamvi._constants import (
     ARTIFACT_ID_MAX_LENGTH,
     ARTIFACT_ID_PATTERN,
     NAME_MAX_LENGTH,

@@ -15,9 +15,9 @@ from typing import Annotated, TypeVar
 from fastapi import APIRouter, Body, Depends, Header, Query, Response
 from fastapi.responses import StreamingResponse
 
+from chamvi._constants import NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.artifacts import Attachment
 from chamvi.client import ChamviClient
-from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.errors import UnavailableError
 from chamvi.http.agents_routes import AgentCheck, agent_check
 from chamvi.http.auth import QUERY_TOKEN_KEY, Token, permission, principal

@@ -11,8 +11,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from chamvi._constants import NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.client import ChamviClient
-from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.http.agents_routes import AgentCheck
 from chamvi.http.auth import permission
 from chamvi.http.errors import error_responses

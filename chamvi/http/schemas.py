@@ -8,13 +8,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from chamvi.approval_tokens import TOKEN_MAX_CHARS
-from chamvi.constants import (
+from chamvi._constants import (
     CONVERSATION_MESSAGE_MAX_CHARS,
     NAME_MAX_LENGTH,
     NAME_PATTERN,
     TRIGGER_KEY_MAX_LENGTH,
 )
+from chamvi.approval_tokens import TOKEN_MAX_CHARS
 from chamvi.errors import ValidationIssue
 from chamvi.knowledge.managed import MAX_CONTENT_CHARS, DocumentPage
 from chamvi.models import Artifact, ModelSettings, RunSummary

@@ -11,7 +11,7 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI
 
-from chamvi.constants import DEFAULT_API_PORT
+from chamvi._constants import DEFAULT_API_PORT
 
 DEFAULT_PORT = DEFAULT_API_PORT
 ACCESS_LOGGER = "uvicorn.access"

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from chamvi.constants import STATE_COLLECTION_MAX_LENGTH, STATE_COLLECTION_PATTERN
+from chamvi._constants import STATE_COLLECTION_MAX_LENGTH, STATE_COLLECTION_PATTERN
 from chamvi.http.auth import permission
 from chamvi.http.errors import error_responses
 from chamvi.http.params import AgentName

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from chamvi.constants import AGENT_KNOWLEDGE_PREFIX, NAME_MAX_LENGTH
+from chamvi._constants import AGENT_KNOWLEDGE_PREFIX, NAME_MAX_LENGTH
 from chamvi.errors import InvalidAgentDefinitionError
 from chamvi.knowledge.search import knowledge_tools, search_scope
 from chamvi.knowledge.sources import Source, folder

@@ -7,11 +7,11 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Literal, get_args
 
+from chamvi._names import validate_agent_name
+from chamvi._provider_objects import is_embedder
 from chamvi.errors import InvalidAgentDefinitionError
 from chamvi.knowledge.embedders import Embedder
 from chamvi.knowledge.sources import Source
-from chamvi.names import validate_agent_name
-from chamvi.provider_objects import is_embedder
 
 SearchMode = Literal["dense", "hybrid"]
 """How ``knowledge_search`` ranks a collection: by cosine similarity of dense vectors alone, or by

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from chamvi._names import validate_agent_name
 from chamvi.errors import (
     ConflictError,
     InvalidAgentDefinitionError,
@@ -25,7 +26,6 @@ from chamvi.knowledge.documents import content_hash, validate_item
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.models.knowledge import CollectionMeta, CollectionStatus, DocumentEntry
-from chamvi.names import validate_agent_name
 
 MAX_CONTENT_CHARS = 1_048_576
 DocumentStatus = Literal["pending", "ready", "failed"]

@@ -25,7 +25,7 @@ from temporalio.client import (
 from temporalio.exceptions import ActivityError
 from temporalio.service import RPCError, RPCStatusCode
 
-from chamvi import constants as c
+from chamvi import _constants as c
 from chamvi.errors import ERROR_CLASSES, ChamviError, KnowledgeNotReadyError, UnavailableError
 from chamvi.knowledge.search import MAX_CHARS, Match, SearchResult
 from chamvi.models.knowledge import SearchRequest

@@ -13,8 +13,8 @@ from opentelemetry.util.types import AttributeValue
 from pydantic import BaseModel, Field
 from temporalio.common import RetryPolicy
 
-from chamvi._spans import span
-from chamvi.constants import KNOWLEDGE_MAX_CHARS, KNOWLEDGE_MAX_TOP_K
+from chamvi._constants import KNOWLEDGE_MAX_CHARS, KNOWLEDGE_MAX_TOP_K
+from chamvi._names import validate_agent_name
 from chamvi.context import define_context_key, inject
 from chamvi.errors import (
     ChamviError,
@@ -26,8 +26,8 @@ from chamvi.knowledge.embedders import Embedder, EmbeddingRegistry
 from chamvi.knowledge.index import Hit, KnowledgeIndex
 from chamvi.knowledge.sparse import search_vector
 from chamvi.models.knowledge import CollectionMeta, CollectionStatus
-from chamvi.names import validate_agent_name
 from chamvi.retry import DEFAULT_EMBEDDING_RETRY, call_with_retry
+from chamvi.telemetry._spans import span
 from chamvi.tools import Tool, ToolContext, tool
 
 MAX_TOP_K = KNOWLEDGE_MAX_TOP_K
@@ -98,7 +98,7 @@ class KnowledgeSearch:
             "chamvi.knowledge.collections": list(collections),
             "chamvi.knowledge.top_k": top_k,
         }
-        # never the query: it is content (see chamvi.telemetry)
+        # never the query: it is content (see chamvi.telemetry._otel)
         with span("knowledge search", attributes) as current:
             result = await self._search(collections, query, top_k=top_k, min_score=min_score)
             current.set_attribute("chamvi.knowledge.matches", len(result.matches))

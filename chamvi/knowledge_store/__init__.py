@@ -92,11 +92,11 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     """``searcher_of``, still importable from here, loaded on first use.
 
-    It asks the worker serving an App (``chamvi.app_runtime``), which stands above this package: an
+    It asks the worker serving an App (``chamvi.worker_state``), which stands above this package: an
     alias of the old import path, never imported by chamvi itself.
     """
     if name == "searcher_of":
-        from chamvi.app_runtime import searcher_of
+        from chamvi.worker_state import searcher_of
 
         return searcher_of
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from chamvi.constants import APPROVAL_TIMEOUT_MAX, DEFAULT_APPROVAL_TIMEOUT
+from chamvi._constants import APPROVAL_TIMEOUT_MAX, DEFAULT_APPROVAL_TIMEOUT
 from chamvi.errors import (
     InvalidAgentDefinitionError,
     InvalidPageError,

@@ -4,7 +4,7 @@ The pages stay where the inner store keeps them (the source of truth); a knowled
 by :func:`store_collection` embeds every live page on each pass, and ``search()`` ranks pages by the
 similarity of their passages to the query. Everything but ``search()`` is the inner store's.
 
-Wiring it into an app (``searcher_of`` is ``chamvi.app_runtime``'s: it asks the worker serving the app)::
+Wiring it into an app (``searcher_of`` is ``chamvi.worker_state``'s: it asks the worker serving the app)::
 
     files = FileKnowledgeStore("wiki")
     wiki = VectorKnowledgeStore(files, collection="wiki", search=lambda: searcher_of(app))
@@ -25,6 +25,7 @@ from typing import Protocol
 
 from temporalio import activity
 
+from chamvi._starters import request_sync
 from chamvi.errors import (
     InvalidAgentDefinitionError,
     InvalidPageError,
@@ -46,7 +47,6 @@ from chamvi.knowledge_store._types import (
     SearchHit,
 )
 from chamvi.knowledge_store.protocol import KnowledgeStore
-from chamvi.starters import request_sync
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 A runtime agent is made of data only (the seed's ``putAgent``): a model ref, instructions, tools named
 from the catalog the App declares (``App(runtime_tools=[...])``), a budget, a tool policy and trust
 overrides. Code (tools, hooks, factories, output types, state types) stays in the App; the data picks
-from it. ``chamvi.runtime_agents`` checks a definition against the App and builds the agent.
+from it. ``chamvi.dynamic_agents`` checks a definition against the App and builds the agent.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from chamvi.constants import (
+from chamvi._constants import (
     AGENT_DESCRIPTION_MAX_LENGTH,
     APPROVAL_TIMEOUT_MAX,
     DEFAULT_MAX_STEPS,
@@ -43,7 +43,7 @@ def _instructions_kind(value: Any) -> str:
 
 INSTRUCTION_KINDS = ("text", "messages")
 """The tags of the two forms of instructions, which a validation issue's path names after
-``instructions`` (``chamvi.runtime_agents`` takes them out: ``instructions.0.role``)."""
+``instructions`` (``chamvi.dynamic_agents`` takes them out: ``instructions.0.role``)."""
 
 Instructions = Annotated[
     Annotated[str, Tag("text"), Field(min_length=1)]

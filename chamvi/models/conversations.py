@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from chamvi import constants as c
+from chamvi import _constants as c
 from chamvi.models.artifacts import Artifact
 from chamvi.models.recall import RecallSpec
 from chamvi.models.runs import ErrorInfo, Invoker, Message, RunStatus, Usage

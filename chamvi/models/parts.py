@@ -10,7 +10,7 @@ and every provider see it::
 each with optional ``"provider_options": {"<provider>": {...}}``, which only that provider reads
 (``chamvi.providers.openai`` says what ``"openai"`` options do). An image or file part has exactly
 one source: an ``artifact`` reference (the bytes stay in the artifact store and are read for each
-model call), inline ``data`` (small: at most :data:`~chamvi.constants.INLINE_PART_MAX_BYTES`), or a
+model call), inline ``data`` (small: at most :data:`~chamvi._constants.INLINE_PART_MAX_BYTES`), or a
 ``url``. Audio, video and anything else are file parts of their media type (``audio/wav``): each
 provider sends what its API takes and says what it does with the rest.
 
@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 from pydantic import ValidationError as PydanticValidationError
 
-from chamvi.constants import ARTIFACT_MEDIA_TYPE_PATTERN, INLINE_PART_MAX_BYTES
+from chamvi._constants import ARTIFACT_MEDIA_TYPE_PATTERN, INLINE_PART_MAX_BYTES
 from chamvi.models.artifacts import Artifact
 
 ProviderOptions = dict[str, dict[str, Any]]

@@ -2,7 +2,7 @@
 
 Every workflow and activity takes one input model and returns one result model, so fields can be
 added without breaking histories of runs already in flight. Everything here is small: a run's
-history must grow linearly with its steps (see ``chamvi.transcript``).
+history must grow linearly with its steps (see ``chamvi._transcript``).
 """
 
 from __future__ import annotations
@@ -275,7 +275,7 @@ class DescribeAgentRequest(BaseModel):
 
 
 class ModelRequest(BaseModel):
-    """Input of one model call. The transcript travels as a delta (see ``chamvi.transcript``)."""
+    """Input of one model call. The transcript travels as a delta (see ``chamvi._transcript``)."""
 
     run_id: str
     agent: str

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from html import unescape
 from typing import Any
 
-from chamvi.constants import SKILL_TOOL_NAMES, TOOL_SKILL_LOAD
+from chamvi._constants import SKILL_TOOL_NAMES, TOOL_SKILL_LOAD
 from chamvi.models import Message, ModelResponse, ToolCall, Usage
 from chamvi.providers._base import ChatRequest
 

@@ -12,7 +12,7 @@ import hashlib
 import hmac
 import time
 
-from chamvi.constants import (
+from chamvi._constants import (
     TRIGGER_KEY_MAX_LENGTH,
     WEBHOOK_DELIVERY_HEADER,
     WEBHOOK_SIGNATURE_HEADER,

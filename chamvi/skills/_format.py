@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from chamvi.constants import NAME_MAX_LENGTH, SKILL_DESCRIPTION_MAX_LENGTH, SKILL_FILE
+from chamvi._constants import NAME_MAX_LENGTH, SKILL_DESCRIPTION_MAX_LENGTH, SKILL_FILE
+from chamvi._names import is_valid_name
 from chamvi.errors import InvalidSkillError
-from chamvi.names import is_valid_name
 
 _FENCE = "---"
 

@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape
 
 from pydantic_core import to_jsonable_python
 
-from chamvi.constants import TOOL_SKILL_LOAD, TOOL_SKILL_READ
+from chamvi._constants import TOOL_SKILL_LOAD, TOOL_SKILL_READ
 from chamvi.errors import InvalidInputError, InvalidSkillError, SkillNotFoundError
 from chamvi.models import Message
 from chamvi.models.skills import SkillCatalogManifest, SkillFileInfo, SkillInfo

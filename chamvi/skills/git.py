@@ -18,7 +18,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from chamvi.constants import SKILL_FILE
+from chamvi._constants import SKILL_FILE
 from chamvi.errors import InvalidAgentDefinitionError, InvalidSkillError
 from chamvi.skills._format import Skill, skills_from_tree
 from chamvi.skills.sources import PinRecord, SkillLoadContext, skill_paths

@@ -196,7 +196,7 @@ class SkillLibrary:
         """The catalog a run of ``agent`` starting now records; None for an agent without skills.
 
         An agent in code has its own (the App's defaults, then its ``skills=``); an agent defined at
-        runtime (``chamvi.runtime_agents``) has the App's defaults.
+        runtime (``chamvi.dynamic_agents``) has the App's defaults.
         """
         return (await self._loaded()).get(agent.name if agent.revision is None else None)
 

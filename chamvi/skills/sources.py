@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from chamvi.constants import SKILL_FILE
+from chamvi._constants import SKILL_FILE
 from chamvi.errors import InvalidAgentDefinitionError, InvalidSkillError
 from chamvi.skills._format import (
     Skill,

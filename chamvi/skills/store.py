@@ -18,8 +18,8 @@ from collections.abc import Mapping
 
 import obstore
 
+from chamvi._constants import SKILLS_STORE_PREFIX
 from chamvi.artifacts import ArtifactStore
-from chamvi.constants import SKILLS_STORE_PREFIX
 from chamvi.errors import ArtifactNotFoundError
 from chamvi.models.skills import SkillCatalogManifest
 from chamvi.skills.sources import PinRecord

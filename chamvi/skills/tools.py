@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chamvi.constants import TOOL_SKILL_LOAD, TOOL_SKILL_READ
+from chamvi._constants import TOOL_SKILL_LOAD, TOOL_SKILL_READ
 from chamvi.context import ContextKey, define_context_key, inject
 from chamvi.errors import SkillNotFoundError
 from chamvi.tools import Tool, ToolContext, tool

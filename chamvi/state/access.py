@@ -9,8 +9,8 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import PydanticSerializationError, to_json, to_jsonable_python
 
+from chamvi._constants import STATE_KEY_MAX_LENGTH, STATE_VALUE_MAX_BYTES
 from chamvi._infrastructure import bookkeeping
-from chamvi.constants import STATE_KEY_MAX_LENGTH, STATE_VALUE_MAX_BYTES
 from chamvi.context import define_context_key
 from chamvi.errors import ChamviValidationError, NotFoundError, validation_issues
 from chamvi.models.state import STATE_LIST_MAX, StateItem, StatePage

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from chamvi.constants import STATE_COLLECTION_MAX_LENGTH, STATE_COLLECTION_PATTERN
+from chamvi._constants import STATE_COLLECTION_MAX_LENGTH, STATE_COLLECTION_PATTERN
 from chamvi.errors import InvalidAgentDefinitionError
 
 

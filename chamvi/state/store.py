@@ -33,7 +33,7 @@ from typing import Any
 from pydantic_core import to_json
 from qdrant_client import AsyncQdrantClient
 
-from chamvi.constants import STATE_PAGE_MAX_BYTES
+from chamvi._constants import STATE_PAGE_MAX_BYTES
 from chamvi.models.state import StateItem, StatePage
 from chamvi.vectors import Match, Point, VectorStore, Where
 from chamvi.vectors.client import ClientStore

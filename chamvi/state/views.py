@@ -39,7 +39,7 @@ class StateOwner(Protocol):
 
 
 class RuntimeDirectory(Protocol):
-    """What the views read of the agents defined at runtime (``chamvi.runtime_agents.RuntimeAgents``)."""
+    """What the views read of the agents defined at runtime (``chamvi.dynamic_agents.RuntimeAgents``)."""
 
     async def current(self, name: str) -> StatefulAgent:
         """The current revision of ``name``, or ``AgentNotFoundError``."""

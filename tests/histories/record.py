@@ -50,8 +50,7 @@ from chamvi import (
     mcp_tools,
     tool,
 )
-from chamvi.artifacts import ArtifactStore, Attachment
-from chamvi.constants import (
+from chamvi._constants import (
     AGENT_CHECK_WORKFLOW,
     AGENT_REGISTRY_WORKFLOW,
     AGENT_STATE_LIST_WORKFLOW,
@@ -67,6 +66,7 @@ from chamvi.constants import (
     SEARCH_ATTRIBUTES,
     UPDATE_KNOWLEDGE_SEARCH,
 )
+from chamvi.artifacts import ArtifactStore, Attachment
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.models import DescribeAgentRequest, ModelSettings, NamedTool

@@ -7,7 +7,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError
 
 from chamvi import App, ChamviClient, define_agent
-from chamvi import constants as c
+from chamvi import _constants as c
 from chamvi.errors import AgentNotFoundError
 from tests.conftest import RunningWorker
 from tests.polling import SLOW_PATIENCE_SECONDS, SLOW_TEST_TIMEOUT, eventually

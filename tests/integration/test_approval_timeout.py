@@ -16,7 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi import ChamviClient, RunStatus
-from chamvi.constants import SEARCH_ATTRIBUTES
+from chamvi._constants import SEARCH_ATTRIBUTES
 from chamvi.runtime import build_worker
 from tests.integration.test_approvals import make_app
 from tests.polling import until_status

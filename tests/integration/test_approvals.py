@@ -25,7 +25,7 @@ from chamvi import (
     define_agent,
     tool,
 )
-from chamvi.constants import SIGNAL_APPROVE, UPDATE_ANSWER_APPROVAL
+from chamvi._constants import SIGNAL_APPROVE, UPDATE_ANSWER_APPROVAL
 from chamvi.errors import InvalidRunStateError, RunNotFoundError
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from tests.polling import eventually, until_status

@@ -7,8 +7,8 @@ import uuid
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient, ChannelMessage, ChannelSubscription, define_agent
+from chamvi._inbound import InboundContext
 from chamvi.artifacts import ArtifactStore
-from chamvi.inbound import InboundContext
 from chamvi.providers import ModelRegistry, ScriptedModel
 from chamvi.runtime import build_worker
 from tests.apps.chat import answer

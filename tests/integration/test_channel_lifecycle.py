@@ -9,9 +9,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from chamvi import App, ChamviClient, ChamviPlugin, ChannelContext, RunStatus, define_agent
+from chamvi._lifecycle import memory_index
 from chamvi.channels import ChannelMessage, StartedRun
 from chamvi.errors import BackgroundError
-from chamvi.lifecycle import memory_index
 from chamvi.providers import ModelRegistry, ScriptedModel, reply
 from chamvi.runtime import build_worker
 from tests.polling import eventually

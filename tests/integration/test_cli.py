@@ -33,10 +33,10 @@ from chamvi import (
     define_agent,
     tool,
 )
+from chamvi._constants import CONCURRENCY_LOCK_WORKFLOW, LOCK_ID_PREFIX
 from chamvi.artifacts import ArtifactStore
 from chamvi.cli import POLL_SECONDS, cli
 from chamvi.client import run_id_for
-from chamvi.constants import CONCURRENCY_LOCK_WORKFLOW, LOCK_ID_PREFIX
 from chamvi.models import RunInput
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker

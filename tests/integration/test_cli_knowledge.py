@@ -17,18 +17,18 @@ from click.testing import Result
 from temporalio.client import Client
 
 from chamvi import App, define_agent
-from chamvi.constants import (
+from chamvi._constants import (
     ACTIVITY_KNOWLEDGE_SEARCH,
     KNOWLEDGE_COLLECTION_WORKFLOW,
     KNOWLEDGE_ID_PREFIX,
     KNOWLEDGE_PASS_WORKFLOW,
 )
+from chamvi._starters import request_sync
 from chamvi.http import create_api
 from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.knowledge.sources import Source
 from chamvi.models.knowledge import CollectionInput
-from chamvi.starters import request_sync
 from tests.knowledge_helpers import knowledge_worker, new_store, wait_for_passes
 from tests.support.cli import cli_on
 from tests.support.http_api import bearer, make_tokens, serving

@@ -20,9 +20,9 @@ from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi import ChamviClient, RunStatus, SentMessage
+from chamvi._dev import DevServer, DevServerConfig, find_temporal
 from chamvi.artifacts import ArtifactStore
 from chamvi.conversations import ConversationStore
-from chamvi.dev import DevServer, DevServerConfig, find_temporal
 from chamvi.errors import UnavailableError
 from chamvi.models.conversations import ConversationView
 from tests.polling import eventually, until_status

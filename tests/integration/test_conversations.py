@@ -14,8 +14,8 @@ from temporalio.client import Client
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from chamvi import ChamviClient, RecallPolicy, RunStatus
+from chamvi._constants import CONVERSATION_WORKFLOW, SA_AGENT, SA_CONVERSATION
 from chamvi.artifacts import ArtifactStore, Attachment
-from chamvi.constants import CONVERSATION_WORKFLOW, SA_AGENT, SA_CONVERSATION
 from chamvi.conversations import ConversationStore
 from chamvi.errors import AgentNotFoundError, InvalidInputError, NotFoundError
 from chamvi.models.conversations import (

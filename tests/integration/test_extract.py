@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient, RunStatus, ToolContext, Trust, define_agent, extract, tool
-from chamvi.constants import ACTIVITY_EXTRACT
+from chamvi._constants import ACTIVITY_EXTRACT
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from tests.conftest import RunningWorker
 from tests.polling import until_status

@@ -21,7 +21,7 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import Metric
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from temporalio.testing import WorkflowEnvironment
 
-from chamvi.telemetry import OPERATION_DURATION_BUCKETS, TOKEN_USAGE_BUCKETS
+from chamvi.telemetry._otel import OPERATION_DURATION_BUCKETS, TOKEN_USAGE_BUCKETS
 from tests.polling import eventually
 from tests.support.otlp_collector import Collector
 

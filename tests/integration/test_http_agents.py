@@ -9,10 +9,10 @@ from fastapi import FastAPI
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient, ChamviPlugin, RunStatus, define_agent, tool
+from chamvi._lifecycle import memory_index
 from chamvi.artifacts import ArtifactStore
 from chamvi.http import build_api, create_api
 from chamvi.http.auth import Token
-from chamvi.lifecycle import memory_index
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker, local_plugin
 from tests.support.http_api import bearer, make_tokens, runs_api, serving

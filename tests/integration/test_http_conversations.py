@@ -13,8 +13,8 @@ import pytest
 from temporalio.client import Client
 
 from chamvi import ChamviClient
+from chamvi._constants import CONVERSATION_QUEUE_MAX
 from chamvi.artifacts import ArtifactStore
-from chamvi.constants import CONVERSATION_QUEUE_MAX
 from chamvi.http import create_api
 from chamvi.models.conversations import conversation_workflow_id
 from chamvi.runtime import build_worker, local_plugin

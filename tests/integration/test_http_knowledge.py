@@ -17,6 +17,7 @@ import pytest
 from temporalio.client import Client
 
 from chamvi import App
+from chamvi._starters import request_sync
 from chamvi.errors import ProviderHTTPError
 from chamvi.http import DEFAULT_BODY_LIMIT, Token, create_api
 from chamvi.knowledge import define_source, knowledge_collection
@@ -25,7 +26,6 @@ from chamvi.knowledge.embedders import EmbeddingRegistry, HashEmbedder
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.knowledge.search import KnowledgeSearch
-from chamvi.starters import request_sync
 from tests.knowledge_helpers import CountingEmbedder, knowledge_worker, new_store, wait_for_meta
 from tests.polling import eventually
 from tests.support.http_api import bearer, make_tokens, serving

@@ -12,7 +12,7 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from chamvi import App, ChamviClient, ToolContext, approve, define_agent, tool
-from chamvi.constants import CONCURRENCY_LOCK_WORKFLOW, LOCK_ID_PREFIX
+from chamvi._constants import CONCURRENCY_LOCK_WORKFLOW, LOCK_ID_PREFIX
 from chamvi.http import Token, create_api
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker

@@ -17,13 +17,13 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime, TelemetryConfig
 
 from chamvi import App, ChamviClient, RunStatus
-from chamvi.constants import KNOWLEDGE_COLLECTION_WORKFLOW, KNOWLEDGE_ID_PREFIX, UPDATE_KNOWLEDGE_SEARCH
+from chamvi._constants import KNOWLEDGE_COLLECTION_WORKFLOW, KNOWLEDGE_ID_PREFIX, UPDATE_KNOWLEDGE_SEARCH
+from chamvi._lifecycle import boot_collections
 from chamvi.errors import BackgroundError
 from chamvi.knowledge import define_source, folder, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.sources import Source, SourceContext
-from chamvi.lifecycle import boot_collections
 from chamvi.models.knowledge import CollectionInput, SearchRequest
 from chamvi.providers import call, reply
 from chamvi.runtime import build_worker
@@ -120,7 +120,7 @@ async def test_a_collection_moved_to_another_task_queue_as_the_readme_says_embed
 async def test_a_collection_whose_task_queue_workers_poll_stays_there_and_the_new_worker_says_how_to_move_it(
     client: Client, task_queue: str, tmp_path: Path, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="chamvi.lifecycle")
+    caplog.set_level(logging.INFO, logger="chamvi._lifecycle")
     write_handbook(tmp_path)
     theirs, ours = new_store(), new_store()
     app = app_for(name, [folder(tmp_path)], CountingEmbedder())
@@ -135,7 +135,7 @@ async def test_a_collection_whose_task_queue_workers_poll_stays_there_and_the_ne
     warnings = [
         r.getMessage()
         for r in caplog.records
-        if r.name == "chamvi.lifecycle" and r.levelno >= logging.WARNING
+        if r.name == "chamvi._lifecycle" and r.levelno >= logging.WARNING
     ]
     assert len(warnings) == 1, warnings
     warning = warnings[0]

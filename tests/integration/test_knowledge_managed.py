@@ -12,14 +12,14 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from chamvi import App
-from chamvi.constants import KNOWLEDGE_ID_PREFIX
+from chamvi._constants import KNOWLEDGE_ID_PREFIX
+from chamvi._starters import request_sync
 from chamvi.errors import ConflictError, InvalidInputError, NotFoundError
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.managed import ManagedCollections
 from chamvi.models.knowledge import CollectionMeta, CollectionState, CollectionStatus, DocumentEntry
-from chamvi.starters import request_sync
 from tests.knowledge_helpers import (
     CountingEmbedder,
     collection_state,

@@ -32,12 +32,12 @@ from mcp.types import CallToolResult, ElicitRequestParams, ElicitResult, ErrorDa
 from temporalio.client import Client as TemporalClient
 
 from chamvi import App, define_agent
+from chamvi._dev import write_stack
 from chamvi.cli import cli
-from chamvi.dev import write_stack
 from chamvi.knowledge import folder, knowledge_collection, knowledge_tools
 from chamvi.knowledge.search import MAX_TOP_K
-from chamvi.knowledge_mcp import package_version
 from chamvi.knowledge_store import FileKnowledgeStore
+from chamvi.mcp.knowledge import package_version
 from tests.knowledge_helpers import knowledge_worker, new_store, wait_for_passes
 from tests.polling import SLOW_PATIENCE_SECONDS, SLOW_TEST_TIMEOUT, eventually
 from tests.support.npm import npm_bin

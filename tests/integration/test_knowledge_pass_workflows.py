@@ -11,14 +11,14 @@ from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus
 from temporalio.exceptions import ApplicationError
 
 from chamvi import App, ChamviClient
-from chamvi.cli.knowledge import _pass_progress
-from chamvi.constants import (
+from chamvi._constants import (
     KNOWLEDGE_ID_PREFIX,
     KNOWLEDGE_PASS_WORKFLOW,
     MEMO_KNOWLEDGE_PASS_COLLECTION,
     MEMO_KNOWLEDGE_PASS_GENERATION,
     MEMO_KNOWLEDGE_PASS_STATS,
 )
+from chamvi.cli.knowledge import _pass_progress
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.models.knowledge import CollectionState, PassResult, PassStats
 from tests.knowledge_helpers import (

@@ -22,7 +22,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from chamvi import App, InvalidAgentDefinitionError, define_agent
-from chamvi.constants import KNOWLEDGE_ID_PREFIX, KNOWLEDGE_SCHEDULE_PREFIX, KNOWLEDGE_SYNC_REQUEST_WORKFLOW
+from chamvi._constants import KNOWLEDGE_ID_PREFIX, KNOWLEDGE_SCHEDULE_PREFIX, KNOWLEDGE_SYNC_REQUEST_WORKFLOW
 from chamvi.errors import ChamviValidationError, InvalidAppError, KnowledgeNotReadyError
 from chamvi.knowledge import define_source, folder, knowledge_collection, knowledge_tools
 from chamvi.knowledge.embedders import EmbeddingRegistry

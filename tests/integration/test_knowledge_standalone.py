@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from chamvi import Knowledge
+from chamvi._lifecycle import EDGE_FOLDER
 from chamvi.errors import BackgroundError, InvalidRunStateError, NotFoundError, ProviderUnavailableError
 from chamvi.knowledge import folder, knowledge_collection
 from chamvi.knowledge.embedders import EmbeddingRegistry
-from chamvi.lifecycle import EDGE_FOLDER
 from chamvi.models.knowledge import CollectionStatus
 from chamvi.settings import Settings
 from tests.knowledge_helpers import CountingEmbedder

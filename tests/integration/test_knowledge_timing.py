@@ -19,10 +19,10 @@ from temporalio.runtime import Runtime, TelemetryConfig
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi import App
+from chamvi._starters import request_sync
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.sources import Source
 from chamvi.retry import backoff
-from chamvi.starters import request_sync
 from tests.integration.test_approval_timeout import skipping_env  # noqa: F401  (the module's server)
 from tests.knowledge_helpers import (
     CountingEmbedder,

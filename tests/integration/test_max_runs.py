@@ -9,8 +9,8 @@ import pytest
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient, ChamviPlugin, RunStatus, ToolContext, approve, define_agent, tool
+from chamvi._lifecycle import memory_index
 from chamvi.artifacts import ArtifactStore
-from chamvi.lifecycle import memory_index
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
 from tests.polling import eventually

@@ -23,9 +23,9 @@ from chamvi import (
     mcp_server,
     mcp_tools,
 )
+from chamvi._constants import QUERY_MCP_TOOLS
 from chamvi.agents import Budget
 from chamvi.cli import cli
-from chamvi.constants import QUERY_MCP_TOOLS
 from chamvi.mcp import McpServer
 from chamvi.models import ImagePart, McpToolHints, McpToolInfo
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply

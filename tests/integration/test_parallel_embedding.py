@@ -13,13 +13,13 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
+from chamvi._lifecycle import memory_index
 from chamvi.errors import ProviderUnavailableError
 from chamvi.knowledge import define_source, knowledge_collection
 from chamvi.knowledge.collections import KnowledgeCollection
 from chamvi.knowledge.embedders import EmbeddingRegistry, OpenAIEmbeddingProvider
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge.indexing import BATCH_SIZE, Indexer
-from chamvi.lifecycle import memory_index
 from tests.support.embedding_server import EmbeddingRequest, EmbeddingServer, error, hashed, rate_limited
 from tests.support.scripted_server import Answer
 

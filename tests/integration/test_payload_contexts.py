@@ -19,8 +19,8 @@ from temporalio.converter import (
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi import App, ChamviClient, RunStatus, define_agent, tool
+from chamvi._constants import ACTIVITY_CALL_MODEL, ACTIVITY_CALL_TOOL
 from chamvi._sandbox_runner import ContextFreeSandboxedRunner
-from chamvi.constants import ACTIVITY_CALL_MODEL, ACTIVITY_CALL_TOOL
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
 

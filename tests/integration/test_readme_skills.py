@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from chamvi import App
-from chamvi.app_runtime import AppRuntime
-from chamvi.constants import TOOL_SKILL_LOAD, TOOL_SKILL_READ
+from chamvi._constants import TOOL_SKILL_LOAD, TOOL_SKILL_READ
+from chamvi.worker_state import AppRuntime
 from tests.support.docs import python_module
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.worker import Replayer
 
 from chamvi import App, ChamviPlugin
-from chamvi.lifecycle import memory_index
+from chamvi._lifecycle import memory_index
 
 HISTORIES = sorted((Path(__file__).parents[1] / "histories").glob("*.json"))
 

@@ -15,7 +15,7 @@ from temporalio.client import Client
 
 from chamvi import App, Budget, ChamviClient, FatalToolError, RunNotFoundError, RunStatus, define_agent, tool
 from chamvi import client as client_module
-from chamvi.constants import AGENT_RUN_WORKFLOW, KNOWLEDGE_COLLECTION_WORKFLOW, KNOWLEDGE_ID_PREFIX
+from chamvi._constants import AGENT_RUN_WORKFLOW, KNOWLEDGE_COLLECTION_WORKFLOW, KNOWLEDGE_ID_PREFIX
 from chamvi.models import RunSummary, Usage
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply
 from tests.polling import eventually

@@ -16,8 +16,8 @@ import pytest
 from temporalio.client import Client, ScheduleBackfill
 
 from chamvi import App, ChamviClient, RunStatus, ToolContext, approve, define_agent, tool
+from chamvi._constants import SCHEDULE_ID_PREFIX
 from chamvi.artifacts import ArtifactStore
-from chamvi.constants import SCHEDULE_ID_PREFIX
 from chamvi.errors import (
     AgentNotFoundError,
     ChamviValidationError,

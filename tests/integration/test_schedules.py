@@ -11,9 +11,14 @@ import pytest
 from temporalio.client import Client, ScheduleBackfill, ScheduleOverlapPolicy, WorkflowExecutionStatus
 
 from chamvi import App, ChamviClient, RunStatus, ToolContext, approve, define_agent, tool
-from chamvi.constants import AGENT_RUN_WORKFLOW, SCHEDULE_ID_PREFIX, SCHEDULE_TRIGGER, SCHEDULED_RUN_ID_PREFIX
+from chamvi._constants import (
+    AGENT_RUN_WORKFLOW,
+    SCHEDULE_ID_PREFIX,
+    SCHEDULE_TRIGGER,
+    SCHEDULED_RUN_ID_PREFIX,
+)
+from chamvi._lifecycle import memory_index
 from chamvi.errors import ConflictError, ScheduleNotFoundError
-from chamvi.lifecycle import memory_index
 from chamvi.models import ScheduledRunResult
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply

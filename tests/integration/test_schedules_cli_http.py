@@ -14,8 +14,8 @@ from click.testing import CliRunner, Result
 from temporalio.client import Client
 
 from chamvi import ChamviClient, RunStatus
+from chamvi._constants import SCHEDULE_TRIGGER
 from chamvi.cli import cli
-from chamvi.constants import SCHEDULE_TRIGGER
 from chamvi.errors import ScheduleNotFoundError
 from chamvi.http import create_api
 from chamvi.runtime import build_worker

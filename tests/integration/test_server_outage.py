@@ -30,14 +30,14 @@ from temporalio.service import RetryConfig
 from temporalio.testing import ActivityEnvironment
 
 from chamvi import App, ChamviClient, RunStatus, ToolContext, define_agent, effect_tool, tool
+from chamvi._dev import DevServer, DevServerConfig
 from chamvi.app import ActivityTimeouts
-from chamvi.app_runtime import AppRuntime
 from chamvi.channels import console_channel
-from chamvi.dev import DevServer, DevServerConfig
 from chamvi.errors import InfrastructureUnavailableError
 from chamvi.models import ToolCall, ToolRequest, TriggerEnvelope
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
+from chamvi.worker_state import AppRuntime
 
 RUNS = 45
 ITEMS = ("a", "b")

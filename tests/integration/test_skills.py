@@ -10,8 +10,8 @@ import pytest
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient, RunStatus, ToolContext, approve, define_agent, tool
+from chamvi._constants import QUERY_TRANSCRIPT, TOOL_SKILL_LOAD
 from chamvi.artifacts import ArtifactStore
-from chamvi.constants import QUERY_TRANSCRIPT, TOOL_SKILL_LOAD
 from chamvi.models import Message, TranscriptQuery
 from chamvi.providers import ChatRequest, ModelRegistry, ScriptedModel, ScriptedTurn, call, reply
 from chamvi.runtime import build_worker, local_plugin

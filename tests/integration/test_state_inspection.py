@@ -11,9 +11,9 @@ from pydantic import BaseModel
 from temporalio.client import Client
 
 from chamvi import AgentState, App, ChamviClient, RunStatus, ToolContext, define_agent, tool
+from chamvi._lifecycle import memory_index
 from chamvi.errors import UnavailableError
 from chamvi.http import build_api
-from chamvi.lifecycle import memory_index
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker

@@ -35,10 +35,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from chamvi import App, ChamviClient, RunStatus, ToolContext, approve, define_agent, tool
-from chamvi.constants import AGENT_RUN_WORKFLOW
+from chamvi._constants import AGENT_RUN_WORKFLOW
+from chamvi._lifecycle import memory_index
 from chamvi.http import create_api
 from chamvi.knowledge import folder, knowledge_collection
-from chamvi.lifecycle import memory_index
 from chamvi.plugin import ChamviPlugin
 from chamvi.providers import AnthropicProvider, ModelRegistry, OpenAIProvider, ScriptedModel, call, reply
 from chamvi.providers.compatible import openai_compatible
@@ -417,7 +417,7 @@ import asyncio
 from opentelemetry import trace
 from chamvi.runtime import connect
 from chamvi.settings import Settings
-from chamvi.telemetry import exporting_traces
+from chamvi.telemetry._otel import exporting_traces
 
 settings = Settings.from_env()
 with exporting_traces(settings, "chamvi-probe"):

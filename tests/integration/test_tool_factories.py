@@ -23,11 +23,11 @@ from chamvi import (
     inject,
     tool,
 )
-from chamvi.app_runtime import AppRuntime
 from chamvi.errors import InvalidAgentDefinitionError, InvalidRunStateError
 from chamvi.models import TriggerEnvelope
 from chamvi.permissions import PolicyRun
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
+from chamvi.worker_state import AppRuntime
 from tests.conftest import RunningWorker
 
 built_for: list[str] = []

@@ -31,7 +31,7 @@ from chamvi import (
     define_agent,
     tool,
 )
-from chamvi.constants import WEBHOOK_DELIVERY_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER
+from chamvi._constants import WEBHOOK_DELIVERY_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER
 from chamvi.http import create_api
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker

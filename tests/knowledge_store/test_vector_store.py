@@ -13,6 +13,7 @@ import pytest
 from temporalio.client import Client
 
 from chamvi import App, ChamviClient, RunStatus, define_agent
+from chamvi._starters import request_sync
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.knowledge_store import (
     FileKnowledgeStore,
@@ -25,7 +26,6 @@ from chamvi.knowledge_store import (
 )
 from chamvi.models.knowledge import CollectionMeta, CollectionState
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
-from chamvi.starters import request_sync
 from tests.knowledge_helpers import collection_state, knowledge_worker, new_store, wait_for_meta
 from tests.knowledge_store.contract import knowledge_store_contract, seed
 from tests.polling import eventually

@@ -13,11 +13,11 @@ import asyncio
 import uuid
 
 from chamvi import App, ChamviClient, define_agent, tool
-from chamvi.lifecycle import memory_index
+from chamvi._lifecycle import memory_index
 from chamvi.providers import ModelRegistry, OpenAIProvider
 from chamvi.runtime import build_worker, connect
 from chamvi.settings import Settings
-from chamvi.telemetry import exporting_traces
+from chamvi.telemetry._otel import exporting_traces
 from tests.support.openai_server import OpenAIServer, text, tool_call
 
 

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from chamvi import App, define_agent, tool
+from chamvi._names import is_valid_name
 from chamvi.agents import Agent
+from chamvi.dynamic_agents import parse_definition
 from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError, InvalidAppError
 from chamvi.knowledge import folder, knowledge_collection, knowledge_tools
 from chamvi.knowledge.agent_folders import agent_collection_name
 from chamvi.knowledge.embedders.hashing import HashEmbedder
 from chamvi.knowledge.search import search_scope
-from chamvi.names import is_valid_name
-from chamvi.runtime_agents import parse_definition
 
 EMBEDDER = HashEmbedder(64)
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from chamvi import App, ApprovalDecision, ToolContext, TriggerEnvelope, approve, define_agent, tool
-from chamvi.app_runtime import AppRuntime
+from chamvi._tool_runner import ToolRunner
 from chamvi.approval_tokens import SECRET_FILE, ApprovalTokens, approval_secret, approval_tokens
 from chamvi.channels import ChannelMessage
 from chamvi.errors import ApprovalTokenExpiredError, ApprovalTokenInvalidError, ChamviValidationError
 from chamvi.models import ToolRequest, ToolResult
 from chamvi.settings import Settings
-from chamvi.tool_runner import ToolRunner
+from chamvi.worker_state import AppRuntime
 from tests.unit.test_channels import Outbox
 from tests.unit.test_tool_runner import InMemoryRun, request
 

@@ -19,8 +19,9 @@ from chamvi import (
     define_agent,
     tool,
 )
+from chamvi._constants import WEBHOOK_DELIVERY_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER
+from chamvi._inbound import InboundContext, subscribers
 from chamvi.channels import ChannelContext, ChannelMessage, InboundEvent
-from chamvi.constants import WEBHOOK_DELIVERY_HEADER, WEBHOOK_SIGNATURE_HEADER, WEBHOOK_TIMESTAMP_HEADER
 from chamvi.errors import (
     ChamviValidationError,
     ChannelNotFoundError,
@@ -29,7 +30,6 @@ from chamvi.errors import (
     StaleDeliveryError,
     WebhookSignatureError,
 )
-from chamvi.inbound import InboundContext, subscribers
 from chamvi.settings import Settings
 from chamvi.webhooks import delivery_id, legacy_signature, signature, signed_headers, webhook_channel
 from tests.unit.test_tool_runner import InMemoryRun, call, request

@@ -14,12 +14,12 @@ import pytest
 from click.testing import CliRunner, Result
 from qdrant_client import AsyncQdrantClient, QdrantClient
 
+from chamvi._constants import SEARCH_ATTRIBUTES
+from chamvi._dev import DevServerConfig, search_attribute_specs
+from chamvi._lifecycle import boot_collections
 from chamvi.cli import cli
-from chamvi.constants import SEARCH_ATTRIBUTES
-from chamvi.dev import DevServerConfig, search_attribute_specs
 from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError
 from chamvi.knowledge.index import KnowledgeIndex
-from chamvi.lifecycle import boot_collections
 from chamvi.models.knowledge import CollectionMeta
 from chamvi.runtime import load_app
 
@@ -416,7 +416,7 @@ async def test_a_failing_knowledge_boot_is_logged_and_never_raises(caplog: pytes
             raise ConnectionError("qdrant went away")
 
     app = load_app("examples.support.app:app")
-    with caplog.at_level(logging.INFO, logger="chamvi.lifecycle"):
+    with caplog.at_level(logging.INFO, logger="chamvi._lifecycle"):
         await boot_collections(None, app, BrokenStore(), "q")  # type: ignore[arg-type]
     assert [r.getMessage() for r in caplog.records] == [
         "knowledge error: starting the collections failed: ConnectionError: qdrant went away (the worker "

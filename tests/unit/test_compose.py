@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from chamvi.dev import search_attribute_specs
+from chamvi._dev import search_attribute_specs
 
 ROOT = Path(__file__).resolve().parents[2]
 

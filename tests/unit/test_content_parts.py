@@ -18,12 +18,12 @@ from chamvi import (
     define_agent,
     tool,
 )
-from chamvi.app_runtime import AppRuntime
-from chamvi.constants import INLINE_PART_MAX_BYTES
+from chamvi._constants import INLINE_PART_MAX_BYTES
+from chamvi._tool_runner import ToolRunner
+from chamvi._transcript import EMPTY_DIGEST, chain_digest
 from chamvi.errors import InvalidAgentDefinitionError, InvalidInputError
 from chamvi.models import Artifact, ToolCall, ToolRequest, TriggerEnvelope, tool_output_parts
-from chamvi.tool_runner import ToolRunner
-from chamvi.transcript import EMPTY_DIGEST, chain_digest
+from chamvi.worker_state import AppRuntime
 from tests.unit.test_tool_runner import InMemoryRun
 
 PNG = base64.b64decode(

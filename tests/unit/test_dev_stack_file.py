@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 from fastapi import FastAPI
 
+from chamvi._dev import STACK_FILE, read_stack, write_stack
 from chamvi.cli import cli
 from chamvi.cli._common import beside_dev_stack
 from chamvi.cli._follow import Api, dev_api
-from chamvi.dev import STACK_FILE, read_stack, write_stack
 from chamvi.http.server import ACCESS_LOGGER, server
 from chamvi.settings import Settings
 

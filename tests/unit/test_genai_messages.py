@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
-from chamvi._genai_messages import input_messages, output_messages
-from chamvi._workflow_spans import conversation_id
 from chamvi.models import Artifact, FilePart, ImagePart, Message, RunInput, TextPart, ToolCall
+from chamvi.telemetry._genai_messages import input_messages, output_messages
+from chamvi.telemetry._workflow_spans import conversation_id
 
 
 def test_captured_messages_are_the_conventions_chat_messages_of_typed_parts() -> None:

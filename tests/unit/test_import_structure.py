@@ -36,7 +36,13 @@ PACKAGES = {
 }
 
 # The App and the lifecycle that builds and runs it: a domain package is built by them, never the reverse.
-ABOVE_THE_DOMAIN = ("chamvi.app", "chamvi.app_runtime", "chamvi.lifecycle", "chamvi.plugin", "chamvi.runtime")
+ABOVE_THE_DOMAIN = (
+    "chamvi.app",
+    "chamvi.worker_state",
+    "chamvi._lifecycle",
+    "chamvi.plugin",
+    "chamvi.runtime",
+)
 
 # The subpackages that hold one domain each. Not here: chamvi.http and chamvi.cli are entry points
 # that stand above the App; chamvi.workflows and chamvi.activities are what the App registers.
@@ -98,7 +104,7 @@ def _imported(module: str, tree: ast.Module) -> Iterator[tuple[str, int]]:
             else:
                 base = node.module or ""
             for alias in node.names:
-                # `from chamvi import constants` names a module; `from chamvi.app import App` a name in one
+                # `from chamvi import _constants` names a module; `from chamvi.app import App` a name in one
                 yield (f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base), node.lineno
 
 
@@ -170,7 +176,8 @@ def _describe(component: list[str], graph: dict[str, dict[str, int]]) -> str:
 def test_the_import_graph_is_read_whole() -> None:
     graph = _graph()
     assert graph["chamvi.app"], "chamvi.app imports nothing: the reader is broken"
-    assert "chamvi.constants" in graph["chamvi.telemetry"], "`from chamvi import constants` names a module"
+    from_import = "`from chamvi import _constants` names a module"
+    assert "chamvi._constants" in graph["chamvi.telemetry._otel"], from_import
     # a relative import resolves against the package (chamvi/knowledge/embedders/__init__.py: `from ._base`)
     assert "chamvi.knowledge.embedders._base" in graph["chamvi.knowledge.embedders"]
 
@@ -208,12 +215,12 @@ def test_no_module_of_chamvi_imports_a_name_through_an_old_path_alias() -> None:
 
 
 def test_names_moved_out_of_a_package_stay_importable_from_their_old_paths() -> None:
-    from chamvi.app_runtime import searcher_of
     from chamvi.knowledge.standalone import Knowledge as OldKnowledge
     from chamvi.knowledge_standalone import Knowledge
     from chamvi.knowledge_store import searcher_of as old_searcher_of
     from chamvi.state import state_tools as old_state_tools
     from chamvi.state.tools import state_tools
+    from chamvi.worker_state import searcher_of
 
     assert (OldKnowledge, old_searcher_of, old_state_tools) == (Knowledge, searcher_of, state_tools)
 

@@ -91,3 +91,22 @@ def test_every_module_agent_run_imports_passes_the_sandbox_with_it() -> None:
     helpers = {f"chamvi.workflows.{name}" for name in _sibling_imports("agent_run")}
     assert {"chamvi.workflows._tool_calls", "chamvi.workflows._approvals"} <= helpers
     assert helpers | {"chamvi.workflows.agent_run"} == set(RUN_MODULES_PASSTHROUGH)
+
+
+def test_type_checkers_see_each_public_name_from_the_module_that_loads_it() -> None:
+    """The facade lists its names twice (``_PUBLIC`` at run time, the ``TYPE_CHECKING`` imports for
+    type checkers): a name in one list only is lazily loadable but untyped, or typed but missing."""
+    import chamvi
+
+    tree = ast.parse(Path(chamvi.__file__).read_text())
+    guarded = next(
+        node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    )
+    typed = {
+        alias.name: node.module
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.asname == alias.name  # `X as X`: a re-export, which mypy's no_implicit_reexport wants
+    }
+    assert typed == chamvi._EXPORTS

@@ -18,10 +18,10 @@ from chamvi import (
     mcp_tools,
     require_tool_permission,
 )
-from chamvi.app_runtime import AppRuntime
+from chamvi._tool_runner import ToolRunner
 from chamvi.errors import InvalidAppError
 from chamvi.models import Invoker, ToolCall, ToolRequest, TriggerEnvelope
-from chamvi.tool_runner import ToolRunner
+from chamvi.worker_state import AppRuntime
 from tests.unit.test_tool_runner import InMemoryRun
 
 NOWHERE = "http://127.0.0.1:9/mcp"

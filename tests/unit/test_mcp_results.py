@@ -17,9 +17,9 @@ from mcp.types import (
     TextContent,
 )
 
-from chamvi._mcp_client import _output
 from chamvi.artifacts import ArtifactStore, RunArtifacts
 from chamvi.mcp import mcp_server
+from chamvi.mcp._client import _output
 from chamvi.models import FilePart, ImagePart, TextPart, tool_output_parts
 from chamvi.tools import ToolContext
 

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from chamvi import App, ChamviPlugin, mcp_server
-from chamvi.mcp_sessions import McpSessions
+from chamvi.mcp._sessions import McpSessions
 
 
 async def test_a_server_that_fails_to_start_is_started_again_only_after_a_doubling_backoff() -> None:

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from qdrant_client import AsyncQdrantClient
 
+from chamvi._lifecycle import EDGE_FOLDER, LOCAL_MODE_FOLDER, open_index
 from chamvi.knowledge import folder, knowledge_collection
 from chamvi.knowledge.indexing import Indexer
-from chamvi.lifecycle import EDGE_FOLDER, LOCAL_MODE_FOLDER, open_index
 from chamvi.settings import Settings
 from chamvi.state import StateStore
 from chamvi.vectors import VectorStore

@@ -11,13 +11,13 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from chamvi import App
-from chamvi.app_runtime import AppRuntime
+from chamvi._lifecycle import boot_collections, memory_index
+from chamvi._on_error import ErrorHook
 from chamvi.errors import BackgroundError, InvalidAppError
-from chamvi.lifecycle import boot_collections, memory_index
-from chamvi.on_error import ErrorHook
 from chamvi.run_events import RUN_STEP, EventHub, RunEvent
 from chamvi.runtime import load_app
 from chamvi.schedules import define_schedule
+from chamvi.worker_state import AppRuntime
 
 
 class Collected:

@@ -16,10 +16,10 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from chamvi import App, ChamviPlugin
+from chamvi._lifecycle import memory_index
 from chamvi._sandbox_runner import ContextFreeSandboxedRunner, without_payload_contexts
 from chamvi.errors import ChamviValidationError
 from chamvi.knowledge.index import KnowledgeIndex
-from chamvi.lifecycle import memory_index
 from chamvi.plugin import RUN_MODULES_PASSTHROUGH, SANDBOX_PASSTHROUGH
 from chamvi.settings import Settings
 from chamvi.vectors.edge import EdgeStore
@@ -74,7 +74,7 @@ def test_a_replayer_gets_the_sandbox_a_worker_of_the_plugin_runs(tunings: bool) 
 FIRST_WORKERS = """
 import asyncio, gc
 from chamvi import App, ChamviPlugin
-from chamvi.lifecycle import memory_index
+from chamvi._lifecycle import memory_index
 
 class Worker:  # what run_worker reads of a worker with nothing started in the background
     def config(self, active_config):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from chamvi.models import ErrorInfo, Invoker, RunStatus, WaitPoint
-from chamvi.run_details import (
+from chamvi._run_details import (
     BODY_MAX_CHARS,
     SUMMARY_MAX_CHARS,
     approval_summary,
     current_details,
     static_details,
 )
+from chamvi.models import ErrorInfo, Invoker, RunStatus, WaitPoint
 
 
 def wait_point(**fields: object) -> WaitPoint:

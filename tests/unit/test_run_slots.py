@@ -7,8 +7,8 @@ import contextlib
 
 import pytest
 
+from chamvi._run_slots import DEFAULT_MAX_RUNS, RunSlots
 from chamvi.errors import InvalidAppError
-from chamvi.run_slots import DEFAULT_MAX_RUNS, RunSlots
 
 
 async def enter(slots: RunSlots, run_id: str, inside: list[str], leave: asyncio.Event) -> None:

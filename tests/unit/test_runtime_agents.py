@@ -11,13 +11,13 @@ import pytest
 
 from chamvi import App, ToolContext, Trust, define_agent, mcp_server, mcp_tools, tool
 from chamvi.agent_revisions import ObjectRevisionStore
-from chamvi.app_runtime import AppRuntime
 from chamvi.artifacts import ArtifactStore
+from chamvi.dynamic_agents import RuntimeAgents
 from chamvi.errors import AgentNotFoundError, ChamviValidationError, ConflictError, InvalidAppError
 from chamvi.models import DispatchSettings, Invoker, ModelSettings, NamedTool, TriggerEnvelope
 from chamvi.permissions import PolicyRun
-from chamvi.runtime_agents import RuntimeAgents
 from chamvi.tools import Tool
+from chamvi.worker_state import AppRuntime
 
 NOWHERE = "http://127.0.0.1:9/mcp"
 
@@ -413,7 +413,7 @@ async def test_a_worker_remembers_a_bounded_number_of_latest_reads() -> None:
 
 
 def test_a_plugin_given_a_revision_store_keeps_it_when_its_worker_opens_the_artifact_store() -> None:
-    from chamvi.lifecycle import memory_index
+    from chamvi._lifecycle import memory_index
     from chamvi.plugin import ChamviPlugin
 
     store = ObjectRevisionStore.memory()

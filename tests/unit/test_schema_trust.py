@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field
 
-from chamvi.schema_trust import MAX_FREE_LETTERS, MAX_ITEMS, MAX_STRING_LENGTH, is_conservative
+from chamvi._schema_trust import MAX_FREE_LETTERS, MAX_ITEMS, MAX_STRING_LENGTH, is_conservative
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=MAX_STRING_LENGTH)

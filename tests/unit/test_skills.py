@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from chamvi import AgentHooks, AgentTrust, App, ToolCallInfo, ToolContext, Trust, define_agent, tool
-from chamvi.app_runtime import AppRuntime
+from chamvi._constants import TOOL_SKILL_LOAD, TOOL_SKILL_READ
+from chamvi._tool_runner import ToolRunner
 from chamvi.artifacts import ArtifactStore
-from chamvi.constants import TOOL_SKILL_LOAD, TOOL_SKILL_READ
 from chamvi.errors import InvalidAgentDefinitionError, InvalidSkillError
 from chamvi.models import ToolRequest
 from chamvi.runtime import local_plugin
@@ -27,7 +27,7 @@ from chamvi.skills import (
     skills_folder,
 )
 from chamvi.skills.store import StorePins
-from chamvi.tool_runner import ToolRunner
+from chamvi.worker_state import AppRuntime
 from tests.unit.test_tool_runner import InMemoryRun, request
 
 REFUND = """---

@@ -9,14 +9,14 @@ import httpx
 import pytest
 
 from chamvi import App, define_agent, tool
-from chamvi.app_runtime import AppRuntime
-from chamvi.constants import TOOL_SKILL_LOAD, TOOL_SKILL_READ
+from chamvi._constants import TOOL_SKILL_LOAD, TOOL_SKILL_READ
+from chamvi._tool_runner import ToolRunner
 from chamvi.errors import ChamviValidationError, InvalidAppError
 from chamvi.http import Token, create_api
 from chamvi.models import ToolCall, ToolRequest, TriggerEnvelope
 from chamvi.permissions import PolicyRun
 from chamvi.skills import skill
-from chamvi.tool_runner import ToolRunner
+from chamvi.worker_state import AppRuntime
 from tests.unit.test_tool_runner import InMemoryRun
 
 TONE = skill(name="tone", description="How to write to customers.", instructions="Be brief.")

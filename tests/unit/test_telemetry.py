@@ -8,11 +8,11 @@ import pytest
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.runtime import OpenTelemetryConfig, PrometheusConfig
 
-from chamvi._workflow_spans import run_span
 from chamvi.errors import ChamviValidationError
 from chamvi.settings import Settings
-from chamvi.telemetry import OPERATION_DURATION_BUCKETS as DURATIONS
-from chamvi.telemetry import TOKEN_USAGE_BUCKETS, _metrics_config, client_interceptors, temporal_runtime
+from chamvi.telemetry._otel import OPERATION_DURATION_BUCKETS as DURATIONS
+from chamvi.telemetry._otel import TOKEN_USAGE_BUCKETS, _metrics_config, client_interceptors, temporal_runtime
+from chamvi.telemetry._workflow_spans import run_span
 
 
 def test_the_environment_turns_export_metrics_and_content_on() -> None:

@@ -28,11 +28,12 @@ from chamvi import (
     inject,
     tool,
 )
+from chamvi._constants import TOOL_RESULT_MAX_BYTES
 from chamvi._infrastructure import is_infrastructure_failure
-from chamvi.app_runtime import AppRuntime
+from chamvi._run_context import ApprovalRequired, Approvals, request_approval
+from chamvi._tool_runner import ToolRunner
 from chamvi.artifacts import ArtifactStore
 from chamvi.channels import ChannelMessage, console_channel
-from chamvi.constants import TOOL_RESULT_MAX_BYTES
 from chamvi.errors import (
     ArtifactNotFoundError,
     ChamviValidationError,
@@ -53,9 +54,8 @@ from chamvi.models import (
     ToolResult,
     TriggerEnvelope,
 )
-from chamvi.run_context import ApprovalRequired, Approvals, request_approval
 from chamvi.state import StateStore
-from chamvi.tool_runner import ToolRunner
+from chamvi.worker_state import AppRuntime
 
 
 @dataclass

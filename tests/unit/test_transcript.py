@@ -1,7 +1,7 @@
 """The transcript delta: digests chain, the cache serves only an exact prefix."""
 
+from chamvi._transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 from chamvi.models import Message
-from chamvi.transcript import EMPTY_DIGEST, TranscriptCache, chain_digest
 
 A = Message(role="user", content="a")
 B = Message(role="assistant", content="b")

@@ -9,7 +9,7 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 
-from chamvi.activity_boundary import as_failure
+from chamvi._activity_boundary import as_failure
 from chamvi.errors import ChamviValidationError, ValidationIssue, describe_issues, validation_issues
 from chamvi.models import ErrorInfo
 from workflows._calls import failure as run_failure

@@ -34,14 +34,14 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from chamvi import constants as c
+from chamvi import _constants as c
+from chamvi._on_error import ErrorHook
+from chamvi._starters import request_sync
 from chamvi.app import App
 from chamvi.errors import BackgroundError, ChamviError, IndexUnavailableError, InvalidAppError
 from chamvi.knowledge.index import KnowledgeIndex
 from chamvi.models.knowledge import CollectionStatus, SyncSignal
-from chamvi.on_error import ErrorHook
 from chamvi.settings import Settings
-from chamvi.starters import request_sync
 from chamvi.vectors import StoreBusyError
 from chamvi.vectors.client import ClientStore
 from chamvi.vectors.edge import EdgeStore

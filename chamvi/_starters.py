@@ -10,7 +10,7 @@ from __future__ import annotations
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from chamvi import constants as c
+from chamvi import _constants as c
 from chamvi.models import CollectionInput, LockRequest, LockState, SyncSignal
 
 

@@ -3,7 +3,7 @@
 A span cannot stay open in workflow code (a run outlives workers, and replays), so the run hands its
 start, end and outcome to the worker once, when it ends and is not replaying, through an extern
 function (the way temporalio's ``TracingInterceptor`` makes its workflow spans); the worker side
-(``chamvi.telemetry``) makes the span with the run's real start and end times.
+(``chamvi.telemetry._otel``) makes the span with the run's real start and end times.
 
 Every other span of the run hangs under that span before it exists, so its ids are known from the
 start: its span id is derived from the workflow id and run id, and its trace id is the caller's when

@@ -143,7 +143,7 @@ NAME_PATTERN = r"^[a-z0-9]+(-[a-z0-9]+)*$"
 NAME_MAX_LENGTH = 64
 TRIGGER_KEY_MAX_LENGTH = 255
 
-# Agents defined at runtime (chamvi.runtime_agents): names stored in the artifact store.
+# Agents defined at runtime (chamvi.dynamic_agents): names stored in the artifact store.
 AGENT_REVISIONS_PREFIX = "@agents"
 """Where the artifact store keeps runtime agents: ``@agents/<name>/<revision, 6 digits>.json``. No run's
 folder starts with ``@`` (run ids are quoted into folder names, which turns ``@`` into ``%40``)."""

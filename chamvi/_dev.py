@@ -29,8 +29,8 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client
 from temporalio.common import SearchAttributeIndexedValueType, SearchAttributeKey
 
+from chamvi._constants import SEARCH_ATTRIBUTES
 from chamvi._parent_death import die_with_parent
-from chamvi.constants import SEARCH_ATTRIBUTES
 from chamvi.errors import DevStackError
 
 DEFAULT_PORT = 7233

@@ -50,10 +50,11 @@ from typing import Any
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_json
 
+from chamvi._constants import AGENT_DEFINITION_MAX_BYTES, SKILL_TOOL_NAMES
+from chamvi._names import checked_agent_name, is_valid_name
 from chamvi.agent_revisions import AgentRevisionStore
 from chamvi.agents import Agent, AgentTrust, Budget, define_agent
 from chamvi.app import App
-from chamvi.constants import AGENT_DEFINITION_MAX_BYTES, SKILL_TOOL_NAMES
 from chamvi.errors import (
     AgentNotFoundError,
     ChamviValidationError,
@@ -72,7 +73,6 @@ from chamvi.models.agents import (
     AgentPutResult,
     AgentRevision,
 )
-from chamvi.names import checked_agent_name, is_valid_name
 from chamvi.permissions import require_tool_permission
 from chamvi.providers import ChatModel
 from chamvi.providers._base import refused_settings
@@ -339,7 +339,7 @@ def _author(by: Invoker | None) -> Invoker | None:
 class RuntimeAgents:
     """The agents an App serves, in code and defined at runtime, over one revision store.
 
-    A worker's :class:`~chamvi.app_runtime.AppRuntime` holds one (its activities resolve agents
+    A worker's :class:`~chamvi.worker_state.AppRuntime` holds one (its activities resolve agents
     here); the HTTP API holds one over the same store. ``ChamviClient`` reaches a worker's through
     the ``AgentRegistry`` workflow. Its ``put_agent``, ``remove_agent``, ``get_agent`` and
     ``list_agents`` are the client's, with the same arguments.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Protocol
 
-from chamvi.constants import APPROVAL_TIMEOUT_MAX, DEFAULT_APPROVAL_TIMEOUT
+from chamvi._constants import APPROVAL_TIMEOUT_MAX, DEFAULT_APPROVAL_TIMEOUT
 from chamvi.errors import InvalidInputError
 from chamvi.models import (
     ApprovalDecision,

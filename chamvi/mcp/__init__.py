@@ -7,7 +7,7 @@ agent's own tools. A run lists each of its servers' tools once, at its start (an
 each call is its own ``chamvi.call_tool`` activity with the timeout and retry rules of any tool.
 
 This module holds the declarations only; the official ``mcp`` SDK, which loads an HTTP client and
-a web framework, is imported by the worker's side (``chamvi._mcp_client``).
+a web framework, is imported by the worker's side (``chamvi.mcp._client``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from urllib.parse import urlsplit, urlunsplit
 
-from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
+from chamvi._constants import NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.errors import InvalidAgentDefinitionError
 from chamvi.models.mcp import McpToolHints
 from chamvi.tools import TOOL_NAME_PATTERN, EffectSpec, Predicate, ToolContext, Trust
@@ -111,7 +111,7 @@ def mcp_server(
     Args:
         name: how agents refer to it (``mcp_tools(name)``): lowercase words joined by '-'.
         command: a stdio server: the program and its arguments, started once per worker (see
-            ``chamvi.mcp_sessions``).
+            ``chamvi.mcp._sessions``).
         url: a streamable-HTTP server, e.g. ``http://localhost:8000/mcp``.
         headers: HTTP headers of every request to ``url`` (an ``Authorization`` token).
         env: extra environment variables of the ``command`` (a token the server reads).

@@ -11,7 +11,7 @@ Where the spans come from, so that one trace follows a run from the HTTP request
   ``execute_tool <tool>`` and ``knowledge pass <collection>``, with the GenAI semantic conventions'
   attributes; ``KnowledgeSearch`` adds ``knowledge search``;
 - ``invoke_agent <agent>`` for each run, with the run's real start and end, made when the run ends
-  (``chamvi._workflow_spans``) with ids known from the run's start, so that every other span of the
+  (``chamvi.telemetry._workflow_spans``) with ids known from the run's start, so that every other span of the
   run hangs under it: the root of the run's trace, or under the caller's span when the run was
   started inside one.
 
@@ -66,17 +66,7 @@ from temporalio.worker import (
     WorkflowInterceptorClassInput,
 )
 
-from chamvi import constants as c
-from chamvi._genai_messages import input_messages, output_messages
-from chamvi._spans import ERROR_TYPE, failed, span
-from chamvi._workflow_spans import (
-    INVOKE_AGENT_EXTERN,
-    AgentRunSpans,
-    RunEnded,
-    RunSpan,
-    conversation_id,
-    header_carrier,
-)
+from chamvi import _constants as c
 from chamvi.app import App
 from chamvi.errors import ChamviError, ChamviValidationError
 from chamvi.models import (
@@ -89,10 +79,20 @@ from chamvi.models import (
     Usage,
 )
 from chamvi.settings import Settings
+from chamvi.telemetry._genai_messages import input_messages, output_messages
+from chamvi.telemetry._spans import ERROR_TYPE, failed, span
+from chamvi.telemetry._workflow_spans import (
+    INVOKE_AGENT_EXTERN,
+    AgentRunSpans,
+    RunEnded,
+    RunSpan,
+    conversation_id,
+    header_carrier,
+)
 
 if TYPE_CHECKING:
+    from chamvi.dynamic_agents import RuntimeAgents
     from chamvi.providers import ChatModel
-    from chamvi.runtime_agents import RuntimeAgents
 
 # GenAI semantic conventions (opentelemetry.io/docs/specs/semconv/gen-ai/), spelled out here rather
 # than imported from the incubating semconv package, whose names still move between releases
@@ -370,7 +370,7 @@ def _run_context(input: ExecuteActivityInput) -> Context | None:
 
     The current span is temporalio's ``RunActivity`` when a tracing interceptor runs on the worker,
     already in the run's trace; without one, the run's context comes in the activity's header
-    (``chamvi._workflow_spans``), and whatever span is current belongs to another trace.
+    (``chamvi.telemetry._workflow_spans``), and whatever span is current belongs to another trace.
     """
     carrier = header_carrier(input.headers)
     if carrier is None:
@@ -403,7 +403,7 @@ def _conversation(request: object) -> dict[str, AttributeValue]:
     """``gen_ai.conversation.id`` of a model call that is a turn of a conversation, else nothing.
 
     Read from the request's ``conversation`` when it has one (``ModelRequest.conversation.id``, which
-    conversations add; see :func:`chamvi._workflow_spans.conversation_id`).
+    conversations add; see :func:`chamvi.telemetry._workflow_spans.conversation_id`).
     """
     found = conversation_id(request)
     return {GEN_AI_CONVERSATION: found} if found else {}

@@ -3,8 +3,8 @@
 ``ChamviPlugin`` builds one per plugin and hands it to the activities, the tool runner, the state
 views and (in ``chamvi dev``) the HTTP API: the worker's state store and knowledge searcher (as
 provided values over the App's own), its event hub (the App's declared listeners and error hook, and
-the streams that follow runs in this process), its run slots (``chamvi.run_slots``), its artifact
-store, its long-lived sessions of the App's MCP servers (``chamvi.mcp_sessions``), and the tool
+the streams that follow runs in this process), its run slots (``chamvi._run_slots``), its artifact
+store, its long-lived sessions of the App's MCP servers (``chamvi.mcp._sessions``), and the tool
 sets its agents' factories built for the runs it serves. Two workers built from one App hold two of
 these and share nothing but the App's declarations.
 
@@ -22,6 +22,8 @@ from contextvars import ContextVar
 from pathlib import Path
 from weakref import WeakKeyDictionary
 
+from chamvi._run_context import Approvals, EffectLedger, RunContext
+from chamvi._run_slots import DEFAULT_MAX_RUNS, RunSlots
 from chamvi.agent_revisions import AgentRevisionStore, ObjectRevisionStore
 from chamvi.agents import Agent, RunTools
 from chamvi.app import App, agent_spec
@@ -29,15 +31,13 @@ from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import ArtifactStore
 from chamvi.channels import ChannelAccess
 from chamvi.context import Provided
+from chamvi.dynamic_agents import RuntimeAgents
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
-from chamvi.mcp_sessions import McpSessions
+from chamvi.mcp._sessions import McpSessions
 from chamvi.models import AgentSpec, Message
 from chamvi.permissions import PolicyRun
-from chamvi.run_context import Approvals, EffectLedger, RunContext
 from chamvi.run_events import EventHub
 from chamvi.run_history import history_events
-from chamvi.run_slots import DEFAULT_MAX_RUNS, RunSlots
-from chamvi.runtime_agents import RuntimeAgents
 from chamvi.skills.library import SkillLibrary
 from chamvi.skills.tools import SKILLS
 from chamvi.state import STATE_STORE, AgentStateAccess, StateStore
@@ -90,7 +90,7 @@ class AppRuntime:
     Args:
         app: the definition served.
         artifacts: where ``ctx.artifacts`` keeps files; by default this process's memory.
-        max_runs: the most runs executing at once in this worker (``chamvi.run_slots``).
+        max_runs: the most runs executing at once in this worker (``chamvi._run_slots``).
         skills_cache: where skill sources keep what they fetch (git clones); the temp folder by
             default, ``<data>/skills`` in a worker with settings.
         approval_tokens: signs the approval tokens channel requests carry; None: they carry none.

@@ -24,14 +24,21 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import to_jsonable_python
 
+from chamvi._constants import TOOL_RESULT_MAX_BYTES
 from chamvi._infrastructure import watching
-from chamvi._mcp_client import as_tool
+from chamvi._run_context import (
+    ApprovalRequired,
+    Approvals,
+    EffectLedger,
+    ExtractionRequired,
+    LinkedRuns,
+    RunContext,
+    RunWaitRequired,
+)
 from chamvi.agents import Agent, AgentHooks, AgentTrust, ToolCallInfo
-from chamvi.app_runtime import AppRuntime
 from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import RunArtifacts
 from chamvi.channels import Channel, ChannelAccess
-from chamvi.constants import TOOL_RESULT_MAX_BYTES
 from chamvi.context import Provided
 from chamvi.errors import (
     ChamviError,
@@ -44,6 +51,7 @@ from chamvi.errors import (
     ToolResultTooLargeError,
     validation_issues,
 )
+from chamvi.mcp._client import as_tool
 from chamvi.models import (
     ApprovalDecision,
     ApprovalRequest,
@@ -57,16 +65,8 @@ from chamvi.models import (
     tool_output_parts,
 )
 from chamvi.permissions import PolicyRun
-from chamvi.run_context import (
-    ApprovalRequired,
-    Approvals,
-    EffectLedger,
-    ExtractionRequired,
-    LinkedRuns,
-    RunContext,
-    RunWaitRequired,
-)
 from chamvi.tools import Predicate, Tool, ToolContext, approve
+from chamvi.worker_state import AppRuntime
 
 if TYPE_CHECKING:
     from chamvi.state.access import AgentStateAccess

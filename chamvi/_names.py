@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from chamvi.constants import NAME_MAX_LENGTH, NAME_PATTERN
+from chamvi._constants import NAME_MAX_LENGTH, NAME_PATTERN
 from chamvi.errors import ChamviValidationError, InvalidAgentDefinitionError, ValidationIssue
 
 

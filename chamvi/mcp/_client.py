@@ -1,7 +1,7 @@
 """Talking to MCP servers with the official ``mcp`` SDK: listing tools, calling one.
 
 Listings and calls go through the worker's long-lived session of each server
-(:mod:`chamvi.mcp_sessions`). A server that cannot be reached, goes away mid-call, or does not
+(:mod:`chamvi.mcp._sessions`). A server that cannot be reached, goes away mid-call, or does not
 answer within the server's ``timeout`` (else just before the tool timeout would end the attempt) is
 a :class:`McpServerUnavailableError`: a tool error the model reads, which no retry of the attempt
 would change; a server that went away is started again by the next call.
@@ -33,12 +33,12 @@ from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, ConfigDict
 from temporalio import activity
 
+from chamvi._constants import MCP_META_EFFECT_KEY
 from chamvi._heartbeat import doing
 from chamvi.artifacts import artifact_file_part, is_artifact_media_type
-from chamvi.constants import MCP_META_EFFECT_KEY
 from chamvi.errors import InvalidAgentDefinitionError, McpServerUnavailableError, McpToolError
 from chamvi.mcp import McpServer, classify
-from chamvi.mcp_sessions import McpSession, McpSessions, is_disconnect
+from chamvi.mcp._sessions import McpSession, McpSessions, is_disconnect
 from chamvi.models import ImagePart, McpToolHints, McpToolInfo
 from chamvi.tools import TOOL_NAME_PATTERN, Tool, ToolContext
 

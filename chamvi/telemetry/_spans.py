@@ -34,7 +34,7 @@ def span(
     An exception fails it by its code or type and propagates.
 
     The exception's message is not recorded: it may quote a tool's arguments or a model's answer,
-    which stay out of spans unless asked for (see ``chamvi.telemetry``).
+    which stay out of spans unless asked for (see ``chamvi.telemetry._otel``).
     """
     with _tracer.start_as_current_span(
         name,

@@ -35,7 +35,7 @@ async def connect(settings: Settings, *, serving: bool = False) -> Client:
         config["namespace"] = settings.temporal_namespace
     if not serving:
         return await Client.connect(**config, data_converter=pydantic_data_converter)
-    from chamvi.telemetry import client_interceptors, temporal_runtime
+    from chamvi.telemetry._otel import client_interceptors, temporal_runtime
 
     return await Client.connect(
         **config,

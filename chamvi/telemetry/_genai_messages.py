@@ -5,7 +5,7 @@ role and a list of typed parts (the conventions' ``gen-ai-input-messages.json`` 
 ``gen-ai-output-messages.json`` schemas): ``text`` with its ``content``, ``tool_call`` (``id``, ``name``,
 ``arguments``), ``tool_call_response`` (``id``, ``response``), and for images and files ``file`` (an
 artifact, by its id), ``uri`` or ``blob`` (inline bytes, base64), each with its ``mime_type`` and
-``modality``. Only ever written when content capture is on (``chamvi.telemetry``).
+``modality``. Only ever written when content capture is on (``chamvi.telemetry._otel``).
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ import asyncio
 from collections.abc import Mapping
 from typing import Any
 
+from chamvi._constants import CHANNEL_INVOKER_KIND, CHANNEL_TRIGGER, TRIGGER_KEY_MAX_LENGTH
 from chamvi.agents import Agent
 from chamvi.channels import Channel, ChannelSubscription, InboundEvent, StartedRun
 from chamvi.client import ChamviClient
-from chamvi.constants import CHANNEL_INVOKER_KIND, CHANNEL_TRIGGER, TRIGGER_KEY_MAX_LENGTH
 from chamvi.errors import ChannelNotFoundError, InvalidInputError
 from chamvi.models import Invoker, RunInput
 
