@@ -12,10 +12,11 @@ the other families of methods are reached as its attributes, as openai-python gr
 
 from __future__ import annotations
 
+import asyncio
 import builtins
-import contextlib
 import hashlib
 import json
+import logging
 import re
 import uuid
 import warnings
@@ -102,6 +103,7 @@ from chamvi.run_history import history_events
 from chamvi.schedules import Schedules
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 QUERY_TIMEOUT = timedelta(seconds=5)
 AGENT_CHECK_TIMEOUT = timedelta(seconds=3)
@@ -110,6 +112,10 @@ STATE_LIST_TIMEOUT = timedelta(seconds=10)
 """How long ``client.state.list`` waits for a worker to read a page."""
 AGENT_REGISTRY_TIMEOUT = timedelta(seconds=10)
 """How long a put, remove or read of runtime agents waits for a worker."""
+FORGET_ATTEMPTS = 5
+"""How many times a question's workflow is deleted before it is left to the namespace's retention."""
+FORGET_FIRST_PAUSE_SECONDS = 0.2
+"""The pause before the second delete; each next one waits twice as long (3 s in all)."""
 
 _TEMPORAL_STATUS = {
     WorkflowExecutionStatus.COMPLETED: RunStatus.COMPLETED,
@@ -485,14 +491,35 @@ class ChamviClient:
         """Deletes a question's workflow once answered, so the Temporal UI's list holds runs, not checks.
 
         Temporal removes a deleted workflow from its list within seconds (about 30 on a loaded dev
-        server). Best effort: a server that refuses the delete leaves the closed workflow to its
-        retention.
+        server). A refused delete (a loaded server's deadline, a brief outage) is tried again, up to
+        ``FORGET_ATTEMPTS`` times with a doubling pause: dropped, it left the check in the list for
+        the namespace's retention. One that still fails is logged and left to the retention: the
+        answer stands either way.
         """
         request = DeleteWorkflowExecutionRequest(
             namespace=self.client.namespace, workflow_execution=WorkflowExecution(workflow_id=workflow_id)
         )
-        with contextlib.suppress(RPCError):
-            await self.client.workflow_service.delete_workflow_execution(request)
+        pause = FORGET_FIRST_PAUSE_SECONDS
+        for attempt in range(1, FORGET_ATTEMPTS + 1):
+            try:
+                await self.client.workflow_service.delete_workflow_execution(request)
+                return
+            except RPCError as error:
+                if error.status == RPCStatusCode.NOT_FOUND:
+                    return  # deleted already (an earlier attempt the answer of which was lost)
+                if attempt == FORGET_ATTEMPTS:
+                    log.warning(
+                        "could not delete workflow %r after %d attempts, left to the namespace's "
+                        "retention: %s (%s)",
+                        workflow_id,
+                        attempt,
+                        error.message,
+                        error.status.name,
+                    )
+                    return
+                log.debug("deleting workflow %r failed, trying again: %s", workflow_id, error.message)
+            await asyncio.sleep(pause)
+            pause *= 2
 
     def _handle(self, run_id: str) -> WorkflowHandle[Any, Any]:
         return self.client.get_workflow_handle(run_id)

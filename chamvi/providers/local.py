@@ -22,6 +22,7 @@ from html import unescape
 from typing import Any
 
 from chamvi._constants import SKILL_TOOL_NAMES, TOOL_SKILL_LOAD
+from chamvi.errors import ModelNotFoundError
 from chamvi.models import Message, ModelResponse, ToolCall, Usage
 from chamvi.providers._base import ChatRequest
 
@@ -30,6 +31,8 @@ SUMMARY_LIMIT = 100
 CHAT_QUERY_MESSAGES = 2
 """In a conversation, the people's messages (this one and the ones just before) a query is made of."""
 CHAT_PASSAGE_CHARS = 300
+LOCAL_CHAT_MODELS = ("demo",)
+"""The ``local/<id>`` chat models there are: a typo (``local/demoo``) is refused, not run as the demo."""
 
 _ENVELOPE = re.compile(r"```json\n(.*?)\n```", re.DOTALL)
 _SKILL = re.compile(r"<skill>\n<name>([^<]+)</name>\n<description>([^<]*)</description>")
@@ -186,6 +189,16 @@ class LocalChatModel:
     """The ``local/<id>`` chat model: a scripted stand-in (see the module docstring) to try chamvi offline."""
 
     def __init__(self, model_id: str = "demo") -> None:
+        """Refuses an id the provider does not have, so a typo fails where the agent is defined.
+
+        Raises:
+            ModelNotFoundError: ``model_id`` is none of ``LOCAL_CHAT_MODELS``.
+        """
+        if model_id not in LOCAL_CHAT_MODELS:
+            known = ", ".join(repr(f"local/{name}") for name in LOCAL_CHAT_MODELS)
+            raise ModelNotFoundError(
+                f"unknown local model {'local/' + model_id!r}: the local provider has {known}"
+            )
         self.model_id = model_id
 
     async def complete(self, request: ChatRequest) -> ModelResponse:

@@ -22,6 +22,8 @@ async def test_an_agent_check_leaves_no_workflow_in_the_list_whatever_the_worker
         assert await chamvi.agents.check("support") is True
         with pytest.raises(AgentNotFoundError) as unknown:
             await chamvi.agents.check("suport")
+        with pytest.raises(AgentNotFoundError):  # a dispatch with its own settings asks a worker first
+            await chamvi.dispatch("suport", {}, model_settings={"temperature": 0.2})
     assert "\n" not in unknown.value.message and "'suport'" in unknown.value.message
 
     query = f"WorkflowType = '{c.AGENT_CHECK_WORKFLOW}' AND TaskQueue = '{task_queue}'"

@@ -570,3 +570,16 @@ def test_chamvi_api_refuses_a_bad_knowledge_base_path_in_one_line(monkeypatch: p
         "Error: managed routes: base_path '/schedules' is below /schedules, which the API serves itself: "
         "choose another, e.g. '/knowledge'"
     )
+
+
+def test_check_refuses_an_unknown_local_model_naming_the_ones_there_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = """
+typo = define_agent(name="typo", model="local/demoo", instructions="Hi.")
+app = App(agents=[typo])
+"""
+    result = invoke("check", "--app", write_app(tmp_path, monkeypatch, "chamvi_typo_model_app", body))
+    assert one_line_error(result) == (
+        "Error: agent 'typo': unknown local model 'local/demoo': the local provider has 'local/demo'"
+    )

@@ -2,8 +2,11 @@
 
 import json
 
+import pytest
+
+from chamvi.errors import ModelNotFoundError
 from chamvi.models import Message, ToolCall
-from chamvi.providers import ChatRequest, LocalChatModel, ToolSchema
+from chamvi.providers import ChatRequest, LocalChatModel, ToolSchema, default_registry
 
 TOOLS = [
     ToolSchema("lookup_order", "", {"properties": {"order_id": {"type": "string"}}}),
@@ -78,3 +81,11 @@ async def test_its_final_answer_summarises_each_tool_result_in_one_short_line() 
     assert lines[1] == "- knowledge_search: matches: 3"
     assert lines[2].startswith("- refund_order: # Refund window") and "more line" in lines[2]
     assert len(lines) == 3 and all(len(line) <= 120 for line in lines)
+
+
+def test_an_unknown_local_model_is_refused_naming_the_ones_there_are() -> None:
+    with pytest.raises(ModelNotFoundError) as refused:
+        default_registry().resolve("local/demoo")
+    assert refused.value.code == "model_not_found"
+    assert refused.value.message == "unknown local model 'local/demoo': the local provider has 'local/demo'"
+    assert isinstance(default_registry().resolve("local/demo"), LocalChatModel)
