@@ -31,7 +31,7 @@ from chamvi.models.knowledge import (
     SearchRequest,
     SyncRequest,
 )
-from chamvi.retry import PASS_HEARTBEAT_INTERVAL, backoff
+from chamvi.retry import PASS_HEARTBEAT_INTERVAL
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +76,13 @@ class KnowledgeActivities:
             raise
         except Exception as error:
             message = error.message if isinstance(error, ChamviError) else f"{type(error).__name__}: {error}"
-            delay = backoff(request.failures + 1)
-            await self._record_error(request.name, message, next_attempt=datetime.now(UTC) + delay)
+            delay = request.retry_in  # the collection workflow decides the backoff, the pass stores it
+            next_attempt = None if delay is None else datetime.now(UTC) + delay
+            await self._record_error(request.name, message, next_attempt=next_attempt)
             # a background pass has no caller to throw to: the app's on_error hears of it, else the log
-            line = (
-                f"knowledge error: collection {request.name!r}: {message} "
-                f"(next attempt in {int(delay.total_seconds())} s)"
-            )
+            line = f"knowledge error: collection {request.name!r}: {message}"
+            if delay is not None:
+                line += f" (next attempt in {int(delay.total_seconds())} s)"
             self.app.errors.report(
                 BackgroundError(line, source="knowledge", cause=error), lambda: log.error("%s", line)
             )

@@ -8,6 +8,7 @@ own that adds chamvi's keys (the knowledge searcher, the state store) without wr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from chamvi.errors import ContextNotProvidedError, InvalidAppError
@@ -25,6 +26,12 @@ class ContextKey(Generic[T]):
 def define_context_key(name: str) -> ContextKey[Any]:
     """A key for ``App.provide`` and ``inject``; two keys with one name are still different keys."""
     return ContextKey(name)
+
+
+DATA_FOLDER: ContextKey[Path] = ContextKey("chamvi.data_folder")
+"""The worker's data folder (``--data``, ``CHAMVI_DATA``), for a tool that keeps files beside chamvi's:
+handed over by the worker that runs with settings (``chamvi dev``, ``chamvi worker``), so no code
+writes the folder into the process environment for the app to find. Unset in a worker without settings."""
 
 
 class Provided:

@@ -217,6 +217,7 @@ class ChamviPlugin(SimplePlugin):
             artifacts=artifacts,
             max_runs=max_runs,
             skills_cache=settings.data / "skills" if settings is not None else None,
+            data=settings.data if settings is not None else None,
             approval_tokens=approval_tokens,
             revisions=agent_revisions,
         )

@@ -348,15 +348,6 @@ def hf_hub_offline(env: Mapping[str, str] | None = None) -> bool:
     return (env.get("HF_HUB_OFFLINE") or "").strip().upper() in {"1", "TRUE", "YES", "ON"}
 
 
-def publish_data_folder(data: Path) -> None:
-    """Sets ``CHAMVI_DATA`` for the app this process loads (the example keeps its outbox there).
-
-    A CLI process resolves ``--data`` before it imports the app, whose module may read the folder
-    from the environment at import.
-    """
-    os.environ["CHAMVI_DATA"] = str(data)
-
-
 def _headers(env: Mapping[str, str], name: str) -> tuple[tuple[str, str], ...]:
     """``key=value`` pairs separated by commas, as OpenTelemetry's exporters read them.
 

@@ -30,7 +30,7 @@ from chamvi.app import App, agent_spec
 from chamvi.approval_tokens import ApprovalTokens
 from chamvi.artifacts import ArtifactStore
 from chamvi.channels import ChannelAccess
-from chamvi.context import Provided
+from chamvi.context import DATA_FOLDER, Provided
 from chamvi.dynamic_agents import RuntimeAgents
 from chamvi.knowledge.search import KNOWLEDGE_SEARCH, KnowledgeSearch
 from chamvi.mcp._sessions import McpSessions
@@ -93,6 +93,7 @@ class AppRuntime:
         max_runs: the most runs executing at once in this worker (``chamvi._run_slots``).
         skills_cache: where skill sources keep what they fetch (git clones); the temp folder by
             default, ``<data>/skills`` in a worker with settings.
+        data: the data folder of a worker with settings, which tools read as ``DATA_FOLDER``.
         approval_tokens: signs the approval tokens channel requests carry; None: they carry none.
         revisions: where runtime agents' revisions live; by default the artifact store's object store
             (``chamvi.agent_revisions``), the one every process of the deployment shares.
@@ -108,6 +109,7 @@ class AppRuntime:
         artifacts: ArtifactStore | None = None,
         max_runs: int = DEFAULT_MAX_RUNS,
         skills_cache: Path | None = None,
+        data: Path | None = None,
         approval_tokens: ApprovalTokens | None = None,
         revisions: AgentRevisionStore | None = None,
     ) -> None:
@@ -134,6 +136,8 @@ class AppRuntime:
         self.skills = SkillLibrary(app, lambda: self.artifacts, skills_cache)
         """The agents' skills: loaded at the worker's boot, read back at each run's pinned version."""
         self.provided.set(SKILLS, self.skills)
+        if data is not None:
+            self.provided.set(DATA_FOLDER, data)
 
     def open(self, *, state: StateStore, search: KnowledgeSearch, artifacts: ArtifactStore) -> None:
         """Takes the stores a worker opened (again for each worker the plugin configures)."""

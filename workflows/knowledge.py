@@ -213,7 +213,9 @@ class KnowledgeCollectionWorkflow:
         self._set_queued(False)
         self._state.running = True
         retry_in: timedelta | None = None
-        request = PassRequest(name=name, failures=self._state.failures)
+        # the one decision of the backoff: the pass stores it if it fails, and the workflow waits it
+        delay = backoff(self._state.failures + 1)
+        request = PassRequest(name=name, failures=self._state.failures, retry_in=delay)
         try:
             if workflow.patched(c.PATCH_KNOWLEDGE_PASS_WORKFLOW):
                 number = collection.pass_count + self._state.passes + 1
@@ -226,7 +228,7 @@ class KnowledgeCollectionWorkflow:
             self._state.last_success = workflow.now()
             self._state.next_resync = self._next_resync()
         except (ActivityError, ChildWorkflowError) as error:
-            retry_in = self._failed(name, error)
+            retry_in = self._failed(name, error, delay)
         finally:
             self._state.running = False
             self._state.passes += 1
@@ -262,11 +264,13 @@ class KnowledgeCollectionWorkflow:
         )
         return result.meta
 
-    def _failed(self, name: str, error: ActivityError | ChildWorkflowError) -> timedelta | None:
+    def _failed(
+        self, name: str, error: ActivityError | ChildWorkflowError, delay: timedelta
+    ) -> timedelta | None:
         """Stores the failure, and says when the next attempt comes.
 
-        After 5 s doubling to 5 min per failure in a row, or, for a configuration error, with the
-        next sync request (None).
+        After ``delay``, the one the pass request carried (5 s doubling to 5 min per failure in a
+        row), or, for a configuration error, with the next sync request (None).
         """
         self._state.error, kind = pass_failure(error)
         if kind in CONFIGURATION_ERRORS:
@@ -274,7 +278,6 @@ class KnowledgeCollectionWorkflow:
             workflow.logger.error("knowledge error: collection %r: %s", name, self._state.error)
             return None
         self._state.failures += 1
-        delay = backoff(self._state.failures)
         self._state.next_attempt = workflow.now() + delay
         workflow.logger.error(
             "knowledge error: collection %r: %s (next attempt in %d s)",

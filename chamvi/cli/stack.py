@@ -43,7 +43,7 @@ from chamvi.errors import ChamviError, IndexUnavailableError, InvalidAppError
 from chamvi.knowledge import KnowledgeCollection, Source
 from chamvi.mcp import classify
 from chamvi.schedules import describe_interval
-from chamvi.settings import Settings, configured_providers, key_hosts, openai_credentials, publish_data_folder
+from chamvi.settings import Settings, configured_providers, key_hosts, openai_credentials
 from chamvi.skills.library import sources_of
 from chamvi.telemetry._otel import exporting_traces
 
@@ -153,8 +153,6 @@ def dev(
     once. Ctrl-C (or SIGTERM) stops the worker, then the server; nothing is left running.
     """
     data = data.resolve()
-    # the app runs in this process and keeps its files (the example's outbox) in the same folder
-    publish_data_folder(data)
     app = load_app_or_fail(app_ref)
     config = DevServerConfig(data=data, port=port, ui_port=ui_port, namespace=namespace)
     settings = with_knowledge_routes(
@@ -188,7 +186,6 @@ def worker(app_ref: str, data: Path, settings: Settings, max_runs: int | None) -
     process per folder.
     """
     data = data.resolve()
-    publish_data_folder(data)
     settings = settings.with_overrides(app=app_ref, data=data, max_runs=max_runs)
     app = load_app_or_fail(app_ref)
     log_to_terminal()

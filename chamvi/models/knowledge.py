@@ -162,7 +162,11 @@ class PassRequest(BaseModel):
 
     name: str
     failures: int = 0
-    """Failed passes in a row before this one: sets the backoff if this one fails too."""
+    """Failed passes in a row before this one (shown in the pass's telemetry)."""
+    retry_in: timedelta | None = None
+    """The collection workflow's delay before the next attempt should this pass fail, which the pass
+    stores as the collection's ``next_attempt`` for every replica and ``chamvi knowledge list``; the
+    workflow decides it once (None from a workflow recorded before it: stored without a time)."""
 
 
 class PassResult(BaseModel):

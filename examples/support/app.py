@@ -49,7 +49,7 @@ from chamvi import (
 from chamvi.knowledge import folder, knowledge_collection, knowledge_tools
 from chamvi.skills import skills_folder
 
-from .digest import define_digest
+from .digest import data_folder, define_digest
 from .wiki_agent import librarian
 
 ORDERS = {
@@ -58,9 +58,10 @@ ORDERS = {
 }
 
 
-def outbox_path() -> Path:
-    """Replies land here, one JSON line each (a stand-in for a mail or ticket API)."""
-    return Path(os.environ.get("CHAMVI_DATA", ".chamvi")) / "outbox.jsonl"
+def outbox_path(ctx: ToolContext) -> Path:
+    """Replies land here, one JSON line each (a stand-in for a mail or ticket API): in the worker's data
+    folder (``--data``), else ``CHAMVI_DATA``'s."""
+    return data_folder(ctx) / "outbox.jsonl"
 
 
 class Refund(BaseModel):
@@ -108,8 +109,8 @@ async def refund_order(order_id: str, amount: float, ctx: ToolContext) -> str:
     return f"Refunded {amount:.2f} on order {order_id}."
 
 
-def _already_replied(key: str, _input: object) -> dict[str, str] | None:
-    path = outbox_path()
+def _already_replied(key: str, _input: object, ctx: ToolContext) -> dict[str, str] | None:
+    path = outbox_path(ctx)
     if path.exists() and effect_marker(key) in path.read_text():
         return {"status": "sent earlier"}
     return None
@@ -122,7 +123,7 @@ def _already_replied(key: str, _input: object) -> dict[str, str] | None:
 async def send_reply(to: str, body: str, ctx: ToolContext) -> dict[str, str]:
     """Sends the reply to the customer. Sent once per run and customer, even after a crash."""
     key = f"{ctx.run.run_id}:reply:{to}"
-    path = outbox_path()
+    path = outbox_path(ctx)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as outbox:
         outbox.write(json.dumps({"to": to, "body": body, "marker": effect_marker(key)}) + "\n")

@@ -16,12 +16,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from chamvi import Agent, Budget, ToolContext, define_agent, effect_marker, effect_tool, tool
+from chamvi import Agent, Budget, ToolContext, define_agent, effect_marker, effect_tool, tool, try_inject
+from chamvi.context import DATA_FOLDER
 
 
-def digest_path() -> Path:
+def data_folder(ctx: ToolContext) -> Path:
+    """The worker's data folder (``chamvi dev --data``, ``chamvi worker --data``), else ``CHAMVI_DATA``
+    (a worker built without settings, as in tests), else ``.chamvi``."""
+    return try_inject(ctx, DATA_FOLDER) or Path(os.environ.get("CHAMVI_DATA", ".chamvi"))
+
+
+def digest_path(ctx: ToolContext) -> Path:
     """Digests land here, one JSON line each (a stand-in for a team chat or a mail)."""
-    return Path(os.environ.get("CHAMVI_DATA", ".chamvi")) / "digests.jsonl"
+    return data_folder(ctx) / "digests.jsonl"
 
 
 def define_digest(orders: Mapping[str, Mapping[str, Any]]) -> Agent:
@@ -35,8 +42,8 @@ def define_digest(orders: Mapping[str, Mapping[str, Any]]) -> Agent:
         """Counts the orders by delivery status for the digest of ``period`` (e.g. "yesterday")."""
         return {"period": period, "orders": len(orders), "by_status": counts()}
 
-    def _already_posted(key: str, _input: object) -> dict[str, str] | None:
-        path = digest_path()
+    def _already_posted(key: str, _input: object, ctx: ToolContext) -> dict[str, str] | None:
+        path = digest_path(ctx)
         if path.exists() and effect_marker(key) in path.read_text():
             return {"status": "posted earlier"}
         return None
@@ -45,7 +52,7 @@ def define_digest(orders: Mapping[str, Mapping[str, Any]]) -> Agent:
     async def post_digest(period: str, ctx: ToolContext) -> dict[str, str]:
         """Posts the digest of ``period``. Once per run, even when a worker dies after posting."""
         summary = ", ".join(f"{count} {status}" for status, count in sorted(counts().items()))
-        path = digest_path()
+        path = digest_path(ctx)
         path.parent.mkdir(parents=True, exist_ok=True)
         line = {"period": period, "summary": summary, "marker": effect_marker(f"{ctx.run.run_id}:digest")}
         with path.open("a") as digests:

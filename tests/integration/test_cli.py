@@ -25,6 +25,7 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from chamvi import (
     App,
     ChamviClient,
+    ChamviPlugin,
     FatalToolError,
     RunNotFoundError,
     RunStatus,
@@ -34,12 +35,14 @@ from chamvi import (
     tool,
 )
 from chamvi._constants import CONCURRENCY_LOCK_WORKFLOW, LOCK_ID_PREFIX
+from chamvi._lifecycle import memory_index
 from chamvi.artifacts import ArtifactStore
 from chamvi.cli import POLL_SECONDS, cli
 from chamvi.client import run_id_for
 from chamvi.models import RunInput
 from chamvi.providers import ModelRegistry, ScriptedModel, call, reply
 from chamvi.runtime import build_worker
+from chamvi.settings import Settings
 from examples.support.app import app as support_app
 from tests.integration.test_readme_webhooks import tour_block
 from tests.polling import eventually
@@ -82,6 +85,25 @@ async def until(chamvi: ChamviClient, run_id: str, *statuses: RunStatus) -> RunV
         return run if run.status in statuses else None
 
     return await eventually(probe, f"run {run_id} reaching {' or '.join(s.value for s in statuses)}")
+
+
+async def test_the_example_keeps_its_outbox_in_the_data_folder_its_worker_was_given(
+    chamvi_cli, chamvi: ChamviClient, running_worker, data_folder: Path
+) -> None:
+    """The worker hands its ``--data`` to the app (``DATA_FOLDER``), with no write to ``CHAMVI_DATA``:
+    the outbox lands in the worker's folder, not the environment's."""
+    given = data_folder / "given"
+    plugin = ChamviPlugin(support_app, index=memory_index(), settings=Settings(data=given))
+    async with running_worker(plugin):
+        dispatched = await chamvi_cli("dispatch", "support", "--payload", json.dumps(PAYLOAD))
+        assert dispatched.exit_code == 0, dispatched.output
+        run_id = dispatched.stdout.strip()
+        await until(chamvi, run_id, RunStatus.WAITING)
+        approved = await chamvi_cli("approve", run_id)
+        assert approved.exit_code == 0, approved.output
+        await until(chamvi, run_id, RunStatus.COMPLETED)
+    assert "ada@example.com" in (given / "outbox.jsonl").read_text()
+    assert not (data_folder / "outbox.jsonl").exists()
 
 
 async def test_dispatch_then_show_waiting_then_approve_completes_the_run(

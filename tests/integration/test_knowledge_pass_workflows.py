@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
+from chamvi.activities.knowledge import KnowledgeActivities
 from temporalio.client import Client, WorkflowExecution, WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
 
 from chamvi import App, ChamviClient
 from chamvi._constants import (
@@ -19,8 +22,11 @@ from chamvi._constants import (
     MEMO_KNOWLEDGE_PASS_STATS,
 )
 from chamvi.cli.knowledge import _pass_progress
+from chamvi.errors import KnowledgePassError
 from chamvi.knowledge import define_source, knowledge_collection
-from chamvi.models.knowledge import CollectionState, PassResult, PassStats
+from chamvi.knowledge.indexing import Indexer
+from chamvi.knowledge.search import KnowledgeSearch
+from chamvi.models.knowledge import CollectionState, PassRequest, PassResult, PassStats
 from tests.knowledge_helpers import (
     CountingEmbedder,
     collection_state,
@@ -115,6 +121,23 @@ async def test_a_failed_pass_fails_its_workflow_and_the_collection_backs_off_to_
     cause = raised.value.cause
     assert isinstance(cause, ApplicationError)
     assert (cause.type, cause.message) == ("knowledge_pass_failed", "RuntimeError: page 1 answered 503")
+
+
+async def test_a_failed_pass_stores_the_next_attempt_its_collection_workflow_decided(name: str) -> None:
+    """The backoff is decided once, by the collection's workflow: the pass stores the delay it is given
+    (here 4 minutes after a first failure, where the seed's backoff would say 5 s)."""
+    store, embedder = new_store(), CountingEmbedder()
+    app = app_for(name, embedder, failing=[True])
+    search = KnowledgeSearch(store, app.embedders)
+    activities = KnowledgeActivities(app, store, Indexer(store, app.embedders), search)
+    started = datetime.now(UTC)
+    with pytest.raises(KnowledgePassError):
+        await ActivityEnvironment().run(
+            activities.knowledge_pass, PassRequest(name=name, failures=0, retry_in=timedelta(minutes=4))
+        )
+    meta = await store.meta(name)
+    assert meta is not None and meta.error == "RuntimeError: page 1 answered 503"
+    assert meta.next_attempt is not None and meta.next_attempt >= started + timedelta(minutes=4)
 
 
 async def test_a_collection_that_made_its_passes_as_activities_moves_over_keeping_its_generation(

@@ -248,7 +248,6 @@ async def test_the_example_daily_digest_is_declared_and_its_fire_posts_one_diges
 ) -> None:
     monkeypatch.setenv("CHAMVI_DATA", str(tmp_path))
     from examples.support.app import app
-    from examples.support.digest import digest_path
 
     plugin = ChamviPlugin(app, index=memory_index(), start_collections=False)
     async with build_worker(client, plugin, task_queue=task_queue):
@@ -267,5 +266,5 @@ async def test_the_example_daily_digest_is_declared_and_its_fire_posts_one_diges
         run = await chamvi.get_run(await eventually(a_digest, "the digest run"))
     assert (declared.agent, declared.cron, declared.declared) == ("digest", "0 8 * * *", True)
     assert run.status == RunStatus.COMPLETED and run.trigger.trigger == SCHEDULE_TRIGGER
-    posted = digest_path().read_text().splitlines()
+    posted = (tmp_path / "digests.jsonl").read_text().splitlines()
     assert len(posted) == 1 and "1 delivered, 1 in transit" in posted[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 import socket
 import threading
@@ -329,7 +330,7 @@ def test_dev_flags_come_from_the_search_attribute_constants(tmp_path: Path) -> N
 def test_dev_refuses_a_port_in_use_and_starts_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("CHAMVI_DATA", str(tmp_path))  # dev points the app's data here; restored after
+    monkeypatch.setenv("CHAMVI_DATA", str(tmp_path))
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
@@ -338,6 +339,20 @@ def test_dev_refuses_a_port_in_use_and_starts_nothing(
     message = one_line_error(result)
     assert f"port {port} is in use" in message and "--port" in message
     assert not (tmp_path / "temporal.log").exists()
+
+
+def test_dev_hands_its_data_folder_to_the_app_without_writing_the_process_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CHAMVI_DATA", raising=False)
+    before = dict(os.environ)
+    with socket.socket() as busy:  # dev stops at the busy port, after it read --data and loaded the app
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = invoke("dev", "--data", str(tmp_path), "--port", str(port), "--ui-port", str(free_port()))
+    assert f"port {port} is in use" in one_line_error(result)
+    assert dict(os.environ) == before
 
 
 def test_dev_refuses_a_data_folder_another_dev_uses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
