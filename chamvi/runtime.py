@@ -47,14 +47,15 @@ def local_plugin(
     artifacts: ArtifactStore | None = None,
     max_runs: int | None = None,
     approval_tokens: ApprovalTokens | None = None,
-    runtime_tunings: bool = False,
+    runtime_tunings: bool = True,
 ) -> ChamviPlugin:
     """A plugin for tests and benchmarks, with nothing started in the background.
 
     Its index is ``index`` or an in-memory one, its artifact store ``artifacts`` or an in-memory one,
     and collections pass when asked; ``max_runs`` is the plugin's (4 by default); approval requests
-    carry tokens only with ``approval_tokens``; ``runtime_tunings`` as the plugin's (off by default, on in
-    the benchmarks, which measure what ``chamvi worker`` runs). Build one to reach what its worker holds
+    carry tokens only with ``approval_tokens``; ``runtime_tunings`` as the plugin's, on here (the
+    library's plugin has them off): tests and benchmarks run what ``chamvi worker`` runs, and without
+    them each run's sandbox imports the workflow modules afresh. Build one to reach what its worker holds
     (``plugin.runtime.events`` for an API beside it), and hand it to :func:`build_worker`.
     """
     return ChamviPlugin(
@@ -78,7 +79,7 @@ def build_worker(
     max_concurrent_activities: int | None = None,
     artifacts: ArtifactStore | None = None,
     max_runs: int | None = None,
-    runtime_tunings: bool = False,
+    runtime_tunings: bool = True,
 ) -> Worker:
     """A worker serving chamvi through :class:`ChamviPlugin`: the one way chamvi starts a worker.
 
@@ -88,7 +89,7 @@ def build_worker(
     benchmarks do, the index is ``index`` or an in-memory one, the artifact store ``artifacts`` or an
     in-memory one, and nothing starts in the background: collections pass when asked
     (:func:`local_plugin`); ``max_runs`` and ``runtime_tunings`` are the plugin's (the most runs
-    executing at once, 4 by default; the runtime tunings, off by default).
+    executing at once, 4 by default; the runtime tunings, on by default here as in ``chamvi worker``).
     """
     plugin = (
         app

@@ -226,11 +226,20 @@ async def test_a_stdio_mcp_server_killed_mid_call_is_a_tool_error_and_the_next_c
 
 
 async def _attempts_of_tool_calls(client: Client, run_id: str) -> list[int]:
+    # the tool calls only: on a loaded machine the listing of the server's tools (bounded by the same
+    # 3 s timeout) may take a second attempt, which says nothing of the hung call
     history = await client.get_workflow_handle(run_id).fetch_history()
+    tool_calls = {
+        e.event_id
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        and e.activity_task_scheduled_event_attributes.activity_type.name == "chamvi.call_tool"
+    }
     return [
         e.activity_task_started_event_attributes.attempt
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        and e.activity_task_started_event_attributes.scheduled_event_id in tool_calls
     ]
 
 

@@ -98,7 +98,8 @@ async def test_a_pass_keeps_up_to_its_concurrency_of_calls_of_64_in_flight(
 
     assert meta.status == "ready" and meta.documents == documents and meta.passages == documents
     sizes = [len(r.inputs) for r in server.requests]
-    assert sizes == [BATCH_SIZE] * 7 + [5]
+    # calls in flight together reach the server in any order
+    assert sorted(sizes, reverse=True) == [BATCH_SIZE] * 7 + [5]
     assert overlap.most == concurrency
     # every document was written with its own vector, in the order read
     hits = await index.search("many", 1, hashed(16)(server.requests[-1]).body["data"][0]["embedding"], 1)
