@@ -17,7 +17,8 @@ from tests.polling import SLOW_PATIENCE_SECONDS, SLOW_TEST_TIMEOUT, eventually
 @pytest.mark.xfail(
     strict=False,
     reason="issue 41 item 7, open: under load a failed check's execution is sometimes still there 180 s "
-    "after its delete was accepted (both clean-clone suite runs this stop; it passes alone); the retried delete did not cure it",
+    "after its delete was accepted (both clean-clone suite runs this stop; it passes alone); the "
+    "retried delete did not cure it",
 )
 async def test_an_agent_check_leaves_no_workflow_in_the_list_whatever_the_worker_answers(
     client: Client, chamvi: ChamviClient, task_queue: str, running_worker: RunningWorker
